@@ -1,0 +1,190 @@
+// Backend interface: where tensors live and how the decoder's kernels run on them.
+//
+// Model code never dereferences tensor memory. It owns device-resident buffers (DeviceArray) and
+// passes raw device pointers plus explicit shapes to the backend's ops. Each backend (cpu/, cuda/)
+// implements every op; tests check every op of every backend against a naive reference loop.
+//
+// Queue semantics: a backend has one in-order compute queue. Every op is enqueued on it in program
+// order; an op may return before its work is done (CUDA) or after (CPU). Results are visible to the
+// host only through download() or after synchronize(). Ops that return a host value (sum_squares)
+// synchronise implicitly.
+//
+// Conventions: all float tensors are fp32, row-major, contiguous unless a stride is given.
+// Shapes in comments: B micro-batch, T sequence length, C model width, NH heads, hs = C / NH head
+// size, V vocabulary, N = B*T rows, OC output channels. Ops that *accumulate* ("+=") do so into
+// gradient buffers so that gradient accumulation over micro-batches and tied weights need no extra
+// copies; all other outputs are overwritten.
+//
+// Determinism: for a fixed backend, thread count and shapes, every op is bitwise reproducible
+// (no atomics-order dependence, fixed reduction orders).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace shardtrain {
+
+enum class DeviceKind { kCpu, kCuda };
+
+// AdamW hyper-parameters for one update of one tensor (PyTorch's AdamW semantics):
+//   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   p -= lr * (m / bias_correction1) / (sqrt(v / bias_correction2) + eps)
+// with bias_correction1 = 1 - b1^t and bias_correction2 = 1 - b2^t for the 1-based step t.
+struct AdamWArgs {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float bias_correction1 = 1.0f;
+  float bias_correction2 = 1.0f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceKind device() const = 0;
+  // One line for logs, e.g. "cpu (oneDNN 2.6.3, 1 thread)".
+  virtual std::string describe() const = 0;
+
+  // ---- memory (counts are in bytes; memory is zeroed and 64-byte aligned) ----
+  virtual void* allocate_bytes(std::size_t bytes) = 0;
+  virtual void release_bytes(void* ptr) = 0;
+  virtual void upload_bytes(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void download_bytes(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+  virtual void copy_bytes(void* device_dst, const void* device_src, std::size_t bytes) = 0;
+  virtual void fill(float* x, std::size_t n, float value) = 0;
+  // Blocks until all queued work is complete.
+  virtual void synchronize() = 0;
+
+  // ---- elementwise ----
+  // out = a + b  (n)
+  virtual void add(float* out, const float* a, const float* b, std::size_t n) = 0;
+  // y += x  (n)
+  virtual void accumulate(float* y, const float* x, std::size_t n) = 0;
+  // x *= s  (n)
+  virtual void scale(float* x, std::size_t n, float s) = 0;
+  // out = gelu_tanh(in)  (n)
+  virtual void gelu_forward(float* out, const float* in, std::size_t n) = 0;
+  // din = dout * gelu_tanh'(in)  (n), overwrites din
+  virtual void gelu_backward(float* din, const float* in, const float* dout, std::size_t n) = 0;
+
+  // ---- layer norm over the last dim, eps = 1e-5 ----
+  // out (N,C), mean (N), rstd (N) <- in (N,C), weight (C), bias (C)
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* in,
+                                 const float* weight, const float* bias, std::size_t rows,
+                                 std::size_t channels) = 0;
+  // din (N,C) +=, dweight (C) +=, dbias (C) += <- dout (N,C), in, weight, mean, rstd
+  virtual void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout,
+                                  const float* in, const float* weight, const float* mean,
+                                  const float* rstd, std::size_t rows, std::size_t channels) = 0;
+
+  // ---- matrix products (PyTorch Linear layout: weight is (OC, C)) ----
+  // out (N,OC) = in (N,C) @ weight^T + bias (OC; may be null)
+  virtual void matmul_forward(float* out, const float* in, const float* weight, const float* bias,
+                              std::size_t rows, std::size_t in_channels,
+                              std::size_t out_channels) = 0;
+  // din (N,C) = dout @ weight (overwrites; may be null to skip),
+  // dweight (OC,C) += dout^T @ in,  dbias (OC) += column sums of dout (may be null)
+  virtual void matmul_backward(float* din, float* dweight, float* dbias, const float* dout,
+                               const float* in, const float* weight, std::size_t rows,
+                               std::size_t in_channels, std::size_t out_channels) = 0;
+
+  // ---- embeddings ----
+  // out (B*T,C) = wte[tokens] + wpe[t]; tokens (B*T) int32 in [0,V)
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, std::size_t batch, std::size_t seq_len,
+                                 std::size_t channels) = 0;
+  // dwte (V,C) += scatter of dout rows by token; dwpe (T,C) += sum over batch of dout
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, std::size_t batch, std::size_t seq_len,
+                                  std::size_t channels) = 0;
+
+  // ---- causal multi-head self-attention ----
+  // out (B,T,C), att (B,NH,T,T) softmax probabilities kept for backward <- qkv (B,T,3C)
+  // (q, k, v are the three C-wide thirds of each row; head h uses columns [h*hs, (h+1)*hs)).
+  virtual void attention_forward(float* out, float* att, const float* qkv, std::size_t batch,
+                                 std::size_t seq_len, std::size_t channels,
+                                 std::size_t num_heads) = 0;
+  // dqkv (B,T,3C) = gradient (overwrites) <- dout (B,T,C), qkv, att
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, std::size_t batch, std::size_t seq_len,
+                                  std::size_t channels, std::size_t num_heads) = 0;
+
+  // ---- softmax cross-entropy over the vocabulary ----
+  // losses (N) = -log softmax(logits)[target]; logits (N,V) is overwritten with
+  // dloss_scale * (softmax - onehot(target)), the gradient of dloss_scale * sum(losses).
+  virtual void crossentropy_forward_backward(float* losses, float* logits, const int32_t* targets,
+                                             std::size_t rows, std::size_t vocab,
+                                             float dloss_scale) = 0;
+
+  // ---- reductions and the optimizer ----
+  // Sum of squares in double, over fixed chunks of kReductionChunk elements (each chunk summed
+  // in order, chunk sums added in order): the same value for any thread count, and the same
+  // value when a buffer is split into pieces at chunk boundaries.
+  static constexpr std::size_t kReductionChunk = 4096;
+  virtual double sum_squares(const float* x, std::size_t n) = 0;
+  // Sum of x (n) in double, same chunking rule.
+  virtual double sum(const float* x, std::size_t n) = 0;
+  // One AdamW update of n elements.
+  virtual void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                            std::size_t n, const AdamWArgs& args) = 0;
+};
+
+// The CPU backend: oneDNN matrix products and vectorised loops, `threads` OpenMP threads.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// True when this build has the CUDA backend and a CUDA device is visible.
+bool cuda_backend_available();
+// The CUDA backend on device `device_index`; throws UsageError when unavailable.
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+
+// An owning, typed device allocation of `count` elements of T on a backend.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Backend& backend, std::size_t count)
+      : backend_(&backend),
+        data_(count ? static_cast<T*>(backend.allocate_bytes(count * sizeof(T))) : nullptr),
+        count_(count) {}
+  ~DeviceArray() { reset(); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    if (this != &other) {
+      reset();
+      backend_ = other.backend_;
+      data_ = other.data_;
+      count_ = other.count_;
+      other.data_ = nullptr;
+      other.count_ = 0;
+    }
+    return *this;
+  }
+  void reset() {
+    if (data_) backend_->release_bytes(data_);
+    data_ = nullptr;
+    count_ = 0;
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return count_; }
+  std::size_t bytes() const { return count_ * sizeof(T); }
+  void upload(const T* host, std::size_t n, std::size_t offset = 0) {
+    backend_->upload_bytes(data_ + offset, host, n * sizeof(T));
+  }
+  void download(T* host, std::size_t n, std::size_t offset = 0) const {
+    backend_->download_bytes(host, data_ + offset, n * sizeof(T));
+  }
+
+ private:
+  Backend* backend_ = nullptr;
+  T* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+}  // namespace shardtrain

@@ -1,0 +1,81 @@
+#include "test_support.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+namespace shardtrain::test {
+namespace {
+bool g_started_mpi = false;
+std::vector<std::filesystem::path>& temp_dirs() {
+  static std::vector<std::filesystem::path> dirs;
+  return dirs;
+}
+struct TempCleanup {
+  ~TempCleanup() {
+    std::error_code ec;
+    for (auto& d : temp_dirs()) std::filesystem::remove_all(d, ec);
+  }
+} g_cleanup;
+}  // namespace
+
+std::string testdata_path(const std::string& relative) {
+  return std::string(SHARDTRAIN_TESTDATA) + "/" + relative;
+}
+
+std::string tool_path(const std::string& name) { return std::string(SHARDTRAIN_BIN_DIR) + "/" + name; }
+
+std::string temp_dir(const std::string& tag) {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / ("shardtrain-" + tag + "-XXXXXX")).string();
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  temp_dirs().emplace_back(buf.data());
+  return buf.data();
+}
+
+void ensure_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  g_started_mpi = true;
+}
+
+void finalize_mpi_if_started() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) throw std::invalid_argument("max_abs_difference: size mismatch");
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+double max_norm_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0.0;
+  for (float x : b) scale = std::max(scale, std::fabs(double(x)));
+  return max_abs_difference(a, b) / std::max(scale, 1e-30);
+}
+
+std::vector<float> random_floats(std::size_t n, unsigned seed, float lo, float hi) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (auto& x : out) x = dist(gen);
+  return out;
+}
+
+}  // namespace shardtrain::test

@@ -1,0 +1,27 @@
+// Shared helpers for the Catch2 tests: paths, MPI start-up on demand, tolerance comparisons.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardtrain::test {
+
+// testdata/ in the source tree.
+std::string testdata_path(const std::string& relative);
+// Built tool binaries (build/bin).
+std::string tool_path(const std::string& name);
+// A fresh empty temporary folder, removed at process exit.
+std::string temp_dir(const std::string& tag);
+
+// MPI_Init_thread(MPI_THREAD_MULTIPLE) on first call (works as a singleton without mpirun).
+void ensure_mpi();
+void finalize_mpi_if_started();
+
+// max|a-b| / max(max|b|, tiny): the "relative error in max norm" used by the reference tests.
+double max_norm_relative_error(const std::vector<float>& a, const std::vector<float>& b);
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b);
+
+// Deterministic pseudo-random test inputs (uniform in [lo, hi)), seeded.
+std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f);
+
+}  // namespace shardtrain::test
