@@ -1,0 +1,435 @@
+// The CPU backend: host memory, oneDNN matrix products, OpenMP loops written to vectorise.
+//
+// Determinism: every loop uses a static OpenMP schedule, and every reduction across rows
+// (bias, LayerNorm and embedding gradients) is partitioned by channel, so each output element is
+// summed over rows in index order by exactly one thread: those results are bitwise the same for
+// any thread count. oneDNN's products are deterministic for a fixed thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dnnl_gemm.hpp"
+#include "shardtrain/backend.hpp"
+#include "shardtrain/error.hpp"
+#include "vector_math.hpp"
+
+namespace shardtrain {
+namespace {
+
+constexpr float kLayerNormEps = 1e-5f;
+constexpr std::size_t kAlignment = 64;
+
+// A grow-only, 64-byte aligned scratch area reused across calls.
+class Scratch {
+ public:
+  ~Scratch() { std::free(data_); }
+  float* get(std::size_t count) {
+    if (count > capacity_) {
+      std::free(data_);
+      std::size_t bytes = ((count * sizeof(float) + kAlignment - 1) / kAlignment) * kAlignment;
+      data_ = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
+      if (!data_) throw Error(ExitCode::kFailure, "out of host memory for " + std::to_string(bytes) + " bytes of kernel scratch");
+      capacity_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+// Splits [0, n) into `parts` contiguous ranges; returns the range of part p.
+inline void split_range(std::size_t n, int parts, int p, std::size_t& begin, std::size_t& end) {
+  std::size_t base = n / parts, extra = n % parts;
+  begin = p * base + std::min<std::size_t>(p, extra);
+  end = begin + base + (static_cast<std::size_t>(p) < extra ? 1 : 0);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads), gemm_(threads) {
+    if (threads < 1) throw UsageError("--threads must be at least 1 (got " + std::to_string(threads) + ")");
+    omp_set_num_threads(threads_);
+  }
+
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+
+  std::string describe() const override {
+    const dnnl_version_t* v = dnnl_version();
+    return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + ", " + std::to_string(threads_) +
+           (threads_ == 1 ? " thread)" : " threads)");
+  }
+
+  // ---- memory ----
+  void* allocate_bytes(std::size_t bytes) override {
+    std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+    if (!p) throw Error(ExitCode::kFailure, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded);
+    return p;
+  }
+  void release_bytes(void* ptr) override { std::free(ptr); }
+  void upload_bytes(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download_bytes(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_bytes(void* dst, const void* src, std::size_t bytes) override { std::memmove(dst, src, bytes); }
+  void fill(float* x, std::size_t n, float value) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) x[i] = value;
+  }
+  void synchronize() override {}
+
+  // ---- elementwise ----
+  void add(float* out, const float* a, const float* b, std::size_t n) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  }
+  void accumulate(float* y, const float* x, std::size_t n) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void scale(float* x, std::size_t n, float s) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) x[i] *= s;
+  }
+  void gelu_forward(float* out, const float* in, std::size_t n) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) out[i] = cpu::gelu(in[i]);
+  }
+  void gelu_backward(float* din, const float* in, const float* dout, std::size_t n) override {
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) din[i] = dout[i] * cpu::gelu_grad(in[i]);
+  }
+
+  // ---- layer norm ----
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight,
+                         const float* bias, std::size_t rows, std::size_t C) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* x = in + r * C;
+      float* y = out + r * C;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (std::size_t c = 0; c < C; ++c) s += x[c];
+      float m = s / static_cast<float>(C);
+      float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+      for (std::size_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+      float rs = 1.0f / std::sqrt(v / static_cast<float>(C) + kLayerNormEps);
+#pragma omp simd
+      for (std::size_t c = 0; c < C; ++c) y[c] = (x[c] - m) * rs * weight[c] + bias[c];
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+  }
+
+  void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                          const float* weight, const float* mean, const float* rstd, std::size_t rows,
+                          std::size_t C) override {
+    // Input gradient: rows are independent.
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* x = in + r * C;
+      const float* dy = dout + r * C;
+      float* dx = din + r * C;
+      const float m = mean[r], rs = rstd[r];
+      float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+      for (std::size_t c = 0; c < C; ++c) {
+        float norm = (x[c] - m) * rs;
+        float dnorm = weight[c] * dy[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * norm;
+      }
+      dnorm_mean /= static_cast<float>(C);
+      dnorm_norm_mean /= static_cast<float>(C);
+#pragma omp simd
+      for (std::size_t c = 0; c < C; ++c) {
+        float norm = (x[c] - m) * rs;
+        float dnorm = weight[c] * dy[c];
+        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rs;
+      }
+    }
+    // Parameter gradients: partitioned by channel, rows summed in order.
+#pragma omp parallel num_threads(threads_)
+    {
+      std::size_t c0, c1;
+      split_range(C, omp_get_num_threads(), omp_get_thread_num(), c0, c1);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float* x = in + r * C;
+        const float* dy = dout + r * C;
+        const float m = mean[r], rs = rstd[r];
+#pragma omp simd
+        for (std::size_t c = c0; c < c1; ++c) {
+          dweight[c] += dy[c] * ((x[c] - m) * rs);
+          dbias[c] += dy[c];
+        }
+      }
+    }
+  }
+
+  // ---- matrix products ----
+  void matmul_forward(float* out, const float* in, const float* weight, const float* bias,
+                      std::size_t N, std::size_t C, std::size_t OC) override {
+    const int64_t n = N, c = C, oc = OC;
+    // out (N,OC) = in (N,C) @ weight^T: weight^T[k][j] = weight[j][k] -> strides (1, C).
+    gemm_.run(1, n, oc, c, in, {0, c, 1}, weight, {0, 1, c}, out, {0, oc, 1}, 1.0f, bias, false);
+  }
+
+  void matmul_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                       const float* weight, std::size_t N, std::size_t C, std::size_t OC) override {
+    const int64_t n = N, c = C, oc = OC;
+    // din (N,C) = dout (N,OC) @ weight (OC,C)
+    if (din) gemm_.run(1, n, c, oc, dout, {0, oc, 1}, weight, {0, c, 1}, din, {0, c, 1}, 1.0f, nullptr, false);
+    // dweight (OC,C) += dout^T (OC,N) @ in (N,C): dout^T[i][k] = dout[k][i] -> strides (1, OC).
+    if (dweight) gemm_.run(1, oc, c, n, dout, {0, 1, oc}, in, {0, c, 1}, dweight, {0, c, 1}, 1.0f, nullptr, true);
+    if (dbias) column_sums_accumulate(dbias, dout, N, OC);
+  }
+
+  // ---- embeddings ----
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         std::size_t B, std::size_t T, std::size_t C) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < B * T; ++i) {
+      const float* te = wte + static_cast<std::size_t>(tokens[i]) * C;
+      const float* pe = wpe + (i % T) * C;
+      float* o = out + i * C;
+#pragma omp simd
+      for (std::size_t c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+    }
+  }
+
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          std::size_t B, std::size_t T, std::size_t C) override {
+#pragma omp parallel num_threads(threads_)
+    {
+      std::size_t c0, c1;
+      split_range(C, omp_get_num_threads(), omp_get_thread_num(), c0, c1);
+      for (std::size_t i = 0; i < B * T; ++i) {
+        const float* g = dout + i * C;
+        float* te = dwte + static_cast<std::size_t>(tokens[i]) * C;
+        float* pe = dwpe + (i % T) * C;
+#pragma omp simd
+        for (std::size_t c = c0; c < c1; ++c) {
+          te[c] += g[c];
+          pe[c] += g[c];
+        }
+      }
+    }
+  }
+
+  // ---- attention ----
+  void attention_forward(float* out, float* att, const float* qkv, std::size_t B, std::size_t T,
+                         std::size_t C, std::size_t NH) override {
+    const std::size_t hs = C / NH, BH = B * NH, head_elems = BH * T * hs;
+    float* q = scratch_qkv_.get(3 * head_elems);
+    float* k = q + head_elems;
+    float* v = k + head_elems;
+    split_heads(q, k, v, qkv, B, T, C, NH);
+    const int64_t t = T, h = hs, bh = BH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    // att (BH,T,T) = scale * q (BH,T,hs) @ k^T: k^T[d][j] = k[j][d] -> strides (T*hs, 1, hs)
+    gemm_.run(bh, t, t, h, q, {t * h, h, 1}, k, {t * h, 1, h}, att, {t * t, t, 1}, scale, nullptr, false);
+    causal_softmax_rows(att, BH, T);
+    // y (BH,T,hs) = att @ v
+    float* y = scratch_y_.get(head_elems);
+    gemm_.run(bh, t, h, t, att, {t * t, t, 1}, v, {t * h, h, 1}, y, {t * h, h, 1}, 1.0f, nullptr, false);
+    merge_heads(out, y, B, T, C, NH);
+  }
+
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          std::size_t B, std::size_t T, std::size_t C, std::size_t NH) override {
+    const std::size_t hs = C / NH, BH = B * NH, head_elems = BH * T * hs;
+    float* q = scratch_qkv_.get(3 * head_elems);
+    float* k = q + head_elems;
+    float* v = k + head_elems;
+    split_heads(q, k, v, qkv, B, T, C, NH);
+    float* dy = scratch_y_.get(head_elems);
+    split_one(dy, dout, B, T, C, NH, C, 0);
+    float* dq = scratch_dqkv_.get(3 * head_elems);
+    float* dk = dq + head_elems;
+    float* dv = dk + head_elems;
+    float* datt = scratch_att_.get(BH * T * T);
+    const int64_t t = T, h = hs, bh = BH;
+    // datt (BH,T,T) = dy (BH,T,hs) @ v^T
+    gemm_.run(bh, t, t, h, dy, {t * h, h, 1}, v, {t * h, 1, h}, datt, {t * t, t, 1}, 1.0f, nullptr, false);
+    // dv (BH,T,hs) = att^T @ dy: att^T[i][j] = att[j][i] -> strides (T*T, 1, T)
+    gemm_.run(bh, t, h, t, att, {t * t, 1, t}, dy, {t * h, h, 1}, dv, {t * h, h, 1}, 1.0f, nullptr, false);
+    // Softmax backward (in place in datt): dpre = att * (datt - sum_j att*datt), times the scale.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t row = 0; row < BH * T; ++row) {
+      const std::size_t i = row % T;
+      const float* p = att + row * T;
+      float* d = datt + row * T;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (std::size_t j = 0; j <= i; ++j) dot += p[j] * d[j];
+#pragma omp simd
+      for (std::size_t j = 0; j <= i; ++j) d[j] = scale * p[j] * (d[j] - dot);
+      for (std::size_t j = i + 1; j < T; ++j) d[j] = 0.0f;
+    }
+    // dq = dpre (BH,T,T) @ k (BH,T,hs);  dk = dpre^T @ q
+    gemm_.run(bh, t, h, t, datt, {t * t, t, 1}, k, {t * h, h, 1}, dq, {t * h, h, 1}, 1.0f, nullptr, false);
+    gemm_.run(bh, t, h, t, datt, {t * t, 1, t}, q, {t * h, h, 1}, dk, {t * h, h, 1}, 1.0f, nullptr, false);
+    merge_heads_qkv(dqkv, dq, dk, dv, B, T, C, NH);
+  }
+
+  // ---- cross-entropy ----
+  void crossentropy_forward_backward(float* losses, float* logits, const int32_t* targets,
+                                     std::size_t rows, std::size_t V, float dloss_scale) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* l = logits + r * V;
+      float mx = l[0];
+      for (std::size_t j = 1; j < V; ++j) mx = std::max(mx, l[j]);
+      const std::size_t target = static_cast<std::size_t>(targets[r]);
+      const float target_shifted = l[target] - mx;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (std::size_t j = 0; j < V; ++j) {
+        l[j] = cpu::fast_exp(l[j] - mx);
+        s += l[j];
+      }
+      // loss = logsumexp - logit[target], computed without exponentiating the target term.
+      losses[r] = std::log(s) - target_shifted;
+      const float inv = dloss_scale / s;
+#pragma omp simd
+      for (std::size_t j = 0; j < V; ++j) l[j] *= inv;
+      l[target] -= dloss_scale;
+    }
+  }
+
+  // ---- reductions and the optimizer ----
+  double sum_squares(const float* x, std::size_t n) override { return chunked_sum(x, n, true); }
+  double sum(const float* x, std::size_t n) override { return chunked_sum(x, n, false); }
+
+  void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWArgs& a) override {
+    const float b1 = a.beta1, b2 = a.beta2, decay = a.lr * a.weight_decay;
+    const float step = a.lr / a.bias_correction1, inv_bc2 = 1.0f / a.bias_correction2;
+#pragma omp parallel for simd schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < n; ++i) {
+      float mi = b1 * m[i] + (1.0f - b1) * g[i];
+      float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      m[i] = mi;
+      v[i] = vi;
+      float pi = p[i] - decay * p[i];
+      p[i] = pi - step * mi / (std::sqrt(vi * inv_bc2) + a.eps);
+    }
+  }
+
+ private:
+  void column_sums_accumulate(float* out, const float* in, std::size_t rows, std::size_t cols) {
+#pragma omp parallel num_threads(threads_)
+    {
+      std::size_t c0, c1;
+      split_range(cols, omp_get_num_threads(), omp_get_thread_num(), c0, c1);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float* row = in + r * cols;
+#pragma omp simd
+        for (std::size_t c = c0; c < c1; ++c) out[c] += row[c];
+      }
+    }
+  }
+
+  // Row-wise causal softmax over (rows_outer * T) rows of length T; zeros above the diagonal.
+  void causal_softmax_rows(float* att, std::size_t BH, std::size_t T) {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t row = 0; row < BH * T; ++row) {
+      const std::size_t i = row % T;
+      float* a = att + row * T;
+      float mx = a[0];
+      for (std::size_t j = 1; j <= i; ++j) mx = std::max(mx, a[j]);
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (std::size_t j = 0; j <= i; ++j) {
+        a[j] = cpu::fast_exp(a[j] - mx);
+        s += a[j];
+      }
+      const float inv = 1.0f / s;
+#pragma omp simd
+      for (std::size_t j = 0; j <= i; ++j) a[j] *= inv;
+      for (std::size_t j = i + 1; j < T; ++j) a[j] = 0.0f;
+    }
+  }
+
+  // dst (B,NH,T,hs) <- columns [offset + h*hs, ...) of src rows of width `width` (B,T,width).
+  void split_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C,
+                 std::size_t NH, std::size_t width, std::size_t offset) {
+    const std::size_t hs = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t h = 0; h < NH; ++h)
+        for (std::size_t t = 0; t < T; ++t)
+          std::memcpy(dst + ((b * NH + h) * T + t) * hs, src + (b * T + t) * width + offset + h * hs,
+                      hs * sizeof(float));
+  }
+  void split_heads(float* q, float* k, float* v, const float* qkv, std::size_t B, std::size_t T,
+                   std::size_t C, std::size_t NH) {
+    split_one(q, qkv, B, T, C, NH, 3 * C, 0);
+    split_one(k, qkv, B, T, C, NH, 3 * C, C);
+    split_one(v, qkv, B, T, C, NH, 3 * C, 2 * C);
+  }
+  // Inverse of split_one: columns [offset + h*hs, ...) of dst rows of width `width`.
+  void merge_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C,
+                 std::size_t NH, std::size_t width, std::size_t offset) {
+    const std::size_t hs = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t h = 0; h < NH; ++h)
+        for (std::size_t t = 0; t < T; ++t)
+          std::memcpy(dst + (b * T + t) * width + offset + h * hs, src + ((b * NH + h) * T + t) * hs,
+                      hs * sizeof(float));
+  }
+  void merge_heads(float* out, const float* y, std::size_t B, std::size_t T, std::size_t C, std::size_t NH) {
+    merge_one(out, y, B, T, C, NH, C, 0);
+  }
+  void merge_heads_qkv(float* dqkv, const float* dq, const float* dk, const float* dv, std::size_t B,
+                       std::size_t T, std::size_t C, std::size_t NH) {
+    merge_one(dqkv, dq, B, T, C, NH, 3 * C, 0);
+    merge_one(dqkv, dk, B, T, C, NH, 3 * C, C);
+    merge_one(dqkv, dv, B, T, C, NH, 3 * C, 2 * C);
+  }
+
+  // Sum (or sum of squares) over fixed chunks: each chunk in 8 interleaved double lanes combined
+  // in a fixed order, chunk sums added in index order; independent of the thread count.
+  double chunked_sum(const float* x, std::size_t n, bool squares) {
+    const std::size_t chunks = (n + kReductionChunk - 1) / kReductionChunk;
+    std::vector<double> partial(chunks);
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t ch = 0; ch < chunks; ++ch) {
+      const std::size_t begin = ch * kReductionChunk, end = std::min(n, begin + kReductionChunk);
+      double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      std::size_t i = begin;
+      for (; i + 8 <= end; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          double value = x[i + j];
+          lanes[j] += squares ? value * value : value;
+        }
+      for (; i < end; ++i) {
+        double value = x[i];
+        lanes[0] += squares ? value * value : value;
+      }
+      partial[ch] = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    }
+    double total = 0.0;
+    for (double p : partial) total += p;
+    return total;
+  }
+
+  int threads_;
+  cpu::DnnlGemm gemm_;
+  Scratch scratch_qkv_, scratch_y_, scratch_dqkv_, scratch_att_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace shardtrain
