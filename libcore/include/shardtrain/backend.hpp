@@ -29,8 +29,9 @@ enum class DeviceKind { kCpu, kCuda };
 
 // AdamW hyper-parameters for one update of one tensor (PyTorch's AdamW semantics):
 //   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
-//   p -= lr * (m / bias_correction1) / (sqrt(v / bias_correction2) + eps)
+//   p -= (lr / bias_correction1) * m / (sqrt(v * (1 / bias_correction2)) + eps)
 // with bias_correction1 = 1 - b1^t and bias_correction2 = 1 - b2^t for the 1-based step t.
+// (Backends evaluate exactly this grouping, so CPU and CUDA agree to rounding of the same ops.)
 struct AdamWArgs {
   float lr = 0.0f;
   float beta1 = 0.9f;
@@ -49,7 +50,8 @@ class Backend {
   // One line for logs, e.g. "cpu (oneDNN 2.6.3, 1 thread)".
   virtual std::string describe() const = 0;
 
-  // ---- memory (counts are in bytes; memory is zeroed and 64-byte aligned) ----
+  // ---- memory (counts are in bytes; memory is zeroed and 64-byte aligned; allocate_bytes(0) may
+  // return null; copy_bytes ranges must not overlap) ----
   virtual void* allocate_bytes(std::size_t bytes) = 0;
   virtual void release_bytes(void* ptr) = 0;
   virtual void upload_bytes(void* device_dst, const void* host_src, std::size_t bytes) = 0;
@@ -93,7 +95,8 @@ class Backend {
                                std::size_t in_channels, std::size_t out_channels) = 0;
 
   // ---- embeddings ----
-  // out (B*T,C) = wte[tokens] + wpe[t]; tokens (B*T) int32 in [0,V)
+  // out (B*T,C) = wte[tokens] + wpe[t]; tokens (B*T) int32 in [0,V): the caller validates the
+  // ids (GptModel does, on upload), backends do not range-check
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
                                  const float* wpe, std::size_t batch, std::size_t seq_len,
                                  std::size_t channels) = 0;
@@ -121,9 +124,12 @@ class Backend {
                                              float dloss_scale) = 0;
 
   // ---- reductions and the optimizer ----
-  // Sum of squares in double, over fixed chunks of kReductionChunk elements (each chunk summed
-  // in order, chunk sums added in order): the same value for any thread count, and the same
-  // value when a buffer is split into pieces at chunk boundaries.
+  // Sum of squares in double, over fixed chunks of kReductionChunk elements: each chunk is
+  // summed in a fixed order (8 interleaved double lanes, element i into lane i % 8, lanes
+  // combined ((0+1)+(2+3))+((4+5)+(6+7))), and the chunk sums are added left to right. So the
+  // value is the same for any thread count and any backend, and the per-chunk sums of a buffer
+  // split at chunk boundaries are the per-chunk sums of the whole (the layout-independent
+  // building block of norms over shards, contract 2).
   static constexpr std::size_t kReductionChunk = 4096;
   virtual double sum_squares(const float* x, std::size_t n) = 0;
   // Sum of x (n) in double, same chunking rule.

@@ -1,0 +1,68 @@
+// data-prep: documents (JSONL, plain text files or folders) -> one HDF5 dataset file (dataset.hpp).
+//
+// JSONL input: one JSON object per line (blank lines are skipped; a trailing '\r' is dropped):
+//   id              string, non-empty
+//   version         integer (int64)
+//   owner           string, non-empty
+//   event_time      RFC 3339 date-time string (when the document happened)
+//   available_time  RFC 3339 date-time string, not before event_time (when the trainer could see it)
+//   text            UTF-8 string, tokenised as bytes (dataset vocab 256, tokenizer "bytes"), or
+//   tokens          array of integers in [0, vocab) (pre-tokenised; needs --vocab/--tokenizer/--separator)
+// Exactly one of text/tokens. Other fields are ignored. Rejected, each with its class:
+//   malformed_json, missing_field, mistyped_field (also: both or neither of text/tokens, text with a
+//   non-bytes vocab), bad_time, available_before_event, duplicate_id_version (a repeated
+//   (id, version): the later line is rejected), token_out_of_vocab, separator_in_document (text with
+//   a NUL byte, or tokens containing the separator token).
+// By default the first rejected line stops the run with UsageError "FILE:LINE: reason". With
+// skip_bad set, every reject is written there as one JSON line {"file","line","class","reason",
+// "input"} and counted in the summary; the run continues.
+//
+// Text input (--text PATH, a file or a folder searched recursively in sorted path order; hidden
+// entries skipped): each file is one document with the bytes tokenizer. id = the path as given
+// (file) or relative to the folder (folder); version = text.version (default 1); owner = text.owner
+// or, by default, the file's name; event_time = text.event_time or, by default, the file's
+// modification time; available_time = text.available_time or, by default, event_time.
+//
+// Streaming: JSONL is read in 4 MiB blocks and written through DatasetWriter, so memory is bounded by
+// the buffers, the longest line, and 8 bytes per document for the duplicate check (a 64-bit hash of
+// (id, version); a hash collision, probability ~D^2/2^65 for D documents, would reject a line as a
+// duplicate). A text file is read whole. Progress lines ("[rank 0/1] data-prep: ...") go to stderr
+// every progress_interval_s seconds.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shardtrain::data {
+
+struct TextInputOptions {
+  std::optional<std::string> owner;
+  std::optional<std::string> event_time;      // RFC 3339
+  std::optional<std::string> available_time;  // RFC 3339
+  int64_t version = 1;
+};
+
+struct DataPrepOptions {
+  std::vector<std::string> jsonl_inputs;  // files; "-" reads standard input
+  std::vector<std::string> text_inputs;   // files or folders
+  TextInputOptions text;
+  std::string output;                     // dataset file to create (replaced atomically)
+  std::optional<int64_t> vocab;           // absent: 256 (bytes); given: tokenizer and separator required
+  std::optional<std::string> tokenizer;   // absent: "bytes"
+  std::optional<int64_t> separator;       // absent: 0 (bytes)
+  std::optional<std::string> skip_bad;    // rejects file; absent: the first bad line is an error
+  double progress_interval_s = 2.0;       // <= 0: no progress lines
+};
+
+// Runs data-prep. Returns the JSON summary printed by the tool:
+//   {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
+//    "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",
+//    "rejects": {"count", "file", "by_class": {...}}, "sources": [{"path","sha256","bytes"}],
+//    "input_bytes", "seconds", "mb_per_s", "code_version"}
+// Throws UsageError (bad options, a bad input line without skip_bad, no valid document) or IoError.
+nlohmann::json run_data_prep(const DataPrepOptions& options);
+
+}  // namespace shardtrain::data

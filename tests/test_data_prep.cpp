@@ -1,0 +1,287 @@
+// data-prep: round trip of JSONL (text and tokens) and text folders, each class of bad input and its
+// error, --skip-bad rejects, the tool's exit codes and messages; the synthetic Markov corpus
+// (entropy rate exact on a case solvable by hand, empirical entropy close, fast generation).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "shardtrain/data_prep.hpp"
+#include "shardtrain/dataset.hpp"
+#include "shardtrain/error.hpp"
+#include "shardtrain/synthetic.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+using namespace shardtrain::data;
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+DataPrepOptions jsonl_options(const std::string& input, const std::string& output) {
+  DataPrepOptions o;
+  o.jsonl_inputs = {input};
+  o.output = output;
+  o.progress_interval_s = 0;
+  return o;
+}
+std::vector<uint32_t> bytes_of(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (unsigned char c : s) out.push_back(c);
+  return out;
+}
+// Runs a shell command; returns its exit status.
+int run(const std::string& cmd) {
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+}  // namespace
+
+TEST_CASE("data-prep round-trips JSONL text documents and their metadata", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep");
+  const std::string input = test::testdata_path("data/valid.jsonl");
+  auto summary = run_data_prep(jsonl_options(input, dir + "/valid.h5"));
+  CHECK(summary["documents"] == 5);
+  CHECK(summary["owners"] == 3);
+  CHECK(summary["vocab"] == 256);
+  CHECK(summary["tokenizer"] == "bytes");
+  CHECK(summary["rejects"]["count"] == 0);
+  CHECK(summary["event_time"]["min"] == "2024-01-01T00:00:00Z");
+  CHECK(summary["available_time"]["max"] == "2024-04-01T00:00:00Z");
+  auto r = DatasetReader::open(dir + "/valid.h5");
+  CHECK(summary["snapshot_id"] == r.header().snapshot_id);
+  struct Expect { const char* id; int64_t version; const char* event; const char* avail; const char* owner; std::string text; };
+  const std::vector<Expect> expect = {
+      {"a", 1, "2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z", "alice", "Hello, world."},
+      {"b", 1, "2024-01-03T08:00:00Z", "2024-01-03T09:00:00Z", "bob", "Caf\xc3\xa9 \xe2\x80\x94 \"quoted\"\nsecond line\ttab"},
+      {"a", 2, "2024-02-01T00:00:00Z", "2024-02-01T12:00:00Z", "alice", "Hello again."},
+      {"c", 7, "2024-03-01T00:00:00Z", "2024-03-05T05:00:00Z", "carol", ""},
+      {"d", 1, "2024-04-01T00:00:00Z", "2024-04-01T00:00:00Z", "bob", "CRLF line"}};
+  REQUIRE(r.documents().size() == expect.size());
+  uint64_t tokens = 0;
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    const auto& d = r.documents()[i];
+    INFO("document " << i);
+    CHECK(d.id == expect[i].id);
+    CHECK(d.version == expect[i].version);
+    CHECK(d.event_time == parse_rfc3339(expect[i].event));
+    CHECK(d.available_time == parse_rfc3339(expect[i].avail));
+    CHECK(r.owners()[d.owner] == expect[i].owner);
+    CHECK(r.read_document(i) == bytes_of(expect[i].text));
+    CHECK(d.token_sha256 == sha256(expect[i].text.data(), expect[i].text.size()));
+    tokens += expect[i].text.size();
+  }
+  CHECK(summary["tokens"] == tokens);
+  REQUIRE(r.sources().size() == 1);
+  const std::string raw = slurp(input);
+  CHECK(r.sources()[0].sha256_hex == to_hex(sha256(raw.data(), raw.size())));
+  CHECK(r.sources()[0].bytes == raw.size());
+}
+
+TEST_CASE("data-prep stores pre-tokenised input at the smallest width", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep-tokens");
+  auto o = jsonl_options(test::testdata_path("data/tokens.jsonl"), dir + "/t.h5");
+  o.vocab = 1001;
+  o.tokenizer = "test-bpe";
+  o.separator = 7;
+  auto summary = run_data_prep(o);
+  CHECK(summary["token_bits"] == 16);
+  auto r = DatasetReader::open(dir + "/t.h5");
+  CHECK(r.header().tokenizer == "test-bpe");
+  CHECK(r.read_document(0) == std::vector<uint32_t>{1, 2, 3, 999, 1000});
+  CHECK(r.read_document(1) == std::vector<uint32_t>{0, 500});
+  // --vocab without tokenizer/separator is refused; text under a non-byte vocab is rejected.
+  o.separator.reset();
+  CHECK_THROWS_WITH(run_data_prep(o), Catch::Contains("--separator"));
+  auto text = jsonl_options(test::testdata_path("data/valid.jsonl"), dir + "/x.h5");
+  text.vocab = 1001;
+  text.tokenizer = "test-bpe";
+  text.separator = 7;
+  CHECK_THROWS_WITH(run_data_prep(text), Catch::Contains("valid.jsonl:1: field 'text' needs the bytes tokenizer"));
+}
+
+TEST_CASE("each class of bad input is refused with FILE:LINE: reason", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep-bad");
+  struct Case { const char* file; int line; const char* reason; };
+  const std::vector<Case> cases = {
+      {"bad_malformed.jsonl", 2, "malformed JSON"},
+      {"bad_missing_field.jsonl", 2, "missing field 'version'"},
+      {"bad_mistyped_field.jsonl", 2, "field 'version' must be an integer, got string"},
+      {"bad_time.jsonl", 2, "field 'event_time': '2024-02-30T00:00:00Z' is not an RFC 3339 date-time (day out of range"},
+      {"bad_available_before_event.jsonl", 2, "available_time 2024-01-01T23:59:59Z is before event_time 2024-01-02T00:00:00Z"},
+      {"bad_duplicate.jsonl", 3, "repeated (id, version) = (\"good\", 1)"},
+      {"bad_token_out_of_vocab.jsonl", 2, "token 1000 at index 2 is outside the vocab [0, 1000)"},
+      {"bad_separator.jsonl", 2, "NUL byte"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    const std::string input = test::testdata_path(std::string("data/") + c.file);
+    auto o = jsonl_options(input, dir + "/out.h5");
+    if (std::string(c.file) == "bad_token_out_of_vocab.jsonl") {
+      o.vocab = 1000;
+      o.tokenizer = "t";
+      o.separator = 999;
+    }
+    try {
+      run_data_prep(o);
+      FAIL("no error");
+    } catch (const UsageError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.rfind(input + ":" + std::to_string(c.line) + ": ", 0) == 0);
+      CHECK_THAT(msg, Catch::Contains(c.reason));
+      CHECK(msg.find('\n') == std::string::npos);
+      CHECK(e.code() == ExitCode::kUsage);
+    }
+    CHECK(std::filesystem::is_empty(dir));  // no output, no temporary file left behind
+  }
+}
+
+TEST_CASE("skip-bad mode writes every reject with its reason and counts them", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep-skip");
+  auto o = jsonl_options(test::testdata_path("data/mixed.jsonl"), dir + "/m.h5");
+  o.skip_bad = dir + "/rejects.jsonl";
+  auto summary = run_data_prep(o);
+  CHECK(summary["documents"] == 3);
+  CHECK(summary["rejects"]["count"] == 7);
+  CHECK(summary["rejects"]["file"] == dir + "/rejects.jsonl");
+  const auto& by = summary["rejects"]["by_class"];
+  for (const char* cls : {"malformed_json", "missing_field", "mistyped_field", "bad_time", "available_before_event",
+                          "duplicate_id_version", "separator_in_document"}) {
+    INFO(cls);
+    CHECK(by.value(cls, 0) == 1);
+  }
+  std::ifstream in(dir + "/rejects.jsonl");
+  std::string line;
+  std::vector<int> lines;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    CHECK(j["file"] == test::testdata_path("data/mixed.jsonl"));
+    CHECK_FALSE(j["reason"].get<std::string>().empty());
+    CHECK(j.contains("input"));
+    lines.push_back(j["line"]);
+  }
+  CHECK(lines == std::vector<int>{2, 3, 4, 6, 7, 8, 9});
+  auto r = DatasetReader::open(dir + "/m.h5");
+  REQUIRE(r.documents().size() == 3);
+  CHECK(r.documents()[0].id == "g1");
+  CHECK(r.documents()[2].id == "g3");
+  CHECK(r.read_document(0) == bytes_of("good one"));
+}
+
+TEST_CASE("text input reads files and folders as one document per file", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep-text");
+  DataPrepOptions o;
+  o.text_inputs = {test::testdata_path("data/text")};
+  o.output = dir + "/t.h5";
+  o.progress_interval_s = 0;
+  o.text.event_time = "2020-05-01T00:00:00Z";
+  o.text.version = 3;
+  auto summary = run_data_prep(o);
+  CHECK(summary["documents"] == 2);  // the hidden file is skipped
+  auto r = DatasetReader::open(dir + "/t.h5");
+  CHECK(r.documents()[0].id == "one.txt");
+  CHECK(r.documents()[1].id == "sub/two.txt");
+  CHECK(r.documents()[1].version == 3);
+  CHECK(r.owners()[r.documents()[1].owner] == "two.txt");
+  CHECK(r.documents()[0].event_time == parse_rfc3339("2020-05-01T00:00:00Z"));
+  CHECK(r.documents()[0].available_time == r.documents()[0].event_time);
+  CHECK(r.read_document(1) == bytes_of("Second, in a folder.\n"));
+  CHECK(r.sources().size() == 2);
+}
+
+TEST_CASE("the data-prep tool exits 0/2/3 and prints one error line", "[data_prep]") {
+  const std::string dir = test::temp_dir("prep-tool");
+  const std::string tool = test::tool_path("data-prep");
+  REQUIRE(std::filesystem::exists(tool));
+  CHECK(run(tool + " --help > " + dir + "/help.txt") == 0);
+  CHECK_THAT(slurp(dir + "/help.txt"), Catch::Contains("--skip-bad"));
+  CHECK(run(tool + " --no-such-option > /dev/null 2>&1") == 2);
+  CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " > /dev/null 2>&1") == 2);  // no -o
+  CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " -o " + dir + "/ok.h5 --progress-interval 0 > " +
+            dir + "/summary.json 2> " + dir + "/err.txt") == 0);
+  auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
+  CHECK(summary["documents"] == 5);
+  const std::string bad = test::testdata_path("data/bad_time.jsonl");
+  CHECK(run(tool + " " + bad + " -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
+  const std::string err = slurp(dir + "/err.txt");
+  CHECK(err.rfind("[rank 0/1] error: " + bad + ":2: field 'event_time'", 0) == 0);
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK(run(tool + " " + dir + "/missing.jsonl -o " + dir + "/m.h5 2> /dev/null") == 3);
+  CHECK(run(tool + " --synthetic markov --documents 2 --doc-tokens 100 -o " + dir + "/mk.h5 > /dev/null 2>&1") == 0);
+}
+
+TEST_CASE("markov entropy rate is exact on a two-state chain", "[data_prep][synthetic]") {
+  // P = [[1-a, a], [b, 1-b]]: pi = (b, a)/(a+b), H = pi0 h(a) + pi1 h(b) with h the binary entropy.
+  const double a = 0.3, b = 0.1;
+  std::vector<double> P = {1 - a, a, b, 1 - b};
+  std::vector<double> pi;
+  const double H = markov_entropy_rate(P, 2, &pi);
+  auto h = [](double p) { return -p * std::log(p) - (1 - p) * std::log(1 - p); };
+  CHECK(pi[0] == Approx(b / (a + b)).epsilon(1e-12));
+  CHECK(H == Approx(b / (a + b) * h(a) + a / (a + b) * h(b)).epsilon(1e-12));
+}
+
+TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[data_prep][synthetic]") {
+  MarkovOptions o;  // defaults: 16 symbols, 20 x 10000 tokens
+  MarkovSource src(o);
+  const int n = src.symbols();
+  for (int i = 0; i < n; ++i) {
+    double row = 0, flow = 0;
+    for (int j = 0; j < n; ++j) row += src.transition()[i * n + j];
+    for (int j = 0; j < n; ++j) flow += src.stationary()[j] * src.transition()[j * n + i];
+    CHECK(row == Approx(1.0).epsilon(1e-12));
+    CHECK(flow == Approx(src.stationary()[i]).epsilon(1e-10));  // pi P = pi
+  }
+  const double H = src.entropy_nats_per_token();
+  CHECK(H > 0.3);
+  CHECK(H < std::log(double(n)));
+  // Empirical conditional entropy of the generated tokens (plug-in estimate) is close to H.
+  std::vector<double> counts(n * n, 0.0);
+  for (uint64_t k = 0; k < o.documents; ++k) {
+    auto doc = src.document(k);
+    for (std::size_t t = 1; t < doc.size(); ++t) counts[doc[t - 1] * n + doc[t]] += 1;
+  }
+  double total = 0, Hhat = 0;
+  for (double c : counts) total += c;
+  for (int i = 0; i < n; ++i) {
+    double row = 0;
+    for (int j = 0; j < n; ++j) row += counts[i * n + j];
+    for (int j = 0; j < n; ++j)
+      if (counts[i * n + j] > 0) Hhat -= counts[i * n + j] / total * std::log(counts[i * n + j] / row);
+  }
+  CHECK(Hhat == Approx(H).epsilon(0.01));
+  // Same seed, same corpus; another seed, another chain.
+  CHECK(MarkovSource(o).document(3) == src.document(3));
+  MarkovOptions other = o;
+  other.seed = 2;
+  CHECK(MarkovSource(other).entropy_nats_per_token() != H);
+
+  const std::string dir = test::temp_dir("markov");
+  auto t0 = std::chrono::steady_clock::now();
+  auto summary = write_markov_dataset(dir + "/m.h5", o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(seconds < 1.0);
+  CHECK(summary["tokens"] == 200000);
+  auto r = DatasetReader::open(dir + "/m.h5");
+  CHECK(r.header().vocab == n + 1);
+  CHECK(r.header().separator_token == n);
+  CHECK(r.double_attribute("entropy_nats_per_token").value() == H);
+  CHECK(r.read_document(3) == src.document(3));
+  CHECK(r.owners().size() == 2);
+  // The JSONL route through data-prep gives the same dataset snapshot.
+  write_markov_jsonl(dir + "/m.jsonl", o);
+  auto p = jsonl_options(dir + "/m.jsonl", dir + "/m2.h5");
+  p.vocab = n + 1;
+  p.tokenizer = "markov16";
+  p.separator = n;
+  CHECK(run_data_prep(p)["snapshot_id"] == summary["snapshot_id"]);
+}

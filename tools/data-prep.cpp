@@ -1,0 +1,69 @@
+// data-prep: documents (JSONL, text files) -> HDF5 token dataset; or a synthetic Markov corpus.
+// Options here, everything else in libcore (data_prep.hpp, synthetic.hpp). See data-prep(1).
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "shardtrain/data_prep.hpp"
+#include "shardtrain/error.hpp"
+#include "shardtrain/synthetic.hpp"
+#include "shardtrain/tool.hpp"
+
+int main(int argc, char** argv) {
+  namespace data = shardtrain::data;
+  CLI::App app{"Turn JSONL or text documents into a shardtrain HDF5 token dataset (prints a JSON summary).\n"
+               "Input lines: {\"id\", \"version\", \"owner\", \"event_time\", \"available_time\", \"text\" | \"tokens\"}.",
+               "data-prep"};
+  data::DataPrepOptions o;
+  std::string owner, event_time, available_time, tokenizer, skip_bad, synthetic, synthetic_jsonl;
+  int64_t vocab = 0, separator = -1;
+  data::MarkovOptions markov;
+  app.add_option("inputs", o.jsonl_inputs, "JSONL files, one document per line ('-' reads standard input)");
+  app.add_option("-o,--output", o.output, "Dataset file to write (replaced atomically)")->required();
+  app.add_option("--text", o.text_inputs, "Plain text file or folder: one document per file (repeatable)");
+  app.add_option("--owner", owner, "--text: owner of the documents (default: the file's name)");
+  app.add_option("--doc-version", o.text.version, "--text: document version")->capture_default_str();
+  app.add_option("--event-time", event_time, "--text: RFC 3339 event time (default: file modification time)");
+  app.add_option("--available-time", available_time, "--text: RFC 3339 availability time (default: event time)");
+  app.add_option("--vocab", vocab, "Vocabulary size of 'tokens' input (default: 256, bytes of 'text')");
+  app.add_option("--tokenizer", tokenizer, "Tokenizer name recorded with --vocab (default: bytes)");
+  app.add_option("--separator", separator, "Document separator token with --vocab (bytes: 0)");
+  app.add_option("--skip-bad", skip_bad, "Write rejected lines with reasons to FILE and continue");
+  app.add_option("--progress-interval", o.progress_interval_s, "Seconds between progress lines on stderr (0: none)")
+      ->capture_default_str();
+  app.add_option("--synthetic", synthetic, "Generate a corpus instead of reading input: 'markov'")
+      ->check(CLI::IsMember({"markov"}));
+  app.add_option("--symbols", markov.symbols, "--synthetic: Markov states (vocab = symbols + 1)")->capture_default_str();
+  app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1")
+      ->capture_default_str();
+  app.add_option("--seed", markov.seed, "--synthetic: seed")->capture_default_str();
+  app.add_option("--documents", markov.documents, "--synthetic: documents")->capture_default_str();
+  app.add_option("--doc-tokens", markov.tokens_per_document, "--synthetic: tokens per document")->capture_default_str();
+  app.add_option("--synthetic-jsonl", synthetic_jsonl, "--synthetic: also write the corpus as data-prep JSONL");
+  shardtrain::add_version_flag(app);
+
+  return shardtrain::run_tool(app, argc, argv, {}, [&] {
+    nlohmann::json summary;
+    if (!synthetic.empty()) {
+      if (!o.jsonl_inputs.empty() || !o.text_inputs.empty())
+        throw shardtrain::UsageError("--synthetic generates its corpus: give no input files or --text");
+      summary = data::write_markov_dataset(o.output, markov);
+      if (!synthetic_jsonl.empty()) summary["jsonl"] = data::write_markov_jsonl(synthetic_jsonl, markov)["output"];
+    } else {
+      if (!owner.empty()) o.text.owner = owner;
+      if (!event_time.empty()) o.text.event_time = event_time;
+      if (!available_time.empty()) o.text.available_time = available_time;
+      if (vocab != 0) o.vocab = vocab;
+      if (!tokenizer.empty()) o.tokenizer = tokenizer;
+      if (separator >= 0) o.separator = separator;
+      if (!skip_bad.empty()) o.skip_bad = skip_bad;
+      summary = data::run_data_prep(o);
+    }
+    std::cout << summary.dump(2) << std::endl;
+    return 0;
+  });
+}

@@ -1,0 +1,49 @@
+// ddp-train: train the decoder data-parallel (one rank in this version). Options + one call.
+#include <shardtrain/tool.hpp>
+#include <shardtrain/trainer.hpp>
+
+int main(int argc, char** argv) {
+  shardtrain::TrainOptions o;
+  CLI::App app{"Train the GPT-style decoder on a data-prep dataset; prints a line per step and writes a "
+               "JSONL step log and a summary JSON into --run-dir. See ddp-train(1)."};
+  app.name("ddp-train");
+  shardtrain::add_version_flag(app);
+  std::string cutoff, eval_from;
+  app.add_option("--data", o.data_path, "Dataset file written by data-prep (HDF5)")->required();
+  app.add_option("--cutoff", cutoff, "Use only documents available at or before this RFC 3339 time");
+  app.add_option("--eval-from", eval_from, "Hold-out = documents with event time after this (default: --cutoff)");
+  app.add_option("--vocab", o.model.vocab, "Vocabulary size (0: the dataset's)")->capture_default_str();
+  app.add_option("--seq-len", o.model.seq_len, "Context length T")->capture_default_str();
+  app.add_option("--d-model", o.model.d_model, "Model width C")->capture_default_str();
+  app.add_option("--layers", o.model.n_layer, "Transformer blocks")->capture_default_str();
+  app.add_option("--heads", o.model.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
+  app.add_option("--global-batch", o.global_batch, "Sequences per optimizer step, all ranks together")->capture_default_str();
+  app.add_option("--micro-batch", o.micro_batch, "Sequences per forward/backward on one rank")->capture_default_str();
+  app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--lr", o.optimizer.max_lr, "Peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.optimizer.min_lr, "Learning-rate floor after cosine decay")->capture_default_str();
+  app.add_option("--warmup", o.optimizer.warmup_steps, "Linear warm-up steps")->capture_default_str();
+  app.add_option("--decay-steps", o.optimizer.decay_steps, "Step at which the cosine decay reaches --min-lr (default: --steps)");
+  app.add_option("--weight-decay", o.optimizer.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
+  app.add_option("--beta1", o.optimizer.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--beta2", o.optimizer.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--eps", o.optimizer.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of initialisation and sample order")->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads per rank")->capture_default_str();
+  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();
+  app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
+  app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
+  app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
+  app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s (default: measured at start)");
+  o.optimizer.decay_steps = -1;
+  return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
+    if (!cutoff.empty()) o.cutoff = cutoff;
+    if (!eval_from.empty()) o.eval_from = eval_from;
+    if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = int(o.steps);
+    o.peak_flops *= 1e9;
+    shardtrain::run_training(o);
+    return 0;
+  });
+}
