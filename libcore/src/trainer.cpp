@@ -13,6 +13,7 @@
 #include "shardtrain/batch_loader.hpp"
 #include "shardtrain/error.hpp"
 #include "shardtrain/gpt.hpp"
+#include "shardtrain/h5file.hpp"
 #include "shardtrain/hash.hpp"
 #include "shardtrain/init.hpp"
 #include "shardtrain/log.hpp"
@@ -68,6 +69,21 @@ nlohmann::json evaluate_holdout(GptModel& model, const data::TrainingData& data,
   }
   if (total_tokens == 0) return nullptr;
   return {{"holdout_loss", total_loss / total_tokens}, {"holdout_tokens", total_tokens}, {"holdout_loss_by_owner", by_owner}};
+}
+
+// Final parameters as logical tensors, params/<name> with their logical shapes (equiv-check input).
+void write_parameters(const GptModel& model, const std::string& path) {
+  const std::vector<float> flat = model.download_parameters();
+  const std::string tmp = path + ".tmp";
+  {
+    H5File f(tmp, H5File::Mode::kCreate);
+    for (const auto& t : model.registry().tensors())
+      f.write_floats("params/" + t.name, std::vector<float>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel),
+                     t.shape);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(path + ": cannot rename from " + tmp + ": " + ec.message());
 }
 
 }  // namespace
@@ -211,6 +227,9 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"eval", last_eval},
       {"step_log", step_log.path()},
   };
+  const std::string params_path = o.run_dir + "/params.h5";
+  write_parameters(model, params_path);
+  summary["params"] = params_path;
   const std::string summary_path = o.run_dir + "/summary.json";
   write_json_file(summary_path, summary);
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Set-up shared by demo.sh and test.sh: install what is missing (Debian packages), configure and
+# build (Release) into build/, and prepare the bundled data under data/.
+#
+# Usage: scripts/setup.sh            (idempotent; a second run only rebuilds what changed)
+# Environment: BUILD_DIR (default <repo>/build), SHARDTRAIN_CUDA (AUTO|ON|OFF, default AUTO),
+#              JOBS (parallel build jobs, default: number of cores).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$here/build}"
+jobs="${JOBS:-$(nproc)}"
+say() { echo "setup.sh: $*" >&2; }
+
+# Open MPI refuses to run as root unless told; the project's scripts and tests run as root in CI.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
+          libcli11-dev nlohmann-json3-dev catch2 libdnnl-dev fortunes)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "${missing[@]}" >/dev/null
+  else
+    say "missing packages: ${missing[*]}"
+    say "run: sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+    exit 2
+  fi
+fi
+
+say "configuring and building (Release) into $build"
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log" >&2; exit 1; }
+grep "shardtrain:" "$build.configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
+cmake --build "$build" -j "$jobs" >"$build.build.log" 2>&1 || { tail -50 "$build.build.log" >&2; exit 1; }
+
+say "preparing bundled data"
+DATA_DIR="${DATA_DIR:-$here/data}" "$here/scripts/prepare-data.sh" "$build" >/dev/null

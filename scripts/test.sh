@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: set-up (install, build, data), then ctest. Prints ctest's summary;
+# exits non-zero on any failure. GPU-only tests report "Skipped" with the reason where there is
+# no CUDA device.
+#
+# Usage: scripts/test.sh [extra ctest arguments, e.g. -R reference]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$here/scripts/setup.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+build="${BUILD_DIR:-$here/build}"
+cd "$build"
+ctest --output-on-failure -j "${JOBS:-2}" "$@"

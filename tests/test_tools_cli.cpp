@@ -1,0 +1,58 @@
+// Every tool: --help and the man page stay in step (each long option in the usage text is
+// documented in man/man1/<tool>.1), --version works, and an invalid option exits 2.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "test_support.hpp"
+
+namespace {
+std::string run_capture(const std::string& command, int* status) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int raw = pclose(p);
+  *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("each tool's --help options are all in its man page; bad options exit 2", "[tools][cli]") {
+  const std::string tools_dir = std::string(SHARDTRAIN_SOURCE_DIR) + "/tools";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tools_dir)) {
+    if (entry.path().extension() != ".cpp") continue;
+    const std::string tool = entry.path().stem().string();
+    INFO("tool " << tool);
+    int status = 0;
+    const std::string help = run_capture(shardtrain::test::tool_path(tool) + " --help", &status);
+    CHECK(status == 0);
+    std::ifstream man_in(std::string(SHARDTRAIN_SOURCE_DIR) + "/man/man1/" + tool + ".1");
+    REQUIRE(man_in.good());
+    std::stringstream man_text;
+    man_text << man_in.rdbuf();
+    std::string man = man_text.str();
+    man.erase(std::remove(man.begin(), man.end(), '\\'), man.end());  // troff escapes: \-\- -> --
+    std::set<std::string> options;
+    const std::regex option_re("(--[a-z][a-z0-9-]*)");
+    for (std::sregex_iterator it(help.begin(), help.end(), option_re), end; it != end; ++it) options.insert((*it)[1]);
+    CHECK(options.size() > 1);
+    for (const auto& opt : options) {
+      INFO("option " << opt);
+      CHECK(man.find(opt) != std::string::npos);
+    }
+    run_capture(shardtrain::test::tool_path(tool) + " --no-such-option-xyz", &status);
+    CHECK(status == 2);
+    run_capture(shardtrain::test::tool_path(tool) + " --version", &status);
+    CHECK(status == 0);
+    ++checked;
+  }
+  CHECK(checked >= 2);
+}
