@@ -1,4 +1,6 @@
-// ddp-train: train the decoder data-parallel (one rank in this version). Options + one call.
+// ddp-train: train the decoder data-parallel over MPI ranks. Options + one call.
+#include <algorithm>
+
 #include <shardtrain/tool.hpp>
 #include <shardtrain/trainer.hpp>
 
@@ -36,12 +38,18 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
-  app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s (default: measured at start)");
+  app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s per rank (default: measured at start)");
+  app.add_flag("--deterministic", o.deterministic, "Canonical reduction tree: results bitwise independent of the rank count");
+  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
+  app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
+  app.add_option("--check-replicas", o.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
+  app.add_option("--baseline", o.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
+  app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S or delay:rank=R,ms=M");
   o.optimizer.decay_steps = -1;
   return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
     if (!cutoff.empty()) o.cutoff = cutoff;
     if (!eval_from.empty()) o.eval_from = eval_from;
-    if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = int(o.steps);
+    if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.steps), o.optimizer.warmup_steps);
     o.peak_flops *= 1e9;
     shardtrain::run_training(o);
     return 0;

@@ -142,6 +142,7 @@ void GptModel::backward() {
   be.layernorm_backward(dresidual_.data(), grad(registry_.lnf_w()), grad(registry_.lnf_b()), dln_.data(),
                         layers_[L - 1].res3.data(), param(registry_.lnf_w()), lnf_mean_.data(), lnf_rstd_.data(),
                         N, C);
+  if (ready_hook_) ready_hook_(registry_.lnf_w());
   for (int l = L - 1; l >= 0; --l) {
     const BlockOffsets& p = registry_.block(l);
     LayerActivations& a = layers_[l];
@@ -162,8 +163,10 @@ void GptModel::backward() {
                        C, 3 * C);
     be.layernorm_backward(dresidual_.data(), grad(p.ln1_w), grad(p.ln1_b), dln_.data(), x_in, param(p.ln1_w),
                           a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    if (ready_hook_) ready_hook_(p.ln1_w);
   }
   be.embedding_backward(grad(registry_.wte()), grad(registry_.wpe()), dresidual_.data(), inputs_.data(), B, T, C);
+  if (ready_hook_) ready_hook_(0);
   have_dlogits_ = false;
 }
 

@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "shardtrain/error.hpp"
@@ -209,6 +210,47 @@ std::vector<std::string> H5File::list(const std::string& group) const {
     names.push_back(name);
   }
   return names;
+}
+
+std::vector<H5File::DatasetInfo> H5File::list_datasets(const std::string& group) const {
+  const std::string root = group.empty() ? "/" : group;
+  {
+    Handle g(H5Gopen2(file_, root.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!g.ok()) throw UsageError(path_ + ": no group '" + root + "'");
+  }
+  std::vector<DatasetInfo> out;
+  // Depth-first over group members; `rel` is the path below `root`.
+  std::vector<std::string> pending{""};
+  while (!pending.empty()) {
+    const std::string rel = pending.back();
+    pending.pop_back();
+    const std::string abs = rel.empty() ? root : (root == "/" ? "/" + rel : root + "/" + rel);
+    for (const auto& member : list(abs)) {
+      const std::string child_rel = rel.empty() ? member : rel + "/" + member;
+      const std::string child_abs = abs == "/" ? "/" + member : abs + "/" + member;
+      Handle obj(H5Oopen(file_, child_abs.c_str(), H5P_DEFAULT), H5Oclose);
+      if (!obj.ok()) continue;  // dangling soft/external link
+      const H5I_type_t kind = H5Iget_type(obj.get());
+      if (kind == H5I_GROUP) {
+        pending.push_back(child_rel);
+      } else if (kind == H5I_DATASET) {
+        DatasetInfo info;
+        info.path = child_rel;
+        Handle space(H5Dget_space(obj.get()), H5Sclose);
+        const int rank = H5Sget_simple_extent_ndims(space.get());
+        std::vector<hsize_t> d(rank > 0 ? rank : 0);
+        if (rank > 0) H5Sget_simple_extent_dims(space.get(), d.data(), nullptr);
+        info.dims.assign(d.begin(), d.end());
+        Handle type(H5Dget_type(obj.get()), H5Tclose);
+        const H5T_class_t cls = H5Tget_class(type.get());
+        info.type_class = cls == H5T_FLOAT ? 'f' : cls == H5T_INTEGER ? 'i' : '?';
+        info.element_bytes = H5Tget_size(type.get());
+        out.push_back(std::move(info));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const DatasetInfo& a, const DatasetInfo& b) { return a.path < b.path; });
+  return out;
 }
 
 }  // namespace shardtrain

@@ -1,16 +1,18 @@
 #include "shardtrain/trainer.hpp"
 
+#include <mpi.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-
-#include <mpi.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/backend.hpp"
 #include "shardtrain/batch_loader.hpp"
+#include "shardtrain/comm_mpi.hpp"
+#include "shardtrain/ddp.hpp"
 #include "shardtrain/error.hpp"
 #include "shardtrain/gpt.hpp"
 #include "shardtrain/h5file.hpp"
@@ -18,6 +20,7 @@
 #include "shardtrain/init.hpp"
 #include "shardtrain/log.hpp"
 #include "shardtrain/peak.hpp"
+#include "shardtrain/replicas.hpp"
 #include "shardtrain/selection.hpp"
 #include "shardtrain/telemetry.hpp"
 #include "shardtrain/train_step.hpp"
@@ -37,9 +40,13 @@ std::string format_count(double value) {
   return buf;
 }
 
-std::unique_ptr<Backend> make_backend(const TrainOptions& o) {
+std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
   if (o.device == "cpu") return make_cpu_backend(o.threads);
-  if (o.device == "cuda") return make_cuda_backend(0);
+  if (o.device == "cuda") {
+    if (world > 1)
+      throw UsageError("--device cuda runs on one rank in this version (NCCL data parallelism is not built yet)");
+    return make_cuda_backend(0);
+  }
   throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
 }
 
@@ -86,6 +93,46 @@ void write_parameters(const GptModel& model, const std::string& path) {
   if (ec) throw IoError(path + ": cannot rename from " + tmp + ": " + ec.message());
 }
 
+// The timing columns of the step log, in a fixed order for gathering across ranks.
+constexpr const char* kColumns[] = {"data_s", "fwd_s", "bwd_s", "comm_total_s", "comm_exposed_s", "opt_s", "ckpt_s", "step_s"};
+constexpr int kNumColumns = 8;
+
+std::array<double, kNumColumns> columns_of(const StepRecord& r) {
+  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.opt_s, r.ckpt_s, r.step_s};
+}
+
+// Per-rank medians of every column, gathered to all ranks: [rank][column].
+std::vector<std::array<double, kNumColumns>> gather_rank_medians(Communicator& comm,
+                                                                 const std::vector<StepRecord>& records) {
+  std::array<double, kNumColumns> mine{};
+  for (int c = 0; c < kNumColumns; ++c) {
+    std::vector<double> values;
+    for (const auto& r : records) values.push_back(columns_of(r)[c]);
+    mine[c] = SeriesStats::of(values).median;
+  }
+  std::vector<double> all(std::size_t(comm.size()) * kNumColumns);
+  comm.all_gather(mine.data(), all.data(), kNumColumns);
+  std::vector<std::array<double, kNumColumns>> out(comm.size());
+  for (int r = 0; r < comm.size(); ++r)
+    for (int c = 0; c < kNumColumns; ++c) out[r][c] = all[std::size_t(r) * kNumColumns + c];
+  return out;
+}
+
+// Bus bandwidth of a bare, blocking MPI_Allreduce of `n` floats (nccl-tests definition), the
+// yardstick for the trainer's achieved all-reduce bandwidth.
+double bare_allreduce_busbw(std::size_t n, int world) {
+  std::vector<float> buf(n, 1.0f);
+  MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // warm-up
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    best = std::min(best, since(t0));
+  }
+  return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
+}
+
 }  // namespace
 
 nlohmann::json run_training(const TrainOptions& o) {
@@ -93,12 +140,21 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (o.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(o.steps) + ")");
   if (o.log_every < 1) throw UsageError("--log-every must be at least 1");
   if (o.eval_every < 0) throw UsageError("--eval-every must be >= 0");
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world != 1)
-    throw UsageError("ddp-train runs on 1 rank in this version (launched on " + std::to_string(world) +
-                     "); multi-rank data parallelism is not built yet");
+  if (o.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
+  if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
+  if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
   o.optimizer.validate();
+  std::filesystem::create_directories(o.run_dir);
+
+  // The data-parallel group: every rank of the job.
+  CommOptions comm_options;
+  comm_options.name = "dp";
+  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
+  comm_options.run_dir = o.run_dir;
+  comm_options.on_fatal = mpi_abort_on_fatal();
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options);
+  if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
+  const int world = comm->size(), rank = comm->rank();
 
   // Data and model configuration.
   data::SelectionOptions selection{o.cutoff, o.eval_from, o.model.seq_len};
@@ -111,12 +167,16 @@ nlohmann::json run_training(const TrainOptions& o) {
                      " but the model's --vocab is " + std::to_string(model_config.vocab) + "; raise --vocab");
   const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, world);
 
-  std::filesystem::create_directories(o.run_dir);
-  auto backend = make_backend(o);
+  auto backend = make_backend(o, world);
   GptModel model(*backend, model_config, o.micro_batch);
   model.set_parameters(init_parameters(model.registry(), o.seed, model_config.n_layer));
   StepRunner runner(model, o.optimizer);
-  data::BatchLoader loader(data, o.seed, data::SamplerState{}, model_config.seq_len, o.micro_batch, grad_accum, 0, world);
+  GradientReducer reducer(*backend, *comm, model.registry(), model.grads().data(),
+                          o.deterministic ? ReductionMode::kDeterministic : ReductionMode::kFast,
+                          static_cast<std::size_t>(o.bucket_mb * 1024 * 1024), grad_accum);
+  runner.set_reducer(&reducer);
+  data::BatchLoader loader(data, o.seed, data::SamplerState{}, model_config.seq_len, o.micro_batch, grad_accum, rank,
+                           world);
 
   nlohmann::json run_config = {{"model", model_config.to_json()},
                                {"optimizer", o.optimizer.to_json()},
@@ -124,33 +184,47 @@ nlohmann::json run_training(const TrainOptions& o) {
                                {"micro_batch", o.micro_batch},
                                {"grad_accum", grad_accum},
                                {"dp_size", world},
+                               {"deterministic", o.deterministic},
                                {"seed", o.seed}};
-  RunIdentity identity{hex64(fnv1a64(run_config.dump())), data.selection_snapshot_id(), code_version(), ""};
-  StepLog step_log(o.run_dir + "/steps.rank0.jsonl", 0, identity);
+  // The config hash leaves out the layout (dp_size, micro_batch, grad_accum) so that runs of the
+  // same training problem on different world sizes share it.
+  nlohmann::json problem = run_config;
+  problem.erase("dp_size");
+  problem.erase("grad_accum");
+  problem.erase("micro_batch");
+  RunIdentity identity{hex64(fnv1a64(problem.dump())), data.selection_snapshot_id(), code_version(), ""};
+  StepLog step_log(o.run_dir + "/steps.rank" + std::to_string(rank) + ".jsonl", rank, identity);
 
   const double peak = o.peak_flops > 0 ? o.peak_flops : measure_matmul_peak_flops(*backend);
   const double flops_per_token = model_config.flops_per_token();
   const std::int64_t tokens_per_step = o.global_batch * model_config.seq_len;
+  const std::int64_t rank_tokens_per_step = std::int64_t(grad_accum) * o.micro_batch * model_config.seq_len;
   log_line_rank0("model " + format_count(double(model_config.parameter_count())) + " parameters (" +
                  std::to_string(model_config.n_layer) + " layers, d_model " + std::to_string(model_config.d_model) +
                  ", " + std::to_string(model_config.n_head) + " heads, seq_len " + std::to_string(model_config.seq_len) +
                  ", vocab " + std::to_string(model_config.vocab) + ") on " + backend->describe());
   log_line_rank0("batch: global " + std::to_string(o.global_batch) + " = micro " + std::to_string(o.micro_batch) +
                  " x grad_accum " + std::to_string(grad_accum) + " x dp " + std::to_string(world) + " sequences (" +
-                 std::to_string(tokens_per_step) + " tokens/step); data " + o.data_path + " (" +
-                 std::to_string(data.num_train_samples()) + " train samples, snapshot " +
+                 std::to_string(tokens_per_step) + " tokens/step); " +
+                 (o.deterministic ? "deterministic reduction tree" :
+                  std::to_string(reducer.buckets().size()) + " gradient buckets") +
+                 "; data " + o.data_path + " (" + std::to_string(data.num_train_samples()) + " train samples, snapshot " +
                  data.selection_snapshot_id().substr(0, 12) + ")");
   char peak_line[128];
-  std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s (%s), %.1f MFLOP per token",
+  std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s per rank (%s), %.1f MFLOP per token",
                 peak / 1e9, o.peak_flops > 0 ? "given" : "measured", flops_per_token / 1e6);
   log_line_rank0(peak_line);
 
-  std::vector<double> step_times, data_times, fwd_times, bwd_times, opt_times, throughputs;
+  std::vector<StepRecord> records;
   std::vector<double> losses;
   nlohmann::json last_eval = nullptr;
+  double comm_busy_before = 0;
+  comm->barrier();  // start the clocks together
   const auto train_start = Clock::now();
   for (std::int64_t step = 0; step < o.steps; ++step) {
     const auto t0 = Clock::now();
+    comm->set_step(step);
+    comm->maybe_delay();
     auto batch = loader.next();
     StepResult r = runner.run(step, batch.tokens.data(), grad_accum, o.micro_batch, double(tokens_per_step));
     StepRecord rec;
@@ -158,14 +232,20 @@ nlohmann::json run_training(const TrainOptions& o) {
     rec.data_s = batch.wait_s;
     rec.fwd_s = r.timing.forward_s;
     rec.bwd_s = r.timing.backward_s;
+    rec.comm_exposed_s = r.timing.comm_exposed_s;
     rec.opt_s = r.timing.optimizer_s;
+    if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
+      check_replicas(*comm, model.registry(), model.download_parameters(), step);
+    const double busy = comm->stats().total_busy_s();
+    rec.comm_total_s = busy - comm_busy_before;
+    comm_busy_before = busy;
     rec.step_s = since(t0);
-    rec.tokens = tokens_per_step;
+    rec.tokens = rank_tokens_per_step;
     rec.loss = r.loss_sum / double(tokens_per_step);
     rec.lr = r.lr;
     rec.grad_norm = r.grad_norm;
     const bool last = step + 1 == o.steps;
-    if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last) {
+    if (rank == 0 && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
       const auto te = Clock::now();
       last_eval = evaluate_holdout(model, data, o.eval_samples);
       if (!last_eval.is_null()) {
@@ -174,32 +254,48 @@ nlohmann::json run_training(const TrainOptions& o) {
       }
     }
     step_log.append(rec);
-    const double tok_s = double(tokens_per_step) / rec.step_s;
-    step_times.push_back(rec.step_s);
-    data_times.push_back(rec.data_s);
-    fwd_times.push_back(rec.fwd_s);
-    bwd_times.push_back(rec.bwd_s);
-    opt_times.push_back(rec.opt_s);
-    throughputs.push_back(tok_s);
+    records.push_back(rec);
     losses.push_back(rec.loss);
     if ((step + 1) % o.log_every == 0 || last || step == 0) {
-      char line[256];
+      const double tok_s = double(tokens_per_step) / rec.step_s;
+      char line[320];
       std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s",
                     (long long)step + 1, (long long)o.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
-                    100.0 * tok_s * flops_per_token / peak,
-                    last_eval.is_null() || rec.extra.is_null() ? ""
+                    100.0 * tok_s * flops_per_token / (peak * world),
+                    rec.extra.is_null() ? ""
                         : (" | hold-out " + std::to_string(last_eval["holdout_loss"].get<double>()).substr(0, 6)).c_str());
       log_line_rank0(line);
     }
   }
   const double train_s = since(train_start);
 
-  // Throughput: median step after warm-up (the first step pays for allocation and primitive
-  // creation), so short and long runs report the same steady-state figure.
-  std::vector<double> steady(step_times.begin() + (step_times.size() > 3 ? 1 : 0), step_times.end());
+  // Summary: throughput from rank 0's median step after warm-up (the first step pays for
+  // allocation and primitive creation), per-rank medians of every column gathered from all ranks.
+  const auto rank_medians = gather_rank_medians(*comm, records);
+  std::vector<double> steady;
+  for (std::size_t i = records.size() > 3 ? 1 : 0; i < records.size(); ++i) steady.push_back(records[i].step_s);
   const double median_step = SeriesStats::of(steady).median;
   const double throughput = double(tokens_per_step) / median_step;
-  const double mfu = throughput * flops_per_token / peak;
+  const double mfu = throughput * flops_per_token / (peak * world);
+  const CommStats comm_stats = comm->stats();
+  const double bare_busbw = world > 1 ? bare_allreduce_busbw(model.registry().total(), world) : 0.0;
+  const std::string params_path = o.run_dir + "/params.h5";
+  if (rank == 0) write_parameters(model, params_path);
+  if (rank != 0) return nullptr;
+
+  nlohmann::json per_rank = nlohmann::json::object();
+  int slowest = 0;
+  auto compute_s = [&](int r) { return rank_medians[r][7] - rank_medians[r][4]; };  // step_s - exposed comm
+  for (int r = 1; r < world; ++r)
+    if (compute_s(r) > compute_s(slowest)) slowest = r;
+  for (int c = 0; c < kNumColumns; ++c) {
+    std::vector<double> values;
+    for (int r = 0; r < world; ++r) values.push_back(rank_medians[r][c]);
+    per_rank[kColumns[c]] = SeriesStats::of(values).to_json();
+    per_rank[kColumns[c]]["by_rank"] = values;
+  }
+  nlohmann::json comm_json = comm_stats.to_json();
+  if (world > 1) comm_json["bare_allreduce_busbw_GBps"] = bare_busbw / 1e9;
   nlohmann::json summary = {
       {"tool", "ddp-train"},
       {"identity", identity.to_json()},
@@ -214,39 +310,57 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"throughput_tokens_per_s", throughput},
       {"median_step_s", median_step},
       {"flops_per_token", flops_per_token},
-      {"peak_flops", peak},
+      {"peak_flops_per_rank", peak},
       {"mfu", mfu},
       {"first_loss", losses.front()},
       {"final_loss", losses.back()},
-      {"per_rank", {{"step_s", SeriesStats::of(step_times).to_json()},
-                    {"data_s", SeriesStats::of(data_times).to_json()},
-                    {"fwd_s", SeriesStats::of(fwd_times).to_json()},
-                    {"bwd_s", SeriesStats::of(bwd_times).to_json()},
-                    {"opt_s", SeriesStats::of(opt_times).to_json()},
-                    {"tokens_per_s", SeriesStats::of(throughputs).to_json()}}},
+      {"per_rank_medians", per_rank},
+      {"slowest_rank", slowest},
+      {"exposed_comm_fraction", rank_medians[0][4] / median_step},
+      {"communication", comm_json},
       {"eval", last_eval},
       {"step_log", step_log.path()},
+      {"params", params_path},
   };
-  const std::string params_path = o.run_dir + "/params.h5";
-  write_parameters(model, params_path);
-  summary["params"] = params_path;
+  if (!o.baseline_summary.empty()) {
+    std::ifstream in(o.baseline_summary);
+    if (!in) throw IoError(o.baseline_summary + ": cannot read the --baseline summary");
+    nlohmann::json base;
+    try {
+      base = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(o.baseline_summary + ": not a summary JSON (" + e.what() + ")");
+    }
+    if (!base.contains("throughput_tokens_per_s") || !base["throughput_tokens_per_s"].is_number())
+      throw UsageError(o.baseline_summary + ": has no throughput_tokens_per_s; pass a ddp-train summary.json");
+    const double base_tp = base["throughput_tokens_per_s"].get<double>();
+    const int base_world = base.value("world_size", 1);
+    summary["baseline"] = {{"path", o.baseline_summary}, {"throughput_tokens_per_s", base_tp}, {"world_size", base_world}};
+    summary["speedup"] = throughput / base_tp;
+    summary["scaling_efficiency"] = throughput / (double(world) / base_world * base_tp);
+  }
   const std::string summary_path = o.run_dir + "/summary.json";
   write_json_file(summary_path, summary);
 
-  char paragraph[1024];
+  char paragraph[1400];
   std::snprintf(paragraph, sizeof(paragraph),
-                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder in %.1f s on %s. Loss went "
-                "from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of the "
-                "measured %.1f GFLOP/s matmul peak; data loading took %.2f%% of step time. Step log: %s; "
-                "summary: %s.",
+                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s in %.1f s on %s. "
+                "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
+                "the measured %.1f GFLOP/s per-rank matmul peak; data loading took %.2f%% and exposed communication "
+                "%.2f%% of step time%s. Step log: %s; summary: %s.",
                 (long long)o.steps, format_count(double(tokens_per_step * o.steps)).c_str(),
-                format_count(double(model_config.parameter_count())).c_str(), train_s, backend->describe().c_str(),
-                losses.front(), losses.back(),
+                format_count(double(model_config.parameter_count())).c_str(), world, world == 1 ? "" : "s", train_s,
+                backend->describe().c_str(), losses.front(), losses.back(),
                 last_eval.is_null() ? ""
                     : (", hold-out loss " + std::to_string(last_eval["holdout_loss"].get<double>()).substr(0, 5) +
                        " nats/token").c_str(),
-                throughput, median_step, 100.0 * mfu, peak / 1e9,
-                100.0 * SeriesStats::of(data_times).median / median_step, step_log.path().c_str(), summary_path.c_str());
+                throughput, median_step, 100.0 * mfu, peak / 1e9, 100.0 * rank_medians[0][0] / median_step,
+                100.0 * rank_medians[0][4] / median_step,
+                summary.contains("scaling_efficiency")
+                    ? (std::string("; scaling efficiency E(") + std::to_string(world) + ") = " +
+                       std::to_string(summary["scaling_efficiency"].get<double>()).substr(0, 5)).c_str()
+                    : "",
+                step_log.path().c_str(), summary_path.c_str());
   log_line_rank0(paragraph);
   return summary;
 }

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "shardtrain/backend.hpp"
@@ -57,6 +58,12 @@ class GptModel {
   // forward + loss without gradients: the sum of the B*T token losses (evaluation).
   double eval_micro_batch(const int32_t* tokens, int batch);
 
+  // Called during backward each time the gradients of the flat range [ready_from, total) are
+  // complete: after ln_f, after each block (from the last to the first), and after the
+  // embeddings (ready_from 0). Data parallelism starts bucket all-reduces from it.
+  using GradientReadyHook = std::function<void(std::size_t ready_from)>;
+  void set_gradient_ready_hook(GradientReadyHook hook) { ready_hook_ = std::move(hook); }
+
   // Bytes of activations and gradient scratch held for backward.
   std::size_t activation_bytes() const;
 
@@ -75,6 +82,7 @@ class GptModel {
   int max_batch_;
   int batch_ = 0;  // B of the last forward
   bool have_dlogits_ = false;
+  GradientReadyHook ready_hook_;
 
   DeviceArray<float> params_, grads_;
   DeviceArray<int32_t> inputs_, targets_;

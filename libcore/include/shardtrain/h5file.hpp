@@ -39,6 +39,18 @@ class H5File {
   // Names of the members of a group (sorted as HDF5 lists them: by name).
   std::vector<std::string> list(const std::string& group) const;
 
+  // Every dataset under `group` (recursively, through nested groups), sorted by path. `path` is
+  // relative to `group` ("h.0.attn.qkv.weight" under "params"; "params/h.0..." under "/").
+  // `type_class` is 'f' (floating point), 'i' (integer) or '?' (anything else: strings, compounds);
+  // `element_bytes` is the stored element size. Throws UsageError when `group` is not a group.
+  struct DatasetInfo {
+    std::string path;
+    std::vector<std::int64_t> dims;
+    char type_class = '?';
+    std::size_t element_bytes = 0;
+  };
+  std::vector<DatasetInfo> list_datasets(const std::string& group = "/") const;
+
  private:
   std::string path_;
   std::int64_t file_ = -1;  // hid_t

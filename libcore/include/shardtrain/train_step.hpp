@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "shardtrain/ddp.hpp"
 #include "shardtrain/gpt.hpp"
 #include "shardtrain/optim.hpp"
 
@@ -15,10 +16,11 @@ namespace shardtrain {
 
 struct StepTiming {
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  double comm_exposed_s = 0;  // time blocked waiting for gradient communication
 };
 
 struct StepResult {
-  double loss_sum = 0;     // sum of this rank's token losses (divide by tokens for the mean)
+  double loss_sum = 0;     // sum of the global batch's token losses (this rank's alone without a reducer)
   double grad_norm = 0;    // global gradient norm before clipping
   double clip_scale = 1;   // factor applied to the gradients (1 when not clipped)
   double lr = 0;           // learning rate used
@@ -35,12 +37,17 @@ class StepRunner {
   StepResult run(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
                  double global_tokens);
 
+  // Data parallelism: gradients go through `reducer` (which must outlive the runner); without
+  // one, the step uses this rank's micro-batches alone.
+  void set_reducer(GradientReducer* reducer);
+
   GptModel& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
 
  private:
   GptModel& model_;
   AdamW optimizer_;
+  GradientReducer* reducer_ = nullptr;
 };
 
 }  // namespace shardtrain

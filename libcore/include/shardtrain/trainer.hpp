@@ -1,11 +1,12 @@
-// The training job behind ddp-train: data selection and loading, the model on a backend, the
-// step loop with per-step lines, the JSONL step log, periodic hold-out evaluation, and the run
-// summary. One rank in this version; the data-parallel layer slots in between backward and the
-// optimizer (StepRunner).
+// The training job behind ddp-train: data selection and loading, the model on a backend, data
+// parallelism over the MPI ranks (ddp.hpp: bucketed all-reduce overlapped with backward, or the
+// deterministic canonical tree), the step loop with per-step lines, per-rank JSONL step logs,
+// periodic hold-out evaluation, replica checks, and the run summary (rank 0).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,7 @@ struct TrainOptions {
   std::optional<std::string> cutoff;     // RFC 3339: only documents available by then
   std::optional<std::string> eval_from;  // RFC 3339: hold-out = documents with later event time
   // Model: vocab 0 takes the dataset's vocabulary.
-  ModelConfig model;
+  ModelConfig model{0, 256, 256, 4, 4};
   OptimizerConfig optimizer;
   // Batch (contract 1): global_batch = micro_batch x grad_accum x dp_size sequences.
   std::int64_t global_batch = 8;
@@ -34,6 +35,13 @@ struct TrainOptions {
   int eval_every = 0;            // hold-out evaluation every N steps (0: only at the end)
   int eval_samples = 64;         // hold-out samples per evaluation (spread over owner slices)
   double peak_flops = 0;         // MFU denominator; 0 measures the backend's matmul peak at start
+  // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
+  bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
+  double bucket_mb = 4.0;        // gradient bucket size for the overlapped all-reduce (MiB)
+  double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
+  int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
+  std::vector<std::string> inject;    // fault injection specs (tests): skip-collective:..., delay:...
+  std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
 };
 
 // Runs the job; returns the summary JSON that was also written to run_dir/summary.json.

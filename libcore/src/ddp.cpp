@@ -1,0 +1,142 @@
+#include "shardtrain/ddp.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "shardtrain/error.hpp"
+
+namespace shardtrain {
+namespace {
+bool is_power_of_two(long long x) { return x > 0 && (x & (x - 1)) == 0; }
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std::size_t bucket_bytes) {
+  std::vector<GradientBucket> buckets;
+  const auto& tensors = registry.tensors();
+  const std::size_t limit = bucket_bytes / sizeof(float);
+  std::size_t end = registry.total();
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+    const std::size_t begin = it->offset;
+    if (end - begin >= std::max<std::size_t>(limit, 1) || std::next(it) == tensors.rend()) {
+      buckets.push_back({begin, end});
+      end = begin;
+    }
+  }
+  return buckets;
+}
+
+GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry,
+                                 float* grads, ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank)
+    : backend_(backend),
+      comm_(comm),
+      grads_(grads),
+      n_(registry.total()),
+      mode_(mode),
+      micro_batches_(micro_batches_per_rank),
+      buckets_(plan_buckets(registry, bucket_bytes)) {
+  if (mode == ReductionMode::kDeterministic) {
+    if (!is_power_of_two(comm.size()))
+      throw UsageError("--deterministic needs a power-of-two number of data-parallel ranks (got " +
+                       std::to_string(comm.size()) + ")");
+    if (!is_power_of_two(micro_batches_per_rank))
+      throw UsageError("--deterministic needs a power-of-two number of micro-batches per rank (grad_accum = " +
+                       std::to_string(micro_batches_per_rank) + "); choose --global-batch / (--micro-batch x ranks) "
+                       "as 1, 2, 4, ...");
+  }
+}
+
+std::size_t GradientReducer::free_slot() {
+  if (!free_slots_.empty()) {
+    const std::size_t s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  slots_.emplace_back(backend_, n_);
+  return slots_.size() - 1;
+}
+
+void GradientReducer::start_step() {
+  exposed_s_ = 0;
+  local_loss_ = 0;
+  in_flight_.clear();
+  stack_.clear();
+  loss_stack_.clear();
+  free_slots_.clear();
+  for (std::size_t s = 0; s < slots_.size(); ++s) free_slots_.push_back(s);
+  if (mode_ == ReductionMode::kFast) backend_.fill(grads_, n_, 0.0f);
+}
+
+void GradientReducer::before_backward(int micro_batch) {
+  if (mode_ == ReductionMode::kDeterministic) {
+    backend_.fill(grads_, n_, 0.0f);
+    return;
+  }
+  overlap_active_ = micro_batch == micro_batches_ - 1 && comm_.size() > 1;
+  next_bucket_ = 0;
+}
+
+void GradientReducer::gradient_ready(std::size_t ready_from) {
+  if (mode_ == ReductionMode::kFast && overlap_active_) launch_ready_buckets(ready_from);
+}
+
+void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
+  backend_.synchronize();  // the bucket's gradients must be complete in memory before MPI reads them
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= ready_from) {
+    const GradientBucket& b = buckets_[next_bucket_++];
+    in_flight_.push_back(comm_.all_reduce_async(grads_ + b.begin, b.end - b.begin));
+  }
+}
+
+void GradientReducer::after_backward(int /*micro_batch*/, double loss_sum) {
+  if (mode_ == ReductionMode::kFast) {
+    local_loss_ += loss_sum;
+    return;
+  }
+  // Binary counter over the local micro-batch index: equal levels merge as left + right.
+  const std::size_t slot = free_slot();
+  backend_.copy_bytes(slots_[slot].data(), grads_, n_ * sizeof(float));
+  Partial cur{0, slot};
+  std::pair<int, double> cur_loss{0, loss_sum};
+  while (!stack_.empty() && stack_.back().level == cur.level) {
+    const Partial left = stack_.back();
+    stack_.pop_back();
+    backend_.add(slots_[left.slot].data(), slots_[left.slot].data(), slots_[cur.slot].data(), n_);
+    free_slots_.push_back(cur.slot);
+    cur = {left.level + 1, left.slot};
+    cur_loss = {cur_loss.first + 1, loss_stack_.back().second + cur_loss.second};
+    loss_stack_.pop_back();
+  }
+  stack_.push_back(cur);
+  loss_stack_.push_back(cur_loss);
+}
+
+double GradientReducer::finish() {
+  if (mode_ == ReductionMode::kFast) {
+    if (comm_.size() == 1) return local_loss_;
+    launch_ready_buckets(0);
+    double loss = local_loss_;
+    const auto t0 = Clock::now();
+    for (auto& h : in_flight_) h.wait();
+    comm_.all_reduce(&loss, 1);
+    exposed_s_ += since(t0);
+    in_flight_.clear();
+    return loss;
+  }
+  if (stack_.size() != 1)
+    throw Error(ExitCode::kInternal, "deterministic reduction: the local tree did not close (" +
+                                         std::to_string(stack_.size()) + " partial sums left)");
+  backend_.copy_bytes(grads_, slots_[stack_.back().slot].data(), n_ * sizeof(float));
+  double loss = loss_stack_.back().second;
+  if (comm_.size() > 1) {
+    backend_.synchronize();
+    const auto t0 = Clock::now();
+    comm_.all_reduce_canonical(grads_, n_);
+    comm_.all_reduce_canonical(&loss, 1);
+    exposed_s_ += since(t0);
+  }
+  return loss;
+}
+
+}  // namespace shardtrain

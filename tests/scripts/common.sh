@@ -1,0 +1,27 @@
+# Shared set-up for the end-to-end test scripts: strict mode, tool paths, a scratch folder,
+# a small synthetic dataset, and check helpers that print what they compare.
+# Usage (sourced): BIN_DIR=... WORK=... ; . common.sh
+set -euo pipefail
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+: "${BIN_DIR:?}" "${WORK:?}"
+rm -rf "$WORK" && mkdir -p "$WORK"
+DATA="$WORK/markov.h5"
+"$BIN_DIR/data-prep" --synthetic markov --documents 20 --doc-tokens 4000 -o "$DATA" >/dev/null 2>&1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+# train NP RUN_DIR [ddp-train options...]: a small model on the synthetic data.
+train() {
+  local np=$1 dir=$2; shift 2
+  mpirun -np "$np" --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 \
+    --peak-gflops 100 --log-every 1000 --run-dir "$dir" "$@" >"$dir.log" 2>&1 || { local rc=$?; cat "$dir.log" >&2; return $rc; }
+}
+# expect_verdict VERDICT equiv-check-args...: runs equiv-check, prints its verdict line, checks it.
+expect_verdict() {
+  local want=$1; shift
+  local out rc=0
+  out=$("$BIN_DIR/equiv-check" "$@" 2>&1) || rc=$?
+  local got
+  got=$(echo "$out" | grep '^verdict:' | head -1)
+  echo "  equiv-check $* -> $got (exit $rc)"
+  [[ "$got" == "verdict: $want"* ]] || { echo "$out" >&2; fail "expected $want"; }
+}

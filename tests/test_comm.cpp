@@ -1,0 +1,440 @@
+// Communicator tests: every collective against a serial computation at 1, 2 and 4 ranks, async
+// overlap, per-group sequence numbers and the flight recorder, the deterministic (canonical)
+// all-reduce bitwise against a serial tree, a collective timeout with fault injection, byte
+// accounting, fault-injection parsing. Multi-rank cases carry [mpi] (run under mpirun -np 1, 2, 4).
+#include <mpi.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/comm_mpi.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+using std::chrono::milliseconds;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int w = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  return w;
+}
+
+// Small integers: every sum below is exact in float, whatever order MPI adds in.
+template <typename T>
+std::vector<T> int_values(std::size_t n, int rank, int salt) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = T(int((rank * 7 + i * 3 + salt) % 11) - 5);
+  return v;
+}
+
+std::unique_ptr<Communicator> world_comm(const std::string& name = "world") {
+  test::ensure_mpi();
+  CommOptions o;
+  o.name = name;
+  o.timeout = milliseconds(60000);
+  return make_mpi_communicator(MPI_COMM_WORLD, o);
+}
+
+// Serial binary tree over inputs[lo, hi) (hi - lo a power of two): left + right at every level.
+template <typename T>
+std::vector<T> tree_sum(const std::vector<std::vector<T>>& inputs, std::size_t lo, std::size_t hi) {
+  if (hi - lo == 1) return inputs[lo];
+  const std::size_t mid = lo + (hi - lo) / 2;
+  auto a = tree_sum(inputs, lo, mid);
+  const auto b = tree_sum(inputs, mid, hi);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] + b[i];
+  return a;
+}
+
+template <typename T>
+std::vector<std::vector<T>> micro_batch_inputs(std::size_t count, std::size_t n, unsigned seed) {
+  std::vector<std::vector<T>> out;
+  for (std::size_t m = 0; m < count; ++m) {
+    auto f = test::random_floats(n, seed + unsigned(m), -1.0f, 1.0f);
+    std::vector<T> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = T(f[i]) * T(1 + m % 3) / T(3);  // varied magnitudes
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("comm: every collective matches a serial computation", "[mpi][comm]") {
+  auto comm = world_comm();
+  const int W = comm->size(), r = comm->rank();
+  REQUIRE(W == world_size());
+  REQUIRE(r == world_rank());
+  const std::size_t n = 1037;
+
+  SECTION("all_reduce float and double, in place") {
+    auto f = int_values<float>(n, r, 1);
+    auto d = int_values<double>(n, r, 2);
+    comm->all_reduce(f.data(), n);
+    comm->all_reduce(d.data(), n);
+    std::vector<float> ef(n, 0.0f);
+    std::vector<double> ed(n, 0.0);
+    for (int q = 0; q < W; ++q) {
+      const auto a = int_values<float>(n, q, 1);
+      const auto b = int_values<double>(n, q, 2);
+      for (std::size_t i = 0; i < n; ++i) ef[i] += a[i], ed[i] += b[i];
+    }
+    CHECK(f == ef);
+    CHECK(d == ed);
+  }
+  SECTION("reduce_scatter: equal blocks, sum, block r to rank r") {
+    const std::size_t block = 129;
+    auto in = int_values<float>(block * W, r, 3);
+    std::vector<float> out(block, -99.0f);
+    comm->reduce_scatter(in.data(), out.data(), block);
+    std::vector<float> expect(block, 0.0f);
+    for (int q = 0; q < W; ++q) {
+      const auto a = int_values<float>(block * W, q, 3);
+      for (std::size_t i = 0; i < block; ++i) expect[i] += a[r * block + i];
+    }
+    CHECK(out == expect);
+  }
+  SECTION("all_gather: rank order, float and uint64") {
+    const std::size_t block = 33;
+    auto in = int_values<float>(block, r, 4);
+    std::vector<float> out(block * W);
+    comm->all_gather(in.data(), out.data(), block);
+    for (int q = 0; q < W; ++q) {
+      const auto a = int_values<float>(block, q, 4);
+      CHECK(std::vector<float>(out.begin() + q * block, out.begin() + (q + 1) * block) == a);
+    }
+    std::uint64_t mine = 0x9e3779b97f4a7c15ull * std::uint64_t(r + 1);
+    std::vector<std::uint64_t> all(W);
+    comm->all_gather(&mine, all.data(), 1);
+    for (int q = 0; q < W; ++q) CHECK(all[q] == 0x9e3779b97f4a7c15ull * std::uint64_t(q + 1));
+  }
+  SECTION("broadcast from the last rank; barrier") {
+    const int root = W - 1;
+    auto v = r == root ? int_values<double>(n, 42, 5) : std::vector<double>(n, 0.0);
+    comm->broadcast(v.data(), n, root);
+    CHECK(v == int_values<double>(n, 42, 5));
+    comm->barrier();
+    CHECK_THROWS_AS(comm->broadcast(v.data(), n, W), UsageError);
+  }
+  SECTION("empty buffers are fine") {
+    comm->all_reduce(static_cast<float*>(nullptr), 0);
+    comm->all_reduce_canonical(static_cast<float*>(nullptr), 0);
+  }
+}
+
+TEST_CASE("comm: asynchronous collectives overlap computation and complete in order", "[mpi][comm]") {
+  auto comm = world_comm();
+  const int W = comm->size(), r = comm->rank();
+  const std::size_t n = 1 << 18;  // 1 MiB per bucket
+  std::vector<std::vector<float>> buckets;
+  for (int b = 0; b < 4; ++b) buckets.push_back(int_values<float>(n, r, b));
+  std::vector<CollectiveHandle> handles;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int b = 0; b < 4; ++b) handles.push_back(comm->all_reduce_async(buckets[b].data(), n));
+  const double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(submit_s < 0.5);  // submission does not wait for the transfers
+  // "Backward": computation on this thread while the buckets are reduced.
+  double acc = 0;
+  for (int i = 0; i < 2000000; ++i) acc += std::sqrt(double(i));
+  CHECK(acc > 0);
+  for (int b = 0; b < 4; ++b) CHECK(handles[b].seq() == std::uint64_t(b + 1));
+  for (int b = 3; b >= 0; --b) handles[b].wait();  // any wait order
+  for (auto& h : handles) CHECK(h.test());
+  for (int b = 0; b < 4; ++b) {
+    std::vector<float> expect(n, 0.0f);
+    for (int q = 0; q < W; ++q) {
+      const auto a = int_values<float>(n, q, b);
+      for (std::size_t i = 0; i < n; ++i) expect[i] += a[i];
+    }
+    CHECK(buckets[b] == expect);
+  }
+  const CommStats s = comm->stats();
+  CHECK(s.per_op[int(CollectiveOp::kAllReduce)].calls == 4);
+  CHECK(s.per_op[int(CollectiveOp::kAllReduce)].bytes == 4 * n * sizeof(float));
+  CHECK(s.total_busy_s() >= 0.0);
+  CHECK(s.wait_s >= 0.0);
+  const auto j = s.to_json();
+  CHECK(j["AllReduce"]["calls"] == 4);
+  CHECK(j["group_size"] == W);
+}
+
+TEST_CASE("comm: sequence numbers advance per group; the flight recorder records every collective",
+          "[mpi][comm]") {
+  auto comm = world_comm("dp");
+  const int W = comm->size(), r = comm->rank();
+  CHECK(comm->next_seq() == 1);
+  float x = 1.0f;
+  comm->set_step(7);
+  comm->all_reduce(&x, 1);
+  comm->barrier();
+  CHECK(x == float(W));
+  CHECK(comm->next_seq() == 3);
+  // Two groups (even / odd world ranks) split from it: the split is the parent's seq 3.
+  auto half = comm->split(r % 2, r, "half");
+  REQUIRE(half);
+  CHECK(comm->next_seq() == 4);
+  CHECK(half->next_seq() == 1);
+  CHECK(half->size() == (W + 1 - r % 2) / 2);
+  double y = double(r);
+  half->all_reduce(&y, 1);
+  double expect = 0;
+  for (int q = r % 2; q < W; q += 2) expect += q;
+  CHECK(y == expect);
+  CHECK(half->next_seq() == 2);
+  CHECK(comm->next_seq() == 4);  // unaffected by the child's traffic
+  // A rank passing a negative color joins no group.
+  auto none = comm->split(r == 0 ? -1 : 0, 0, "rest");
+  CHECK((r == 0) == (none == nullptr));
+
+  const auto entries = comm->recorder()->snapshot();
+  REQUIRE(entries.size() >= 5);
+  CHECK(entries[0].group == "dp");
+  CHECK(entries[0].seq == 1);
+  CHECK(entries[0].op == CollectiveOp::kAllReduce);
+  CHECK(entries[0].step == 7);
+  CHECK(entries[0].numel == 1);
+  CHECK(entries[0].bytes == 4);
+  CHECK(entries[0].state == FlightState::kCompleted);
+  CHECK(entries[0].t_enqueue <= entries[0].t_start);
+  CHECK(entries[0].t_start <= entries[0].t_end);
+  CHECK(entries[1].op == CollectiveOp::kBarrier);
+  CHECK(entries[2].op == CollectiveOp::kSplit);
+  CHECK(entries[3].group == "half");
+  CHECK(entries[3].seq == 1);
+  CHECK(entries[3].dtype == DType::kFloat64);
+  const auto j = comm->recorder()->to_json(r, W, "requested", nullptr);
+  CHECK(j["format"] == "shardtrain-flight-record");
+  CHECK(j["groups"][0]["name"] == "dp");
+  CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  CHECK(j["groups"][1]["name"] == "half");
+  CHECK(j["groups"][1]["world_ranks"].size() == std::size_t(half->size()));
+  CHECK(j["groups"][1]["world_ranks"][half->rank()] == r);
+}
+
+TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
+  FlightRecorder rec(4);
+  rec.register_group("g", 0, 1, {0});
+  CHECK(rec.register_group("g", 0, 1, {0}) == "g#2");
+  for (int i = 1; i <= 6; ++i) {
+    FlightEntry e;
+    e.group = "g";
+    e.seq = std::uint64_t(i);
+    const auto id = rec.record(e);
+    if (i != 6) rec.mark(id, FlightState::kStarted);
+    if (i < 5) rec.mark(id, FlightState::kCompleted);
+  }
+  rec.mark(0, FlightState::kTimedOut);  // overwritten: ignored
+  const auto s = rec.snapshot();
+  REQUIRE(s.size() == 4);
+  CHECK(s.front().seq == 3);
+  CHECK(s.back().seq == 6);
+  CHECK(s.back().state == FlightState::kQueued);
+  CHECK(s[2].state == FlightState::kStarted);
+  CHECK(rec.dropped() == 2);
+  const auto j = rec.to_json(0, 1, "requested", nullptr);
+  CHECK(j["groups"][0]["last_enqueued_seq"] == 6);
+  CHECK(j["groups"][0]["last_started_seq"] == 5);
+  CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  CHECK(j["entries"][3]["t_start"].is_null());
+}
+
+TEST_CASE("comm: canonical all-reduce is bitwise the serial micro-batch tree at any power-of-two size",
+          "[mpi][comm]") {
+  auto comm = world_comm("dp");
+  const int W = comm->size(), r = comm->rank();
+  // 8 virtual micro-batches; rank r holds the contiguous run [r*8/W, (r+1)*8/W), tree-summed locally
+  // (the lower tree levels), then the canonical all-reduce adds the upper levels across ranks.
+  const std::size_t M = 8;
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(1001)}) {
+    const auto f_in = micro_batch_inputs<float>(M, n, 1234);
+    const auto d_in = micro_batch_inputs<double>(M, n, 777);
+    const auto f_ref = tree_sum(f_in, 0, M);
+    const auto d_ref = tree_sum(d_in, 0, M);
+    const std::size_t per = M / std::size_t(W);
+    auto f = tree_sum(f_in, r * per, (r + 1) * per);
+    auto d = tree_sum(d_in, r * per, (r + 1) * per);
+    comm->all_reduce_canonical(f.data(), n);
+    comm->all_reduce_canonical_async(d.data(), n).wait();
+    CHECK(bitwise_equal(f, f_ref));
+    CHECK(bitwise_equal(d, d_ref));
+    if (n == 1001) {
+      // The check is sensitive: a left-to-right serial sum differs from the tree in some element.
+      std::vector<float> seq(n, 0.0f);
+      for (std::size_t m = 0; m < M; ++m)
+        for (std::size_t i = 0; i < n; ++i) seq[i] += f_in[m][i];
+      CHECK_FALSE(bitwise_equal(seq, f_ref));
+    }
+  }
+  CHECK(comm->stats().per_op[int(CollectiveOp::kAllReduceCanonical)].calls == 6);
+  // A group that is not a power of two is refused with a message naming the size.
+  if (W == 4) {
+    auto three = comm->split(r < 3 ? 0 : -1, r, "three");
+    if (three) {
+      float x = 1.0f;
+      CHECK_THROWS_WITH(three->all_reduce_canonical(&x, 1), Catch::Contains("power-of-two") && Catch::Contains("3 ranks"));
+      three->all_reduce(&x, 1);  // the library all-reduce is fine
+      CHECK(x == 3.0f);
+    }
+  }
+}
+
+TEST_CASE("comm: a skipped collective times out on every rank with a flight record one seq behind",
+          "[mpi][comm]") {
+  test::ensure_mpi();
+  const int W = world_size(), r = world_rank();
+  if (W < 2) {
+    SUCCEED("needs 2 or more ranks");
+    return;
+  }
+  // One folder for every rank's dump: rank 0 creates it, everyone learns the name.
+  char dir_buf[512] = {0};
+  std::string dir;
+  if (r == 0) {
+    dir = test::temp_dir("flight");
+    std::strncpy(dir_buf, dir.c_str(), sizeof dir_buf - 1);
+  }
+  MPI_Bcast(dir_buf, sizeof dir_buf, MPI_CHAR, 0, MPI_COMM_WORLD);
+  dir = dir_buf;
+
+  std::atomic<int> fatal_calls{0};
+  CommOptions o;
+  o.name = "victim";
+  o.timeout = milliseconds(1500);
+  o.run_dir = dir;
+  o.teardown_grace = milliseconds(300);
+  o.on_fatal = [&](const CommunicationError&) { fatal_calls++; };
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, o);
+  const int skipper = W - 1;
+  comm->set_fault_injection(FaultInjection::parse({"skip-collective:rank=" + std::to_string(skipper) + ",step=3"}));
+
+  // The buffer of the abandoned collective is leaked on purpose: MPI may still write into it.
+  auto* buf = new std::vector<float>(4096, 1.0f);
+  comm->set_step(2);
+  comm->all_reduce(buf->data(), buf->size());  // seq 1: everyone
+  CHECK((*buf)[0] == float(W));
+  comm->set_step(3);
+  auto handle = comm->all_reduce_async(buf->data(), buf->size());  // seq 2: the skipper does not issue it
+  CHECK(handle.seq() == 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (r != skipper) {
+    // A waiting rank: wait() throws once the timeout passes.
+    try {
+      handle.wait();
+      FAIL("wait() returned although rank " << skipper << " skipped the collective");
+    } catch (const CommunicationError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Catch::Contains("collective timeout: AllReduce(seq=2, group=victim, numel=4096, bytes=16384, timeout_ms=1500)"));
+      CHECK_THAT(what, Catch::Contains("flight.rank" + std::to_string(r) + ".json"));
+      CHECK(e.code() == ExitCode::kCommunication);
+    }
+  } else {
+    // The skipping rank does not wait (it is "busy elsewhere"): the watchdog must catch it.
+    while (fatal_calls.load() == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8))
+      std::this_thread::sleep_for(milliseconds(20));
+    CHECK(fatal_calls.load() == 1);
+    CHECK_THROWS_AS(handle.wait(), CommunicationError);
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(elapsed >= 1.3);
+  CHECK(elapsed < 1.5 + 5.0);
+  CHECK(comm->failed());
+  float z = 0;
+  CHECK_THROWS_AS(comm->all_reduce(&z, 1), CommunicationError);  // a failed communicator stays failed
+  comm.reset();  // abandons the MPI request; does not hang
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 0) {
+    for (int q = 0; q < W; ++q) {
+      const std::string path = dir + "/flight.rank" + std::to_string(q) + ".json";
+      std::ifstream in(path);
+      REQUIRE(in.good());
+      const auto j = nlohmann::json::parse(in);
+      INFO("rank " << q << ": " << path);
+      CHECK(j["format"] == "shardtrain-flight-record");
+      CHECK(j["rank"] == q);
+      CHECK(j["world_size"] == W);
+      CHECK(j["reason"] == "timeout");
+      CHECK(j["trigger"]["seq"] == 2);
+      CHECK(j["trigger"]["op"] == "AllReduce");
+      const auto& g = j["groups"][0];
+      CHECK(g["name"] == "victim");
+      CHECK(g["last_enqueued_seq"] == 2);
+      CHECK(g["last_completed_seq"] == 1);
+      // The skipping rank never issued seq 2: one sequence number behind the others.
+      CHECK(g["last_started_seq"] == (q == skipper ? 1 : 2));
+      const auto& last = j["entries"].back();
+      CHECK(last["seq"] == 2);
+      CHECK(last["step"] == 3);
+      CHECK(last["state"] == (q == skipper ? "skipped" : "timed_out"));
+      CHECK(j["trigger"]["skipped_by_fault_injection"] == (q == skipper));
+      if (q == skipper) CHECK(j["trigger"]["detected_by"] == "watchdog");
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("comm: delay injection sleeps on the named rank only", "[mpi][comm]") {
+  auto comm = world_comm();
+  comm->set_fault_injection(FaultInjection::parse({"delay:rank=0,ms=120"}));
+  const auto t0 = std::chrono::steady_clock::now();
+  comm->maybe_delay();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (comm->world_rank() == 0) CHECK(s >= 0.11);
+  else CHECK(s < 0.1);
+  CHECK_THROWS_AS(comm->set_fault_injection(FaultInjection::parse({"delay:rank=64,ms=1"})), UsageError);
+}
+
+TEST_CASE("comm: fault-injection specs parse strictly", "[comm]") {
+  auto f = FaultInjection::parse({"skip-collective:rank=3,step=10", "delay:ms=50,rank=1"});
+  REQUIRE(f.skip);
+  CHECK(f.skip->rank == 3);
+  CHECK(f.skip->step == 10);
+  REQUIRE(f.delay);
+  CHECK(f.delay->ms == 50);
+  CHECK(f.delay_ms_for(1) == 50);
+  CHECK(f.delay_ms_for(0) == 0);
+  CHECK(f.describe() == "skip-collective:rank=3,step=10 delay:rank=1,ms=50");
+  CHECK(FaultInjection{}.describe() == "none");
+  CHECK_FALSE(FaultInjection{}.any());
+  CHECK_THROWS_WITH(FaultInjection::parse({"explode:rank=1"}), Catch::Contains("unknown fault kind 'explode'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1"}), Catch::Contains("missing key 'step'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=-5"}), Catch::Contains("non-negative integer"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=x,ms=5"}), Catch::Contains("rank='x'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5,ms=6"}), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,speed=5"}), Catch::Contains("unknown key 'speed'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay"}), Catch::Contains("no ':'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5", "delay:rank=0,ms=1"}), Catch::Contains("delay given twice"));
+  CHECK_THROWS_AS(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(1), UsageError);
+  CHECK_NOTHROW(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(2));
+}
+
+TEST_CASE("comm: bus bandwidth follows the nccl-tests factors", "[comm]") {
+  CHECK(bus_bandwidth_factor(CollectiveOp::kAllReduce, 4) == Approx(1.5));
+  CHECK(bus_bandwidth_factor(CollectiveOp::kAllReduceCanonical, 2) == Approx(1.0));
+  CHECK(bus_bandwidth_factor(CollectiveOp::kReduceScatter, 4) == Approx(0.75));
+  CHECK(bus_bandwidth_factor(CollectiveOp::kAllGather, 8) == Approx(0.875));
+  CHECK(bus_bandwidth_factor(CollectiveOp::kAllReduce, 1) == 0.0);
+  CHECK(bus_bandwidth(CollectiveOp::kAllReduce, 16000000, 0.01, 2) == Approx(1.6e9));
+  CHECK(bus_bandwidth(CollectiveOp::kAllGather, 1000, 0.0, 2) == 0.0);
+  CHECK(std::string(op_name(CollectiveOp::kReduceScatter)) == "ReduceScatter");
+  CHECK(std::string(dtype_name(DType::kUInt64)) == "uint64");
+}
