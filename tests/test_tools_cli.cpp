@@ -24,7 +24,7 @@ std::string run_capture(const std::string& command, int* status) {
 }
 }  // namespace
 
-TEST_CASE("each tool's --help options are all in its man page; bad options exit 2", "[tools][cli]") {
+TEST_CASE("each tool's --help options are all in its man page and bad options exit 2", "[tools][cli]") {
   const std::string tools_dir = std::string(SHARDTRAIN_SOURCE_DIR) + "/tools";
   int checked = 0;
   for (const auto& entry : std::filesystem::directory_iterator(tools_dir)) {

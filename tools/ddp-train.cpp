@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
   app.add_option("--check-replicas", o.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
   app.add_option("--baseline", o.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
+  app.add_option("--ckpt-dir", o.ckpt_dir, "Checkpoint folder (default: RUN_DIR/checkpoints)");
+  app.add_option("--ckpt-every", o.ckpt_every, "Save a checkpoint every N steps and after the last (0: only on SIGTERM/SIGUSR1)")->capture_default_str();
+  app.add_option("--keep", o.keep, "Keep the newest K checkpoints (never deleting the newest valid)")->capture_default_str();
+  app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
+  app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
+  app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
   app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S or delay:rank=R,ms=M");
   o.optimizer.decay_steps = -1;
   return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {

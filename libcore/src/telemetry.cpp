@@ -1,8 +1,11 @@
 #include "shardtrain/telemetry.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+
+#include <unistd.h>
 
 #include "shardtrain/error.hpp"
 
@@ -16,7 +19,9 @@ nlohmann::json RunIdentity::to_json() const {
 }
 
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
-  nlohmann::json j = {{"step", step},       {"rank", rank},
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json j = {{"step", step},       {"rank", rank},       {"time", now},
+                      {"pid", static_cast<long long>(getpid())},
                       {"data_s", data_s},   {"fwd_s", fwd_s},
                       {"bwd_s", bwd_s},     {"comm_total_s", comm_total_s},
                       {"comm_exposed_s", comm_exposed_s}, {"opt_s", opt_s},

@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "shardtrain/backend.hpp"
 #include "shardtrain/batch_loader.hpp"
+#include "shardtrain/ckpt.hpp"
 #include "shardtrain/comm_mpi.hpp"
 #include "shardtrain/ddp.hpp"
 #include "shardtrain/error.hpp"
@@ -23,6 +26,7 @@
 #include "shardtrain/replicas.hpp"
 #include "shardtrain/selection.hpp"
 #include "shardtrain/telemetry.hpp"
+#include "shardtrain/train_state.hpp"
 #include "shardtrain/train_step.hpp"
 
 namespace shardtrain {
@@ -133,6 +137,71 @@ double bare_allreduce_busbw(std::size_t n, int world) {
   return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
 }
 
+// SIGTERM / SIGUSR1: save at the next step boundary, then stop (Slurm's warning before a limit).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+// Installs the stop handlers for the lifetime of a training job, restoring the previous ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, &old_term_);
+    sigaction(SIGUSR1, &action, &old_usr1_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+  }
+
+ private:
+  struct sigaction old_term_ {}, old_usr1_ {};
+};
+
+// Host views of the model and optimizer state: the device buffers themselves on the CPU backend,
+// staging copies (downloaded on demand) on a device backend.
+class HostState {
+ public:
+  HostState(GptModel& model, AdamW& optimizer) : model_(model), optimizer_(optimizer) {
+    if (model.backend().device() != DeviceKind::kCpu) {
+      const std::size_t n = model.registry().total();
+      params_.resize(n);
+      m_.resize(n);
+      v_.resize(n);
+    }
+  }
+  bool staged() const { return !params_.empty(); }
+  // The state as host pointers, downloaded first on a device backend.
+  StateBuffers fetch() {
+    if (!staged())
+      return {model_.params().data(), optimizer_.exp_avg().data(), optimizer_.exp_avg_sq().data()};
+    model_.params().download(params_.data(), params_.size());
+    optimizer_.exp_avg().download(m_.data(), m_.size());
+    optimizer_.exp_avg_sq().download(v_.data(), v_.size());
+    return {params_.data(), m_.data(), v_.data()};
+  }
+  // Buffers to restore into, then commit() uploads them on a device backend.
+  StateBuffers targets() {
+    if (!staged())
+      return {model_.params().data(), optimizer_.exp_avg().data(), optimizer_.exp_avg_sq().data()};
+    return {params_.data(), m_.data(), v_.data()};
+  }
+  void commit() {
+    if (!staged()) return;
+    model_.params().upload(params_.data(), params_.size());
+    optimizer_.exp_avg().upload(m_.data(), m_.size());
+    optimizer_.exp_avg_sq().upload(v_.data(), v_.size());
+  }
+
+ private:
+  GptModel& model_;
+  AdamW& optimizer_;
+  std::vector<float> params_, m_, v_;
+};
+
 }  // namespace
 
 nlohmann::json run_training(const TrainOptions& o) {
@@ -175,8 +244,6 @@ nlohmann::json run_training(const TrainOptions& o) {
                           o.deterministic ? ReductionMode::kDeterministic : ReductionMode::kFast,
                           static_cast<std::size_t>(o.bucket_mb * 1024 * 1024), grad_accum);
   runner.set_reducer(&reducer);
-  data::BatchLoader loader(data, o.seed, data::SamplerState{}, model_config.seq_len, o.micro_batch, grad_accum, rank,
-                           world);
 
   nlohmann::json run_config = {{"model", model_config.to_json()},
                                {"optimizer", o.optimizer.to_json()},
@@ -193,6 +260,108 @@ nlohmann::json run_training(const TrainOptions& o) {
   problem.erase("grad_accum");
   problem.erase("micro_batch");
   RunIdentity identity{hex64(fnv1a64(problem.dump())), data.selection_snapshot_id(), code_version(), ""};
+
+  // Resume (contract 5): the newest valid checkpoint (or the one named), checked against this
+  // run: same model, same global batch (contract 1), same seed, same data selection unless
+  // --allow-data-change. Another world size is fine: the tensors are logical and the sampler is
+  // elastic, so grad_accum adapts and a deterministic run continues bitwise.
+  const std::string ckpt_dir = o.ckpt_dir.empty() ? o.run_dir + "/checkpoints" : o.ckpt_dir;
+  HostState host_state(model, runner.optimizer());
+  std::int64_t start_step = 0;
+  data::SamplerState start_state{};
+  if (!o.resume.empty()) {
+    ckpt::ReadOptions ro;
+    ro.expected_model = model_config.to_json();
+    ro.compatible = [&](const ckpt::CheckpointManifest& m) -> std::string {
+      if (m.global_batch != o.global_batch)
+        return "global batch " + std::to_string(m.global_batch) + " in the checkpoint vs --global-batch " +
+               std::to_string(o.global_batch) + " (the global batch stays across resumes; grad_accum adapts)";
+      if (m.extra.contains("seed") && m.extra["seed"].get<std::uint64_t>() != o.seed)
+        return "seed " + m.extra["seed"].dump() + " in the checkpoint vs --seed " + std::to_string(o.seed);
+      if (!o.allow_data_change && m.data_snapshot_id != data.selection_snapshot_id())
+        return "data selection snapshot " + m.data_snapshot_id.substr(0, 12) + " in the checkpoint vs " +
+               data.selection_snapshot_id().substr(0, 12) + " now (another dataset or cutoff); pass "
+               "--allow-data-change to continue on the new selection";
+      return "";
+    };
+    std::optional<std::string> folder;
+    if (o.resume == "auto") {
+      folder = ckpt::find_resume_checkpoint_collective(ckpt_dir, MPI_COMM_WORLD, ro);
+      ro.verify_files = false;  // rank 0 just validated it
+    } else {
+      folder = o.resume;
+    }
+    if (folder) {
+      ckpt::CheckpointReader reader(*folder, ro);
+      restore_state(reader, model.registry(), host_state.targets());
+      host_state.commit();
+      const auto& m = reader.manifest();
+      start_step = m.step;
+      start_state = {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)};
+      if (start_state.consumed >= data.num_train_samples()) {  // only after --allow-data-change
+        log_line_rank0("the new data selection has fewer samples than the checkpoint's epoch position: continuing at "
+                       "the start of epoch " + std::to_string(start_state.epoch + 1));
+        start_state = {start_state.epoch + 1, 0};
+      }
+      identity.checkpoint_id = std::filesystem::path(*folder).filename().string();
+      log_line_rank0("resumed from " + *folder + ": step " + std::to_string(start_step) + ", sampler epoch " +
+                     std::to_string(start_state.epoch) + " consumed " + std::to_string(start_state.consumed) +
+                     (m.layout.world_size != world
+                          ? ", written by " + std::to_string(m.layout.world_size) + " ranks (grad_accum " +
+                                std::to_string(m.grad_accum) + " -> " + std::to_string(grad_accum) + ")"
+                          : std::string()));
+    } else {
+      log_line_rank0("no valid checkpoint in " + ckpt_dir + ": starting from step 0");
+    }
+  }
+  if (start_step >= o.steps) {
+    log_line_rank0("the checkpoint is at step " + std::to_string(start_step) + ", at or past --steps " +
+                   std::to_string(o.steps) + ": nothing to do");
+    return rank == 0 ? nlohmann::json{{"tool", "ddp-train"}, {"steps", 0}, {"resumed_at", start_step}} : nullptr;
+  }
+  data::BatchLoader loader(data, o.seed, start_state, model_config.seq_len, o.micro_batch, grad_accum, rank, world);
+
+  const auto ckpt_tensors = checkpoint_tensors(model.registry());
+  ckpt::SaveOptions save_options;
+  save_options.keep = o.keep;
+  std::unique_ptr<ckpt::AsyncCheckpointWriter> async_writer;
+  if (o.async_ckpt) async_writer = std::make_unique<ckpt::AsyncCheckpointWriter>(ckpt_dir, MPI_COMM_WORLD, save_options);
+  // Saves the state after `completed` steps; returns the training stall in seconds.
+  auto save = [&](std::int64_t completed, const data::SamplerState& state, double lr) {
+    ckpt::CheckpointManifest m;
+    m.step = completed;
+    m.tokens_seen = completed * o.global_batch * model_config.seq_len;
+    m.model = model_config.to_json();
+    m.config = run_config;
+    m.layout = {world, world, 1, 0};
+    m.global_batch = o.global_batch;
+    m.micro_batch = o.micro_batch;
+    m.grad_accum = grad_accum;
+    m.sampler_epoch = std::int64_t(state.epoch);
+    m.sampler_consumed = std::int64_t(state.consumed);
+    m.rng = {{"seed", o.seed},
+             {"init", "philox4x32-10(seed, fnv1a64(tensor name), element index): stateless"},
+             {"sampler", "feistel permutation keyed by (seed, epoch): state is (epoch, consumed)"}};
+    m.lr_step = completed;
+    m.lr = lr;
+    m.data_snapshot_id = data.selection_snapshot_id();
+    m.data_cutoff = o.cutoff.value_or("");
+    m.extra = {{"seed", o.seed},
+               {"config_hash", identity.config_hash},
+               {"dataset_snapshot_id", data.dataset_snapshot_id()},
+               {"eval_from", o.eval_from.value_or("")},
+               {"optimizer", o.optimizer.to_json()}};
+    const auto pieces = replicated_pieces(model.registry(), host_state.fetch(), world, rank);
+    const auto t0 = Clock::now();
+    if (async_writer) {
+      async_writer->save(m, ckpt_tensors, pieces);
+    } else {
+      ckpt::save_checkpoint(ckpt_dir, m, ckpt_tensors, pieces, MPI_COMM_WORLD, save_options);  // logs the commit
+    }
+    return since(t0);
+  };
+  StopSignals stop_signals;
+
   StepLog step_log(o.run_dir + "/steps.rank" + std::to_string(rank) + ".jsonl", rank, identity);
 
   const double peak = o.peak_flops > 0 ? o.peak_flops : measure_matmul_peak_flops(*backend);
@@ -221,7 +390,8 @@ nlohmann::json run_training(const TrainOptions& o) {
   double comm_busy_before = 0;
   comm->barrier();  // start the clocks together
   const auto train_start = Clock::now();
-  for (std::int64_t step = 0; step < o.steps; ++step) {
+  bool stopped_by_signal = false;
+  for (std::int64_t step = start_step; step < o.steps; ++step) {
     const auto t0 = Clock::now();
     comm->set_step(step);
     comm->maybe_delay();
@@ -239,12 +409,19 @@ nlohmann::json run_training(const TrainOptions& o) {
     const double busy = comm->stats().total_busy_s();
     rec.comm_total_s = busy - comm_busy_before;
     comm_busy_before = busy;
+    if (async_writer) async_writer->poll();  // rethrows a failed background save: the job fails loudly at this step
+    // Every rank agrees whether a stop signal arrived anywhere, so all save the same step.
+    std::int32_t stop = g_stop_signal != 0 ? 1 : 0;
+    if (world > 1) comm->all_reduce(&stop, 1);
+    const bool last_step = step + 1 == o.steps;
+    if (stop || (o.ckpt_every > 0 && ((step + 1) % o.ckpt_every == 0 || last_step)))
+      rec.ckpt_s = save(step + 1, batch.state_after, r.lr);
     rec.step_s = since(t0);
     rec.tokens = rank_tokens_per_step;
     rec.loss = r.loss_sum / double(tokens_per_step);
     rec.lr = r.lr;
     rec.grad_norm = r.grad_norm;
-    const bool last = step + 1 == o.steps;
+    const bool last = last_step || stop;
     if (rank == 0 && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
       const auto te = Clock::now();
       last_eval = evaluate_holdout(model, data, o.eval_samples);
@@ -266,7 +443,13 @@ nlohmann::json run_training(const TrainOptions& o) {
                         : (" | hold-out " + std::to_string(last_eval["holdout_loss"].get<double>()).substr(0, 6)).c_str());
       log_line_rank0(line);
     }
+    if (stop) {
+      log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
+      stopped_by_signal = true;
+      break;
+    }
   }
+  if (async_writer) async_writer->wait();
   const double train_s = since(train_start);
 
   // Summary: throughput from rank 0's median step after warm-up (the first step pays for
@@ -303,8 +486,11 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"data", data.describe()},
       {"backend", backend->describe()},
       {"world_size", world},
-      {"steps", o.steps},
-      {"tokens", tokens_per_step * o.steps},
+      {"steps", std::int64_t(records.size())},
+      {"first_step", start_step},
+      {"stopped_by_signal", stopped_by_signal},
+      {"checkpoint_dir", ckpt_dir},
+      {"tokens", tokens_per_step * std::int64_t(records.size())},
       {"train_seconds", train_s},
       {"wall_seconds", since(job_start)},
       {"throughput_tokens_per_s", throughput},
@@ -348,7 +534,7 @@ nlohmann::json run_training(const TrainOptions& o) {
                 "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
                 "the measured %.1f GFLOP/s per-rank matmul peak; data loading took %.2f%% and exposed communication "
                 "%.2f%% of step time%s. Step log: %s; summary: %s.",
-                (long long)o.steps, format_count(double(tokens_per_step * o.steps)).c_str(),
+                (long long)records.size(), format_count(double(tokens_per_step * std::int64_t(records.size()))).c_str(),
                 format_count(double(model_config.parameter_count())).c_str(), world, world == 1 ? "" : "s", train_s,
                 backend->describe().c_str(), losses.front(), losses.back(),
                 last_eval.is_null() ? ""

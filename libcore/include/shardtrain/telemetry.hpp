@@ -20,7 +20,9 @@ struct RunIdentity {
   nlohmann::json to_json() const;
 };
 
-// One step of one rank. Times in seconds.
+// One step of one rank. Times in seconds; the JSON adds "time", the wall clock (unix seconds)
+// when the record was written, and "pid", the rank's process id, so a launcher can time restarts
+// and a test can signal a given rank from the step log alone.
 struct StepRecord {
   std::int64_t step = 0;
   double data_s = 0, fwd_s = 0, bwd_s = 0, comm_total_s = 0, comm_exposed_s = 0, opt_s = 0, ckpt_s = 0, step_s = 0;

@@ -42,6 +42,14 @@ struct TrainOptions {
   int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
   std::vector<std::string> inject;    // fault injection specs (tests): skip-collective:..., delay:...
   std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
+  // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time
+  // limit) makes every rank save at the next step boundary and stop cleanly.
+  std::string ckpt_dir;          // "" -> <run_dir>/checkpoints
+  int ckpt_every = 0;            // save every N steps and after the last; 0: only on a signal
+  int keep = 3;                  // keep the newest K checkpoints (never deleting the newest valid)
+  bool async_ckpt = false;       // snapshot to host memory, write from a background thread
+  std::string resume;            // "" (fresh), "auto" (newest valid in ckpt_dir, else fresh) or a folder
+  bool allow_data_change = false;  // resume even if the data selection's snapshot id changed
 };
 
 // Runs the job; returns the summary JSON that was also written to run_dir/summary.json.

@@ -1,0 +1,247 @@
+#include "shardtrain/ckpt_commit.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "shardtrain/error.hpp"
+#include "shardtrain/log.hpp"
+
+namespace fs = std::filesystem;
+
+namespace shardtrain::ckpt {
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(path + ": cannot open to fsync (" + std::strerror(errno) + ")");
+  if (::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw IoError(path + ": fsync failed (" + why + "): the data may not be on disk; check the file system");
+  }
+  ::close(fd);
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(tmp + ": cannot create (" + std::string(std::strerror(errno)) + ")");
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw IoError(tmp + ": write failed (" + why + "); free space or fix permissions and retry");
+    }
+    done += std::size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw IoError(tmp + ": fsync/close failed (" + why + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw IoError(path + ": cannot rename " + tmp + " over it (" + why + ")");
+  }
+  fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+}
+
+std::string read_latest(const std::string& ckpt_dir) {
+  const fs::path p = fs::path(ckpt_dir) / kLatestFile;
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return "";
+  std::ifstream in(p);
+  if (!in) throw IoError(p.string() + ": cannot read");
+  std::string name;
+  std::getline(in, name);
+  while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+void write_latest(const std::string& ckpt_dir, const std::string& folder_name) {
+  write_file_atomically((fs::path(ckpt_dir) / kLatestFile).string(), folder_name + "\n");
+}
+
+std::vector<std::string> list_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::int64_t step = parse_step_folder_name(name);
+    if (step >= 0 && e.is_directory(ec)) found.emplace_back(step, name);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+namespace {
+std::vector<std::string> leftovers(const std::string& ckpt_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    for (const char* suffix : {".tmp", ".deleting", ".replaced"}) {
+      const std::string s = suffix;
+      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+          parse_step_folder_name(name.substr(0, name.size() - s.size())) >= 0)
+        out.push_back(name);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(ckpt_dir, ec)) {
+    log_line("resume: no checkpoint folder " + ckpt_dir + " yet: starting fresh");
+    return std::nullopt;
+  }
+  if (!fs::is_directory(ckpt_dir, ec))
+    throw UsageError(ckpt_dir + ": checkpoint path exists and is not a folder; pass a folder to --ckpt-dir");
+  for (const auto& name : leftovers(ckpt_dir))
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+      log_line("resume: ignoring " + (fs::path(ckpt_dir) / name).string() +
+               ": an interrupted save (never committed); it is removed at the next save or prune");
+
+  std::set<std::string> tried;
+  auto try_folder = [&](const std::string& name, const char* why) -> bool {
+    tried.insert(name);
+    const std::string path = (fs::path(ckpt_dir) / name).string();
+    const std::string error = validate_checkpoint(path, options);
+    if (error.empty()) {
+      log_line("resume: using checkpoint " + path + " (" + why + ")");
+      return true;
+    }
+    log_line("resume: SKIPPING corrupt or incompatible checkpoint " + path + ": " + error);
+    return false;
+  };
+
+  std::string latest;
+  try {
+    latest = read_latest(ckpt_dir);
+  } catch (const Error& e) {
+    log_line(std::string("resume: ") + e.what() + "; scanning the step folders instead");
+  }
+  const auto all = list_checkpoints(ckpt_dir);
+  if (!latest.empty()) {
+    const fs::path latest_path = fs::path(ckpt_dir) / kLatestFile;
+    if (parse_step_folder_name(latest) < 0) {
+      log_line("resume: " + latest_path.string() + " holds '" + latest +
+               "', not a step_<8 digits> folder name; scanning the step folders instead");
+    } else if (!fs::is_directory(fs::path(ckpt_dir) / latest, ec)) {
+      log_line("resume: " + latest_path.string() + " points to " + (fs::path(ckpt_dir) / latest).string() +
+               ", which does not exist; scanning the step folders instead");
+    } else if (try_folder(latest, "named by latest")) {
+      return (fs::path(ckpt_dir) / latest).string();
+    }
+  }
+  for (const auto& name : all) {
+    if (tried.count(name)) continue;
+    if (try_folder(name, "newest valid step folder")) return (fs::path(ckpt_dir) / name).string();
+  }
+  if (all.empty())
+    log_line("resume: no committed checkpoint in " + ckpt_dir + ": starting fresh");
+  else
+    log_line("resume: none of the " + std::to_string(all.size()) + " checkpoints in " + ckpt_dir +
+             " is valid (see the lines above): starting fresh");
+  return std::nullopt;
+}
+
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
+                                                             const ReadOptions& options) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // Encoded answer: "" = error follows, "-" = none, "+<path>" = found.
+  std::string answer;
+  if (rank == 0) {
+    try {
+      auto found = find_resume_checkpoint(ckpt_dir, options);
+      answer = found ? "+" + *found : "-";
+    } catch (const std::exception& e) {
+      answer = std::string("!") + e.what();
+    }
+  }
+  int len = int(answer.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+  answer.resize(std::size_t(len));
+  MPI_Bcast(answer.data(), len, MPI_CHAR, 0, comm);
+  if (!answer.empty() && answer[0] == '!') throw UsageError(answer.substr(1));
+  if (answer == "-") return std::nullopt;
+  return answer.substr(1);
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string& known_valid,
+                                           const ReadOptions& options) {
+  if (keep < 1)
+    throw UsageError("prune: keep " + std::to_string(keep) + " is less than 1; keep at least one checkpoint");
+  std::vector<std::string> removed;
+  auto remove_folder = [&](const std::string& name) {
+    const fs::path from = fs::path(ckpt_dir) / name;
+    fs::path doomed = from;
+    std::error_code ec;
+    if (parse_step_folder_name(name) >= 0) {
+      doomed = fs::path(ckpt_dir) / (name + ".deleting");
+      fs::rename(from, doomed, ec);
+      if (ec) {
+        log_line("prune: cannot rename " + from.string() + " for removal: " + ec.message());
+        return;
+      }
+    }
+    fs::remove_all(doomed, ec);
+    if (ec) log_line("prune: cannot remove " + doomed.string() + ": " + ec.message());
+    removed.push_back(name);
+  };
+  for (const auto& name : leftovers(ckpt_dir)) remove_folder(name);
+
+  const auto all = list_checkpoints(ckpt_dir);
+  if (int(all.size()) <= keep) return removed;
+  // The checkpoint a resume would pick is never removed.
+  std::string protect = known_valid;
+  if (protect.empty()) {
+    ReadOptions quiet = options;
+    std::string latest;
+    try {
+      latest = read_latest(ckpt_dir);
+    } catch (const Error&) {
+    }
+    if (!latest.empty() && parse_step_folder_name(latest) >= 0 &&
+        validate_checkpoint((fs::path(ckpt_dir) / latest).string(), quiet).empty())
+      protect = latest;
+    for (std::size_t i = 0; protect.empty() && i < all.size(); ++i)
+      if (validate_checkpoint((fs::path(ckpt_dir) / all[i]).string(), quiet).empty()) protect = all[i];
+  }
+  for (std::size_t i = std::size_t(keep); i < all.size(); ++i) {
+    if (all[i] == protect) {
+      log_line("prune: keeping " + (fs::path(ckpt_dir) / all[i]).string() +
+               " beyond --keep " + std::to_string(keep) + ": it is the newest valid checkpoint");
+      continue;
+    }
+    remove_folder(all[i]);
+  }
+  if (!removed.empty()) {
+    std::error_code ec;
+    try {
+      fsync_path(ckpt_dir);
+    } catch (const Error&) {
+    }
+  }
+  return removed;
+}
+
+}  // namespace shardtrain::ckpt

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Kill-and-resume proof (contract 5 and 6): a deterministic training job run straight through,
+# then the same job under scripts/run-resilient.sh while SIGKILL hits a random rank at random
+# steps (seeded: the plan is printed), one of the kills landing in the middle of a checkpoint
+# write. The final checkpoints of both runs (parameters AND optimizer moments) must be BITWISE
+# equal by equiv-check, and the run after the mid-write kill must have resumed from the previous
+# valid checkpoint.
+#
+# Usage: scripts/kill-resume-proof.sh [--np N] [--steps S] [--kills K] [--seed X] [--ckpt-every C]
+#                                     [--d-model D] [--bin BIN_DIR] [--work DIR]
+# Defaults: 2 ranks, 24 steps, 3 kills, seed 1, a checkpoint every 3 steps, d_model 64,
+# build/bin, a temporary folder. Exit 0 when the proof holds; 1 with the reason when not.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+np=2 steps=24 kills=3 seed=1 every=3 dmodel=64 bin="$here/build/bin" work=""
+while (($#)); do
+  case "$1" in
+    --np) np=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --kills) kills=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;; --ckpt-every) every=$2; shift 2 ;; --d-model) dmodel=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;; --work) work=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "kill-resume-proof.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+[ -x "$bin/ddp-train" ] || { echo "kill-resume-proof.sh: $bin/ddp-train not found: build first (scripts/setup.sh)" >&2; exit 2; }
+if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+rm -rf "$work" && mkdir -p "$work"
+say() { echo "kill-resume-proof: $*"; }
+
+"$bin/data-prep" --synthetic markov --documents 20 --doc-tokens 4000 -o "$work/markov.h5" >/dev/null 2>&1
+train=(mpirun -np "$np" --oversubscribe "$bin/ddp-train" --data "$work/markov.h5" --seq-len 32 --d-model "$dmodel"
+       --layers 2 --heads 2 --global-batch 8 --micro-batch 1 --steps "$steps" --deterministic
+       --ckpt-every "$every" --keep 100 --peak-gflops 100 --log-every 1000)
+
+say "reference: $steps steps uninterrupted on $np ranks"
+"${train[@]}" --run-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
+
+# The kill plan: K (rank, step) pairs at increasing steps, seeded; the middle one waits for a
+# checkpoint write in progress (a step_*.tmp folder) instead of a step.
+plan=$(python3 - "$seed" "$kills" "$np" "$steps" <<'PY'
+import random, sys
+seed, kills, np_, steps = map(int, sys.argv[1:])
+rng = random.Random(seed)
+points = sorted(rng.sample(range(2, steps - 1), kills))
+for i, s in enumerate(points):
+    mode = "during-save" if i == kills // 2 else "step"
+    print(rng.randrange(np_), s, mode)
+PY
+)
+say "kill plan (seed $seed): $(echo "$plan" | awk '{printf "rank %s at step %s (%s); ", $1, $2, $3}')"
+
+# The killer: watches the resilient run's step logs and checkpoint folder, SIGKILLs one rank per
+# planned point, and records what it did.
+python3 - "$work/run" "$plan" >"$work/killer.log" 2>&1 <<'PY' &
+import json, os, signal, sys, time, glob
+run, plan = sys.argv[1], [l.split() for l in sys.argv[2].splitlines() if l.strip()]
+ckpt = os.path.join(run, "checkpoints")
+def last_record(rank):
+    try:
+        with open(os.path.join(run, f"steps.rank{rank}.jsonl")) as f:
+            lines = f.read().splitlines()
+        return json.loads(lines[-1]) if lines else None
+    except (FileNotFoundError, ValueError):
+        return None
+killed = set()
+deadline = time.time() + 240
+for rank, step, mode in plan:
+    rank, step = int(rank), int(step)
+    while time.time() < deadline:
+        rec = last_record(rank)
+        alive = rec and rec["pid"] not in killed and os.path.exists(f"/proc/{rec['pid']}")
+        if alive and rec["step"] + 1 >= step:
+            if mode == "during-save":
+                tmp = glob.glob(os.path.join(ckpt, "step_*.tmp"))
+                if not tmp:
+                    time.sleep(0.0005)
+                    continue
+                print(f"kill rank {rank} pid {rec['pid']} during the write of {os.path.basename(tmp[0])}", flush=True)
+            else:
+                print(f"kill rank {rank} pid {rec['pid']} after step {rec['step'] + 1}", flush=True)
+            os.kill(rec["pid"], signal.SIGKILL)
+            killed.add(rec["pid"])
+            time.sleep(0.3)
+            break
+        time.sleep(0.002)
+print("killer done", flush=True)
+PY
+killer=$!
+
+say "resilient run: the same job under run-resilient.sh"
+"$here/scripts/run-resilient.sh" --max-restarts $((kills + 2)) --backoff 0.2 --log "$work/restarts.json" -- \
+  "${train[@]}" --run-dir "$work/run" >"$work/run.log" 2>&1 || { cat "$work/run.log"; kill $killer 2>/dev/null; exit 1; }
+wait $killer || true
+sed 's/^/  /' "$work/killer.log"
+python3 - "$work/restarts.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["restarts"]:
+    rs = f"{r['restart_s']:.2f} s" if r["restart_s"] is not None else "n/a"
+    print(f"  restart {r['attempt']}: previous exit {r['previous_exit_status']}, failed rank {r['failed_rank']}, "
+          f"resumed from {r['resumed_from']}, restart time {rs}")
+PY
+restarts=$(python3 -c "import json; print(len(json.load(open('$work/restarts.json'))['restarts']))")
+[ "$restarts" -ge "$kills" ] || { echo "FAIL: only $restarts restarts for $kills kills" >&2; exit 1; }
+# The mid-write kill must have left the previous checkpoint in charge.
+if grep -q "during the write of" "$work/killer.log"; then
+  interrupted=$(grep -oE 'write of step_[0-9]+' "$work/killer.log" | grep -oE 'step_[0-9]+')
+  grep -q "resume: using checkpoint .*/$interrupted " "$work/run.log" &&
+    { echo "FAIL: the interrupted $interrupted was used" >&2; exit 1; }
+  say "the kill during the write of $interrupted left the previous checkpoint valid and used"
+fi
+final=$(printf 'step_%08d' "$steps")
+out=$("$bin/equiv-check" "$work/run/checkpoints/$final/index.h5" "$work/ref/checkpoints/$final/index.h5" --group tensors 2>&1) ||
+  { echo "$out"; echo "FAIL: final checkpoints differ" >&2; exit 1; }
+echo "$out" | grep -E '^# [0-9]+ compared|^verdict'
+echo "$out" | grep -q '^verdict: BITWISE' || { echo "FAIL: not bitwise" >&2; exit 1; }
+say "PROOF HOLDS: $restarts restarts, final $final (parameters and optimizer moments) BITWISE equal to the uninterrupted run"

@@ -1,0 +1,152 @@
+// Shared fixtures of the checkpoint tests: a small "model" state with awkward shapes and dtypes,
+// a complete manifest, and file-corruption helpers.
+#pragma once
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shardtrain/ckpt.hpp"
+#include "shardtrain/hash.hpp"
+#include "test_support.hpp"
+
+namespace shardtrain::test::ckpt_fixture {
+
+namespace ck = shardtrain::ckpt;
+
+// Replicated state: the same values on every rank (a function of tensor name and index).
+struct ToyState {
+  std::vector<ck::TensorSpec> specs;
+  std::vector<std::vector<unsigned char>> data;  // one buffer per tensor, logical row-major bytes
+
+  std::vector<const void*> pointers() const {
+    std::vector<const void*> p;
+    for (const auto& d : data) p.push_back(d.data());
+    return p;
+  }
+  const std::vector<unsigned char>& of(const std::string& name) const {
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].name == name) return data[i];
+    throw std::runtime_error("no tensor " + name);
+  }
+  std::vector<float> floats(const std::string& name) const {
+    const auto& b = of(name);
+    std::vector<float> out(b.size() / 4);
+    std::memcpy(out.data(), b.data(), b.size());
+    return out;
+  }
+};
+
+// `salt` changes every value (a "later step").
+inline ToyState make_state(unsigned salt = 0, int scale = 1) {
+  ToyState s;
+  const std::vector<ck::TensorSpec> params = {
+      {"wte", {37, 16 * scale}},           {"wpe", {11, 16 * scale}},
+      {"h.0.attn.qkv.weight", {48, 16}},   {"h.0.attn.qkv.bias", {48}},
+      {"h.0.mlp.fc.weight", {3, 5, 7}},    {"ln_f.weight", {16}},
+      {"scalar.gain", {}},
+  };
+  for (const auto& p : params) s.specs.push_back(p);
+  for (const auto& p : params) s.specs.push_back({"optim.exp_avg." + p.name, p.shape});
+  for (const auto& p : params) s.specs.push_back({"optim.exp_avg_sq." + p.name, p.shape});
+  s.specs.push_back({"rng.counters", {5}, ck::DType::kInt64});
+  s.specs.push_back({"extra.f64", {2, 3}, ck::DType::kFloat64});
+  for (const auto& spec : s.specs) {
+    const unsigned seed = unsigned(fnv1a64(spec.name) & 0xffffffu) + salt * 7919u;
+    std::vector<unsigned char> bytes(std::size_t(spec.bytes()));
+    if (spec.dtype == ck::DType::kFloat32) {
+      auto v = random_floats(std::size_t(spec.numel()), seed);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+    } else if (spec.dtype == ck::DType::kFloat64) {
+      for (std::int64_t i = 0; i < spec.numel(); ++i) {
+        const double x = 0.1 * double(i) + seed;
+        std::memcpy(bytes.data() + i * 8, &x, 8);
+      }
+    } else {
+      for (std::int64_t i = 0; i < spec.numel(); ++i) {
+        const std::int64_t x = std::int64_t(seed) * 1000 + i;
+        std::memcpy(bytes.data() + i * 8, &x, 8);
+      }
+    }
+    s.data.push_back(std::move(bytes));
+  }
+  return s;
+}
+
+inline nlohmann::json toy_model() {
+  return {{"vocab", 37}, {"seq_len", 11}, {"d_model", 16}, {"n_layer", 1}, {"n_head", 2}};
+}
+
+inline ck::CheckpointManifest make_manifest(std::int64_t step, int world) {
+  ck::CheckpointManifest m;
+  m.step = step;
+  m.tokens_seen = step * 8 * 11;
+  m.model = toy_model();
+  m.config = {{"seed", 1}, {"steps", 100}};
+  m.layout = {world, world, 1, 0};
+  m.global_batch = 8;
+  m.micro_batch = 8 / world > 0 ? 8 / world : 1;
+  m.grad_accum = 1;
+  m.sampler_epoch = 0;
+  m.sampler_consumed = step * 8;
+  m.rng = {{"seed", 1}, {"philox_counter", step}};
+  m.lr_step = step;
+  m.lr = 1e-3;
+  m.data_snapshot_id = "abc123";
+  m.data_cutoff = "2024-05-01T00:00:00Z";
+  m.extra = {{"note", "test"}};
+  return m;
+}
+
+// Saves `state` at `step` from every rank of `comm`, writing spread across the ranks.
+inline ck::SaveResult save_state(const std::string& dir, const ToyState& state, std::int64_t step, MPI_Comm comm,
+                                 const ck::SaveOptions& options = {}) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const auto pieces = ck::spread_pieces(state.specs, state.pointers(), size, rank);
+  return ck::save_checkpoint(dir, make_manifest(step, size), state.specs, pieces, comm, options);
+}
+
+// A temporary folder created by rank 0 of `comm` and shared with the others.
+inline std::string shared_temp_dir(const std::string& tag, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string path = rank == 0 ? temp_dir(tag) : std::string();
+  int len = int(path.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+  path.resize(std::size_t(len));
+  MPI_Bcast(path.data(), len, MPI_CHAR, 0, comm);
+  return path;
+}
+
+// File offset of the raw data of a piece dataset (contiguous layout).
+inline std::int64_t piece_file_offset(const std::string& file, const std::string& dataset) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  const haddr_t off = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  return std::int64_t(off);
+}
+
+inline void flip_byte(const std::string& file, std::int64_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  c = char(c ^ 0x5a);
+  f.seekp(offset);
+  f.write(&c, 1);
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace shardtrain::test::ckpt_fixture
