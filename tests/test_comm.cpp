@@ -177,7 +177,7 @@ TEST_CASE("comm: asynchronous collectives overlap computation and complete in or
   CHECK(j["group_size"] == W);
 }
 
-TEST_CASE("comm: sequence numbers advance per group; the flight recorder records every collective",
+TEST_CASE("comm: sequence numbers advance per group and the flight recorder records every collective",
           "[mpi][comm]") {
   auto comm = world_comm("dp");
   const int W = comm->size(), r = comm->rank();

@@ -172,7 +172,7 @@ TEST_CASE("snapshot id depends on ids, versions, tokens and order", "[dataset]")
   CHECK(write_docs(dir + "/e.h5", changed_time, 256, 0) == base);
 }
 
-TEST_CASE("an unfinished writer leaves no file; readers reject what is not a dataset", "[dataset]") {
+TEST_CASE("an unfinished writer leaves no file and readers reject what is not a dataset", "[dataset]") {
   const std::string dir = test::temp_dir("dataset-errors");
   {
     DatasetWriter w(dir + "/never.h5", 256, "bytes", 0);

@@ -38,6 +38,12 @@ double clip_factor(double grad_norm, double grad_clip) {
   return grad_clip / (grad_norm + 1e-6);
 }
 
+double grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads) {
+  double total = 0.0;
+  for (const auto& unit : registry.units()) total += backend.sum_squares(grads + unit.begin, unit.size());
+  return total;
+}
+
 AdamW::AdamW(Backend& backend, const ParameterRegistry& registry, OptimizerConfig config)
     : backend_(backend),
       registry_(registry),

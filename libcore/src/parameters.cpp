@@ -9,6 +9,7 @@ ParameterRegistry::ParameterRegistry(const ModelConfig& config) {
   const std::int64_t V = config.vocab, T = config.seq_len, C = config.d_model;
   wte_ = add("wte.weight", {V, C}, true, InitKind::kNormal);
   wpe_ = add("wpe.weight", {T, C}, true, InitKind::kNormal);
+  units_.push_back({"embeddings", 0, total_});
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     BlockOffsets b{};
@@ -25,9 +26,11 @@ ParameterRegistry::ParameterRegistry(const ModelConfig& config) {
     b.fc2_w = add(p + "mlp.proj.weight", {C, 4 * C}, true, InitKind::kNormalResidual);
     b.fc2_b = add(p + "mlp.proj.bias", {C}, false, InitKind::kZeros);
     blocks_.push_back(b);
+    units_.push_back({"h." + std::to_string(l), b.ln1_w, total_});
   }
   lnf_w_ = add("ln_f.weight", {C}, false, InitKind::kOnes);
   lnf_b_ = add("ln_f.bias", {C}, false, InitKind::kZeros);
+  units_.push_back({"ln_f", lnf_w_, total_});
 }
 
 std::size_t ParameterRegistry::add(const std::string& name, std::vector<std::int64_t> shape, bool decay,

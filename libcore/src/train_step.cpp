@@ -53,7 +53,7 @@ StepResult StepRunner::run(std::int64_t step, const std::int32_t* tokens, int mi
   auto t0 = std::chrono::steady_clock::now();
   float* grads = model_.grads().data();
   const std::size_t n = model_.grads().size();
-  r.grad_norm = std::sqrt(be.sum_squares(grads, n));
+  r.grad_norm = std::sqrt(grad_norm_squared(be, model_.registry(), grads));
   if (!std::isfinite(r.grad_norm) || !std::isfinite(r.loss_sum))
     throw NumericalError("step " + std::to_string(step) + ": non-finite " +
                          (std::isfinite(r.loss_sum) ? "gradient norm" : "loss") +

@@ -2,9 +2,7 @@
 
 #include <mpi.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,19 +13,17 @@
 #include "shardtrain/batch_loader.hpp"
 #include "shardtrain/ckpt.hpp"
 #include "shardtrain/comm_mpi.hpp"
-#include "shardtrain/ddp.hpp"
 #include "shardtrain/error.hpp"
-#include "shardtrain/gpt.hpp"
-#include "shardtrain/h5file.hpp"
+#include "shardtrain/evaluation.hpp"
 #include "shardtrain/hash.hpp"
-#include "shardtrain/init.hpp"
 #include "shardtrain/log.hpp"
 #include "shardtrain/peak.hpp"
 #include "shardtrain/replicas.hpp"
 #include "shardtrain/selection.hpp"
 #include "shardtrain/telemetry.hpp"
 #include "shardtrain/train_state.hpp"
-#include "shardtrain/train_step.hpp"
+#include "shardtrain/stop_signals.hpp"
+#include "shardtrain/strategy.hpp"
 
 namespace shardtrain {
 namespace {
@@ -52,49 +48,6 @@ std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
     return make_cuda_backend(0);
   }
   throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
-}
-
-// Hold-out loss overall and per owner slice: up to `max_samples` samples, spread evenly over
-// the slices (each slice's first samples), evaluated in micro-batches of one slice each.
-nlohmann::json evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples) {
-  const auto& slices = data.holdout_slices();
-  if (slices.empty() || data.num_holdout_samples() == 0) return nullptr;
-  const std::size_t T = model.config().seq_len;
-  const std::uint64_t per_slice = std::max<std::uint64_t>(1, std::uint64_t(max_samples) / slices.size());
-  std::vector<std::int32_t> tokens(std::size_t(model.max_batch()) * (T + 1));
-  double total_loss = 0, total_tokens = 0;
-  nlohmann::json by_owner = nlohmann::json::object();
-  for (const auto& slice : slices) {
-    const std::uint64_t n = std::min(per_slice, slice.samples);
-    if (n == 0) continue;
-    double loss = 0;
-    for (std::uint64_t first = 0; first < n; first += model.max_batch()) {
-      const int b = int(std::min<std::uint64_t>(model.max_batch(), n - first));
-      for (int j = 0; j < b; ++j) data.read_holdout_sample(slice.first_sample + first + j, tokens.data() + j * (T + 1));
-      loss += model.eval_micro_batch(tokens.data(), b);
-    }
-    const double count = double(n) * T;
-    by_owner[slice.owner] = loss / count;
-    total_loss += loss;
-    total_tokens += count;
-  }
-  if (total_tokens == 0) return nullptr;
-  return {{"holdout_loss", total_loss / total_tokens}, {"holdout_tokens", total_tokens}, {"holdout_loss_by_owner", by_owner}};
-}
-
-// Final parameters as logical tensors, params/<name> with their logical shapes (equiv-check input).
-void write_parameters(const GptModel& model, const std::string& path) {
-  const std::vector<float> flat = model.download_parameters();
-  const std::string tmp = path + ".tmp";
-  {
-    H5File f(tmp, H5File::Mode::kCreate);
-    for (const auto& t : model.registry().tensors())
-      f.write_floats("params/" + t.name, std::vector<float>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel),
-                     t.shape);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(path + ": cannot rename from " + tmp + ": " + ec.message());
 }
 
 // The timing columns of the step log, in a fixed order for gathering across ranks.
@@ -137,71 +90,6 @@ double bare_allreduce_busbw(std::size_t n, int world) {
   return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
 }
 
-// SIGTERM / SIGUSR1: save at the next step boundary, then stop (Slurm's warning before a limit).
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
-
-// Installs the stop handlers for the lifetime of a training job, restoring the previous ones.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGTERM, &action, &old_term_);
-    sigaction(SIGUSR1, &action, &old_usr1_);
-  }
-  ~StopSignals() {
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-  }
-
- private:
-  struct sigaction old_term_ {}, old_usr1_ {};
-};
-
-// Host views of the model and optimizer state: the device buffers themselves on the CPU backend,
-// staging copies (downloaded on demand) on a device backend.
-class HostState {
- public:
-  HostState(GptModel& model, AdamW& optimizer) : model_(model), optimizer_(optimizer) {
-    if (model.backend().device() != DeviceKind::kCpu) {
-      const std::size_t n = model.registry().total();
-      params_.resize(n);
-      m_.resize(n);
-      v_.resize(n);
-    }
-  }
-  bool staged() const { return !params_.empty(); }
-  // The state as host pointers, downloaded first on a device backend.
-  StateBuffers fetch() {
-    if (!staged())
-      return {model_.params().data(), optimizer_.exp_avg().data(), optimizer_.exp_avg_sq().data()};
-    model_.params().download(params_.data(), params_.size());
-    optimizer_.exp_avg().download(m_.data(), m_.size());
-    optimizer_.exp_avg_sq().download(v_.data(), v_.size());
-    return {params_.data(), m_.data(), v_.data()};
-  }
-  // Buffers to restore into, then commit() uploads them on a device backend.
-  StateBuffers targets() {
-    if (!staged())
-      return {model_.params().data(), optimizer_.exp_avg().data(), optimizer_.exp_avg_sq().data()};
-    return {params_.data(), m_.data(), v_.data()};
-  }
-  void commit() {
-    if (!staged()) return;
-    model_.params().upload(params_.data(), params_.size());
-    optimizer_.exp_avg().upload(m_.data(), m_.size());
-    optimizer_.exp_avg_sq().upload(v_.data(), v_.size());
-  }
-
- private:
-  GptModel& model_;
-  AdamW& optimizer_;
-  std::vector<float> params_, m_, v_;
-};
-
 }  // namespace
 
 nlohmann::json run_training(const TrainOptions& o) {
@@ -237,13 +125,15 @@ nlohmann::json run_training(const TrainOptions& o) {
   const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, world);
 
   auto backend = make_backend(o, world);
-  GptModel model(*backend, model_config, o.micro_batch);
-  model.set_parameters(init_parameters(model.registry(), o.seed, model_config.n_layer));
-  StepRunner runner(model, o.optimizer);
-  GradientReducer reducer(*backend, *comm, model.registry(), model.grads().data(),
-                          o.deterministic ? ReductionMode::kDeterministic : ReductionMode::kFast,
-                          static_cast<std::size_t>(o.bucket_mb * 1024 * 1024), grad_accum);
-  runner.set_reducer(&reducer);
+  StrategyOptions strategy_options;
+  strategy_options.zero_stage = o.zero_stage;
+  strategy_options.deterministic = o.deterministic;
+  strategy_options.bucket_mb = o.bucket_mb;
+  strategy_options.micro_batch = o.micro_batch;
+  strategy_options.grad_accum = grad_accum;
+  strategy_options.reshard_after_forward = o.reshard_after_forward;
+  auto strategy = make_strategy(*backend, *comm, model_config, o.optimizer, strategy_options);
+  strategy->initialise(o.seed);
 
   nlohmann::json run_config = {{"model", model_config.to_json()},
                                {"optimizer", o.optimizer.to_json()},
@@ -252,6 +142,7 @@ nlohmann::json run_training(const TrainOptions& o) {
                                {"grad_accum", grad_accum},
                                {"dp_size", world},
                                {"deterministic", o.deterministic},
+                               {"zero_stage", o.zero_stage},
                                {"seed", o.seed}};
   // The config hash leaves out the layout (dp_size, micro_batch, grad_accum) so that runs of the
   // same training problem on different world sizes share it.
@@ -266,7 +157,6 @@ nlohmann::json run_training(const TrainOptions& o) {
   // --allow-data-change. Another world size is fine: the tensors are logical and the sampler is
   // elastic, so grad_accum adapts and a deterministic run continues bitwise.
   const std::string ckpt_dir = o.ckpt_dir.empty() ? o.run_dir + "/checkpoints" : o.ckpt_dir;
-  HostState host_state(model, runner.optimizer());
   std::int64_t start_step = 0;
   data::SamplerState start_state{};
   if (!o.resume.empty()) {
@@ -293,8 +183,7 @@ nlohmann::json run_training(const TrainOptions& o) {
     }
     if (folder) {
       ckpt::CheckpointReader reader(*folder, ro);
-      restore_state(reader, model.registry(), host_state.targets());
-      host_state.commit();
+      strategy->restore(reader);
       const auto& m = reader.manifest();
       start_step = m.step;
       start_state = {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)};
@@ -321,7 +210,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   }
   data::BatchLoader loader(data, o.seed, start_state, model_config.seq_len, o.micro_batch, grad_accum, rank, world);
 
-  const auto ckpt_tensors = checkpoint_tensors(model.registry());
+  const auto ckpt_tensors = checkpoint_tensors(strategy->registry());
   ckpt::SaveOptions save_options;
   save_options.keep = o.keep;
   std::unique_ptr<ckpt::AsyncCheckpointWriter> async_writer;
@@ -333,7 +222,7 @@ nlohmann::json run_training(const TrainOptions& o) {
     m.tokens_seen = completed * o.global_batch * model_config.seq_len;
     m.model = model_config.to_json();
     m.config = run_config;
-    m.layout = {world, world, 1, 0};
+    m.layout = {world, world, 1, strategy->zero_stage()};
     m.global_batch = o.global_batch;
     m.micro_batch = o.micro_batch;
     m.grad_accum = grad_accum;
@@ -351,7 +240,7 @@ nlohmann::json run_training(const TrainOptions& o) {
                {"dataset_snapshot_id", data.dataset_snapshot_id()},
                {"eval_from", o.eval_from.value_or("")},
                {"optimizer", o.optimizer.to_json()}};
-    const auto pieces = replicated_pieces(model.registry(), host_state.fetch(), world, rank);
+    const auto pieces = strategy->checkpoint_pieces();
     const auto t0 = Clock::now();
     if (async_writer) {
       async_writer->save(m, ckpt_tensors, pieces);
@@ -371,13 +260,11 @@ nlohmann::json run_training(const TrainOptions& o) {
   log_line_rank0("model " + format_count(double(model_config.parameter_count())) + " parameters (" +
                  std::to_string(model_config.n_layer) + " layers, d_model " + std::to_string(model_config.d_model) +
                  ", " + std::to_string(model_config.n_head) + " heads, seq_len " + std::to_string(model_config.seq_len) +
-                 ", vocab " + std::to_string(model_config.vocab) + ") on " + backend->describe());
+                 ", vocab " + std::to_string(model_config.vocab) + ") on " + backend->describe() + "; " +
+                 strategy->describe());
   log_line_rank0("batch: global " + std::to_string(o.global_batch) + " = micro " + std::to_string(o.micro_batch) +
                  " x grad_accum " + std::to_string(grad_accum) + " x dp " + std::to_string(world) + " sequences (" +
-                 std::to_string(tokens_per_step) + " tokens/step); " +
-                 (o.deterministic ? "deterministic reduction tree" :
-                  std::to_string(reducer.buckets().size()) + " gradient buckets") +
-                 "; data " + o.data_path + " (" + std::to_string(data.num_train_samples()) + " train samples, snapshot " +
+                 std::to_string(tokens_per_step) + " tokens/step); data " + o.data_path + " (" + std::to_string(data.num_train_samples()) + " train samples, snapshot " +
                  data.selection_snapshot_id().substr(0, 12) + ")");
   char peak_line[128];
   std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s per rank (%s), %.1f MFLOP per token",
@@ -396,7 +283,7 @@ nlohmann::json run_training(const TrainOptions& o) {
     comm->set_step(step);
     comm->maybe_delay();
     auto batch = loader.next();
-    StepResult r = runner.run(step, batch.tokens.data(), grad_accum, o.micro_batch, double(tokens_per_step));
+    StepResult r = strategy->run_step(step, batch.tokens.data(), grad_accum, o.micro_batch, double(tokens_per_step));
     StepRecord rec;
     rec.step = step;
     rec.data_s = batch.wait_s;
@@ -405,13 +292,13 @@ nlohmann::json run_training(const TrainOptions& o) {
     rec.comm_exposed_s = r.timing.comm_exposed_s;
     rec.opt_s = r.timing.optimizer_s;
     if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
-      check_replicas(*comm, model.registry(), model.download_parameters(), step);
+      check_replicas(*comm, strategy->registry(), strategy->replicated_parameters(), step);
     const double busy = comm->stats().total_busy_s();
     rec.comm_total_s = busy - comm_busy_before;
     comm_busy_before = busy;
     if (async_writer) async_writer->poll();  // rethrows a failed background save: the job fails loudly at this step
     // Every rank agrees whether a stop signal arrived anywhere, so all save the same step.
-    std::int32_t stop = g_stop_signal != 0 ? 1 : 0;
+    std::int32_t stop = StopSignals::received() != 0 ? 1 : 0;
     if (world > 1) comm->all_reduce(&stop, 1);
     const bool last_step = step + 1 == o.steps;
     if (stop || (o.ckpt_every > 0 && ((step + 1) % o.ckpt_every == 0 || last_step)))
@@ -422,9 +309,9 @@ nlohmann::json run_training(const TrainOptions& o) {
     rec.lr = r.lr;
     rec.grad_norm = r.grad_norm;
     const bool last = last_step || stop;
-    if (rank == 0 && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
+    if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last) {
       const auto te = Clock::now();
-      last_eval = evaluate_holdout(model, data, o.eval_samples);
+      strategy->with_full_model([&](GptModel& model) { last_eval = evaluate_holdout(model, data, o.eval_samples); });
       if (!last_eval.is_null()) {
         rec.extra = last_eval;
         rec.extra["eval_s"] = since(te);
@@ -461,9 +348,10 @@ nlohmann::json run_training(const TrainOptions& o) {
   const double throughput = double(tokens_per_step) / median_step;
   const double mfu = throughput * flops_per_token / (peak * world);
   const CommStats comm_stats = comm->stats();
-  const double bare_busbw = world > 1 ? bare_allreduce_busbw(model.registry().total(), world) : 0.0;
+  const double bare_busbw = world > 1 ? bare_allreduce_busbw(strategy->registry().total(), world) : 0.0;
   const std::string params_path = o.run_dir + "/params.h5";
-  if (rank == 0) write_parameters(model, params_path);
+  strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, params_path); });
+  const nlohmann::json memory = strategy->memory_report();
   if (rank != 0) return nullptr;
 
   nlohmann::json per_rank = nlohmann::json::object();
@@ -504,6 +392,8 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"slowest_rank", slowest},
       {"exposed_comm_fraction", rank_medians[0][4] / median_step},
       {"communication", comm_json},
+      {"memory_bytes_rank0", memory},
+      {"layout", strategy->describe()},
       {"eval", last_eval},
       {"step_log", step_log.path()},
       {"params", params_path},

@@ -35,6 +35,12 @@ double learning_rate(const OptimizerConfig& config, std::int64_t step);
 // (PyTorch's clip_grad_norm_).
 double clip_factor(double grad_norm, double grad_clip);
 
+// Squared global gradient norm, layout-independently (contract 2): per unit, the backend's chunked
+// sum of squares over the unit (chunks start at the unit's first element), then the unit sums
+// added in unit order. A sharded layout whose shards start at multiples of
+// Backend::kReductionChunk within each unit reproduces it bitwise from per-chunk sums.
+double grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads);
+
 class AdamW {
  public:
   AdamW(Backend& backend, const ParameterRegistry& registry, OptimizerConfig config);

@@ -37,6 +37,15 @@ struct BlockOffsets {
   std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
 };
 
+// A sharding unit (FSDP's "flat parameter"): a contiguous range [begin, end) of the flat buffer
+// that is gathered, reduced and norm-summed as one piece. Units: "embeddings" (wte, wpe), "h.<l>"
+// for each block, "ln_f" (the final norm), in flat-buffer order.
+struct ParameterUnit {
+  std::string name;
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const { return end - begin; }
+};
+
 class ParameterRegistry {
  public:
   explicit ParameterRegistry(const ModelConfig& config);
@@ -52,12 +61,14 @@ class ParameterRegistry {
   std::size_t lnf_w() const { return lnf_w_; }
   std::size_t lnf_b() const { return lnf_b_; }
   const BlockOffsets& block(int layer) const { return blocks_.at(layer); }
+  const std::vector<ParameterUnit>& units() const { return units_; }
 
  private:
   std::size_t add(const std::string& name, std::vector<std::int64_t> shape, bool decay, InitKind init);
 
   std::vector<ParameterInfo> tensors_;
   std::vector<BlockOffsets> blocks_;
+  std::vector<ParameterUnit> units_;
   std::size_t total_ = 0, wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
 };
 

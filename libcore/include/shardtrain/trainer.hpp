@@ -37,6 +37,8 @@ struct TrainOptions {
   double peak_flops = 0;         // MFU denominator; 0 measures the backend's matmul peak at start
   // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
   bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
+  int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)
+  bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
   double bucket_mb = 4.0;        // gradient bucket size for the overlapped all-reduce (MiB)
   double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
   int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
