@@ -359,33 +359,33 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // dst (B,NH,T,hs) <- columns [offset + h*hs, ...) of src rows of width `width` (B,T,width).
-  void split_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C,
-                 std::size_t NH, std::size_t width, std::size_t offset) {
+  // Copies between the head-major layout (B,NH,T,hs) and columns [offset + h*hs, ...) of rows of
+  // width `width` (B,T,width): to_heads picks the heads out of the rows, else writes them back.
+  void permute_heads(float* heads, float* rows, bool to_heads, std::size_t B, std::size_t T, std::size_t C,
+                     std::size_t NH, std::size_t width, std::size_t offset) {
     const std::size_t hs = C / NH;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t h = 0; h < NH; ++h)
-        for (std::size_t t = 0; t < T; ++t)
-          std::memcpy(dst + ((b * NH + h) * T + t) * hs, src + (b * T + t) * width + offset + h * hs,
-                      hs * sizeof(float));
+        for (std::size_t t = 0; t < T; ++t) {
+          float* head_row = heads + ((b * NH + h) * T + t) * hs;
+          float* row = rows + (b * T + t) * width + offset + h * hs;
+          std::memcpy(to_heads ? head_row : row, to_heads ? row : head_row, hs * sizeof(float));
+        }
+  }
+  void split_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C, std::size_t NH,
+                 std::size_t width, std::size_t offset) {
+    permute_heads(dst, const_cast<float*>(src), true, B, T, C, NH, width, offset);  // src is only read
+  }
+  void merge_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C, std::size_t NH,
+                 std::size_t width, std::size_t offset) {
+    permute_heads(const_cast<float*>(src), dst, false, B, T, C, NH, width, offset);  // src is only read
   }
   void split_heads(float* q, float* k, float* v, const float* qkv, std::size_t B, std::size_t T,
                    std::size_t C, std::size_t NH) {
     split_one(q, qkv, B, T, C, NH, 3 * C, 0);
     split_one(k, qkv, B, T, C, NH, 3 * C, C);
     split_one(v, qkv, B, T, C, NH, 3 * C, 2 * C);
-  }
-  // Inverse of split_one: columns [offset + h*hs, ...) of dst rows of width `width`.
-  void merge_one(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t C,
-                 std::size_t NH, std::size_t width, std::size_t offset) {
-    const std::size_t hs = C / NH;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t h = 0; h < NH; ++h)
-        for (std::size_t t = 0; t < T; ++t)
-          std::memcpy(dst + (b * T + t) * width + offset + h * hs, src + ((b * NH + h) * T + t) * hs,
-                      hs * sizeof(float));
   }
   void merge_heads(float* out, const float* y, std::size_t B, std::size_t T, std::size_t C, std::size_t NH) {
     merge_one(out, y, B, T, C, NH, C, 0);
