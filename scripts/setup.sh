@@ -34,11 +34,12 @@ if ((${#missing[@]})); then
   fi
 fi
 
-say "configuring and building (Release) into $build"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" >"$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log" >&2; exit 1; }
-grep "shardtrain:" "$build.configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
-cmake --build "$build" -j "$jobs" >"$build.build.log" 2>&1 || { tail -50 "$build.build.log" >&2; exit 1; }
+say "configuring and building (Release) into $build (logs: $build/setup-*.log)"
+mkdir -p "$build"
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" \
+  >"$build/setup-configure.log" 2>&1 || { cat "$build/setup-configure.log" >&2; exit 1; }
+grep "shardtrain:" "$build/setup-configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
+cmake --build "$build" -j "$jobs" >"$build/setup-build.log" 2>&1 || { tail -50 "$build/setup-build.log" >&2; exit 1; }
 
 say "preparing bundled data"
 DATA_DIR="${DATA_DIR:-$here/data}" "$here/scripts/prepare-data.sh" "$build" >/dev/null
