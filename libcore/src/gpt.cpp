@@ -4,13 +4,17 @@
 
 namespace shardtrain {
 
-GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch)
+GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch, bool flat_storage)
     : backend_(backend), config_(config), registry_(config), max_batch_(max_batch) {
   if (max_batch < 1) throw UsageError("micro-batch must be at least 1 (got " + std::to_string(max_batch) + ")");
   const std::size_t B = max_batch, T = config.seq_len, C = config.d_model, V = config.vocab,
                     NH = config.n_head, N = B * T;
-  params_ = DeviceArray<float>(backend, registry_.total());
-  grads_ = DeviceArray<float>(backend, registry_.total());
+  if (flat_storage) {
+    params_ = DeviceArray<float>(backend, registry_.total());
+    grads_ = DeviceArray<float>(backend, registry_.total());
+  }
+  unit_params_.assign(registry_.units().size(), nullptr);
+  unit_grads_.assign(registry_.units().size(), nullptr);
   inputs_ = DeviceArray<int32_t>(backend, N);
   targets_ = DeviceArray<int32_t>(backend, N);
   encoded_ = DeviceArray<float>(backend, N * C);
@@ -42,6 +46,37 @@ GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch)
   dqkv_ = DeviceArray<float>(backend, N * 3 * C);
   dgelu_ = DeviceArray<float>(backend, N * 4 * C);
   dfch_ = DeviceArray<float>(backend, N * 4 * C);
+}
+
+void GptModel::set_unit_storage(UnitStorage* storage) { storage_ = storage; }
+
+int GptModel::unit_of(std::size_t offset) const {
+  const auto& units = registry_.units();
+  int lo = 0, hi = int(units.size()) - 1;  // last unit whose begin <= offset
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (units[mid].begin <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+void GptModel::forward_begin(int u) {
+  if (!storage_) return;
+  storage_->forward_begin(u);
+  unit_params_[u] = storage_->params(u);
+}
+void GptModel::forward_end(int u) {
+  if (storage_) storage_->forward_end(u);
+}
+void GptModel::backward_begin(int u) {
+  if (!storage_) return;
+  storage_->backward_begin(u);
+  unit_params_[u] = storage_->params(u);
+  unit_grads_[u] = storage_->grads(u);
+}
+void GptModel::backward_end(int u) {
+  if (storage_) storage_->backward_end(u);
 }
 
 void GptModel::zero_grads() { backend_.fill(grads_.data(), grads_.size(), 0.0f); }
@@ -90,11 +125,14 @@ void GptModel::forward(const int32_t* tokens, int batch) {
   Backend& be = backend_;
   const std::size_t B = batch, T = config_.seq_len, C = config_.d_model, V = config_.vocab,
                     NH = config_.n_head, N = B * T;
+  const int L = config_.n_layer;
+  forward_begin(0);
   be.embedding_forward(encoded_.data(), inputs_.data(), param(registry_.wte()), param(registry_.wpe()), B, T, C);
   const float* x = encoded_.data();
   for (int l = 0; l < config_.n_layer; ++l) {
     const BlockOffsets& p = registry_.block(l);
     LayerActivations& a = layers_[l];
+    forward_begin(l + 1);
     be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, param(p.ln1_w), param(p.ln1_b), N, C);
     be.matmul_forward(a.qkv.data(), a.ln1.data(), param(p.qkv_w), param(p.qkv_b), N, C, 3 * C);
     be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
@@ -106,11 +144,15 @@ void GptModel::forward(const int32_t* tokens, int batch) {
     be.gelu_forward(a.fch_gelu.data(), a.fch.data(), N * 4 * C);
     be.matmul_forward(scratch_.data(), a.fch_gelu.data(), param(p.fc2_w), param(p.fc2_b), N, 4 * C, C);
     be.add(a.res3.data(), a.res2.data(), scratch_.data(), N * C);
+    forward_end(l + 1);
     x = a.res3.data();
   }
+  forward_begin(L + 1);
   be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, param(registry_.lnf_w()),
                        param(registry_.lnf_b()), N, C);
+  forward_end(L + 1);
   be.matmul_forward(logits_.data(), lnf_.data(), param(registry_.wte()), nullptr, N, C, V);
+  forward_end(0);
   have_dlogits_ = false;
 }
 
@@ -136,16 +178,20 @@ void GptModel::backward() {
                     NH = config_.n_head, N = B * T;
   const int L = config_.n_layer;
   // LM head (tied): logits = lnf @ wte^T
+  backward_begin(0);
+  backward_begin(L + 1);
   be.matmul_backward(dln_.data(), grad(registry_.wte()), nullptr, logits_.data(), lnf_.data(),
                      param(registry_.wte()), N, C, V);
   be.fill(dresidual_.data(), N * C, 0.0f);
   be.layernorm_backward(dresidual_.data(), grad(registry_.lnf_w()), grad(registry_.lnf_b()), dln_.data(),
                         layers_[L - 1].res3.data(), param(registry_.lnf_w()), lnf_mean_.data(), lnf_rstd_.data(),
                         N, C);
+  backward_end(L + 1);
   if (ready_hook_) ready_hook_(registry_.lnf_w());
   for (int l = L - 1; l >= 0; --l) {
     const BlockOffsets& p = registry_.block(l);
     LayerActivations& a = layers_[l];
+    backward_begin(l + 1);
     const float* x_in = l == 0 ? encoded_.data() : layers_[l - 1].res3.data();
     // MLP branch: dresidual holds d(res3).
     be.matmul_backward(dgelu_.data(), grad(p.fc2_w), grad(p.fc2_b), dresidual_.data(), a.fch_gelu.data(),
@@ -163,9 +209,11 @@ void GptModel::backward() {
                        C, 3 * C);
     be.layernorm_backward(dresidual_.data(), grad(p.ln1_w), grad(p.ln1_b), dln_.data(), x_in, param(p.ln1_w),
                           a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    backward_end(l + 1);
     if (ready_hook_) ready_hook_(p.ln1_w);
   }
   be.embedding_backward(grad(registry_.wte()), grad(registry_.wpe()), dresidual_.data(), inputs_.data(), B, T, C);
+  backward_end(0);
   if (ready_hook_) ready_hook_(0);
   have_dlogits_ = false;
 }
@@ -182,6 +230,14 @@ double GptModel::eval_micro_batch(const int32_t* tokens, int batch) {
   const double loss_sum = loss(tokens, 0.0f);
   have_dlogits_ = false;
   return loss_sum;
+}
+
+std::size_t GptModel::activation_bytes_for(const ModelConfig& config, int max_batch) {
+  const std::size_t B = max_batch, T = config.seq_len, C = config.d_model, V = config.vocab, NH = config.n_head,
+                    N = B * T;
+  const std::size_t per_layer = 16 * N * C + 4 * N + B * NH * T * T;
+  const std::size_t global = 17 * N * C + 3 * N + N * V;
+  return (global + per_layer * std::size_t(config.n_layer)) * sizeof(float);
 }
 
 std::size_t GptModel::activation_bytes() const {

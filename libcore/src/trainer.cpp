@@ -24,6 +24,7 @@
 #include "shardtrain/train_state.hpp"
 #include "shardtrain/stop_signals.hpp"
 #include "shardtrain/strategy.hpp"
+#include "shardtrain/zero.hpp"
 
 namespace shardtrain {
 namespace {
@@ -133,6 +134,12 @@ nlohmann::json run_training(const TrainOptions& o) {
   strategy_options.grad_accum = grad_accum;
   strategy_options.reshard_after_forward = o.reshard_after_forward;
   auto strategy = make_strategy(*backend, *comm, model_config, o.optimizer, strategy_options);
+  if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
+  {  // --memory-budget: refuse before training, naming the bytes needed and a layout that fits
+    const std::string refusal = check_memory_budget(model_config, o.zero_stage, world, o.micro_batch, o.global_batch,
+                                                    o.deterministic, o.memory_budget);
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
   strategy->initialise(o.seed);
 
   nlohmann::json run_config = {{"model", model_config.to_json()},
@@ -352,6 +359,20 @@ nlohmann::json run_training(const TrainOptions& o) {
   const std::string params_path = o.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, params_path); });
   const nlohmann::json memory = strategy->memory_report();
+  // Every rank's peaks (ZeRO shards differ by rank through padding).
+  nlohmann::json memory_by_rank = nlohmann::json::array();
+  {
+    static const char* const keys[] = {"parameters", "gradients", "optimizer", "gathered", "communication",
+                                       "activations", "model_state", "total"};
+    std::vector<double> mine, all(std::size_t(world) * 8);
+    for (const char* k : keys) mine.push_back(memory.contains(k) ? memory[k].get<double>() : 0.0);
+    comm->all_gather(mine.data(), all.data(), 8);
+    for (int r = 0; r < world; ++r) {
+      nlohmann::json j;
+      for (int k = 0; k < 8; ++k) j[keys[k]] = all[std::size_t(r) * 8 + k];
+      memory_by_rank.push_back(j);
+    }
+  }
   if (rank != 0) return nullptr;
 
   nlohmann::json per_rank = nlohmann::json::object();
@@ -368,7 +389,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   nlohmann::json comm_json = comm_stats.to_json();
   if (world > 1) comm_json["bare_allreduce_busbw_GBps"] = bare_busbw / 1e9;
   nlohmann::json summary = {
-      {"tool", "ddp-train"},
+      {"tool", o.tool},
       {"identity", identity.to_json()},
       {"config", run_config},
       {"data", data.describe()},
@@ -393,6 +414,7 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"exposed_comm_fraction", rank_medians[0][4] / median_step},
       {"communication", comm_json},
       {"memory_bytes_rank0", memory},
+      {"memory_bytes_by_rank", memory_by_rank},
       {"layout", strategy->describe()},
       {"eval", last_eval},
       {"step_log", step_log.path()},

@@ -23,9 +23,32 @@
 
 namespace shardtrain {
 
+// Per-unit parameter and gradient storage (ZeRO-2/3, FSDP): when set on a model, the model reads
+// unit u's parameters from params(u) and accumulates its gradients into grads(u) -- buffers of
+// the unit's size (registry().units()[u]) with the flat layout's relative offsets -- instead of
+// the flat buffers, and calls the hooks around every use, in this order per micro-batch:
+//   forward:  begin(0) [embeddings], then per block l: begin(l+1) ... end(l+1), then begin(L+1)
+//             [ln_f] ... end(L+1), then the tied LM head reads unit 0 and end(0);
+//   backward: begin(0), begin(L+1) (LM head and ln_f), end(L+1), per block l = L-1..0:
+//             begin(l+1) ... end(l+1), then the embedding backward and end(0).
+// params(u) is read after forward_begin(u)/backward_begin(u); grads(u) after backward_begin(u);
+// backward_end(u) means the unit's gradient of this micro-batch is complete.
+class UnitStorage {
+ public:
+  virtual ~UnitStorage() = default;
+  virtual void forward_begin(int unit) = 0;
+  virtual void forward_end(int unit) = 0;
+  virtual void backward_begin(int unit) = 0;
+  virtual void backward_end(int unit) = 0;
+  virtual const float* params(int unit) = 0;
+  virtual float* grads(int unit) = 0;
+};
+
 class GptModel {
  public:
-  GptModel(Backend& backend, const ModelConfig& config, int max_batch);
+  // flat_storage false: no flat parameter/gradient buffers are allocated; a UnitStorage must be
+  // set before forward (params(), grads(), set_parameters and the downloads are then unusable).
+  GptModel(Backend& backend, const ModelConfig& config, int max_batch, bool flat_storage = true);
 
   const ModelConfig& config() const { return config_; }
   const ParameterRegistry& registry() const { return registry_; }
@@ -64,8 +87,13 @@ class GptModel {
   using GradientReadyHook = std::function<void(std::size_t ready_from)>;
   void set_gradient_ready_hook(GradientReadyHook hook) { ready_hook_ = std::move(hook); }
 
+  // Per-unit storage instead of the flat buffers (nullptr: the flat buffers, the default).
+  void set_unit_storage(UnitStorage* storage);
+
   // Bytes of activations and gradient scratch held for backward.
   std::size_t activation_bytes() const;
+  // The same, before building a model (memory budgets).
+  static std::size_t activation_bytes_for(const ModelConfig& config, int max_batch);
 
  private:
   struct LayerActivations {
@@ -73,8 +101,21 @@ class GptModel {
         fch_gelu, res3;
   };
   void upload_tokens(const int32_t* tokens, int batch);
-  const float* param(std::size_t offset) const { return params_.data() + offset; }
-  float* grad(std::size_t offset) { return grads_.data() + offset; }
+  int unit_of(std::size_t offset) const;
+  const float* param(std::size_t offset) const {
+    if (!storage_) return params_.data() + offset;
+    const int u = unit_of(offset);
+    return unit_params_[u] + (offset - registry_.units()[u].begin);
+  }
+  float* grad(std::size_t offset) {
+    if (!storage_) return grads_.data() + offset;
+    const int u = unit_of(offset);
+    return unit_grads_[u] + (offset - registry_.units()[u].begin);
+  }
+  void forward_begin(int u);
+  void forward_end(int u);
+  void backward_begin(int u);
+  void backward_end(int u);
 
   Backend& backend_;
   ModelConfig config_;
@@ -83,6 +124,9 @@ class GptModel {
   int batch_ = 0;  // B of the last forward
   bool have_dlogits_ = false;
   GradientReadyHook ready_hook_;
+  UnitStorage* storage_ = nullptr;
+  std::vector<const float*> unit_params_;
+  std::vector<float*> unit_grads_;
 
   DeviceArray<float> params_, grads_;
   DeviceArray<int32_t> inputs_, targets_;

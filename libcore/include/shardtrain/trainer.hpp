@@ -39,6 +39,8 @@ struct TrainOptions {
   bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
   int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)
   bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
+  double memory_budget = 0;      // bytes per rank (0: none); over it, refuse before training (zero.hpp)
+  std::string tool = "ddp-train";  // the "tool" field of the summary
   double bucket_mb = 4.0;        // gradient bucket size for the overlapped all-reduce (MiB)
   double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
   int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)

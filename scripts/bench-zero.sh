@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ZeRO throughput beside DDP on this machine, side by side in one run: ddp-train and fsdp-train
+# --zero-stage 1, 2, 3 at W = 2 ranks (one thread each, foundation configuration: d_model 256,
+# 4 layers, 4 heads, seq_len 256, micro-batch 8, global batch 16, fast mode). Prints tokens/s, the
+# ratio to DDP, per-rank exposed communication (median comm_exposed_s of each rank's step log),
+# and rank 0's measured peak model-state bytes. Repeats ROUNDS times (default 2).
+#
+# Usage: scripts/bench-zero.sh [ROUNDS]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rounds="${1:-2}"
+build="${BUILD_DIR:-$here/build}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$build/bin/fsdp-train" ] && [ -f "$here/data/fortunes.h5" ] || "$here/scripts/setup.sh"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+common=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
+        --global-batch 16 --steps 30 --threads 1 --log-every 1000)
+printf '# W=2, tokens/s (median step after warm-up); ratio = tp / tp_DDP; exposed = median comm_exposed_s per rank\n'
+printf '%-6s %-6s %10s %7s %18s %14s\n' round layout tok_s ratio exposed_s_r0/r1 model_state_MB
+for r in $(seq 1 "$rounds"); do
+  mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --run-dir "$tmp/ddp_$r" >/dev/null 2>&1
+  base=$(json "$tmp/ddp_$r/summary.json" "d['throughput_tokens_per_s']")
+  for layout in ddp z1 z2 z3; do
+    if [ "$layout" != ddp ]; then
+      mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${common[@]}" --zero-stage "${layout#z}" \
+        --run-dir "$tmp/${layout}_$r" >/dev/null 2>&1
+    fi
+    s="$tmp/${layout}_$r/summary.json"
+    printf '%-6s %-6s %10.0f %7.3f %18s %14.1f\n' "$r" "$layout" "$(json "$s" "d['throughput_tokens_per_s']")" \
+      "$(python3 -c "print($(json "$s" "d['throughput_tokens_per_s']")/$base)")" \
+      "$(json "$s" "'/'.join('%.4f' % x for x in d['per_rank_medians']['comm_exposed_s']['by_rank'])")" \
+      "$(json "$s" "d['memory_bytes_rank0']['model_state']/1e6")"
+  done
+done
