@@ -30,7 +30,7 @@ for r in $(seq 1 "$rounds"); do
     --run-dir "$tmp/run$r" 2>/dev/null
   ours=$(python3 -c "import json;print(json.load(open('$tmp/run$r/summary.json'))['throughput_tokens_per_s'])")
   mfu=$(python3 -c "import json;print(json.load(open('$tmp/run$r/summary.json'))['mfu'])")
-  data_pct=$(python3 -c "import json;s=json.load(open('$tmp/run$r/summary.json'));print(100*s['per_rank']['data_s']['median']/s['median_step_s'])")
+  data_pct=$(python3 -c "import json;s=json.load(open('$tmp/run$r/summary.json'));print(100*s['per_rank_medians']['data_s']['median']/s['median_step_s'])")
   theirs=$(cd "$tmp" && env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX taskset -c "$core" /usr/bin/python3 "$peer" \
     --layers 4 --d 256 --heads 4 --seq 256 --micro 8 --steps 20 --threads 1 |
     python3 -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
