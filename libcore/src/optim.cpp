@@ -53,15 +53,20 @@ AdamW::AdamW(Backend& backend, const ParameterRegistry& registry, OptimizerConfi
   config_.validate();
 }
 
-void AdamW::update(float* params, const float* grads, std::int64_t step, double lr) {
+AdamWArgs adamw_step_args(const OptimizerConfig& config, std::int64_t step, double lr) {
   const double t = double(step + 1);
   AdamWArgs args;
   args.lr = float(lr);
-  args.beta1 = float(config_.beta1);
-  args.beta2 = float(config_.beta2);
-  args.eps = float(config_.eps);
-  args.bias_correction1 = float(1.0 - std::pow(config_.beta1, t));
-  args.bias_correction2 = float(1.0 - std::pow(config_.beta2, t));
+  args.beta1 = float(config.beta1);
+  args.beta2 = float(config.beta2);
+  args.eps = float(config.eps);
+  args.bias_correction1 = float(1.0 - std::pow(config.beta1, t));
+  args.bias_correction2 = float(1.0 - std::pow(config.beta2, t));
+  return args;
+}
+
+void AdamW::update(float* params, const float* grads, std::int64_t step, double lr) {
+  AdamWArgs args = adamw_step_args(config_, step, lr);
   for (const auto& tensor : registry_.tensors()) {
     args.weight_decay = tensor.weight_decay ? float(config_.weight_decay) : 0.0f;
     backend_.adamw_update(params + tensor.offset, grads + tensor.offset, exp_avg_.data() + tensor.offset,

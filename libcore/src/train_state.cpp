@@ -22,21 +22,24 @@ std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry
   return ckpt::spread_pieces(checkpoint_tensors(registry), pointers, world, rank);
 }
 
+void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry) {
+  for (const auto& spec : checkpoint_tensors(registry)) {
+    const auto* info = reader.find(spec.name);
+    if (!info)
+      throw UsageError("checkpoint " + reader.folder() + " has no tensor '" + spec.name +
+                       "': it was written by another model; start fresh or pick a matching checkpoint");
+    if (info->spec.shape != spec.shape || info->spec.dtype != spec.dtype)
+      throw UsageError("checkpoint " + reader.folder() + ": tensor '" + spec.name +
+                       "' has another shape or type than this model's; start fresh or pick a matching checkpoint");
+  }
+}
+
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state) {
+  check_checkpoint_tensors(reader, registry);
   const auto specs = checkpoint_tensors(registry);
   std::size_t i = 0;
   for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
-    for (const auto& t : registry.tensors()) {
-      const auto& spec = specs[i++];
-      const auto* info = reader.find(spec.name);
-      if (!info)
-        throw UsageError("checkpoint " + reader.folder() + " has no tensor '" + spec.name +
-                         "': it was written by another model; start fresh or pick a matching checkpoint");
-      if (info->spec.shape != spec.shape || info->spec.dtype != spec.dtype)
-        throw UsageError("checkpoint " + reader.folder() + ": tensor '" + spec.name +
-                         "' has another shape or type than this model's; start fresh or pick a matching checkpoint");
-      reader.read(spec.name, base + t.offset);
-    }
+    for (const auto& t : registry.tensors()) reader.read(specs[i++].name, base + t.offset);
 }
 
 }  // namespace shardtrain

@@ -297,16 +297,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
   }
 
   void restore(const ckpt::CheckpointReader& reader) override {
-    const auto specs = checkpoint_tensors(model_.registry());
-    for (const auto& spec : specs) {
-      const auto* info = reader.find(spec.name);
-      if (!info)
-        throw UsageError("checkpoint " + reader.folder() + " has no tensor '" + spec.name +
-                         "': it was written by another model; start fresh or pick a matching checkpoint");
-      if (info->spec.shape != spec.shape || info->spec.dtype != spec.dtype)
-        throw UsageError("checkpoint " + reader.folder() + ": tensor '" + spec.name +
-                         "' has another shape or type than this model's; start fresh or pick a matching checkpoint");
-    }
+    check_checkpoint_tensors(reader, model_.registry());
     for (int k = 0; k < 3; ++k)
       for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
         reader.read_range(kPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo),
@@ -567,14 +558,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
   }
 
   void adamw_update(std::int64_t step, double lr) {
-    const double t = double(step + 1);
-    AdamWArgs args;
-    args.lr = float(lr);
-    args.beta1 = float(optimizer_.beta1);
-    args.beta2 = float(optimizer_.beta2);
-    args.eps = float(optimizer_.eps);
-    args.bias_correction1 = float(1.0 - std::pow(optimizer_.beta1, t));
-    args.bias_correction2 = float(1.0 - std::pow(optimizer_.beta2, t));
+    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
     for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
       args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
       const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;

@@ -28,6 +28,10 @@ std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& regist
 std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry, const StateBuffers& state,
                                                int world, int rank);
 
+// Throws UsageError naming the checkpoint and tensor when a tensor of the state is missing or has
+// another shape or type (a checkpoint of another model).
+void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry);
+
 // Reads every tensor of the state whole (checksums verified) into the buffers. Throws
 // UsageError naming the checkpoint and tensor when one is missing or has another shape.
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state);
