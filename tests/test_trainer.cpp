@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -134,4 +135,9 @@ TEST_CASE("bad batches and inputs are refused with a message naming the problem"
   o = small_job(test::temp_dir("err4"));
   o.model.n_head = 5;
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("n_head"));
+  // A wrong --baseline fails before training, not after it.
+  o = small_job(test::temp_dir("err5"));
+  o.baseline_summary = o.run_dir + "/no-such-summary.json";
+  CHECK_THROWS_AS(run_training(o), IoError);
+  CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
 }

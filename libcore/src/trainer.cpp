@@ -19,6 +19,7 @@
 #include "shardtrain/log.hpp"
 #include "shardtrain/peak.hpp"
 #include "shardtrain/replicas.hpp"
+#include "shardtrain/run_summary.hpp"
 #include "shardtrain/selection.hpp"
 #include "shardtrain/telemetry.hpp"
 #include "shardtrain/train_state.hpp"
@@ -32,15 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string format_count(double value) {
-  char buf[64];
-  if (value >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fB", value / 1e9);
-  else if (value >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", value / 1e6);
-  else if (value >= 1e4) std::snprintf(buf, sizeof(buf), "%.1fk", value / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f", value);
-  return buf;
-}
-
 std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
   if (o.device == "cpu") return make_cpu_backend(o.threads);
   if (o.device == "cuda") {
@@ -49,46 +41,6 @@ std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
     return make_cuda_backend(0);
   }
   throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
-}
-
-// The timing columns of the step log, in a fixed order for gathering across ranks.
-constexpr const char* kColumns[] = {"data_s", "fwd_s", "bwd_s", "comm_total_s", "comm_exposed_s", "opt_s", "ckpt_s", "step_s"};
-constexpr int kNumColumns = 8;
-
-std::array<double, kNumColumns> columns_of(const StepRecord& r) {
-  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.opt_s, r.ckpt_s, r.step_s};
-}
-
-// Per-rank medians of every column, gathered to all ranks: [rank][column].
-std::vector<std::array<double, kNumColumns>> gather_rank_medians(Communicator& comm,
-                                                                 const std::vector<StepRecord>& records) {
-  std::array<double, kNumColumns> mine{};
-  for (int c = 0; c < kNumColumns; ++c) {
-    std::vector<double> values;
-    for (const auto& r : records) values.push_back(columns_of(r)[c]);
-    mine[c] = SeriesStats::of(values).median;
-  }
-  std::vector<double> all(std::size_t(comm.size()) * kNumColumns);
-  comm.all_gather(mine.data(), all.data(), kNumColumns);
-  std::vector<std::array<double, kNumColumns>> out(comm.size());
-  for (int r = 0; r < comm.size(); ++r)
-    for (int c = 0; c < kNumColumns; ++c) out[r][c] = all[std::size_t(r) * kNumColumns + c];
-  return out;
-}
-
-// Bus bandwidth of a bare, blocking MPI_Allreduce of `n` floats (nccl-tests definition), the
-// yardstick for the trainer's achieved all-reduce bandwidth.
-double bare_allreduce_busbw(std::size_t n, int world) {
-  std::vector<float> buf(n, 1.0f);
-  MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = Clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    best = std::min(best, since(t0));
-  }
-  return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
 }
 
 }  // namespace
@@ -102,6 +54,8 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
   o.optimizer.validate();
+  std::optional<Baseline> baseline;
+  if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
 
   // The data-parallel group: every rank of the job.
@@ -353,9 +307,8 @@ nlohmann::json run_training(const TrainOptions& o) {
   for (std::size_t i = records.size() > 3 ? 1 : 0; i < records.size(); ++i) steady.push_back(records[i].step_s);
   const double median_step = SeriesStats::of(steady).median;
   const double throughput = double(tokens_per_step) / median_step;
-  const double mfu = throughput * flops_per_token / (peak * world);
   const CommStats comm_stats = comm->stats();
-  const double bare_busbw = world > 1 ? bare_allreduce_busbw(strategy->registry().total(), world) : 0.0;
+  const double bare_busbw = bare_allreduce_busbw(MPI_COMM_WORLD, strategy->registry().total());
   const std::string params_path = o.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, params_path); });
   const nlohmann::json memory = strategy->memory_report();
@@ -375,25 +328,17 @@ nlohmann::json run_training(const TrainOptions& o) {
   }
   if (rank != 0) return nullptr;
 
-  nlohmann::json per_rank = nlohmann::json::object();
-  int slowest = 0;
-  auto compute_s = [&](int r) { return rank_medians[r][7] - rank_medians[r][4]; };  // step_s - exposed comm
-  for (int r = 1; r < world; ++r)
-    if (compute_s(r) > compute_s(slowest)) slowest = r;
-  for (int c = 0; c < kNumColumns; ++c) {
-    std::vector<double> values;
-    for (int r = 0; r < world; ++r) values.push_back(rank_medians[r][c]);
-    per_rank[kColumns[c]] = SeriesStats::of(values).to_json();
-    per_rank[kColumns[c]]["by_rank"] = values;
-  }
   nlohmann::json comm_json = comm_stats.to_json();
   if (world > 1) comm_json["bare_allreduce_busbw_GBps"] = bare_busbw / 1e9;
+  const std::string summary_path = o.run_dir + "/summary.json";
   nlohmann::json summary = {
       {"tool", o.tool},
       {"identity", identity.to_json()},
       {"config", run_config},
       {"data", data.describe()},
       {"backend", backend->describe()},
+      {"layout", strategy->describe()},
+      {"parameters", double(model_config.parameter_count())},
       {"world_size", world},
       {"steps", std::int64_t(records.size())},
       {"first_step", start_step},
@@ -406,60 +351,23 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"median_step_s", median_step},
       {"flops_per_token", flops_per_token},
       {"peak_flops_per_rank", peak},
-      {"mfu", mfu},
+      {"mfu", throughput * flops_per_token / (peak * world)},
       {"first_loss", losses.front()},
       {"final_loss", losses.back()},
-      {"per_rank_medians", per_rank},
-      {"slowest_rank", slowest},
+      {"per_rank_medians", per_rank_table(rank_medians)},
+      {"slowest_rank", slowest_rank(rank_medians)},
       {"exposed_comm_fraction", rank_medians[0][4] / median_step},
       {"communication", comm_json},
       {"memory_bytes_rank0", memory},
       {"memory_bytes_by_rank", memory_by_rank},
-      {"layout", strategy->describe()},
       {"eval", last_eval},
       {"step_log", step_log.path()},
       {"params", params_path},
+      {"summary", summary_path},
   };
-  if (!o.baseline_summary.empty()) {
-    std::ifstream in(o.baseline_summary);
-    if (!in) throw IoError(o.baseline_summary + ": cannot read the --baseline summary");
-    nlohmann::json base;
-    try {
-      base = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(o.baseline_summary + ": not a summary JSON (" + e.what() + ")");
-    }
-    if (!base.contains("throughput_tokens_per_s") || !base["throughput_tokens_per_s"].is_number())
-      throw UsageError(o.baseline_summary + ": has no throughput_tokens_per_s; pass a ddp-train summary.json");
-    const double base_tp = base["throughput_tokens_per_s"].get<double>();
-    const int base_world = base.value("world_size", 1);
-    summary["baseline"] = {{"path", o.baseline_summary}, {"throughput_tokens_per_s", base_tp}, {"world_size", base_world}};
-    summary["speedup"] = throughput / base_tp;
-    summary["scaling_efficiency"] = throughput / (double(world) / base_world * base_tp);
-  }
-  const std::string summary_path = o.run_dir + "/summary.json";
+  if (baseline) add_scaling(summary, *baseline, throughput, world);
   write_json_file(summary_path, summary);
-
-  char paragraph[1400];
-  std::snprintf(paragraph, sizeof(paragraph),
-                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s in %.1f s on %s. "
-                "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
-                "the measured %.1f GFLOP/s per-rank matmul peak; data loading took %.2f%% and exposed communication "
-                "%.2f%% of step time%s. Step log: %s; summary: %s.",
-                (long long)records.size(), format_count(double(tokens_per_step * std::int64_t(records.size()))).c_str(),
-                format_count(double(model_config.parameter_count())).c_str(), world, world == 1 ? "" : "s", train_s,
-                backend->describe().c_str(), losses.front(), losses.back(),
-                last_eval.is_null() ? ""
-                    : (", hold-out loss " + std::to_string(last_eval["holdout_loss"].get<double>()).substr(0, 5) +
-                       " nats/token").c_str(),
-                throughput, median_step, 100.0 * mfu, peak / 1e9, 100.0 * rank_medians[0][0] / median_step,
-                100.0 * rank_medians[0][4] / median_step,
-                summary.contains("scaling_efficiency")
-                    ? (std::string("; scaling efficiency E(") + std::to_string(world) + ") = " +
-                       std::to_string(summary["scaling_efficiency"].get<double>()).substr(0, 5)).c_str()
-                    : "",
-                step_log.path().c_str(), summary_path.c_str());
-  log_line_rank0(paragraph);
+  log_line_rank0(summary_paragraph(summary));
   return summary;
 }
 
