@@ -535,6 +535,12 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
 
 // ---- snapshot and async writer -------------------------------------------------------------------------
 
+void AsyncCheckpointWriter::reserve(std::size_t bytes) {
+  if (busy() || spare_.size() >= bytes) return;
+  spare_.resize(bytes);
+  for (std::size_t i = 0; i < bytes; i += 4096) spare_[i] = 0;  // fault every page in now
+}
+
 CheckpointSnapshot CheckpointSnapshot::take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
                                             const std::vector<PieceView>& pieces, SnapshotArena reuse) {
   const double t0 = now_seconds();

@@ -175,7 +175,12 @@ nlohmann::json run_training(const TrainOptions& o) {
   ckpt::SaveOptions save_options;
   save_options.keep = o.keep;
   std::unique_ptr<ckpt::AsyncCheckpointWriter> async_writer;
-  if (o.async_ckpt) async_writer = std::make_unique<ckpt::AsyncCheckpointWriter>(ckpt_dir, MPI_COMM_WORLD, save_options);
+  if (o.async_ckpt) {
+    async_writer = std::make_unique<ckpt::AsyncCheckpointWriter>(ckpt_dir, MPI_COMM_WORLD, save_options);
+    std::size_t bytes = 0;
+    for (const auto& piece : strategy->checkpoint_pieces()) bytes += std::size_t(piece.count) * sizeof(float);
+    async_writer->reserve(bytes);  // the first save's stall is then a plain copy
+  }
   // Saves the state after `completed` steps; returns the training stall in seconds.
   auto save = [&](std::int64_t completed, const data::SamplerState& state, double lr) {
     ckpt::CheckpointManifest m;

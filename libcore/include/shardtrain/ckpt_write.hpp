@@ -135,6 +135,10 @@ class AsyncCheckpointWriter {
               const std::vector<PieceView>& pieces);
   // Non-blocking. When the background save has finished: returns its result once (with snapshot_s
   // and wait_s filled), or rethrows its error once. Otherwise nullopt.
+  // Allocates and pre-faults the snapshot buffer for `bytes` (this rank's pieces) now, at start-up,
+  // so the first save's stall is a plain copy instead of also mapping fresh pages (measured
+  // 0.7-0.85 s for 0.5 GB per rank). Optional; a later, larger save grows the buffer.
+  void reserve(std::size_t bytes);
   std::optional<SaveResult> poll();
   // Blocks until the background save (if any) has finished; returns its result or rethrows its error.
   std::optional<SaveResult> wait();
