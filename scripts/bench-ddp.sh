@@ -7,18 +7,9 @@
 # bytes. Repeats ROUNDS times (default 2).
 #
 # Usage: scripts/bench-ddp.sh [ROUNDS]
-set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-2}"
-build="${BUILD_DIR:-$here/build}"
-peer="${PEER:-$here/../shared/peers/torch_gpt.py}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ -x "$build/bin/ddp-train" ] && [ -f "$here/data/fortunes.h5" ] || "$here/scripts/setup.sh"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
-common=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
-        --steps 30 --threads 1 --log-every 1000)
+common=("${foundation[@]}" --steps 30)
 printf '# data-parallel scaling, tokens/s (median step after warm-up); E(2) = tp2 / (2 tp1)\n'
 printf '%-6s %10s %10s %7s %9s %10s %10s | %10s %10s %7s\n' round ours_w1 ours_w2 E2 exposed% busbw_GBps bare_GBps \
   peer_w1 peer_w2 peerE2

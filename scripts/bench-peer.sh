@@ -8,26 +8,18 @@
 # Needs: a build (scripts/setup.sh), python3-torch and an optimised BLAS for the peer
 # (installed here when missing, as root). The peer runs with OPENBLAS_CORETYPE=SkylakeX, its best
 # configuration per its docstring (Debian's OpenBLAS misdetects this processor).
-set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
-build="${BUILD_DIR:-$here/build}"
-peer="${PEER:-$here/../shared/peers/torch_gpt.py}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ -x "$build/bin/ddp-train" ] && [ -f "$here/data/fortunes.h5" ] || "$here/scripts/setup.sh"
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null || ! dpkg-query -W libopenblas0-pthread >/dev/null 2>&1; then
   [ "$(id -u)" -eq 0 ] || { echo "bench-peer.sh: run: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2; exit 2; }
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null
 fi
 core=0
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
 printf '# one-rank training throughput, tokens/s (median step after warm-up), core %s\n' "$core"
 printf '%-6s %14s %14s %8s %8s %8s\n' round shardtrain torch_peer ratio mfu data%
 for r in $(seq 1 "$rounds"); do
-  taskset -c "$core" "$build/bin/ddp-train" --data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 \
-    --seq-len 256 --global-batch 8 --micro-batch 8 --steps 20 --threads 1 --log-every 1000 \
-    --run-dir "$tmp/run$r" 2>/dev/null
+  taskset -c "$core" "$build/bin/ddp-train" "${foundation[@]}" --global-batch 8 --steps 20 --run-dir "$tmp/run$r" \
+    2>/dev/null
   ours=$(python3 -c "import json;print(json.load(open('$tmp/run$r/summary.json'))['throughput_tokens_per_s'])")
   mfu=$(python3 -c "import json;print(json.load(open('$tmp/run$r/summary.json'))['mfu'])")
   data_pct=$(python3 -c "import json;s=json.load(open('$tmp/run$r/summary.json'));print(100*s['per_rank_medians']['data_s']['median']/s['median_step_s'])")

@@ -6,14 +6,9 @@
 # first completed resumed step, from restarts.json), and the training stall of each save (ckpt_s).
 #
 # Usage: scripts/bench-restart.sh [NP] [--async-ckpt]     (default 2 ranks)
-set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 np="${1:-2}"; shift || true
-build="${BUILD_DIR:-$here/build}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-[ -x "$build/bin/ddp-train" ] && [ -f "$here/data/fortunes.h5" ] || "$here/scripts/setup.sh"
-work="$(mktemp -d "${TMPDIR:-/var/tmp}/bench-restart.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+work="$tmp"
 victim=$((np > 1 ? 1 : 0))
 ( log="$work/run/steps.rank$victim.jsonl"
   for _ in $(seq 1 6000); do

@@ -6,17 +6,9 @@
 # and rank 0's measured peak model-state bytes. Repeats ROUNDS times (default 2).
 #
 # Usage: scripts/bench-zero.sh [ROUNDS]
-set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-2}"
-build="${BUILD_DIR:-$here/build}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ -x "$build/bin/fsdp-train" ] && [ -f "$here/data/fortunes.h5" ] || "$here/scripts/setup.sh"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
-common=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
-        --global-batch 16 --steps 30 --threads 1 --log-every 1000)
+common=("${foundation[@]}" --global-batch 16 --steps 30)
 printf '# W=2, tokens/s (median step after warm-up); ratio = tp / tp_DDP; exposed = median comm_exposed_s per rank\n'
 printf '%-6s %-6s %10s %7s %18s %14s\n' round layout tok_s ratio exposed_s_r0/r1 model_state_MB
 for r in $(seq 1 "$rounds"); do

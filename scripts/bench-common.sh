@@ -1,0 +1,17 @@
+# Shared preamble of the benchmark scripts (sourced, not run): strict mode, paths, Open MPI as
+# root, a build and the bundled data (set up when missing), a scratch folder removed at exit, the
+# foundation benchmark configuration, and a JSON field reader.
+#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d'
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
+build="${BUILD_DIR:-$here/build}"
+peer="${PEER:-$here/../shared/peers/torch_gpt.py}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+[ -x "$build/bin/ddp-train" ] && [ -x "$build/bin/fsdp-train" ] && [ -f "$here/data/fortunes.h5" ] ||
+  "$here/scripts/setup.sh"
+tmp="$(mktemp -d "${TMPDIR:-/var/tmp}/shardtrain-bench.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+# The foundation benchmark configuration (issue 2): one thread per rank, micro-batch 8.
+foundation=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
+            --threads 1 --log-every 1000)
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
