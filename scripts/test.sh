@@ -10,4 +10,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build="${BUILD_DIR:-$here/build}"
 cd "$build"
+# Say up front why the GPU tests will show as skipped (ctest prints only "Skipped").
+gate=$("$build/tests/shardtrain_tests" "[gpu]" 2>&1 | head -1) || true
+case "$gate" in SKIPPED*) echo "test.sh: $gate" ;; esac
 ctest --output-on-failure -j "${JOBS:-2}" "$@"
