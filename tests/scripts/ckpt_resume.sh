@@ -33,6 +33,15 @@ print('  async ckpt_s (stall) per save:', [round(r['ckpt_s'], 4) for r in recs i
 "
 pass "asynchronous saves: same tensors, stall logged in ckpt_s"
 
+# h5dump (plain HDF5 tools, no shardtrain code) reads a whole logical tensor from the index, and it
+# equals the trainer's final value of that tensor.
+for t in wte.weight h.1.attn.qkv.weight; do
+  h5dump -A 0 -d "/tensors/$t" "$WORK/sync/checkpoints/step_00000012/index.h5" | sed -n '/DATA {/,/}/p' >"$WORK/idx_$t.txt"
+  h5dump -A 0 -d "/params/$t" "$WORK/sync/params.h5" | sed -n '/DATA {/,/}/p' >"$WORK/par_$t.txt"
+  [ -s "$WORK/idx_$t.txt" ] && cmp -s "$WORK/idx_$t.txt" "$WORK/par_$t.txt" || fail "h5dump of /tensors/$t differs from the trainer's value"
+done
+pass "h5dump reads whole tensors from index.h5 equal to the trainer's final parameters"
+
 # (3) SIGTERM: save at the next step boundary, stop cleanly (exit 0), resume bitwise.
 mpirun -np 2 "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 --peak-gflops 100 --log-every 1 \
   --run-dir "$WORK/sig" "${C[@]}" --steps 100000 --decay-steps 500 >"$WORK/sig.log" 2>&1 &
