@@ -9,34 +9,6 @@
 
 namespace shardtrain::ckpt {
 
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: return 1;
-  }
-  return 0;
-}
-
-std::string dtype_name(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-  }
-  return "?";
-}
-
-DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kUInt8})
-    if (dtype_name(t) == name) return t;
-  throw UsageError("checkpoint: unknown tensor dtype '" + name + "' (expected float32, float64, int32, int64 or uint8)");
-}
-
 std::int64_t TensorSpec::numel() const {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;

@@ -29,6 +29,7 @@ hid_t file_type(DType t) {
     case DType::kFloat64: return H5T_IEEE_F64LE;
     case DType::kInt32: return H5T_STD_I32LE;
     case DType::kInt64: return H5T_STD_I64LE;
+    case DType::kUInt64: return H5T_STD_U64LE;
     case DType::kUInt8: return H5T_STD_U8LE;
   }
   return -1;
@@ -40,6 +41,7 @@ hid_t memory_type(DType t) {
     case DType::kFloat64: return H5T_NATIVE_DOUBLE;
     case DType::kInt32: return H5T_NATIVE_INT32;
     case DType::kInt64: return H5T_NATIVE_INT64;
+    case DType::kUInt64: return H5T_NATIVE_UINT64;
     case DType::kUInt8: return H5T_NATIVE_UINT8;
   }
   return -1;

@@ -15,30 +15,6 @@ const char* op_name(CollectiveOp op) {
   return "Unknown";
 }
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt64: return "uint64";
-    case DType::kUInt8: return "uint8";
-  }
-  return "unknown";
-}
-
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt64: return 8;
-    case DType::kUInt8: return 1;
-  }
-  return 1;
-}
-
 double bus_bandwidth_factor(CollectiveOp op, int n) {
   if (n <= 0) return 0.0;
   switch (op) {

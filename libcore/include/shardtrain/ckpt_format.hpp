@@ -33,6 +33,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/dtype.hpp"
+
 namespace shardtrain::ckpt {
 
 inline constexpr const char* kFormatName = "shardtrain-checkpoint";
@@ -41,11 +43,11 @@ inline constexpr const char* kIndexFile = "index.h5";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kChecksumAlgorithm = "sum64";
 
-// Element types a logical tensor may have. Stored little-endian IEEE / two's complement.
-enum class DType { kFloat32, kFloat64, kInt32, kInt64, kUInt8 };
-std::size_t dtype_size(DType t);
-std::string dtype_name(DType t);               // "float32", "float64", "int32", "int64", "uint8"
-DType dtype_from_name(const std::string& name);  // throws UsageError on an unknown name
+// Element types a logical tensor may have (dtype.hpp). Stored little-endian IEEE / two's complement.
+using shardtrain::DType;
+using shardtrain::dtype_from_name;
+using shardtrain::dtype_name;
+using shardtrain::dtype_size;
 
 // A logical (unsharded) tensor: stable name (contract 3), row-major shape. Names must be non-empty
 // and contain no '/' (they become HDF5 object names). An empty shape is a scalar (numel 1).
