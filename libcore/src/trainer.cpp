@@ -53,6 +53,8 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (o.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
   if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
+  if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
+  if (o.zero_stage < 0 || o.zero_stage > 3) throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
   o.optimizer.validate();
   std::optional<Baseline> baseline;
   if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
@@ -79,6 +81,12 @@ nlohmann::json run_training(const TrainOptions& o) {
                      " but the model's --vocab is " + std::to_string(model_config.vocab) + "; raise --vocab");
   const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, world);
 
+  {  // --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits
+    const std::string refusal = check_memory_budget(model_config, o.zero_stage, world, o.micro_batch, o.global_batch,
+                                                    o.deterministic, o.memory_budget);
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
+
   auto backend = make_backend(o, world);
   StrategyOptions strategy_options;
   strategy_options.zero_stage = o.zero_stage;
@@ -88,12 +96,6 @@ nlohmann::json run_training(const TrainOptions& o) {
   strategy_options.grad_accum = grad_accum;
   strategy_options.reshard_after_forward = o.reshard_after_forward;
   auto strategy = make_strategy(*backend, *comm, model_config, o.optimizer, strategy_options);
-  if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
-  {  // --memory-budget: refuse before training, naming the bytes needed and a layout that fits
-    const std::string refusal = check_memory_budget(model_config, o.zero_stage, world, o.micro_batch, o.global_batch,
-                                                    o.deterministic, o.memory_budget);
-    if (!refusal.empty()) throw UsageError(refusal);
-  }
   strategy->initialise(o.seed);
 
   nlohmann::json run_config = {{"model", model_config.to_json()},
@@ -167,7 +169,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (start_step >= o.steps) {
     log_line_rank0("the checkpoint is at step " + std::to_string(start_step) + ", at or past --steps " +
                    std::to_string(o.steps) + ": nothing to do");
-    return rank == 0 ? nlohmann::json{{"tool", "ddp-train"}, {"steps", 0}, {"resumed_at", start_step}} : nullptr;
+    return rank == 0 ? nlohmann::json{{"tool", o.tool}, {"steps", 0}, {"resumed_at", start_step}} : nullptr;
   }
   data::BatchLoader loader(data, o.seed, start_state, model_config.seq_len, o.micro_batch, grad_accum, rank, world);
 
