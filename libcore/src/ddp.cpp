@@ -35,7 +35,13 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
       n_(registry.total()),
       mode_(mode),
       micro_batches_(micro_batches_per_rank),
-      buckets_(plan_buckets(registry, bucket_bytes)) {
+      buckets_(plan_buckets(registry, bucket_bytes)),
+      grad_tree_([this](std::size_t left, std::size_t right) {
+        backend_.add(slots_[left].data(), slots_[left].data(), slots_[right].data(), n_);
+        free_slots_.push_back(right);
+        return left;
+      }),
+      loss_tree_([](double left, double right) { return left + right; }) {
   if (mode == ReductionMode::kDeterministic) {
     if (!is_power_of_two(comm.size()))
       throw UsageError("--deterministic needs a power-of-two number of data-parallel ranks (got " +
@@ -61,8 +67,8 @@ void GradientReducer::start_step() {
   exposed_s_ = 0;
   local_loss_ = 0;
   in_flight_.clear();
-  stack_.clear();
-  loss_stack_.clear();
+  grad_tree_.clear();
+  loss_tree_.clear();
   free_slots_.clear();
   for (std::size_t s = 0; s < slots_.size(); ++s) free_slots_.push_back(s);
   if (mode_ == ReductionMode::kFast) backend_.fill(grads_, n_, 0.0f);
@@ -94,22 +100,11 @@ void GradientReducer::after_backward(int /*micro_batch*/, double loss_sum) {
     local_loss_ += loss_sum;
     return;
   }
-  // Binary counter over the local micro-batch index: equal levels merge as left + right.
+  // The local micro-batch tree: equal levels merge as left + right.
   const std::size_t slot = free_slot();
   backend_.copy_bytes(slots_[slot].data(), grads_, n_ * sizeof(float));
-  Partial cur{0, slot};
-  std::pair<int, double> cur_loss{0, loss_sum};
-  while (!stack_.empty() && stack_.back().level == cur.level) {
-    const Partial left = stack_.back();
-    stack_.pop_back();
-    backend_.add(slots_[left.slot].data(), slots_[left.slot].data(), slots_[cur.slot].data(), n_);
-    free_slots_.push_back(cur.slot);
-    cur = {left.level + 1, left.slot};
-    cur_loss = {cur_loss.first + 1, loss_stack_.back().second + cur_loss.second};
-    loss_stack_.pop_back();
-  }
-  stack_.push_back(cur);
-  loss_stack_.push_back(cur_loss);
+  grad_tree_.push(slot);
+  loss_tree_.push(loss_sum);
 }
 
 double GradientReducer::finish() {
@@ -124,11 +119,11 @@ double GradientReducer::finish() {
     in_flight_.clear();
     return loss;
   }
-  if (stack_.size() != 1)
+  if (grad_tree_.partials() != 1)
     throw Error(ExitCode::kInternal, "deterministic reduction: the local tree did not close (" +
-                                         std::to_string(stack_.size()) + " partial sums left)");
-  backend_.copy_bytes(grads_, slots_[stack_.back().slot].data(), n_ * sizeof(float));
-  double loss = loss_stack_.back().second;
+                                         std::to_string(grad_tree_.partials()) + " partial sums left)");
+  backend_.copy_bytes(grads_, slots_[grad_tree_.take()].data(), n_ * sizeof(float));
+  double loss = loss_tree_.take();
   if (comm_.size() > 1) {
     backend_.synchronize();
     const auto t0 = Clock::now();

@@ -75,8 +75,12 @@ void GptModel::backward_begin(int u) {
   unit_params_[u] = storage_->params(u);
   unit_grads_[u] = storage_->grads(u);
 }
+// Unit u's gradient of this micro-batch is complete: tell the unit storage (ZeRO) and the
+// gradient-ready hook (DDP buckets), which sees it as "[begin of unit u, end) is complete"
+// since backward completes the units from the last to the first.
 void GptModel::backward_end(int u) {
   if (storage_) storage_->backward_end(u);
+  if (ready_hook_) ready_hook_(registry_.units()[u].begin);
 }
 
 void GptModel::zero_grads() { backend_.fill(grads_.data(), grads_.size(), 0.0f); }
@@ -187,7 +191,6 @@ void GptModel::backward() {
                         layers_[L - 1].res3.data(), param(registry_.lnf_w()), lnf_mean_.data(), lnf_rstd_.data(),
                         N, C);
   backward_end(L + 1);
-  if (ready_hook_) ready_hook_(registry_.lnf_w());
   for (int l = L - 1; l >= 0; --l) {
     const BlockOffsets& p = registry_.block(l);
     LayerActivations& a = layers_[l];
@@ -210,11 +213,9 @@ void GptModel::backward() {
     be.layernorm_backward(dresidual_.data(), grad(p.ln1_w), grad(p.ln1_b), dln_.data(), x_in, param(p.ln1_w),
                           a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
     backward_end(l + 1);
-    if (ready_hook_) ready_hook_(p.ln1_w);
   }
   be.embedding_backward(grad(registry_.wte()), grad(registry_.wpe()), dresidual_.data(), inputs_.data(), B, T, C);
   backward_end(0);
-  if (ready_hook_) ready_hook_(0);
   have_dlogits_ = false;
 }
 

@@ -8,6 +8,7 @@
 #include "shardtrain/error.hpp"
 #include "shardtrain/init.hpp"
 #include "shardtrain/train_state.hpp"
+#include "shardtrain/tree_sum.hpp"
 #include "shardtrain/zero.hpp"
 
 namespace shardtrain {
@@ -60,7 +61,13 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     gathered_.resize(U);
     gather_handle_.resize(U);
     unit_grad_.resize(U);
-    trees_.resize(U);
+    for (std::size_t u = 0; u < U; ++u) {
+      const std::size_t padded = layout_.units()[u].padded;
+      trees_.emplace_back([this, padded](TrackedArray left, TrackedArray right) {
+        backend_.add(left.data(), left.data(), right.data(), padded);
+        return left;
+      });
+    }
     model_.set_unit_storage(this);
   }
 
@@ -96,7 +103,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     if (stage_ == 1) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
     else backend_.fill(grad_shard_.data(), grad_shard_.size(), 0.0f);
     double local_loss = 0;
-    std::vector<std::pair<int, double>> loss_stack;
+    TreeSum<double> loss_tree([](double left, double right) { return left + right; });
     for (int m = 0; m < micro_batches; ++m) {
       micro_ = m;
       const std::int32_t* mb = tokens + std::size_t(m) * micro_batch * seq;
@@ -109,19 +116,11 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
       model_.backward();
       backend_.synchronize();
       r.timing.backward_s += since(t0);
-      if (deterministic_) {
-        std::pair<int, double> cur{0, loss_sum};
-        while (!loss_stack.empty() && loss_stack.back().first == cur.first) {
-          cur = {cur.first + 1, loss_stack.back().second + cur.second};
-          loss_stack.pop_back();
-        }
-        loss_stack.push_back(cur);
-      } else {
-        local_loss += loss_sum;
-      }
+      if (deterministic_) loss_tree.push(loss_sum);
+      else local_loss += loss_sum;
     }
     // Finish the reductions still in flight: the exposed communication of the step.
-    double loss = deterministic_ ? loss_stack.back().second : local_loss;
+    double loss = deterministic_ ? loss_tree.take() : local_loss;
     {
       const auto t0 = Clock::now();
       drain_pending();
@@ -293,19 +292,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
       } else {
         cur = std::move(unit_grad_buf_for(u));
       }
-      auto& stack = trees_[u];
-      int level = 0;
-      while (!stack.empty() && stack.back().first == level) {
-        TrackedArray left = std::move(stack.back().second);
-        stack.pop_back();
-        backend_.add(left.data(), left.data(), cur.data(), s.padded);
-        cur = std::move(left);
-        ++level;
-      }
-      if (!last_micro) {
-        stack.emplace_back(level, std::move(cur));
-        return;
-      }
+      trees_[u].push(std::move(cur));
+      if (!last_micro) return;
+      cur = trees_[u].take();
       float* buf = cur.empty() ? unit_grad_[u] : cur.data();
       auto handle = comm_.size() > 1 ? comm_.all_reduce_canonical_async(buf, s.padded) : CollectiveHandle();
       auto holder = std::make_shared<TrackedArray>(std::move(cur));
@@ -449,7 +438,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
   std::vector<CollectiveHandle> gather_handle_;        // stage 3: all-gathers in flight
   std::vector<float*> unit_grad_;                      // the unit gradient buffer of this micro-batch
   std::map<int, TrackedArray> unit_grad_bufs_;         // stages 2-3: transient unsharded unit gradients
-  std::vector<std::vector<std::pair<int, TrackedArray>>> trees_;  // deterministic local trees per unit
+  std::vector<TreeSum<TrackedArray>> trees_;  // deterministic local micro-batch trees, per unit
   std::vector<Pending> pending_;
   int micro_ = 0;
   double exposed_s_ = 0;

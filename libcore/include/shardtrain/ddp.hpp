@@ -25,6 +25,7 @@
 #include "shardtrain/backend.hpp"
 #include "shardtrain/comm.hpp"
 #include "shardtrain/parameters.hpp"
+#include "shardtrain/tree_sum.hpp"
 
 namespace shardtrain {
 
@@ -84,16 +85,13 @@ class GradientReducer {
   std::vector<CollectiveHandle> in_flight_;
   double local_loss_ = 0;
 
-  // Deterministic mode: the local tree as a binary counter of partial sums (level, buffer).
-  struct Partial {
-    int level;
-    std::size_t slot;
-  };
+  // Deterministic mode: the local trees (tree_sum.hpp) of gradient buffers, held in reusable
+  // slots (values are slot indices), and of loss sums.
   std::vector<DeviceArray<float>> slots_;
-  std::vector<Partial> stack_;
-  std::vector<std::pair<int, double>> loss_stack_;
-  std::size_t free_slot();
   std::vector<std::size_t> free_slots_;
+  std::size_t free_slot();
+  TreeSum<std::size_t> grad_tree_;
+  TreeSum<double> loss_tree_;
 
   double exposed_s_ = 0;
 };
