@@ -15,6 +15,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 StepRunner::StepRunner(GptModel& model, const OptimizerConfig& optimizer)
     : model_(model), optimizer_(model.backend(), model.registry(), optimizer) {}
 
+void require_finite(std::int64_t step, double loss_sum, double grad_norm) {
+  if (!std::isfinite(grad_norm) || !std::isfinite(loss_sum))
+    throw NumericalError("step " + std::to_string(step) + ": non-finite " +
+                         (std::isfinite(loss_sum) ? "gradient norm" : "loss") + "; lower --lr or check the data");
+}
+
 void StepRunner::set_reducer(GradientReducer* reducer) {
   reducer_ = reducer;
   if (reducer)
@@ -54,10 +60,7 @@ StepResult StepRunner::run(std::int64_t step, const std::int32_t* tokens, int mi
   float* grads = model_.grads().data();
   const std::size_t n = model_.grads().size();
   r.grad_norm = std::sqrt(grad_norm_squared(be, model_.registry(), grads));
-  if (!std::isfinite(r.grad_norm) || !std::isfinite(r.loss_sum))
-    throw NumericalError("step " + std::to_string(step) + ": non-finite " +
-                         (std::isfinite(r.loss_sum) ? "gradient norm" : "loss") +
-                         "; lower --lr or check the data");
+  require_finite(step, r.loss_sum, r.grad_norm);
   r.clip_scale = clip_factor(r.grad_norm, optimizer_.config().grad_clip);
   if (r.clip_scale != 1.0) be.scale(grads, n, float(r.clip_scale));
   r.lr = learning_rate(optimizer_.config(), step);

@@ -134,9 +134,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
 
     auto t0 = Clock::now();
     r.grad_norm = std::sqrt(sharded_norm_squared());
-    if (!std::isfinite(r.grad_norm) || !std::isfinite(r.loss_sum))
-      throw NumericalError("step " + std::to_string(step) + ": non-finite " +
-                           (std::isfinite(r.loss_sum) ? "gradient norm" : "loss") + "; lower --lr or check the data");
+    require_finite(step, r.loss_sum, r.grad_norm);
     r.clip_scale = clip_factor(r.grad_norm, optimizer_.grad_clip);
     if (r.clip_scale != 1.0)
       for (std::size_t u = 0; u < layout_.units().size(); ++u)

@@ -27,6 +27,10 @@ struct StepResult {
   StepTiming timing;
 };
 
+// Throws NumericalError naming the step when its loss or gradient norm is not finite (every
+// layout checks this before clipping and updating).
+void require_finite(std::int64_t step, double loss_sum, double grad_norm);
+
 class StepRunner {
  public:
   StepRunner(GptModel& model, const OptimizerConfig& optimizer);
