@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <ctime>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -41,6 +42,13 @@ std::string format_seconds(double s) {
 }
 
 bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// CPU time consumed so far by the calling thread.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 enum class Status { kQueued, kStarted, kCompleted, kFailed };
 
@@ -101,6 +109,7 @@ struct Core {
   std::shared_ptr<FlightRecorder> recorder;
   MPI_Comm comm = MPI_COMM_NULL;
   int tag_span = 1;  // distinct sequence numbers in canonical tags
+  std::atomic<int> waiters{0};  // callers blocked in wait(): the communication thread then polls without naps
 
   // Queue, guarded by mu. The head is the operation running (or next to run).
   std::mutex mu;
@@ -216,6 +225,11 @@ bool MpiWork::test() {
 
 void MpiWork::wait_until(Clock::time_point deadline) {
   const auto t0 = Clock::now();
+  struct Waiting {  // counted for the communication thread's polling (Core::waiters)
+    std::atomic<int>& n;
+    explicit Waiting(std::atomic<int>& c) : n(c) { n.fetch_add(1); }
+    ~Waiting() { n.fetch_sub(1); }
+  } waiting(core_->waiters);
   std::unique_lock<std::mutex> lock(mu_);
   while (status_ != Status::kCompleted && status_ != Status::kFailed) {
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && status_ != Status::kCompleted &&
@@ -428,11 +442,14 @@ class MpiCommunicator final : public Communicator {
     return core_->stop && Clock::now() - core_->stop_time > kDrain;
   }
 
-  // Drives requests to completion with MPI_Testall; false when abandoned. After a short spin the
-  // thread sleeps between tests (backing off to kMaxPollSleep): a rank's communication thread
-  // shares its core with the compute thread, and yield-spinning there took ~6% of a training
-  // step at W = 2 (measured with scripts/bench-ddp.sh); a test every <= 100 us still drives
-  // Open MPI's non-blocking collectives well within a bucket's time.
+  // Drives requests to completion with MPI_Testall; false when abandoned. While the compute thread
+  // computes, after a short spin the thread sleeps between tests (backing off to kMaxPollSleep): a
+  // rank's communication thread shares its core with the compute thread, and yield-spinning there
+  // took ~6% of a training step at W = 2 (measured with scripts/bench-ddp.sh); a test every
+  // <= 100 us still drives Open MPI's non-blocking collectives well within a bucket's time. While a
+  // caller is blocked in wait(), its compute thread needs no core, so the thread only yields
+  // between tests (every nap there would be exposed communication time); yielding rather than
+  // spinning leaves the core to other ranks when ranks are oversubscribed.
   bool progress(MPI_Request* reqs, int n) {
     static constexpr auto kMaxPollSleep = std::chrono::microseconds(100);
     int spins = 0;
@@ -442,7 +459,10 @@ class MpiCommunicator final : public Communicator {
       MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
       if (flag) return true;
       if ((spins & 255) == 255 && should_abandon()) return false;
-      if (++spins > 32) {
+      if (++spins <= 32) continue;
+      if (core_->waiters.load(std::memory_order_relaxed) > 0) {
+        std::this_thread::yield();
+      } else {
         std::this_thread::sleep_for(nap);
         nap = std::min(nap * 2, kMaxPollSleep);
       }
@@ -456,7 +476,8 @@ class MpiCommunicator final : public Communicator {
     if (W == 1) return true;
     const MPI_Datatype type = mpi_type(dtype_of<T>());
     const int tag_base = 64 * int(seq % std::uint64_t(c.tag_span));
-    std::vector<T> tmp(n / 2 + 1);
+    if (scratch_.size() < (n / 2 + 1) * sizeof(T)) scratch_.resize((n / 2 + 1) * sizeof(T));
+    T* tmp = reinterpret_cast<T*>(scratch_.data());
     std::vector<std::pair<std::size_t, std::size_t>> parents;
     std::size_t lo = 0, hi = n;
     int round = 0;
@@ -470,7 +491,7 @@ class MpiCommunicator final : public Communicator {
       const std::size_t keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
       const std::size_t send_lo = lower ? mid : lo, send_hi = lower ? hi : mid;
       MPI_Request reqs[2];
-      MPI_Irecv(tmp.data(), int(keep_hi - keep_lo), type, partner, tag_base + round, c.comm, &reqs[0]);
+      MPI_Irecv(tmp, int(keep_hi - keep_lo), type, partner, tag_base + round, c.comm, &reqs[0]);
       MPI_Isend(data + send_lo, int(send_hi - send_lo), type, partner, tag_base + round, c.comm, &reqs[1]);
       if (!progress(reqs, 2)) return false;
       T* mine = data + keep_lo;
@@ -552,6 +573,7 @@ class MpiCommunicator final : public Communicator {
       core_->recorder->mark(w->record_id, FlightState::kStarted);
       w->set_status(Status::kStarted);
       const auto t0 = Clock::now();
+      const double cpu0 = thread_cpu_seconds();
       const bool done = execute(*w);
       if (!done) {
         {
@@ -568,6 +590,7 @@ class MpiCommunicator final : public Communicator {
         auto& s = core_->stats.per_op[int(w->request().op)];
         s.calls += 1;
         s.busy_s += busy;
+        s.cpu_s += thread_cpu_seconds() - cpu0;
         s.bytes += w->request().count * dtype_size(w->request().dtype) *
                    ((w->request().op == CollectiveOp::kReduceScatter || w->request().op == CollectiveOp::kAllGather)
                         ? std::uint64_t(core_->size)
@@ -640,6 +663,8 @@ class MpiCommunicator final : public Communicator {
   std::atomic<std::int64_t> step_{-1};
   FaultInjection faults_;
   std::int64_t skipped_step_ = -1;
+  std::vector<unsigned char> scratch_;  // the canonical all-reduce's receive buffer (communication thread only; kept
+                                       // between calls so large reductions do not allocate and fault in pages each time)
   std::thread comm_thread_, watchdog_;
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
@@ -660,6 +685,12 @@ double CommStats::total_busy_s() const {
   return t;
 }
 
+double CommStats::total_cpu_s() const {
+  double t = 0;
+  for (const auto& s : per_op) t += s.cpu_s;
+  return t;
+}
+
 nlohmann::json CommStats::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (int i = 0; i < kNumCollectiveOps; ++i) {
@@ -670,12 +701,14 @@ nlohmann::json CommStats::to_json() const {
     j[op_name(op)] = {{"calls", s.calls},
                       {"bytes", s.bytes},
                       {"busy_s", s.busy_s},
+                      {"cpu_s", s.cpu_s},
                       {"algbw_GBps", algbw * 1e-9},
                       {"busbw_GBps", bus_bandwidth(op, s.bytes, s.busy_s, group_size) * 1e-9}};
   }
   j["group_size"] = group_size;
   j["total_bytes"] = total_bytes();
   j["total_busy_s"] = total_busy_s();
+  j["total_cpu_s"] = total_cpu_s();
   j["wait_s"] = wait_s;
   return j;
 }

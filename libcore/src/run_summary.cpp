@@ -9,7 +9,7 @@
 namespace shardtrain {
 namespace {
 ColumnMedians columns_of(const StepRecord& r) {
-  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.opt_s, r.ckpt_s, r.step_s};
+  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.comm_cpu_s, r.opt_s, r.ckpt_s, r.step_s};
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
                       {"pid", static_cast<long long>(getpid())},
                       {"data_s", data_s},   {"fwd_s", fwd_s},
                       {"bwd_s", bwd_s},     {"comm_total_s", comm_total_s},
-                      {"comm_exposed_s", comm_exposed_s}, {"opt_s", opt_s},
+                      {"comm_exposed_s", comm_exposed_s}, {"comm_cpu_s", comm_cpu_s},
+                      {"opt_s", opt_s},
                       {"ckpt_s", ckpt_s},   {"step_s", step_s},
                       {"tokens", tokens},   {"loss", loss},
                       {"lr", lr},           {"grad_norm", grad_norm}};

@@ -242,7 +242,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   std::vector<StepRecord> records;
   std::vector<double> losses;
   nlohmann::json last_eval = nullptr;
-  double comm_busy_before = 0;
+  double comm_busy_before = 0, comm_cpu_before = 0;
   comm->barrier();  // start the clocks together
   const auto train_start = Clock::now();
   bool stopped_by_signal = false;
@@ -261,9 +261,11 @@ nlohmann::json run_training(const TrainOptions& o) {
     rec.opt_s = r.timing.optimizer_s;
     if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
       check_replicas(*comm, strategy->registry(), strategy->replicated_parameters(), step);
-    const double busy = comm->stats().total_busy_s();
-    rec.comm_total_s = busy - comm_busy_before;
-    comm_busy_before = busy;
+    const CommStats stats = comm->stats();
+    rec.comm_total_s = stats.total_busy_s() - comm_busy_before;
+    rec.comm_cpu_s = stats.total_cpu_s() - comm_cpu_before;
+    comm_busy_before = stats.total_busy_s();
+    comm_cpu_before = stats.total_cpu_s();
     if (async_writer) async_writer->poll();  // rethrows a failed background save: the job fails loudly at this step
     // Every rank agrees whether a stop signal arrived anywhere, so all save the same step.
     std::int32_t stop = StopSignals::received() != 0 ? 1 : 0;

@@ -109,6 +109,8 @@ struct OpStats {
   std::uint64_t calls = 0;
   std::uint64_t bytes = 0;
   double busy_s = 0;  // time in flight: issued to the transport until completed
+  double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
+                      // where the thread shares a core with the compute thread, compute time it took
 };
 struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};
@@ -116,8 +118,9 @@ struct CommStats {
   int group_size = 1;
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
-  // {"AllReduce": {"calls", "bytes", "busy_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
-  //  "total_busy_s", "wait_s"}; ops never called are left out.
+  double total_cpu_s() const;   // comm_cpu_s of the step log
+  // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
+  //  "total_busy_s", "total_cpu_s", "wait_s"}; ops never called are left out.
   nlohmann::json to_json() const;
 };
 

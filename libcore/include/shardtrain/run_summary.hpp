@@ -18,9 +18,9 @@
 namespace shardtrain {
 
 // The timing columns of the step log, in the order they are gathered.
-inline constexpr const char* kTimingColumns[] = {"data_s", "fwd_s", "bwd_s", "comm_total_s", "comm_exposed_s",
-                                                 "opt_s",  "ckpt_s", "step_s"};
-inline constexpr int kNumTimingColumns = 8;
+inline constexpr const char* kTimingColumns[] = {"data_s",         "fwd_s", "bwd_s",  "comm_total_s",
+                                                 "comm_exposed_s", "comm_cpu_s", "opt_s", "ckpt_s", "step_s"};
+inline constexpr int kNumTimingColumns = 9;
 using ColumnMedians = std::array<double, kNumTimingColumns>;
 
 // Collective: this rank's median of each column over `records`, gathered from all ranks ([rank]).

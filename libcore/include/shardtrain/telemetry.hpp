@@ -26,6 +26,7 @@ struct RunIdentity {
 struct StepRecord {
   std::int64_t step = 0;
   double data_s = 0, fwd_s = 0, bwd_s = 0, comm_total_s = 0, comm_exposed_s = 0, opt_s = 0, ckpt_s = 0, step_s = 0;
+  double comm_cpu_s = 0;  // CPU time the communication thread spent on this step's collectives
   std::int64_t tokens = 0;  // tokens this rank processed in the step
   double loss = 0;          // global mean loss of the step
   double lr = 0, grad_norm = 0;
