@@ -41,11 +41,13 @@ std::vector<T> int_values(std::size_t n, int rank, int salt) {
   return v;
 }
 
-std::unique_ptr<Communicator> world_comm(const std::string& name = "world") {
+std::unique_ptr<Communicator> world_comm(const std::string& name = "world",
+                                         AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto) {
   test::ensure_mpi();
   CommOptions o;
   o.name = name;
   o.timeout = milliseconds(60000);
+  o.all_reduce = all_reduce;
   return make_mpi_communicator(MPI_COMM_WORLD, o);
 }
 
@@ -86,20 +88,42 @@ TEST_CASE("comm: every collective matches a serial computation", "[mpi][comm]") 
   REQUIRE(r == world_rank());
   const std::size_t n = 1037;
 
-  SECTION("all_reduce float and double, in place") {
-    auto f = int_values<float>(n, r, 1);
-    auto d = int_values<double>(n, r, 2);
-    comm->all_reduce(f.data(), n);
-    comm->all_reduce(d.data(), n);
-    std::vector<float> ef(n, 0.0f);
-    std::vector<double> ed(n, 0.0);
-    for (int q = 0; q < W; ++q) {
-      const auto a = int_values<float>(n, q, 1);
-      const auto b = int_values<double>(n, q, 2);
-      for (std::size_t i = 0; i < n; ++i) ef[i] += a[i], ed[i] += b[i];
+  SECTION("all_reduce float, double and int32, in place, with each algorithm") {
+    // auto is halving/doubling here (W is 1, 2 or 4); mpi is MPI_Iallreduce. Odd n: uneven halves.
+    for (const auto algorithm : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kLibrary}) {
+      auto c = algorithm == AllReduceAlgorithm::kAuto ? world_comm("auto") : world_comm("mpi", algorithm);
+      CHECK(c->stats().all_reduce_algorithm == (algorithm == AllReduceAlgorithm::kAuto && W > 1 ? "halving" : "mpi"));
+      for (const std::size_t count : {n, std::size_t(1), std::size_t(3)}) {
+        auto f = int_values<float>(count, r, 1);
+        auto d = int_values<double>(count, r, 2);
+        auto k = int_values<std::int32_t>(count, r, 6);
+        c->all_reduce(f.data(), count);
+        c->all_reduce(d.data(), count);
+        c->all_reduce(k.data(), count);
+        std::vector<float> ef(count, 0.0f);
+        std::vector<double> ed(count, 0.0);
+        std::vector<std::int32_t> ek(count, 0);
+        for (int q = 0; q < W; ++q) {
+          const auto a = int_values<float>(count, q, 1);
+          const auto b = int_values<double>(count, q, 2);
+          const auto e = int_values<std::int32_t>(count, q, 6);
+          for (std::size_t i = 0; i < count; ++i) ef[i] += a[i], ed[i] += b[i], ek[i] += e[i];
+        }
+        CHECK(f == ef);
+        CHECK(d == ed);
+        CHECK(k == ek);
+      }
     }
-    CHECK(f == ef);
-    CHECK(d == ed);
+  }
+  SECTION("--allreduce halving refuses a group whose size is not a power of two") {
+    auto c = world_comm("halving", AllReduceAlgorithm::kHalvingDoubling);
+    if (W == 4) {  // groups of 3 and 1
+      const int color = r < 3 ? 0 : 1;
+      if (r < 3)
+        CHECK_THROWS_AS(c->split(color, r, "three"), UsageError);
+      else
+        CHECK(c->split(color, r, "one")->size() == 1);
+    }
   }
   SECTION("reduce_scatter: equal blocks, sum, block r to rank r") {
     const std::size_t block = 129;
@@ -401,6 +425,14 @@ TEST_CASE("comm: delay injection sleeps on the named rank only", "[mpi][comm]") 
   if (comm->world_rank() == 0) CHECK(s >= 0.11);
   else CHECK(s < 0.1);
   CHECK_THROWS_AS(comm->set_fault_injection(FaultInjection::parse({"delay:rank=64,ms=1"})), UsageError);
+}
+
+TEST_CASE("comm: --allreduce names parse strictly", "[comm]") {
+  CHECK(parse_all_reduce_algorithm("auto") == AllReduceAlgorithm::kAuto);
+  CHECK(parse_all_reduce_algorithm("halving") == AllReduceAlgorithm::kHalvingDoubling);
+  CHECK(parse_all_reduce_algorithm("mpi") == AllReduceAlgorithm::kLibrary);
+  CHECK_THROWS_AS(parse_all_reduce_algorithm("ring"), UsageError);
+  CHECK_THROWS_AS(parse_all_reduce_algorithm(""), UsageError);
 }
 
 TEST_CASE("comm: fault-injection specs parse strictly", "[comm]") {

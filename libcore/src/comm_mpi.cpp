@@ -108,7 +108,8 @@ struct Core {
   CommOptions options;
   std::shared_ptr<FlightRecorder> recorder;
   MPI_Comm comm = MPI_COMM_NULL;
-  int tag_span = 1;  // distinct sequence numbers in canonical tags
+  int tag_span = 1;  // distinct sequence numbers in halving/doubling tags
+  bool halving_all_reduce = false;  // all_reduce on float data runs halving_doubling (CommOptions::all_reduce)
   std::atomic<int> waiters{0};  // callers blocked in wait(): the communication thread then polls without naps
 
   // Queue, guarded by mu. The head is the operation running (or next to run).
@@ -271,6 +272,15 @@ class MpiCommunicator final : public Communicator {
     if (c.options.timeout.count() <= 0) throw UsageError("collective timeout must be positive");
     MPI_Comm_rank(comm, &c.rank);
     MPI_Comm_size(comm, &c.size);
+    const AllReduceAlgorithm algorithm = c.options.all_reduce;
+    if (algorithm == AllReduceAlgorithm::kHalvingDoubling && !is_power_of_two(c.size)) {
+      MPI_Comm_free(&c.comm);  // every rank of this group refuses alike
+      throw UsageError("--allreduce halving needs a power-of-two number of ranks in group '" + c.options.name +
+                       "' (it has " + std::to_string(c.size) + "); use --allreduce auto or mpi");
+    }
+    c.halving_all_reduce = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
+                           (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
+    c.stats.all_reduce_algorithm = c.halving_all_reduce ? "halving" : "mpi";
     MPI_Comm_rank(MPI_COMM_WORLD, &c.world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c.world_size);
     // World rank of every group rank.
@@ -469,8 +479,12 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Recursive halving then doubling over point-to-point messages, in place; false when abandoned.
+  // The canonical all-reduce (comm.hpp: lower + upper at every level, so bitwise the same on every
+  // rank and for any grouping of a power-of-two tree) and, with --allreduce auto/halving, the fast
+  // one.
   template <typename T>
-  bool canonical(T* data, std::size_t n, std::uint64_t seq) {
+  bool halving_doubling(T* data, std::size_t n, std::uint64_t seq) {
     const Core& c = *core_;
     const int W = c.size, r = c.rank;
     if (W == 1) return true;
@@ -530,11 +544,15 @@ class MpiCommunicator final : public Communicator {
     MPI_Request req = MPI_REQUEST_NULL;
     switch (r.op) {
       case CollectiveOp::kAllReduce:
+        if (c.halving_all_reduce && r.dtype == DType::kFloat32)
+          return halving_doubling(static_cast<float*>(r.recv), r.count, w.seq());
+        if (c.halving_all_reduce && r.dtype == DType::kFloat64)
+          return halving_doubling(static_cast<double*>(r.recv), r.count, w.seq());
         MPI_Iallreduce(MPI_IN_PLACE, r.recv, n, type, MPI_SUM, c.comm, &req);
         break;
       case CollectiveOp::kAllReduceCanonical:
-        return r.dtype == DType::kFloat32 ? canonical(static_cast<float*>(r.recv), r.count, w.seq())
-                                          : canonical(static_cast<double*>(r.recv), r.count, w.seq());
+        return r.dtype == DType::kFloat32 ? halving_doubling(static_cast<float*>(r.recv), r.count, w.seq())
+                                          : halving_doubling(static_cast<double*>(r.recv), r.count, w.seq());
       case CollectiveOp::kReduceScatter:
         MPI_Ireduce_scatter_block(r.send, r.recv, n, type, MPI_SUM, c.comm, &req);
         break;
@@ -663,7 +681,7 @@ class MpiCommunicator final : public Communicator {
   std::atomic<std::int64_t> step_{-1};
   FaultInjection faults_;
   std::int64_t skipped_step_ = -1;
-  std::vector<unsigned char> scratch_;  // the canonical all-reduce's receive buffer (communication thread only; kept
+  std::vector<unsigned char> scratch_;  // halving_doubling's receive buffer (communication thread only; kept
                                        // between calls so large reductions do not allocate and fault in pages each time)
   std::thread comm_thread_, watchdog_;
   std::mutex watchdog_mu_;
@@ -710,7 +728,15 @@ nlohmann::json CommStats::to_json() const {
   j["total_busy_s"] = total_busy_s();
   j["total_cpu_s"] = total_cpu_s();
   j["wait_s"] = wait_s;
+  j["allreduce_algorithm"] = all_reduce_algorithm;
   return j;
+}
+
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text) {
+  if (text == "auto") return AllReduceAlgorithm::kAuto;
+  if (text == "halving") return AllReduceAlgorithm::kHalvingDoubling;
+  if (text == "mpi") return AllReduceAlgorithm::kLibrary;
+  throw UsageError("--allreduce '" + text + "' is not one of auto, halving, mpi");
 }
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions options) {

@@ -35,6 +35,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s per rank (default: measured at start)");
   app.add_flag("--deterministic", o.deterministic, "Canonical reduction tree: results bitwise independent of the rank count");
   app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
+  app.add_option("--allreduce", o.allreduce, "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi (MPI_Iallreduce), or auto (halving on power-of-two ranks)")->capture_default_str();
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
   app.add_option("--check-replicas", o.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
   app.add_option("--baseline", o.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");

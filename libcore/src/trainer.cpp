@@ -65,6 +65,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   comm_options.name = "dp";
   comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
   comm_options.run_dir = o.run_dir;
+  comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
   comm_options.on_fatal = mpi_abort_on_fatal();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options);
   if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));

@@ -95,6 +95,20 @@ class CollectiveHandle {
 // Called once when a communicator has failed (timeout): the thrown error's message is passed.
 using FatalHook = std::function<void(const CommunicationError&)>;
 
+// How all_reduce (the fast, non-canonical one) runs on floating-point data (--allreduce).
+//   kHalvingDoubling: recursive halving (a reduce-scatter) then recursive doubling (an all-gather)
+//     over point-to-point messages driven by the communication thread, the same algorithm as the
+//     canonical all-reduce; needs a power-of-two group. Bandwidth-optimal like the library's, and
+//     its communication thread used 2.5-2.7 ms of CPU per 13 MB gradient in 4 MiB buckets against
+//     4.1-4.4 ms for Open MPI 4.1's non-blocking MPI_Iallreduce ("[comm-bench]",
+//     docs/PERFORMANCE.md): with one core per rank that CPU is taken from the compute thread.
+//   kLibrary: the transport library's own non-blocking all-reduce (MPI_Iallreduce).
+//   kAuto: kHalvingDoubling on power-of-two groups, else kLibrary.
+// Integer data always uses the library's. Either way the result is the same on every rank.
+enum class AllReduceAlgorithm { kAuto, kHalvingDoubling, kLibrary };
+// "auto" | "halving" | "mpi"; UsageError naming the choices otherwise.
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text);
+
 struct CommOptions {
   std::string name = "world";                      // group name in records and messages
   std::chrono::milliseconds timeout{300000};       // collective timeout (--collective-timeout)
@@ -102,6 +116,8 @@ struct CommOptions {
   std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per rank)
   FatalHook on_fatal;                              // see "Timeouts" above; empty: none
   std::chrono::milliseconds teardown_grace{2000};  // detection -> throw from wait() / on_fatal
+  // kHalvingDoubling on a group (or split sub-group) whose size is not a power of two: UsageError.
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
 };
 
 // Per-operation accounting of one communicator. Times in seconds, bytes as in comm_types.hpp.
@@ -116,11 +132,12 @@ struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};
   double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication)
   int group_size = 1;
+  std::string all_reduce_algorithm = "mpi";  // what all_reduce on float data runs: "halving" or "mpi"
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log
   // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
-  //  "total_busy_s", "total_cpu_s", "wait_s"}; ops never called are left out.
+  //  "total_busy_s", "total_cpu_s", "wait_s", "allreduce_algorithm"}; ops never called are left out.
   nlohmann::json to_json() const;
 };
 
