@@ -9,7 +9,9 @@
 // Transport: each communicator owns a private duplicate of the given MPI communicator. Library
 // collectives are issued non-blocking (MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather,
 // MPI_Ibcast, MPI_Ibarrier) and driven by MPI_Test on the communication thread; the canonical
-// all-reduce is point-to-point (MPI_Isend/MPI_Irecv, one tag per sequence number and round). So a
+// all-reduce, and the fast one on floating-point data where CommOptions::all_reduce selects
+// halving/doubling (the default on power-of-two groups), is point-to-point (MPI_Isend/MPI_Irecv,
+// one tag per sequence number and round). So a
 // timed-out operation can be abandoned and the thread still stops: a failed communicator does not
 // keep the process from finalising (its MPI communicator and request are leaked on purpose).
 #pragma once
