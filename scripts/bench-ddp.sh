@@ -2,19 +2,28 @@
 # Data-parallel scaling on this machine, side by side in one run: ddp-train at 1 and 2 ranks (one
 # thread each, foundation configuration: d_model 256, 4 layers, 4 heads, seq_len 256, micro-batch 8;
 # global batch 8 per rank, so each rank does the same work) and the PyTorch peer's DDP (gloo) at
-# 1 and 2 processes. Prints E(2) = throughput_2 / (2 x throughput_1) for both, our exposed
-# communication share, and our all-reduce bus bandwidth beside a bare MPI_Allreduce of the same
-# bytes. Repeats ROUNDS times (default 2).
+# 1 and 2 processes. Each round also runs two *independent* 1-rank jobs at once, one per core: their
+# mean throughput over the solo 1-rank run is the co-run ceiling, the E(2) any data-parallel job
+# could reach here with free communication (the cores share caches and memory). Prints, per round,
+# E(2) = throughput_2 / (2 x throughput_1) for both programs, ours over the ceiling, our exposed
+# communication share and communication-thread CPU per step, and our all-reduce bus bandwidth beside
+# a bare MPI_Allreduce of the same bytes; then the medians over rounds. ROUNDS defaults to 3.
 #
 # Usage: scripts/bench-ddp.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
-rounds="${1:-2}"
+rounds="${1:-3}"
 common=("${foundation[@]}" --steps 30)
-printf '# data-parallel scaling, tokens/s (median step after warm-up); E(2) = tp2 / (2 tp1)\n'
-printf '%-6s %10s %10s %7s %9s %10s %10s | %10s %10s %7s\n' round ours_w1 ours_w2 E2 exposed% busbw_GBps bare_GBps \
-  peer_w1 peer_w2 peerE2
+tp() { json "$1/summary.json" "d['throughput_tokens_per_s']"; }
+printf '# data-parallel scaling, tokens/s (median step after warm-up); E(2) = tp2 / (2 tp1); ceiling = co-run E(2)\n'
+printf '%-6s %8s %8s %6s %8s %6s %7s %8s %8s %7s %7s | %8s %8s %6s\n' round ours_w1 ours_w2 E2 ceiling E2/ceil \
+  exposed comm_cpu busbw bare_bw corun peer_w1 peer_w2 peerE2
 for r in $(seq 1 "$rounds"); do
   mpirun -np 1 --bind-to core "$build/bin/ddp-train" "${common[@]}" --global-batch 8 --run-dir "$tmp/w1_$r" 2>/dev/null
+  taskset -c 0 mpirun -np 1 --bind-to none "$build/bin/ddp-train" "${common[@]}" --global-batch 8 \
+    --run-dir "$tmp/c0_$r" >/dev/null 2>&1 &
+  taskset -c 1 mpirun -np 1 --bind-to none "$build/bin/ddp-train" "${common[@]}" --global-batch 8 \
+    --run-dir "$tmp/c1_$r" >/dev/null 2>&1
+  wait
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --global-batch 16 --run-dir "$tmp/w2_$r" \
     --baseline "$tmp/w1_$r/summary.json" 2>/dev/null
   s="$tmp/w2_$r/summary.json"
@@ -22,13 +31,25 @@ for r in $(seq 1 "$rounds"); do
        python3 -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
   p2=$(cd "$tmp" && env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 "$peer" --steps 20 --world 2 |
        python3 -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
-  printf '%-6s %10.0f %10.0f %7.3f %8.2f%% %10.2f %10.2f | %10.0f %10.0f %7.3f\n' "$r" \
-    "$(json "$tmp/w1_$r/summary.json" "d['throughput_tokens_per_s']")" "$(json "$s" "d['throughput_tokens_per_s']")" \
-    "$(json "$s" "d['scaling_efficiency']")" "$(json "$s" "100*d['exposed_comm_fraction']")" \
+  t1=$(tp "$tmp/w1_$r") e2=$(json "$s" "d['scaling_efficiency']")
+  ceiling=$(python3 -c "print(($(tp "$tmp/c0_$r") + $(tp "$tmp/c1_$r")) / (2 * $t1))")
+  printf '%-6s %8.0f %8.0f %6.3f %8.3f %6.3f %6.2f%% %6.1fms %8.2f %7.2f %7s | %8.0f %8.0f %6.3f\n' "$r" \
+    "$t1" "$(tp "$tmp/w2_$r")" "$e2" "$ceiling" "$(python3 -c "print($e2 / $ceiling)")" \
+    "$(json "$s" "100*d['exposed_comm_fraction']")" "$(json "$s" "1000*d['per_rank_medians']['comm_cpu_s']['max']")" \
     "$(json "$s" "d['communication']['AllReduce']['busbw_GBps']")" \
     "$(json "$s" "d['communication']['bare_allreduce_busbw_GBps']")" \
-    "$p1" "$p2" "$(python3 -c "print($p2/(2*$p1))")"
+    "$(printf '%.0f+%.0f' "$(tp "$tmp/c0_$r")" "$(tp "$tmp/c1_$r")")" \
+    "$p1" "$p2" "$(python3 -c "print($p2/(2*$p1))")" | tee -a "$tmp/rows"
 done
-echo "# busbw: our all-reduce bytes over the time they were in flight, which includes waiting for the"
-echo "# peer rank to reach the same bucket during overlapped backward; bare: a blocking MPI_Allreduce of"
-echo "# the whole gradient (3.29M floats) measured after training."
+python3 - "$tmp/rows" <<'PY'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = lambda i: st.median(float(r[i]) for r in rows)
+print(f"median over {len(rows)} rounds: E(2) {med(3):.3f}, co-run ceiling {med(4):.3f}, E(2)/ceiling {med(5):.3f}, "
+      f"peer E(2) {med(14):.3f}")
+PY
+echo "# ceiling: (tp of core-0 job + tp of core-1 job) / (2 tp1) for two independent 1-rank jobs run together;"
+echo "# exposed: median exposed communication over the median step; comm_cpu: the larger per-rank median CPU"
+echo "# time of the communication thread per step; busbw: all-reduce bytes over the time in flight, which"
+echo "# includes waiting for the peer rank to reach the same bucket; bare: a blocking MPI_Allreduce of the"
+echo "# whole gradient (3.29M floats) measured after training."
