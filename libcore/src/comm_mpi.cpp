@@ -110,7 +110,7 @@ struct Core {
   MPI_Comm comm = MPI_COMM_NULL;
   int tag_span = 1;  // distinct sequence numbers in halving/doubling tags
   bool halving_all_reduce = false;  // all_reduce on float data runs halving_doubling (CommOptions::all_reduce)
-  std::atomic<int> waiters{0};  // callers blocked in wait(): the communication thread then polls without naps
+  std::atomic<int> waiters{0};  // callers blocked in wait(): the communication thread then yields instead of napping
 
   // Queue, guarded by mu. The head is the operation running (or next to run).
   std::mutex mu;

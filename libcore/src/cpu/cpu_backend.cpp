@@ -30,7 +30,7 @@ constexpr std::size_t kHugePage = std::size_t(2) << 20;
 // are 2 MiB aligned, rounded to whole 2 MiB pages and marked MADV_HUGEPAGE before first touch.
 // A training step streams ~100+ MB of activations per micro-batch; with 4 KiB pages its matrix
 // products and elementwise loops spend a measurable share in TLB misses (one rank at the benchmark
-// configuration ran 8% faster with huge pages, docs/PERFORMANCE.md). The advice is best-effort:
+// configuration ran 4.8% faster through ddp-train with huge pages, docs/PERFORMANCE.md). The advice is best-effort:
 // where transparent huge pages are off, madvise fails and the memory is ordinary.
 void* allocate_host(std::size_t bytes, const char* what) {
   const std::size_t align = bytes >= kHugePage ? kHugePage : kAlignment;
@@ -49,6 +49,8 @@ class Scratch {
   float* get(std::size_t count) {
     if (count > capacity_) {
       std::free(data_);
+      data_ = nullptr;  // stays valid for the destructor if the allocation below throws
+      capacity_ = 0;
       data_ = static_cast<float*>(allocate_host(count * sizeof(float), "kernel scratch"));
       capacity_ = count;
     }
