@@ -10,6 +10,7 @@
 
 #include "shardtrain/error.hpp"
 #include "shardtrain/h5file.hpp"
+#include "shardtrain/run_summary.hpp"
 #include "shardtrain/synthetic.hpp"
 #include "shardtrain/trainer.hpp"
 #include "test_support.hpp"
@@ -141,3 +142,23 @@ TEST_CASE("bad batches and inputs are refused with a message naming the problem"
   CHECK_THROWS_AS(run_training(o), IoError);
   CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
 }
+
+TEST_CASE("slowest_rank: largest median step time minus exposed communication, found by column name", "[trainer]") {
+  // Rank 1 computes longest (its peers wait in exposed communication); rank 2 has the longest
+  // checkpoint column, which must not count.
+  auto medians = std::vector<ColumnMedians>(3);
+  const int step = timing_column("step_s"), exposed = timing_column("comm_exposed_s"), ckpt = timing_column("ckpt_s");
+  REQUIRE(step >= 0);
+  REQUIRE(exposed >= 0);
+  REQUIRE(ckpt >= 0);
+  const double step_s[] = {0.30, 0.30, 0.30}, exposed_s[] = {0.05, 0.01, 0.04}, ckpt_s[] = {0.0, 0.0, 0.9};
+  for (int r = 0; r < 3; ++r) {
+    medians[r].fill(0.0);
+    medians[r][step] = step_s[r];
+    medians[r][exposed] = exposed_s[r];
+    medians[r][ckpt] = ckpt_s[r];
+  }
+  CHECK(slowest_rank(medians) == 1);
+  CHECK(timing_column("no_such_column") == -1);
+}
+

@@ -50,7 +50,8 @@ nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians) {
 }
 
 int slowest_rank(const std::vector<ColumnMedians>& medians) {
-  constexpr int kStep = 7, kExposed = 4;
+  constexpr int kStep = timing_column("step_s"), kExposed = timing_column("comm_exposed_s");
+  static_assert(kStep >= 0 && kExposed >= 0);
   int slowest = 0;
   for (int r = 1; r < int(medians.size()); ++r)
     if (medians[r][kStep] - medians[r][kExposed] > medians[slowest][kStep] - medians[slowest][kExposed]) slowest = r;

@@ -366,7 +366,7 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"final_loss", losses.back()},
       {"per_rank_medians", per_rank_table(rank_medians)},
       {"slowest_rank", slowest_rank(rank_medians)},
-      {"exposed_comm_fraction", rank_medians[0][4] / median_step},
+      {"exposed_comm_fraction", rank_medians[0][timing_column("comm_exposed_s")] / median_step},
       {"communication", comm_json},
       {"memory_bytes_rank0", memory},
       {"memory_bytes_by_rank", memory_by_rank},
