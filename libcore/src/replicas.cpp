@@ -6,6 +6,9 @@
 namespace shardtrain {
 
 std::vector<std::uint64_t> tensor_hashes(const ParameterRegistry& registry, const std::vector<float>& flat) {
+  if (flat.size() != registry.total())
+    throw Error(ExitCode::kInternal, "replica check: " + std::to_string(flat.size()) + " parameters given, the model has " +
+                                         std::to_string(registry.total()));
   std::vector<std::uint64_t> out;
   for (const auto& t : registry.tensors()) out.push_back(fnv1a64_bytes(flat.data() + t.offset, t.numel * sizeof(float)));
   return out;

@@ -51,6 +51,9 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (o.log_every < 1) throw UsageError("--log-every must be at least 1");
   if (o.eval_every < 0) throw UsageError("--eval-every must be >= 0");
   if (o.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
+  if (o.check_replicas > 0 && o.zero_stage == 3)
+    throw UsageError("--check-replicas compares full parameter replicas, and ZeRO-3 shards the parameters so no rank "
+                     "holds one; use --zero-stage 1 or 2, or ddp-train");
   if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
   if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");

@@ -41,6 +41,12 @@ for stage in 1 2 3; do
   done
 done
 pass "fast-mode ZeRO-1/2/3 at W=2,4 within tolerance of DDP at W=1"
+ftrain 2 "$WORK/z2_replicas" "${F[@]}" --zero-stage 2 --check-replicas 2
+rc=0
+ftrain 2 "$WORK/z3_replicas" "${F[@]}" --zero-stage 3 --check-replicas 2 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--check-replicas with ZeRO-3 exited $rc, expected 2 (no replicas to compare)"
+grep -q "ZeRO-3 shards the parameters" "$WORK/z3_replicas.log" || fail "--check-replicas with ZeRO-3: no message"
+pass "--check-replicas passes at ZeRO-2 and is refused at ZeRO-3"
 
 C=(--d-model 32 --global-batch 8 --micro-batch 2 --deterministic)
 train 2 "$WORK/full" "${C[@]}" --steps 10
