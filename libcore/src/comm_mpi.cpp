@@ -4,6 +4,7 @@
 #include "shardtrain/comm_mpi.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <ctime>
@@ -42,6 +43,14 @@ std::string format_seconds(double s) {
 }
 
 bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Bytes an operation moves, as comm_types.hpp counts them: its elements, times the group size for
+// reduce-scatter (the input) and all-gather (the output).
+std::uint64_t transfer_bytes(const Communicator::Request& r, int group_size) {
+  const std::uint64_t bytes = r.count * dtype_size(r.dtype);
+  const bool per_rank_block = r.op == CollectiveOp::kReduceScatter || r.op == CollectiveOp::kAllGather;
+  return per_rank_block ? bytes * std::uint64_t(group_size) : bytes;
+}
 
 // CPU time consumed so far by the calling thread.
 double thread_cpu_seconds() {
@@ -145,12 +154,9 @@ struct Core {
 
   std::string describe(const MpiWork& w) const {
     const auto& r = w.request();
-    const std::size_t es = dtype_size(r.dtype);
-    std::uint64_t bytes = r.count * es;
-    if (r.op == CollectiveOp::kReduceScatter || r.op == CollectiveOp::kAllGather) bytes *= std::uint64_t(size);
     std::ostringstream s;
     s << op_name(r.op) << "(seq=" << w.seq() << ", group=" << name << ", numel=" << r.count
-      << ", bytes=" << bytes << ", timeout_ms=" << options.timeout.count() << ")";
+      << ", bytes=" << transfer_bytes(r, size) << ", timeout_ms=" << options.timeout.count() << ")";
     return s.str();
   }
 
@@ -280,7 +286,6 @@ class MpiCommunicator final : public Communicator {
     }
     c.halving_all_reduce = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
                            (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
-    c.stats.all_reduce_algorithm = c.halving_all_reduce ? "halving" : "mpi";
     MPI_Comm_rank(MPI_COMM_WORLD, &c.world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c.world_size);
     // World rank of every group rank.
@@ -372,12 +377,9 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t next_seq() const override { return next_seq_.load(); }
   CommStats stats() const override {
     std::lock_guard<std::mutex> lock(core_->stats_mu);
-    return core_->stats;
-  }
-  void reset_stats() override {
-    std::lock_guard<std::mutex> lock(core_->stats_mu);
-    core_->stats = CommStats{};
-    core_->stats.group_size = core_->size;
+    CommStats s = core_->stats;
+    s.all_reduce_algorithm = core_->halving_all_reduce ? "halving" : "mpi";
+    return s;
   }
   bool failed() const override { return core_->failed.load(); }
   std::shared_ptr<FlightRecorder> recorder() const override { return core_->recorder; }
@@ -425,8 +427,7 @@ class MpiCommunicator final : public Communicator {
     e.group = core_->name;
     e.dtype = r.dtype;
     e.numel = r.count;
-    e.bytes = r.count * dtype_size(r.dtype);
-    if (r.op == CollectiveOp::kReduceScatter || r.op == CollectiveOp::kAllGather) e.bytes *= std::uint64_t(core_->size);
+    e.bytes = transfer_bytes(r, core_->size);
     e.root = r.root;
     e.step = step_.load();
     work->record_id = core_->recorder->record(e);
@@ -492,7 +493,8 @@ class MpiCommunicator final : public Communicator {
     const int tag_base = 64 * int(seq % std::uint64_t(c.tag_span));
     if (scratch_.size() < (n / 2 + 1) * sizeof(T)) scratch_.resize((n / 2 + 1) * sizeof(T));
     T* tmp = reinterpret_cast<T*>(scratch_.data());
-    std::vector<std::pair<std::size_t, std::size_t>> parents;
+    std::array<std::pair<std::size_t, std::size_t>, 32> parents;  // one per halving round: log2(W) <= 31
+    int depth = 0;
     std::size_t lo = 0, hi = n;
     int round = 0;
     // Recursive halving: after the round with pair distance d, this rank holds, for its half of the
@@ -501,7 +503,7 @@ class MpiCommunicator final : public Communicator {
       const int partner = r ^ d;
       const bool lower = (r & d) == 0;
       const std::size_t mid = lo + (hi - lo) / 2;
-      parents.emplace_back(lo, hi);
+      parents[depth++] = {lo, hi};
       const std::size_t keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
       const std::size_t send_lo = lower ? mid : lo, send_hi = lower ? hi : mid;
       MPI_Request reqs[2];
@@ -519,8 +521,7 @@ class MpiCommunicator final : public Communicator {
     }
     // Recursive doubling: exchange finished pieces, distance W/2 ... 1 (copies only).
     for (int d = W / 2; d >= 1; d >>= 1, ++round) {
-      const auto [plo, phi] = parents.back();
-      parents.pop_back();
+      const auto [plo, phi] = parents[--depth];
       const int partner = r ^ d;
       const bool lower = (r & d) == 0;
       const std::size_t mid = plo + (phi - plo) / 2;
@@ -544,13 +545,12 @@ class MpiCommunicator final : public Communicator {
     MPI_Request req = MPI_REQUEST_NULL;
     switch (r.op) {
       case CollectiveOp::kAllReduce:
-        if (c.halving_all_reduce && r.dtype == DType::kFloat32)
-          return halving_doubling(static_cast<float*>(r.recv), r.count, w.seq());
-        if (c.halving_all_reduce && r.dtype == DType::kFloat64)
-          return halving_doubling(static_cast<double*>(r.recv), r.count, w.seq());
-        MPI_Iallreduce(MPI_IN_PLACE, r.recv, n, type, MPI_SUM, c.comm, &req);
-        break;
-      case CollectiveOp::kAllReduceCanonical:
+        if (!c.halving_all_reduce || (r.dtype != DType::kFloat32 && r.dtype != DType::kFloat64)) {
+          MPI_Iallreduce(MPI_IN_PLACE, r.recv, n, type, MPI_SUM, c.comm, &req);
+          break;
+        }
+        [[fallthrough]];  // floating-point data on a halving communicator
+      case CollectiveOp::kAllReduceCanonical:  // validate() allows float32 and float64 only
         return r.dtype == DType::kFloat32 ? halving_doubling(static_cast<float*>(r.recv), r.count, w.seq())
                                           : halving_doubling(static_cast<double*>(r.recv), r.count, w.seq());
       case CollectiveOp::kReduceScatter:
@@ -609,10 +609,7 @@ class MpiCommunicator final : public Communicator {
         s.calls += 1;
         s.busy_s += busy;
         s.cpu_s += thread_cpu_seconds() - cpu0;
-        s.bytes += w->request().count * dtype_size(w->request().dtype) *
-                   ((w->request().op == CollectiveOp::kReduceScatter || w->request().op == CollectiveOp::kAllGather)
-                        ? std::uint64_t(core_->size)
-                        : 1);
+        s.bytes += transfer_bytes(w->request(), core_->size);
       }
       core_->recorder->mark(w->record_id, FlightState::kCompleted);
       {

@@ -12,6 +12,16 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
+void require_deterministic_layout(int ranks, int micro_batches_per_rank) {
+  if (!is_power_of_two(ranks))
+    throw UsageError("--deterministic needs a power-of-two number of data-parallel ranks (got " + std::to_string(ranks) +
+                     ")");
+  if (!is_power_of_two(micro_batches_per_rank))
+    throw UsageError("--deterministic needs a power-of-two number of micro-batches per rank (grad_accum = " +
+                     std::to_string(micro_batches_per_rank) + "); choose --global-batch / (--micro-batch x ranks) "
+                     "as 1, 2, 4, ...");
+}
+
 std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std::size_t bucket_bytes) {
   std::vector<GradientBucket> buckets;
   const auto& tensors = registry.tensors();
@@ -42,15 +52,7 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
         return left;
       }),
       loss_tree_([](double left, double right) { return left + right; }) {
-  if (mode == ReductionMode::kDeterministic) {
-    if (!is_power_of_two(comm.size()))
-      throw UsageError("--deterministic needs a power-of-two number of data-parallel ranks (got " +
-                       std::to_string(comm.size()) + ")");
-    if (!is_power_of_two(micro_batches_per_rank))
-      throw UsageError("--deterministic needs a power-of-two number of micro-batches per rank (grad_accum = " +
-                       std::to_string(micro_batches_per_rank) + "); choose --global-batch / (--micro-batch x ranks) "
-                       "as 1, 2, 4, ...");
-  }
+  if (mode == ReductionMode::kDeterministic) require_deterministic_layout(comm.size(), micro_batches_per_rank);
 }
 
 std::size_t GradientReducer::free_slot() {
@@ -88,8 +90,10 @@ void GradientReducer::gradient_ready(std::size_t ready_from) {
 }
 
 void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
+  const auto ready = [&] { return next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= ready_from; };
+  if (!ready()) return;  // most units complete no bucket: no device synchronisation for them
   backend_.synchronize();  // the bucket's gradients must be complete in memory before MPI reads them
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= ready_from) {
+  while (ready()) {
     const GradientBucket& b = buckets_[next_bucket_++];
     in_flight_.push_back(comm_.all_reduce_async(grads_ + b.begin, b.end - b.begin));
   }

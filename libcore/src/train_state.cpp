@@ -3,13 +3,10 @@
 #include "shardtrain/error.hpp"
 
 namespace shardtrain {
-namespace {
-const char* const kPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
-}
 
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry) {
   std::vector<ckpt::TensorSpec> specs;
-  for (const char* prefix : kPrefixes)
+  for (const char* prefix : kStateTensorPrefixes)
     for (const auto& t : registry.tensors()) specs.push_back({prefix + t.name, t.shape, ckpt::DType::kFloat32});
   return specs;
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "shardtrain/ddp.hpp"
 #include "shardtrain/error.hpp"
 #include "shardtrain/init.hpp"
 #include "shardtrain/train_state.hpp"
@@ -19,8 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-bool is_power_of_two(long long x) { return x > 0 && (x & (x - 1)) == 0; }
-const char* const kPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 
 class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
  public:
@@ -40,14 +39,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     if (stage_ < 1 || stage_ > 3) throw UsageError("--zero-stage must be 0, 1, 2 or 3 (got " + std::to_string(stage_) + ")");
     if (backend.device() != DeviceKind::kCpu)
       throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
-    if (deterministic_) {
-      if (!is_power_of_two(comm.size()))
-        throw UsageError("--deterministic needs a power-of-two number of data-parallel ranks (got " +
-                         std::to_string(comm.size()) + ")");
-      if (!is_power_of_two(accum_))
-        throw UsageError("--deterministic needs a power-of-two number of micro-batches per rank (grad_accum = " +
-                         std::to_string(accum_) + "); choose --global-batch / (--micro-batch x ranks) as 1, 2, 4, ...");
-    }
+    if (deterministic_) require_deterministic_layout(comm.size(), accum_);
     const std::size_t U = layout_.units().size();
     const std::size_t S = layout_.shard_total();
     tracker_.add(MemoryCategory::kActivations, model_.activation_bytes());
@@ -154,7 +146,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     std::vector<ckpt::PieceView> pieces;
     for (int k = 0; k < 3; ++k)
       for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        pieces.push_back({kPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo), state_ptr(k, u, lo)});
+        pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo), state_ptr(k, u, lo)});
       });
     return pieces;
   }
@@ -163,7 +155,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     check_checkpoint_tensors(reader, model_.registry());
     for (int k = 0; k < 3; ++k)
       for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        reader.read_range(kPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo),
+        reader.read_range(kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo),
                           const_cast<float*>(state_ptr(k, u, lo)));
       });
     gather_full_params();

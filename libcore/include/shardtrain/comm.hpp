@@ -218,9 +218,8 @@ class Communicator {
 
   // Sequence number the next submitted operation will get (the first is 1).
   virtual std::uint64_t next_seq() const = 0;
-  // Accounting since construction or the last reset_stats().
+  // Accounting since construction.
   virtual CommStats stats() const = 0;
-  virtual void reset_stats() = 0;
   // True once a timeout has failed this communicator.
   virtual bool failed() const = 0;
   virtual std::shared_ptr<FlightRecorder> recorder() const = 0;

@@ -31,6 +31,10 @@ namespace shardtrain {
 
 enum class ReductionMode { kFast, kDeterministic };
 
+// Deterministic mode's canonical tree needs a power-of-two number of ranks and of micro-batches per
+// rank (DDP and every ZeRO stage); throws UsageError naming the number otherwise.
+void require_deterministic_layout(int ranks, int micro_batches_per_rank);
+
 // A contiguous range [begin, end) of the flat gradient buffer, made of whole tensors.
 struct GradientBucket {
   std::size_t begin = 0, end = 0;

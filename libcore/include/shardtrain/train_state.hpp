@@ -22,6 +22,10 @@ struct StateBuffers {
   float* exp_avg_sq = nullptr;
 };
 
+// Name prefixes of the three parts of the state, in checkpoint order: parameters, first and
+// second AdamW moments ("optim.exp_avg.<name>").
+inline constexpr const char* kStateTensorPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
 
 // This rank's pieces of a replicated state: range `rank` of `world` equal ranges.
