@@ -98,23 +98,3 @@ void adamw_update(Vec& param, const Vec& grad, Vec& exp_avg, Vec& exp_avg_sq,
                   const AdamWArgs& args);
 
 }  // namespace shardtrain::naive
-
-namespace shardtrain::test {
-
-// Upload a host vector into a fresh device array of the same size.
-template <typename T>
-DeviceArray<T> to_device(Backend& backend, const std::vector<T>& host) {
-  DeviceArray<T> d(backend, host.size());
-  if (!host.empty()) d.upload(host.data(), host.size());
-  return d;
-}
-
-// Download a whole device array (waits for the queue: download is ordered after queued work).
-template <typename T>
-std::vector<T> to_host(const DeviceArray<T>& d) {
-  std::vector<T> host(d.size());
-  if (!host.empty()) d.download(host.data(), host.size());
-  return host;
-}
-
-}  // namespace shardtrain::test

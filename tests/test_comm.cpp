@@ -19,6 +19,7 @@
 
 using namespace shardtrain;
 using std::chrono::milliseconds;
+using test::bitwise_equal;
 
 namespace {
 
@@ -72,11 +73,6 @@ std::vector<std::vector<T>> micro_batch_inputs(std::size_t count, std::size_t n,
     out.push_back(std::move(v));
   }
   return out;
-}
-
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 }  // namespace

@@ -49,27 +49,16 @@ namespace {
 using shardtrain::AdamWArgs;
 using shardtrain::Backend;
 using shardtrain::DeviceArray;
+using shardtrain::test::bitwise_equal;
 using shardtrain::test::random_floats;
+using shardtrain::test::to_device;
+using shardtrain::test::to_host;
 
 // Both backends; declared first in each test so that every DeviceArray is released before them.
 struct Backends {
   std::unique_ptr<Backend> cpu = shardtrain::make_cpu_backend(1);
   std::unique_ptr<Backend> gpu = shardtrain::make_cuda_backend(0);
 };
-
-template <typename T>
-DeviceArray<T> upload_vec(Backend& backend, const std::vector<T>& host) {
-  DeviceArray<T> d(backend, host.size());
-  if (!host.empty()) d.upload(host.data(), host.size());
-  return d;
-}
-
-template <typename T>
-std::vector<T> download_vec(const DeviceArray<T>& d) {
-  std::vector<T> host(d.size());
-  if (!host.empty()) d.download(host.data(), host.size());
-  return host;
-}
 
 std::vector<float> nans(std::size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
@@ -99,10 +88,6 @@ void check_close(const std::string& what, const std::vector<float>& gpu,
   const double err = relative_error(gpu, cpu);
   INFO(what << ": relative error in max norm " << err << " (tolerance " << tolerance << ")");
   CHECK(err <= tolerance);
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 void check_bitwise(const std::string& what, const std::vector<float>& a,
@@ -170,13 +155,13 @@ TEST_CASE("cuda backend: identity, memory, transfers and fill", "[gpu]") {
   // copy_bytes between sub-ranges, then fill, in queue order; synchronize then download.
   const std::size_t n = 1037;
   const auto x = random_floats(n, 11);
-  auto src = upload_vec(*be.gpu, x);
+  auto src = to_device(*be.gpu, x);
   DeviceArray<float> dst(*be.gpu, n);
-  CHECK(download_vec(dst) == std::vector<float>(n, 0.0f));
+  CHECK(to_host(dst) == std::vector<float>(n, 0.0f));
   be.gpu->copy_bytes(dst.data() + 5, src.data() + 7, (n - 7) * sizeof(float));
   be.gpu->fill(dst.data(), 5, -2.5f);
   be.gpu->synchronize();
-  const auto got = download_vec(dst);
+  const auto got = to_host(dst);
   std::vector<float> want(n, 0.0f);
   std::fill(want.begin(), want.begin() + 5, -2.5f);
   std::copy(x.begin() + 7, x.end(), want.begin() + 5);
@@ -192,15 +177,15 @@ TEST_CASE("cuda backend: elementwise ops match the cpu backend", "[gpu]") {
 
   // One IEEE fp32 rounding per element on both backends: bitwise equal.
   auto run = [&](Backend& backend, int op) {
-    auto da = upload_vec(backend, a);
-    auto db = upload_vec(backend, b);
-    auto out = upload_vec(backend, nans(n));
+    auto da = to_device(backend, a);
+    auto db = to_device(backend, b);
+    auto out = to_device(backend, nans(n));
     switch (op) {
-      case 0: backend.add(out.data(), da.data(), db.data(), n); return download_vec(out);
-      case 1: backend.accumulate(da.data(), db.data(), n); return download_vec(da);
-      case 2: backend.scale(da.data(), n, s); return download_vec(da);
-      case 3: backend.gelu_forward(out.data(), da.data(), n); return download_vec(out);
-      default: backend.gelu_backward(out.data(), da.data(), db.data(), n); return download_vec(out);
+      case 0: backend.add(out.data(), da.data(), db.data(), n); return to_host(out);
+      case 1: backend.accumulate(da.data(), db.data(), n); return to_host(da);
+      case 2: backend.scale(da.data(), n, s); return to_host(da);
+      case 3: backend.gelu_forward(out.data(), da.data(), n); return to_host(out);
+      default: backend.gelu_backward(out.data(), da.data(), db.data(), n); return to_host(out);
     }
   };
   const char* names[] = {"add", "accumulate", "scale", "gelu_forward", "gelu_backward"};
@@ -237,22 +222,22 @@ TEST_CASE("cuda backend: layernorm forward and backward match the cpu backend", 
       std::vector<float> out, mean, rstd, din, dw, db;
     };
     auto run = [&](Backend& backend) {
-      auto d_in = upload_vec(backend, in);
-      auto d_w = upload_vec(backend, w);
-      auto d_b = upload_vec(backend, bias);
-      auto d_out = upload_vec(backend, nans(N * C));
-      auto d_mean = upload_vec(backend, nans(N));
-      auto d_rstd = upload_vec(backend, nans(N));
+      auto d_in = to_device(backend, in);
+      auto d_w = to_device(backend, w);
+      auto d_b = to_device(backend, bias);
+      auto d_out = to_device(backend, nans(N * C));
+      auto d_mean = to_device(backend, nans(N));
+      auto d_rstd = to_device(backend, nans(N));
       backend.layernorm_forward(d_out.data(), d_mean.data(), d_rstd.data(), d_in.data(), d_w.data(),
                                 d_b.data(), N, C);
-      auto d_dout = upload_vec(backend, dout);
-      auto d_din = upload_vec(backend, din0);
-      auto d_dw = upload_vec(backend, dw0);
-      auto d_db = upload_vec(backend, db0);
+      auto d_dout = to_device(backend, dout);
+      auto d_din = to_device(backend, din0);
+      auto d_dw = to_device(backend, dw0);
+      auto d_db = to_device(backend, db0);
       backend.layernorm_backward(d_din.data(), d_dw.data(), d_db.data(), d_dout.data(), d_in.data(),
                                  d_w.data(), d_mean.data(), d_rstd.data(), N, C);
-      return Result{download_vec(d_out), download_vec(d_mean), download_vec(d_rstd),
-                    download_vec(d_din), download_vec(d_dw),   download_vec(d_db)};
+      return Result{to_host(d_out), to_host(d_mean), to_host(d_rstd),
+                    to_host(d_din), to_host(d_dw),   to_host(d_db)};
     };
     const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
     check_bitwise("layernorm out (gpu run twice)", gpu.out, again.out);
@@ -291,20 +276,20 @@ TEST_CASE("cuda backend: matmul forward and backward match the cpu backend", "[g
         std::vector<float> out, din, dw, db;
       };
       auto run = [&](Backend& backend) {
-        auto d_in = upload_vec(backend, in);
-        auto d_w = upload_vec(backend, w);
-        auto d_bias = upload_vec(backend, bias);
-        auto d_out = upload_vec(backend, nans(N * OC));
+        auto d_in = to_device(backend, in);
+        auto d_w = to_device(backend, w);
+        auto d_bias = to_device(backend, bias);
+        auto d_out = to_device(backend, nans(N * OC));
         backend.matmul_forward(d_out.data(), d_in.data(), d_w.data(),
                                with_optional ? d_bias.data() : nullptr, N, C, OC);
-        auto d_dout = upload_vec(backend, dout);
-        auto d_din = upload_vec(backend, nans(N * C));
-        auto d_dw = upload_vec(backend, dw0);
-        auto d_db = upload_vec(backend, db0);
+        auto d_dout = to_device(backend, dout);
+        auto d_din = to_device(backend, nans(N * C));
+        auto d_dw = to_device(backend, dw0);
+        auto d_db = to_device(backend, db0);
         backend.matmul_backward(with_optional ? d_din.data() : nullptr, d_dw.data(),
                                 with_optional ? d_db.data() : nullptr, d_dout.data(), d_in.data(),
                                 d_w.data(), N, C, OC);
-        return Result{download_vec(d_out), download_vec(d_din), download_vec(d_dw), download_vec(d_db)};
+        return Result{to_host(d_out), to_host(d_din), to_host(d_dw), to_host(d_db)};
       };
       const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
       check_bitwise("matmul out (gpu run twice)", gpu.out, again.out);
@@ -346,16 +331,16 @@ TEST_CASE("cuda backend: embedding forward and backward match the cpu backend", 
     std::vector<float> out, dwte, dwpe;
   };
   auto run = [&](Backend& backend) {
-    auto d_tok = upload_vec(backend, tokens);
-    auto d_wte = upload_vec(backend, wte);
-    auto d_wpe = upload_vec(backend, wpe);
-    auto d_out = upload_vec(backend, nans(N * C));
+    auto d_tok = to_device(backend, tokens);
+    auto d_wte = to_device(backend, wte);
+    auto d_wpe = to_device(backend, wpe);
+    auto d_out = to_device(backend, nans(N * C));
     backend.embedding_forward(d_out.data(), d_tok.data(), d_wte.data(), d_wpe.data(), B, T, C);
-    auto d_dout = upload_vec(backend, dout);
-    auto d_dwte = upload_vec(backend, dwte0);
-    auto d_dwpe = upload_vec(backend, dwpe0);
+    auto d_dout = to_device(backend, dout);
+    auto d_dwte = to_device(backend, dwte0);
+    auto d_dwpe = to_device(backend, dwpe0);
     backend.embedding_backward(d_dwte.data(), d_dwpe.data(), d_dout.data(), d_tok.data(), B, T, C);
-    return Result{download_vec(d_out), download_vec(d_dwte), download_vec(d_dwpe)};
+    return Result{to_host(d_out), to_host(d_dwte), to_host(d_dwpe)};
   };
   const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
   check_bitwise("embedding dwte (gpu run twice)", gpu.dwte, again.dwte);
@@ -381,14 +366,14 @@ TEST_CASE("cuda backend: attention forward and backward match the cpu backend", 
       std::vector<float> out, att, dqkv;
     };
     auto run = [&](Backend& backend) {
-      auto d_qkv = upload_vec(backend, qkv);
-      auto d_out = upload_vec(backend, nans(B * T * C));
-      auto d_att = upload_vec(backend, nans(B * NH * T * T));
+      auto d_qkv = to_device(backend, qkv);
+      auto d_out = to_device(backend, nans(B * T * C));
+      auto d_att = to_device(backend, nans(B * NH * T * T));
       backend.attention_forward(d_out.data(), d_att.data(), d_qkv.data(), B, T, C, NH);
-      auto d_dout = upload_vec(backend, dout);
-      auto d_dqkv = upload_vec(backend, nans(B * T * 3 * C));
+      auto d_dout = to_device(backend, dout);
+      auto d_dqkv = to_device(backend, nans(B * T * 3 * C));
       backend.attention_backward(d_dqkv.data(), d_dout.data(), d_qkv.data(), d_att.data(), B, T, C, NH);
-      return Result{download_vec(d_out), download_vec(d_att), download_vec(d_dqkv)};
+      return Result{to_host(d_out), to_host(d_att), to_host(d_dqkv)};
     };
     const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
     check_bitwise("attention out (gpu run twice)", gpu.out, again.out);
@@ -432,12 +417,12 @@ TEST_CASE("cuda backend: crossentropy forward/backward matches the cpu backend",
       std::vector<float> losses, dlogits;
     };
     auto run = [&](Backend& backend) {
-      auto d_logits = upload_vec(backend, logits);
-      auto d_targets = upload_vec(backend, targets);
-      auto d_losses = upload_vec(backend, nans(N));
+      auto d_logits = to_device(backend, logits);
+      auto d_targets = to_device(backend, targets);
+      auto d_losses = to_device(backend, nans(N));
       backend.crossentropy_forward_backward(d_losses.data(), d_logits.data(), d_targets.data(), N, V,
                                             dloss_scale);
-      return Result{download_vec(d_losses), download_vec(d_logits)};
+      return Result{to_host(d_losses), to_host(d_logits)};
     };
     const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
     check_bitwise("crossentropy losses (gpu run twice)", gpu.losses, again.losses);
@@ -456,8 +441,8 @@ TEST_CASE("cuda backend: chunked sums and sums of squares equal the cpu backend'
   for (std::size_t n : {std::size_t{1}, std::size_t{100}, 2 * kChunk, 3 * kChunk + 123}) {
     INFO("n " << n);
     auto x = random_floats(n, 81, -3.0f, 5.0f);
-    auto d_cpu = upload_vec(*be.cpu, x);
-    auto d_gpu = upload_vec(*be.gpu, x);
+    auto d_cpu = to_device(*be.cpu, x);
+    auto d_gpu = to_device(*be.gpu, x);
     for (bool squares : {false, true}) {
       INFO((squares ? "sum_squares" : "sum"));
       auto op = [&](Backend& backend, const float* p, std::size_t count) {
@@ -496,11 +481,11 @@ TEST_CASE("cuda backend: adamw update matches the cpu backend", "[gpu]") {
     std::vector<float> p, m, v;
   };
   auto run = [&](Backend& backend) {
-    auto d_p = upload_vec(backend, p0);
-    auto d_m = upload_vec(backend, m0);
-    auto d_v = upload_vec(backend, v0);
+    auto d_p = to_device(backend, p0);
+    auto d_m = to_device(backend, m0);
+    auto d_v = to_device(backend, v0);
     for (int step = 1; step <= 3; ++step) {
-      auto d_g = upload_vec(backend, random_floats(n, 100 + step, -0.05f, 0.05f));
+      auto d_g = to_device(backend, random_floats(n, 100 + step, -0.05f, 0.05f));
       AdamWArgs args;
       args.lr = 3e-3f;
       args.weight_decay = 0.1f;
@@ -508,7 +493,7 @@ TEST_CASE("cuda backend: adamw update matches the cpu backend", "[gpu]") {
       args.bias_correction2 = 1.0f - std::pow(args.beta2, static_cast<float>(step));
       backend.adamw_update(d_p.data(), d_g.data(), d_m.data(), d_v.data(), n, args);
     }
-    return Result{download_vec(d_p), download_vec(d_m), download_vec(d_v)};
+    return Result{to_host(d_p), to_host(d_m), to_host(d_v)};
   };
   const Result cpu = run(*be.cpu), gpu = run(*be.gpu), again = run(*be.gpu);
   check_bitwise("adamw param (gpu run twice)", gpu.p, again.p);

@@ -44,6 +44,7 @@ using shardtrain::make_cpu_backend;
 using shardtrain::naive::to_double;
 using shardtrain::naive::to_float;
 using shardtrain::naive::Vec;
+using shardtrain::test::bitwise_equal;
 using shardtrain::test::random_floats;
 using shardtrain::test::to_device;
 using shardtrain::test::to_host;
@@ -135,11 +136,6 @@ std::string worst_element(const std::vector<float>& got, const Vec& want) {
   if (worst < got.size() && worst < want.size())
     s << "worst at [" << worst << "]: got " << got[worst] << ", want " << want[worst];
   return s.str();
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Pre-fill for overwrite outputs: variant 0 = quiet NaN, variant 1 = large finite values.

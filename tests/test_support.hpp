@@ -1,8 +1,11 @@
 // Shared helpers for the Catch2 tests: paths, MPI start-up on demand, tolerance comparisons.
 #pragma once
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "shardtrain/backend.hpp"
 
 namespace shardtrain::test {
 
@@ -23,5 +26,27 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
 
 // Deterministic pseudo-random test inputs (uniform in [lo, hi)), seeded.
 std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f);
+
+// Same size and the same bytes (so -0.0 != 0.0 and NaN payloads count).
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+// Upload a host vector into a fresh device array of the same size.
+template <typename T>
+DeviceArray<T> to_device(Backend& backend, const std::vector<T>& host) {
+  DeviceArray<T> d(backend, host.size());
+  if (!host.empty()) d.upload(host.data(), host.size());
+  return d;
+}
+
+// Download a whole device array (waits for the queue: download is ordered after queued work).
+template <typename T>
+std::vector<T> to_host(const DeviceArray<T>& d) {
+  std::vector<T> host(d.size());
+  if (!host.empty()) d.download(host.data(), host.size());
+  return host;
+}
 
 }  // namespace shardtrain::test
