@@ -125,8 +125,9 @@ class Backend {
 
   // ---- reductions and the optimizer ----
   // Sum of squares in double, over fixed chunks of kReductionChunk elements: each chunk is
-  // summed in a fixed order (8 interleaved double lanes, element i into lane i % 8, lanes
-  // combined ((0+1)+(2+3))+((4+5)+(6+7))), and the chunk sums are added left to right. So the
+  // summed in a fixed order (8 interleaved double lanes: element i of the chunk into lane i % 8,
+  // except the last (chunk length % 8) elements, which go to lane 0 in order; lanes combined
+  // ((0+1)+(2+3))+((4+5)+(6+7))), and the chunk sums are added left to right from 0.0. So the
   // value is the same for any thread count and any backend, and the per-chunk sums of a buffer
   // split at chunk boundaries are the per-chunk sums of the whole (the layout-independent
   // building block of norms over shards, contract 2).

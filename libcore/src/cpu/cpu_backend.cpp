@@ -261,10 +261,7 @@ class CpuBackend final : public Backend {
   void attention_forward(float* out, float* att, const float* qkv, std::size_t B, std::size_t T,
                          std::size_t C, std::size_t NH) override {
     const std::size_t hs = C / NH, BH = B * NH, head_elems = BH * T * hs;
-    float* q = scratch_qkv_.get(3 * head_elems);
-    float* k = q + head_elems;
-    float* v = k + head_elems;
-    split_heads(q, k, v, qkv, B, T, C, NH);
+    const auto [q, k, v] = split_heads(qkv, B, T, C, NH);
     float* y = scratch_y_.get(head_elems);
     const int64_t t = T, h = hs;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -293,10 +290,7 @@ class CpuBackend final : public Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           std::size_t B, std::size_t T, std::size_t C, std::size_t NH) override {
     const std::size_t hs = C / NH, BH = B * NH, head_elems = BH * T * hs;
-    float* q = scratch_qkv_.get(3 * head_elems);
-    float* k = q + head_elems;
-    float* v = k + head_elems;
-    split_heads(q, k, v, qkv, B, T, C, NH);
+    const auto [q, k, v] = split_heads(qkv, B, T, C, NH);
     float* dy = scratch_y_.get(head_elems);
     split_one(dy, dout, B, T, C, NH, C, 0);
     float* dq = scratch_dqkv_.get(3 * head_elems);
@@ -450,11 +444,19 @@ class CpuBackend final : public Backend {
                  std::size_t width, std::size_t offset) {
     permute_heads(const_cast<float*>(src), dst, false, B, T, C, NH, width, offset);  // src is only read
   }
-  void split_heads(float* q, float* k, float* v, const float* qkv, std::size_t B, std::size_t T,
-                   std::size_t C, std::size_t NH) {
-    split_one(q, qkv, B, T, C, NH, 3 * C, 0);
-    split_one(k, qkv, B, T, C, NH, 3 * C, C);
-    split_one(v, qkv, B, T, C, NH, 3 * C, 2 * C);
+  // q, k, v (each B*NH, T, hs) in the attention scratch <- qkv (B, T, 3C). Both attention passes
+  // split again: every layer shares the scratch, so backward cannot reuse the forward's copy.
+  struct HeadMajor {
+    float *q, *k, *v;
+  };
+  HeadMajor split_heads(const float* qkv, std::size_t B, std::size_t T, std::size_t C, std::size_t NH) {
+    const std::size_t head_elems = B * T * C;
+    float* q = scratch_qkv_.get(3 * head_elems);
+    HeadMajor h{q, q + head_elems, q + 2 * head_elems};
+    split_one(h.q, qkv, B, T, C, NH, 3 * C, 0);
+    split_one(h.k, qkv, B, T, C, NH, 3 * C, C);
+    split_one(h.v, qkv, B, T, C, NH, 3 * C, 2 * C);
+    return h;
   }
   void merge_heads(float* out, const float* y, std::size_t B, std::size_t T, std::size_t C, std::size_t NH) {
     merge_one(out, y, B, T, C, NH, C, 0);
