@@ -12,9 +12,5 @@ int main(int argc, char** argv) {
   app.name("ddp-train");
   shardtrain::add_version_flag(app);
   shardtrain::add_training_options(app, o, cli);
-  return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
-    shardtrain::finish_training_options(o, cli);
-    shardtrain::run_training(o);
-    return 0;
-  });
+  return shardtrain::run_training_tool(app, o, cli, argc, argv);
 }

@@ -23,9 +23,5 @@ int main(int argc, char** argv) {
                  "Bytes per rank; a layout that needs more is refused before training, naming a stage or world size "
                  "that fits (0: no budget)")
       ->capture_default_str();
-  return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
-    shardtrain::finish_training_options(o, cli);
-    shardtrain::run_training(o);
-    return 0;
-  });
+  return shardtrain::run_training_tool(app, o, cli, argc, argv);
 }

@@ -15,8 +15,7 @@ class DdpStrategy final : public TrainingStrategy {
  public:
   DdpStrategy(Backend& backend, Communicator& comm, const ModelConfig& model, const OptimizerConfig& optimizer,
               const StrategyOptions& options)
-      : backend_(backend),
-        comm_(comm),
+      : comm_(comm),
         model_(backend, model, options.micro_batch),
         runner_(model_, optimizer),
         reducer_(backend, comm, model_.registry(), model_.grads().data(),
@@ -36,7 +35,6 @@ class DdpStrategy final : public TrainingStrategy {
     return std::string("DDP, ") + (deterministic_ ? "deterministic reduction tree" :
                                    "fast mode, " + std::to_string(reducer_.buckets().size()) + " gradient buckets");
   }
-  const ModelConfig& model_config() const override { return model_.config(); }
   const ParameterRegistry& registry() const override { return model_.registry(); }
   int zero_stage() const override { return 0; }
 
@@ -89,7 +87,6 @@ class DdpStrategy final : public TrainingStrategy {
     return {host_params_.data(), host_m_.data(), host_v_.data()};
   }
 
-  Backend& backend_;
   Communicator& comm_;
   GptModel model_;
   StepRunner runner_;

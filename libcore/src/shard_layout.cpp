@@ -4,7 +4,7 @@
 
 namespace shardtrain {
 
-ShardLayout::ShardLayout(const ParameterRegistry& registry, int world, int rank) : world_(world), rank_(rank) {
+ShardLayout::ShardLayout(const ParameterRegistry& registry, int world, int rank) {
   const std::size_t quantum = std::size_t(world) * Backend::kReductionChunk;
   for (const auto& u : registry.units()) {
     UnitShard s;

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 
 #include <unistd.h>
 
+#include "shardtrain/ckpt_commit.hpp"
 #include "shardtrain/error.hpp"
 
 namespace shardtrain {
@@ -61,17 +61,7 @@ SeriesStats SeriesStats::of(std::vector<double> v) {
 nlohmann::json SeriesStats::to_json() const { return {{"min", min}, {"median", median}, {"max", max}}; }
 
 void write_json_file(const std::string& path, const nlohmann::json& value) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::out | std::ios::trunc);
-    if (!out) throw IoError(tmp + ": cannot create (missing folder or permission?)");
-    out << value.dump(2) << '\n';
-    out.flush();
-    if (!out) throw IoError(tmp + ": write failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(path + ": cannot rename from " + tmp + ": " + ec.message());
+  ckpt::write_file_atomically(path, value.dump(2) + "\n");
 }
 
 }  // namespace shardtrain

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shardtrain/tool.hpp"
+
 namespace shardtrain {
 
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
@@ -47,6 +49,14 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
   app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S or delay:rank=R,ms=M");
     o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
+}
+
+int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {
+  return run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
+    finish_training_options(o, cli);
+    run_training(o);
+    return 0;
+  });
 }
 
 void finish_training_options(TrainOptions& o, const TrainingCli& cli) {

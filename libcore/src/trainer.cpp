@@ -244,7 +244,6 @@ nlohmann::json run_training(const TrainOptions& o) {
   log_line_rank0(peak_line);
 
   std::vector<StepRecord> records;
-  std::vector<double> losses;
   nlohmann::json last_eval = nullptr;
   double comm_busy_before = 0, comm_cpu_before = 0;
   comm->barrier();  // start the clocks together
@@ -293,7 +292,6 @@ nlohmann::json run_training(const TrainOptions& o) {
     }
     step_log.append(rec);
     records.push_back(rec);
-    losses.push_back(rec.loss);
     if ((step + 1) % o.log_every == 0 || last || step == 0) {
       const double tok_s = double(tokens_per_step) / rec.step_s;
       char line[320];
@@ -365,8 +363,8 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"flops_per_token", flops_per_token},
       {"peak_flops_per_rank", peak},
       {"mfu", throughput * flops_per_token / (peak * world)},
-      {"first_loss", losses.front()},
-      {"final_loss", losses.back()},
+      {"first_loss", records.front().loss},
+      {"final_loss", records.back().loss},
       {"per_rank_medians", per_rank_table(rank_medians)},
       {"slowest_rank", slowest_rank(rank_medians)},
       {"exposed_comm_fraction", rank_medians[0][timing_column("comm_exposed_s")] / median_step},

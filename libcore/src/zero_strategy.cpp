@@ -72,7 +72,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
     if (stage_ == 3) s += reshard_ ? ", reshard after forward" : ", no reshard after forward";
     return s;
   }
-  const ModelConfig& model_config() const override { return model_.config(); }
   const ParameterRegistry& registry() const override { return model_.registry(); }
   int zero_stage() const override { return stage_; }
 

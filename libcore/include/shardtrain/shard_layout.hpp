@@ -29,13 +29,10 @@ class ShardLayout {
   std::size_t shard_total() const { return shard_total_; }    // floats per rank per sharded buffer
   std::size_t padded_total() const { return padded_total_; }  // floats of a padded full buffer
   std::size_t max_padded() const { return max_padded_; }
-  int world() const { return world_; }
-  int rank() const { return rank_; }
 
  private:
   std::vector<UnitShard> units_;
   std::size_t shard_total_ = 0, padded_total_ = 0, max_padded_ = 0;
-  int world_ = 1, rank_ = 0;
 };
 
 }  // namespace shardtrain

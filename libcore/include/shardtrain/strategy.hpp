@@ -29,7 +29,6 @@ class TrainingStrategy {
 
   // One line for logs, e.g. "DDP, fast mode, 4 gradient buckets".
   virtual std::string describe() const = 0;
-  virtual const ModelConfig& model_config() const = 0;
   virtual const ParameterRegistry& registry() const = 0;
   // ZeRO stage of the layout (0 for DDP), written into checkpoint manifests.
   virtual int zero_stage() const = 0;

@@ -55,7 +55,7 @@ struct SeriesStats {
   nlohmann::json to_json() const;
 };
 
-// Writes `value` to `path` atomically (temporary file + rename), pretty-printed.
+// Writes `value` to `path` atomically and durably (ckpt::write_file_atomically), pretty-printed.
 void write_json_file(const std::string& path, const nlohmann::json& value);
 
 }  // namespace shardtrain

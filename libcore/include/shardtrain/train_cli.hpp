@@ -18,5 +18,8 @@ struct TrainingCli {
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
 // After parsing: optional times, the decay horizon default (max(--steps, --warmup)) and units.
 void finish_training_options(TrainOptions& o, const TrainingCli& cli);
+// The trainer tools' main once their options are declared: parses under MPI, finishes the
+// options and trains (run_tool's exit codes).
+int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv);
 
 }  // namespace shardtrain
