@@ -144,11 +144,7 @@ void check_index_with_c_api(const std::string& folder, const ToyState& state) {
 }  // namespace
 
 TEST_CASE("ckpt: round trip from every rank, whole tensors, flat ranges, index via HDF5 C API", "[mpi][ckpt]") {
-  ensure_mpi();
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::string dir = shared_temp_dir("ckpt-rt", MPI_COMM_WORLD);
+  const auto [rank, world, dir] = mpi_case("ckpt-rt");
   const auto state = make_state(1);
 
   const auto result = save_state(dir, state, 7, MPI_COMM_WORLD);
@@ -212,11 +208,7 @@ TEST_CASE("ckpt: round trip from every rank, whole tensors, flat ranges, index v
 }
 
 TEST_CASE("ckpt: a missing rank file reads as NaN through the index, and the reader refuses it", "[mpi][ckpt]") {
-  ensure_mpi();
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::string dir = shared_temp_dir("ckpt-missing", MPI_COMM_WORLD);
+  const auto [rank, world, dir] = mpi_case("ckpt-missing");
   const auto state = make_state(2);
   save_state(dir, state, 1, MPI_COMM_WORLD);
   save_state(dir, state, 2, MPI_COMM_WORLD);
@@ -239,11 +231,7 @@ TEST_CASE("ckpt: a missing rank file reads as NaN through the index, and the rea
 }
 
 TEST_CASE("ckpt: pieces that do not cover a tensor fail the save on every rank", "[mpi][ckpt]") {
-  ensure_mpi();
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::string dir = shared_temp_dir("ckpt-cover", MPI_COMM_WORLD);
+  const auto [rank, world, dir] = mpi_case("ckpt-cover");
   const auto state = make_state(3);
   auto pieces = ck::spread_pieces(state.specs, state.pointers(), world, rank);
   if (rank == world - 1) pieces.pop_back();  // the last rank forgets its last piece

@@ -19,11 +19,7 @@ using namespace shardtrain::test;
 using namespace shardtrain::test::ckpt_fixture;
 
 TEST_CASE("ckpt: async writer round trip while the main thread keeps communicating", "[mpi][ckpt]") {
-  ensure_mpi();
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::string dir = shared_temp_dir("ckpt-async", MPI_COMM_WORLD);
+  const auto [rank, world, dir] = mpi_case("ckpt-async");
   auto state = make_state(10);
   const auto original = state;
   {

@@ -56,12 +56,8 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
     WARN("skipped: set SHARDTRAIN_CKPT_BENCH=1 to run the checkpoint benchmark (about 30 s, 5 GB of RAM)");
     return;
   }
-  ensure_mpi();
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  auto [rank, world, dir] = mpi_case("ckpt-bench");
   const char* env = std::getenv("SHARDTRAIN_BENCH_DIR");
-  std::string dir = shared_temp_dir("ckpt-bench", MPI_COMM_WORLD);
   if (env) dir = std::string(env) + "/ckpt-bench";
 
   // The model state: every rank holds it all (DDP), each writes its spread share.

@@ -18,14 +18,6 @@ namespace fs = std::filesystem;
 using namespace shardtrain::test;
 using namespace shardtrain::test::ckpt_fixture;
 
-namespace {
-
-std::string error_of(const std::string& folder, const ck::ReadOptions& options = {}) {
-  return ck::validate_checkpoint(folder, options);
-}
-
-}  // namespace
-
 TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back", "[ckpt]") {
   ensure_mpi();
   const std::string dir = temp_dir("ckpt-faults");
@@ -35,12 +27,12 @@ TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back",
   const std::string good = dir + "/step_00000010";
   const std::string bad = dir + "/step_00000020";
   const std::string rank_file = bad + "/rank_00000.h5";
-  REQUIRE(error_of(bad).empty());
+  REQUIRE(ck::validate_checkpoint(bad).empty());
   REQUIRE(*ck::find_resume_checkpoint(dir) == bad);
 
   SECTION("truncated rank file") {
     fs::resize_file(rank_file, fs::file_size(rank_file) / 2);
-    const auto e = error_of(bad);
+    const auto e = ck::validate_checkpoint(bad);
     CHECK(contains(e, rank_file));
     CHECK(contains(e, "truncated"));
   }
@@ -48,7 +40,7 @@ TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back",
     const std::int64_t where = piece_file_offset(rank_file, "/pieces/h.0.attn.qkv.weight/00000000000000000000");
     REQUIRE(where > 0);
     flip_byte(rank_file, where + 41);
-    const auto e = error_of(bad);
+    const auto e = ck::validate_checkpoint(bad);
     CHECK(contains(e, rank_file));
     CHECK(contains(e, "SHA-256"));
     // Without the file hash the tensor checksum still catches it, naming tensor and file.
@@ -61,21 +53,21 @@ TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back",
   }
   SECTION("missing rank file") {
     fs::remove(rank_file);
-    CHECK(contains(error_of(bad), rank_file + ": missing rank file"));
+    CHECK(contains(ck::validate_checkpoint(bad), rank_file + ": missing rank file"));
   }
   SECTION("missing index (a copy that stopped half way)") {
     fs::remove(bad + "/index.h5");
-    CHECK(contains(error_of(bad), bad + "/index.h5: missing"));
+    CHECK(contains(ck::validate_checkpoint(bad), bad + "/index.h5: missing"));
   }
   SECTION("garbage index") {
     std::ofstream(bad + "/index.h5", std::ios::trunc) << "not hdf5";
-    CHECK(contains(error_of(bad), bad + "/index.h5: not a readable HDF5 file"));
+    CHECK(contains(ck::validate_checkpoint(bad), bad + "/index.h5: not a readable HDF5 file"));
   }
   SECTION("a manifest from a different model config") {
     ck::ReadOptions ro;
     ro.expected_model = toy_model();
     ro.expected_model->at("n_layer") = 2;
-    const auto e = error_of(bad, ro);
+    const auto e = ck::validate_checkpoint(bad, ro);
     CHECK(contains(e, bad + "/index.h5"));
     CHECK(contains(e, "n_layer: 1 (checkpoint) vs 2 (this run)"));
     CHECK_THROWS_AS(ck::CheckpointReader(bad, ro), shardtrain::UsageError);
@@ -87,7 +79,7 @@ TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back",
       return m.layout.world_size == 4 ? "" : "written by world size " + std::to_string(m.layout.world_size) +
                                                  ", this run has 4; resharding is not supported yet";
     };
-    CHECK(contains(error_of(bad, layout), "resharding is not supported yet"));
+    CHECK(contains(ck::validate_checkpoint(bad, layout), "resharding is not supported yet"));
     return;
   }
   SECTION("latest pointing nowhere") {

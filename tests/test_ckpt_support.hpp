@@ -125,6 +125,20 @@ inline std::string shared_temp_dir(const std::string& tag, MPI_Comm comm) {
   return path;
 }
 
+// The prologue of an [mpi] case: MPI initialised, this rank, the world size and a shared temp folder.
+struct MpiCase {
+  int rank = 0, world = 1;
+  std::string dir;
+};
+inline MpiCase mpi_case(const std::string& tag) {
+  ensure_mpi();
+  MpiCase c;
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.world);
+  c.dir = shared_temp_dir(tag, MPI_COMM_WORLD);
+  return c;
+}
+
 // File offset of the raw data of a piece dataset (contiguous layout).
 inline std::int64_t piece_file_offset(const std::string& file, const std::string& dataset) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -8,9 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
+#include "ckpt_mpi.hpp"
 #include "shardtrain/error.hpp"
 #include "shardtrain/log.hpp"
 
@@ -104,6 +106,60 @@ std::vector<std::string> leftovers(const std::string& ckpt_dir) {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// The choice of find_resume_checkpoint (and so the folder prune_checkpoints keeps): the folder
+// `latest` names if it is a valid checkpoint, else the newest valid committed step folder; nullopt
+// when none is valid. Logs nothing itself: each skipped candidate, the choice or the lack of one go
+// to `note` (when given) as the log lines of find_resume_checkpoint, as they happen.
+std::optional<std::string> pick_checkpoint(const std::string& ckpt_dir, const ReadOptions& options,
+                                           const std::function<void(const std::string&)>& note = {}) {
+  auto say = [&](const std::string& line) {
+    if (note) note(line);
+  };
+  std::set<std::string> tried;
+  auto try_folder = [&](const std::string& name, const char* why) -> bool {
+    tried.insert(name);
+    const std::string path = (fs::path(ckpt_dir) / name).string();
+    const std::string error = validate_checkpoint(path, options);
+    if (error.empty()) {
+      say("resume: using checkpoint " + path + " (" + why + ")");
+      return true;
+    }
+    say("resume: SKIPPING corrupt or incompatible checkpoint " + path + ": " + error);
+    return false;
+  };
+
+  std::string latest;
+  try {
+    latest = read_latest(ckpt_dir);
+  } catch (const Error& e) {
+    say(std::string("resume: ") + e.what() + "; scanning the step folders instead");
+  }
+  const auto all = list_checkpoints(ckpt_dir);
+  if (!latest.empty()) {
+    const fs::path latest_path = fs::path(ckpt_dir) / kLatestFile;
+    std::error_code ec;
+    if (parse_step_folder_name(latest) < 0) {
+      say("resume: " + latest_path.string() + " holds '" + latest +
+          "', not a step_<8 digits> folder name; scanning the step folders instead");
+    } else if (!fs::is_directory(fs::path(ckpt_dir) / latest, ec)) {
+      say("resume: " + latest_path.string() + " points to " + (fs::path(ckpt_dir) / latest).string() +
+          ", which does not exist; scanning the step folders instead");
+    } else if (try_folder(latest, "named by latest")) {
+      return latest;
+    }
+  }
+  for (const auto& name : all) {
+    if (tried.count(name)) continue;
+    if (try_folder(name, "newest valid step folder")) return name;
+  }
+  if (all.empty())
+    say("resume: no committed checkpoint in " + ckpt_dir + ": starting fresh");
+  else
+    say("resume: none of the " + std::to_string(all.size()) + " checkpoints in " + ckpt_dir +
+        " is valid (see the lines above): starting fresh");
+  return std::nullopt;
+}
 }  // namespace
 
 std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
@@ -118,71 +174,28 @@ std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, c
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
       log_line("resume: ignoring " + (fs::path(ckpt_dir) / name).string() +
                ": an interrupted save (never committed); it is removed at the next save or prune");
-
-  std::set<std::string> tried;
-  auto try_folder = [&](const std::string& name, const char* why) -> bool {
-    tried.insert(name);
-    const std::string path = (fs::path(ckpt_dir) / name).string();
-    const std::string error = validate_checkpoint(path, options);
-    if (error.empty()) {
-      log_line("resume: using checkpoint " + path + " (" + why + ")");
-      return true;
-    }
-    log_line("resume: SKIPPING corrupt or incompatible checkpoint " + path + ": " + error);
-    return false;
-  };
-
-  std::string latest;
-  try {
-    latest = read_latest(ckpt_dir);
-  } catch (const Error& e) {
-    log_line(std::string("resume: ") + e.what() + "; scanning the step folders instead");
-  }
-  const auto all = list_checkpoints(ckpt_dir);
-  if (!latest.empty()) {
-    const fs::path latest_path = fs::path(ckpt_dir) / kLatestFile;
-    if (parse_step_folder_name(latest) < 0) {
-      log_line("resume: " + latest_path.string() + " holds '" + latest +
-               "', not a step_<8 digits> folder name; scanning the step folders instead");
-    } else if (!fs::is_directory(fs::path(ckpt_dir) / latest, ec)) {
-      log_line("resume: " + latest_path.string() + " points to " + (fs::path(ckpt_dir) / latest).string() +
-               ", which does not exist; scanning the step folders instead");
-    } else if (try_folder(latest, "named by latest")) {
-      return (fs::path(ckpt_dir) / latest).string();
-    }
-  }
-  for (const auto& name : all) {
-    if (tried.count(name)) continue;
-    if (try_folder(name, "newest valid step folder")) return (fs::path(ckpt_dir) / name).string();
-  }
-  if (all.empty())
-    log_line("resume: no committed checkpoint in " + ckpt_dir + ": starting fresh");
-  else
-    log_line("resume: none of the " + std::to_string(all.size()) + " checkpoints in " + ckpt_dir +
-             " is valid (see the lines above): starting fresh");
-  return std::nullopt;
+  const auto name = pick_checkpoint(ckpt_dir, options, log_line);
+  if (!name) return std::nullopt;
+  return (fs::path(ckpt_dir) / *name).string();
 }
 
 std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
                                                              const ReadOptions& options) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  // Encoded answer: "" = error follows, "-" = none, "+<path>" = found.
+  // Rank 0's answer: "-" = none, "+<path>" = found, else an encoded error (any failure is a UsageError).
   std::string answer;
   if (rank == 0) {
     try {
       auto found = find_resume_checkpoint(ckpt_dir, options);
       answer = found ? "+" + *found : "-";
     } catch (const std::exception& e) {
-      answer = std::string("!") + e.what();
+      answer = detail::encode_error(UsageError(e.what()));
     }
   }
-  int len = int(answer.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
-  answer.resize(std::size_t(len));
-  MPI_Bcast(answer.data(), len, MPI_CHAR, 0, comm);
-  if (!answer.empty() && answer[0] == '!') throw UsageError(answer.substr(1));
+  detail::bcast_string(answer, comm);
   if (answer == "-") return std::nullopt;
+  if (answer.rfind("+", 0) != 0) detail::throw_encoded(answer);
   return answer.substr(1);
 }
 
@@ -213,19 +226,7 @@ std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep
   if (int(all.size()) <= keep) return removed;
   // The checkpoint a resume would pick is never removed.
   std::string protect = known_valid;
-  if (protect.empty()) {
-    ReadOptions quiet = options;
-    std::string latest;
-    try {
-      latest = read_latest(ckpt_dir);
-    } catch (const Error&) {
-    }
-    if (!latest.empty() && parse_step_folder_name(latest) >= 0 &&
-        validate_checkpoint((fs::path(ckpt_dir) / latest).string(), quiet).empty())
-      protect = latest;
-    for (std::size_t i = 0; protect.empty() && i < all.size(); ++i)
-      if (validate_checkpoint((fs::path(ckpt_dir) / all[i]).string(), quiet).empty()) protect = all[i];
-  }
+  if (protect.empty()) protect = pick_checkpoint(ckpt_dir, options).value_or("");
   for (std::size_t i = std::size_t(keep); i < all.size(); ++i) {
     if (all[i] == protect) {
       log_line("prune: keeping " + (fs::path(ckpt_dir) / all[i]).string() +
@@ -235,7 +236,6 @@ std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep
     remove_folder(all[i]);
   }
   if (!removed.empty()) {
-    std::error_code ec;
     try {
       fsync_path(ckpt_dir);
     } catch (const Error&) {

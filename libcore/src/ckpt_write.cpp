@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "ckpt_internal.hpp"
+#include "ckpt_mpi.hpp"
 #include "shardtrain/ckpt_commit.hpp"
 #include "shardtrain/dataset.hpp"
 #include "shardtrain/error.hpp"
@@ -35,15 +36,11 @@ static_assert(std::endian::native == std::endian::little, "checkpoint pieces are
 
 using detail::H5Id;
 using detail::now_seconds;
+using detail::bcast_string;
+using detail::encode_error;
+using detail::throw_encoded;
 
 // ---- collective helpers -------------------------------------------------------------------------
-
-void bcast_string(std::string& s, MPI_Comm comm) {
-  long long len = static_cast<long long>(s.size());
-  MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm);
-  s.resize(std::size_t(len));
-  if (len > 0) MPI_Bcast(s.data(), int(len), MPI_CHAR, 0, comm);
-}
 
 // Rank 0 receives every rank's string (others get an empty vector).
 std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) {
@@ -69,15 +66,6 @@ std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) 
   if (rank == 0)
     for (int r = 0; r < size; ++r) out.push_back(all.substr(std::size_t(displs[r]), std::size_t(lens[r])));
   return out;
-}
-
-// Errors cross ranks as "U:<message>" (UsageError) or "I:<message>" (IoError and anything else).
-std::string encode_error(const std::exception& e) {
-  return (dynamic_cast<const UsageError*>(&e) ? "U:" : "I:") + std::string(e.what());
-}
-[[noreturn]] void throw_encoded(const std::string& status) {
-  if (status.rfind("U:", 0) == 0) throw UsageError(status.substr(2));
-  throw IoError(status.substr(2));
 }
 
 // ---- the N-d blocks of a flat range ----------------------------------------------------------------
@@ -343,8 +331,10 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
                     CheckpointManifest manifest, const std::vector<TensorSpec>& tensors,
                     const std::vector<std::string>& reports, const SaveOptions& options) {
   // Any rank failure wins (the first one, with its rank).
-  for (std::size_t r = 0; r < reports.size(); ++r) {
-    const auto j = nlohmann::json::parse(reports[r]);
+  std::vector<nlohmann::json> parsed;
+  parsed.reserve(reports.size());
+  for (const auto& text : reports) {
+    const auto& j = parsed.emplace_back(nlohmann::json::parse(text));
     if (!j.at("ok").get<bool>()) {
       const std::string msg = j.at("error").get<std::string>();
       if (j.at("kind").get<std::string>() == "usage") throw UsageError(msg);
@@ -355,8 +345,7 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
   for (const auto& t : tensors) pieces[t.name];
   std::int64_t total_bytes = 0;
   manifest.files.clear();
-  for (const auto& text : reports) {
-    const auto j = nlohmann::json::parse(text);
+  for (const auto& j : parsed) {
     FileRecord f;
     f.name = j.at("file").at("name");
     f.rank = j.at("file").at("rank");
@@ -535,18 +524,42 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
 
 // ---- snapshot and async writer -------------------------------------------------------------------------
 
+// A host copy of this rank's part of a checkpoint, taken at a step boundary (owns its bytes).
+struct AsyncCheckpointWriter::Snapshot {
+  struct Piece {
+    std::string tensor;
+    std::int64_t offset = 0;
+    std::int64_t count = 0;
+    std::size_t at = 0;  // byte offset of the piece's data in `arena`
+  };
+  CheckpointManifest manifest;
+  std::vector<TensorSpec> tensors;
+  std::vector<Piece> pieces;
+  SnapshotArena arena;    // all pieces' bytes, back to back
+  double snapshot_s = 0;  // time take() spent copying: the training stall
+
+  // Copies the pieces' data (count * dtype size bytes each) into `reuse` (the arena of an earlier
+  // snapshot: already-mapped pages make the copy a plain memcpy) or a new arena. Throws UsageError
+  // for a piece naming an unknown tensor.
+  static Snapshot take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
+                       const std::vector<PieceView>& pieces, SnapshotArena reuse);
+  std::vector<PieceView> views() const;
+};
+
 void AsyncCheckpointWriter::reserve(std::size_t bytes) {
   if (busy() || spare_.size() >= bytes) return;
   spare_.resize(bytes);
   for (std::size_t i = 0; i < bytes; i += 4096) spare_[i] = 0;  // fault every page in now
 }
 
-CheckpointSnapshot CheckpointSnapshot::take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
-                                            const std::vector<PieceView>& pieces, SnapshotArena reuse) {
+AsyncCheckpointWriter::Snapshot AsyncCheckpointWriter::Snapshot::take(const CheckpointManifest& manifest,
+                                                                      const std::vector<TensorSpec>& tensors,
+                                                                      const std::vector<PieceView>& pieces,
+                                                                      SnapshotArena reuse) {
   const double t0 = now_seconds();
   std::map<std::string, DType> dtypes;
   for (const auto& t : tensors) dtypes[t.name] = t.dtype;
-  CheckpointSnapshot s;
+  Snapshot s;
   s.manifest = manifest;
   s.tensors = tensors;
   s.pieces.reserve(pieces.size());
@@ -580,7 +593,7 @@ CheckpointSnapshot CheckpointSnapshot::take(const CheckpointManifest& manifest, 
   return s;
 }
 
-std::vector<PieceView> CheckpointSnapshot::views() const {
+std::vector<PieceView> AsyncCheckpointWriter::Snapshot::views() const {
   std::vector<PieceView> out;
   out.reserve(pieces.size());
   for (const auto& p : pieces) out.push_back({p.tensor, p.offset, p.count, arena.data() + p.at});
@@ -612,32 +625,30 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
 
 double AsyncCheckpointWriter::wait_previous() {
   const double t0 = now_seconds();
-  if (pending_.valid()) {
-    pending_.wait();
-    collect();  // rethrows the previous failure
-  }
+  if (pending_.valid()) collect();  // rethrows the previous failure
   sync_result_.reset();
   return now_seconds() - t0;
 }
 
-void AsyncCheckpointWriter::start(CheckpointSnapshot snapshot, double wait_s) {
-  if (!async_) {
-    SaveResult r = save_checkpoint(dir_, snapshot.manifest, snapshot.tensors, snapshot.views(), comm_, options_);
-    r.snapshot_s = snapshot.snapshot_s;
+void AsyncCheckpointWriter::start(Snapshot snapshot, double wait_s) {
+  // The save; on success the arena goes back to spare_ for the next snapshot. In the worker thread
+  // spare_ is read by the main thread only after it joined that thread.
+  auto run = [this, wait_s](Snapshot& snap) {
+    SaveResult r = save_checkpoint(dir_, snap.manifest, snap.tensors, snap.views(), comm_, options_);
+    r.snapshot_s = snap.snapshot_s;
     r.wait_s = wait_s;
-    sync_result_ = r;
-    spare_ = std::move(snapshot.arena);
+    spare_ = std::move(snap.arena);
+    return r;
+  };
+  if (!async_) {
+    sync_result_ = run(snapshot);
     return;
   }
   auto promise = std::make_shared<std::promise<SaveResult>>();
   pending_ = promise->get_future();
-  worker_ = std::thread([this, snap = std::move(snapshot), promise, wait_s]() mutable {
+  worker_ = std::thread([this, run, snap = std::move(snapshot), promise]() mutable {
     try {
-      SaveResult r = save_checkpoint(dir_, snap.manifest, snap.tensors, snap.views(), comm_, options_);
-      r.snapshot_s = snap.snapshot_s;
-      r.wait_s = wait_s;
-      spare_ = std::move(snap.arena);  // read by the main thread only after it joined this one
-      promise->set_value(r);
+      promise->set_value(run(snap));
     } catch (...) {
       spare_ = std::move(snap.arena);
       promise->set_exception(std::current_exception());
@@ -645,18 +656,12 @@ void AsyncCheckpointWriter::start(CheckpointSnapshot snapshot, double wait_s) {
   });
 }
 
-double AsyncCheckpointWriter::begin(CheckpointSnapshot snapshot) {
-  const double wait_s = wait_previous();
-  start(std::move(snapshot), wait_s);
-  return wait_s;
-}
-
 double AsyncCheckpointWriter::save(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
                                    const std::vector<PieceView>& pieces) {
   // Wait for the previous save before copying, so two snapshots never coexist in memory.
   const double t0 = now_seconds();
   const double wait_s = wait_previous();
-  CheckpointSnapshot snap = CheckpointSnapshot::take(manifest, tensors, pieces, std::move(spare_));
+  Snapshot snap = Snapshot::take(manifest, tensors, pieces, std::move(spare_));
   start(std::move(snap), wait_s);
   return now_seconds() - t0;  // the whole time the caller was held (synchronous fallback: the save)
 }
@@ -677,10 +682,7 @@ std::optional<SaveResult> AsyncCheckpointWriter::poll() {
 }
 
 std::optional<SaveResult> AsyncCheckpointWriter::wait() {
-  if (pending_.valid()) {
-    pending_.wait();
-    return collect();
-  }
+  if (pending_.valid()) return collect();  // collect() joins the worker
   return poll();
 }
 

@@ -19,8 +19,10 @@ std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry
   return ckpt::spread_pieces(checkpoint_tensors(registry), pointers, world, rank);
 }
 
-void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry) {
-  for (const auto& spec : checkpoint_tensors(registry)) {
+namespace {
+// check_checkpoint_tensors for the registry's checkpoint_tensors `specs`.
+void check_tensors(const ckpt::CheckpointReader& reader, const std::vector<ckpt::TensorSpec>& specs) {
+  for (const auto& spec : specs) {
     const auto* info = reader.find(spec.name);
     if (!info)
       throw UsageError("checkpoint " + reader.folder() + " has no tensor '" + spec.name +
@@ -30,10 +32,15 @@ void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const Parame
                        "' has another shape or type than this model's; start fresh or pick a matching checkpoint");
   }
 }
+}  // namespace
+
+void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry) {
+  check_tensors(reader, checkpoint_tensors(registry));
+}
 
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state) {
-  check_checkpoint_tensors(reader, registry);
   const auto specs = checkpoint_tensors(registry);
+  check_tensors(reader, specs);
   std::size_t i = 0;
   for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
     for (const auto& t : registry.tensors()) reader.read(specs[i++].name, base + t.offset);

@@ -2,8 +2,8 @@
 //
 //   ckpt_format.hpp  on-disk layout, TensorSpec / PieceView, CheckpointManifest, spread_pieces
 //                    (replicated tensors written once, spread over ranks), sum64 tensor checksum
-//   ckpt_write.hpp   save_checkpoint (collective, synchronous), CheckpointSnapshot,
-//                    AsyncCheckpointWriter (background thread on a duplicate communicator)
+//   ckpt_write.hpp   save_checkpoint (collective, synchronous), AsyncCheckpointWriter (host
+//                    snapshot, background thread on a duplicate communicator)
 //   ckpt_read.hpp    CheckpointReader (validate, manifest, read whole tensors or flat ranges)
 //   ckpt_commit.hpp  fsync/rename helpers, `latest`, find_resume_checkpoint (--resume auto),
 //                    prune_checkpoints (--keep K)

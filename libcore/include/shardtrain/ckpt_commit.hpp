@@ -42,10 +42,11 @@ std::optional<std::string> find_resume_checkpoint_collective(const std::string& 
                                                              const ReadOptions& options = {});
 
 // `--keep K`: removes committed checkpoints beyond the newest `keep` (by step), but never the one
-// find_resume_checkpoint would pick (the newest valid one, which may be older than the newest K when
-// those are corrupt); also removes leftovers of interrupted saves (*.tmp) and deletions (*.deleting).
-// `known_valid`: a folder name the caller has just committed (skips re-validating to find the newest
-// valid one). Each removal renames the folder to <name>.deleting first, so a half-removed
+// find_resume_checkpoint would pick with the same `options` (the same choice: the one `latest` names
+// if valid, else the newest valid one, which may be older than the newest K when those are corrupt);
+// also removes leftovers of interrupted saves (*.tmp) and deletions (*.deleting).
+// `known_valid`: a folder name the caller has just committed (kept instead of re-validating to find
+// that choice). Each removal renames the folder to <name>.deleting first, so a half-removed
 // checkpoint never looks committed. Run it on one rank, never during a save. Returns removed names.
 // keep < 1: UsageError.
 std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep,

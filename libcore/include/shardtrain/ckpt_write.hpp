@@ -54,7 +54,7 @@ struct SaveResult {
   double commit_s = 0;         // gather, index, renames (rank 0), waiting for rank 0 (others)
   double total_s = 0;          // whole collective call on this rank
   double snapshot_s = 0;       // async only: the host copy (the training stall), else 0
-  double wait_s = 0;           // async only: time begin() waited for the previous save
+  double wait_s = 0;           // async only: time save() waited for the previous save
 };
 
 // Collective over `comm` (every rank calls it with the same dir, manifest and tensor list; each with
@@ -87,36 +87,15 @@ struct UninitializedAllocator : std::allocator<T> {
 };
 using SnapshotArena = std::vector<unsigned char, UninitializedAllocator<unsigned char>>;
 
-// A host copy of this rank's part of a checkpoint, taken at a step boundary (owns its bytes).
-struct CheckpointSnapshot {
-  struct Piece {
-    std::string tensor;
-    std::int64_t offset = 0;
-    std::int64_t count = 0;
-    std::size_t at = 0;  // byte offset of the piece's data in `arena`
-  };
-  CheckpointManifest manifest;
-  std::vector<TensorSpec> tensors;
-  std::vector<Piece> pieces;
-  SnapshotArena arena;    // all pieces' bytes, back to back
-  double snapshot_s = 0;  // time take() spent copying: the training stall
-
-  // Copies the pieces' data (count * dtype size bytes each) into `reuse` (the arena of an earlier
-  // snapshot: already-mapped pages make the copy a plain memcpy) or a new arena. Throws UsageError
-  // for a piece naming an unknown tensor.
-  static CheckpointSnapshot take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
-                                 const std::vector<PieceView>& pieces, SnapshotArena reuse = {});
-  std::vector<PieceView> views() const;
-};
-
-// Background checkpoint writer: begin() returns once the previous save has finished, and the new
-// one runs save_checkpoint on a worker thread over a private duplicate of `comm` (so its collectives
-// never interleave with the training collectives). That needs MPI_THREAD_MULTIPLE; when MPI provides
-// less, the writer says so once in the log and saves synchronously inside begin() (same results).
+// Background checkpoint writer: save() returns once the previous save has finished and this rank's
+// pieces are copied to host memory (a snapshot), and the new save runs save_checkpoint on a worker
+// thread over a private duplicate of `comm` (so its collectives never interleave with the training
+// collectives). That needs MPI_THREAD_MULTIPLE; when MPI provides less, the writer says so once in
+// the log and saves synchronously inside save() (same results).
 //
-// The trainer, on every rank: at a save step, `stall = writer.save(manifest, tensors, pieces)`
-// (snapshot + begin); every step `if (auto r = writer.poll()) log(*r)` (poll() rethrows a failed
-// background save, so the job fails loudly at the next step); before exiting `writer.wait()`.
+// The trainer, on every rank: at a save step, `stall = writer.save(manifest, tensors, pieces)`;
+// every step `if (auto r = writer.poll()) log(*r)` (poll() rethrows a failed background save, so
+// the job fails loudly at the next step); before exiting `writer.wait()`.
 // Construction and destruction are collective over `comm` (MPI_Comm_dup / MPI_Comm_free); destroy
 // the writer before MPI_Finalize. The destructor waits and logs (never throws) a pending failure.
 class AsyncCheckpointWriter {
@@ -126,19 +105,17 @@ class AsyncCheckpointWriter {
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
 
-  // Waits for the previous save (rethrowing its failure), then starts writing `snapshot`.
-  // Returns the seconds spent waiting for the previous save.
-  double begin(CheckpointSnapshot snapshot);
-  // Waits for the previous save, then CheckpointSnapshot::take + start. Returns the training stall:
+  // Waits for the previous save (rethrowing its failure), copies the pieces' data (a snapshot; a
+  // piece naming an unknown tensor: UsageError), then starts writing it. Returns the training stall:
   // the seconds this call held the caller (wait + copy; the whole save in the synchronous fallback).
   double save(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
               const std::vector<PieceView>& pieces);
-  // Non-blocking. When the background save has finished: returns its result once (with snapshot_s
-  // and wait_s filled), or rethrows its error once. Otherwise nullopt.
   // Allocates and pre-faults the snapshot buffer for `bytes` (this rank's pieces) now, at start-up,
   // so the first save's stall is a plain copy instead of also mapping fresh pages (measured
   // 0.7-0.85 s for 0.5 GB per rank). Optional; a later, larger save grows the buffer.
   void reserve(std::size_t bytes);
+  // Non-blocking. When the background save has finished: returns its result once (with snapshot_s
+  // and wait_s filled), or rethrows its error once. Otherwise nullopt.
   std::optional<SaveResult> poll();
   // Blocks until the background save (if any) has finished; returns its result or rethrows its error.
   std::optional<SaveResult> wait();
@@ -146,6 +123,7 @@ class AsyncCheckpointWriter {
   bool asynchronous() const { return async_; }
 
  private:
+  struct Snapshot;  // a host copy of this rank's pieces, owning its bytes (ckpt_write.cpp)
   std::string dir_;
   SaveOptions options_;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -155,7 +133,7 @@ class AsyncCheckpointWriter {
   std::optional<SaveResult> sync_result_;  // synchronous fallback: result waiting for poll()
   SnapshotArena spare_;                     // the last snapshot's buffer, reused by the next save()
   double wait_previous();  // waits for the in-flight save, rethrows its failure; returns seconds waited
-  void start(CheckpointSnapshot snapshot, double wait_s);
+  void start(Snapshot snapshot, double wait_s);
   std::optional<SaveResult> collect();
 };
 
