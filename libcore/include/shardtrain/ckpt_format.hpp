@@ -61,7 +61,7 @@ struct TensorSpec {
 
 // This rank's piece of a logical tensor: elements [offset, offset+count) of the flattened tensor,
 // `data` pointing at `count` elements of the tensor's dtype (not owned; must stay valid and
-// unchanged while a synchronous save runs; async saves copy, see CheckpointSnapshot).
+// unchanged while a synchronous save runs; async saves copy, see AsyncCheckpointWriter).
 struct PieceView {
   std::string tensor;
   std::int64_t offset = 0;
