@@ -113,18 +113,6 @@ inline ck::SaveResult save_state(const std::string& dir, const ToyState& state, 
   return ck::save_checkpoint(dir, make_manifest(step, size), state.specs, pieces, comm, options);
 }
 
-// A temporary folder created by rank 0 of `comm` and shared with the others.
-inline std::string shared_temp_dir(const std::string& tag, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  std::string path = rank == 0 ? temp_dir(tag) : std::string();
-  int len = int(path.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
-  path.resize(std::size_t(len));
-  MPI_Bcast(path.data(), len, MPI_CHAR, 0, comm);
-  return path;
-}
-
 // The prologue of an [mpi] case: MPI initialised, this rank, the world size and a shared temp folder.
 struct MpiCase {
   int rank = 0, world = 1;
@@ -135,7 +123,7 @@ inline MpiCase mpi_case(const std::string& tag) {
   MpiCase c;
   MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &c.world);
-  c.dir = shared_temp_dir(tag, MPI_COMM_WORLD);
+  c.dir = shared_temp_dir(tag);
   return c;
 }
 

@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -326,14 +325,7 @@ TEST_CASE("comm: a skipped collective times out on every rank with a flight reco
     return;
   }
   // One folder for every rank's dump: rank 0 creates it, everyone learns the name.
-  char dir_buf[512] = {0};
-  std::string dir;
-  if (r == 0) {
-    dir = test::temp_dir("flight");
-    std::strncpy(dir_buf, dir.c_str(), sizeof dir_buf - 1);
-  }
-  MPI_Bcast(dir_buf, sizeof dir_buf, MPI_CHAR, 0, MPI_COMM_WORLD);
-  dir = dir_buf;
+  const std::string dir = test::shared_temp_dir("flight");
 
   std::atomic<int> fatal_calls{0};
   CommOptions o;

@@ -40,6 +40,17 @@ std::string temp_dir(const std::string& tag) {
   return buf.data();
 }
 
+std::string shared_temp_dir(const std::string& tag) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string path = rank == 0 ? temp_dir(tag) : std::string();
+  int len = int(path.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  path.resize(std::size_t(len));
+  MPI_Bcast(path.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
 void ensure_mpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -15,6 +15,8 @@ std::string testdata_path(const std::string& relative);
 std::string tool_path(const std::string& name);
 // A fresh empty temporary folder, removed at process exit.
 std::string temp_dir(const std::string& tag);
+// Collective over MPI_COMM_WORLD: rank 0 makes a temp_dir(tag), every rank returns its path.
+std::string shared_temp_dir(const std::string& tag);
 
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) on first call (works as a singleton without mpirun).
 void ensure_mpi();
