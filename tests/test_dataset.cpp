@@ -2,14 +2,13 @@
 // snapshot id, atomic write, reader errors.
 #include <catch2/catch.hpp>
 
-#include <hdf5.h>
-
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "shardtrain/dataset.hpp"
 #include "shardtrain/error.hpp"
+#include "shardtrain/h5file.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;
@@ -183,8 +182,7 @@ TEST_CASE("an unfinished writer leaves no file and readers reject what is not a 
   CHECK_THROWS_AS(DatasetReader::open(dir + "/missing.h5"), IoError);
   { std::ofstream(dir + "/text.h5") << "not hdf5"; }
   CHECK_THROWS_AS(DatasetReader::open(dir + "/text.h5"), UsageError);
-  hid_t f = H5Fcreate((dir + "/plain.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  H5Fclose(f);
+  { H5File f(dir + "/plain.h5", H5File::Mode::kCreate); }
   CHECK_THROWS_WITH(DatasetReader::open(dir + "/plain.h5"), Catch::Contains("not a shardtrain dataset"));
   CHECK_THROWS_AS(DatasetWriter(dir + "/bad.h5", 256, "bytes", 256), UsageError);
 }

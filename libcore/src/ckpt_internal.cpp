@@ -14,15 +14,6 @@
 
 namespace shardtrain::ckpt::detail {
 
-void quiet_hdf5() {
-  // The error-printing setting is per thread in a thread-safe HDF5 build (Debian's is): once per thread.
-  thread_local bool done = false;
-  if (!done) {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    done = true;
-  }
-}
-
 hid_t file_type(DType t) {
   switch (t) {
     case DType::kFloat32: return H5T_IEEE_F32LE;
@@ -48,84 +39,64 @@ hid_t memory_type(DType t) {
 }
 
 namespace {
-bool write_attr_raw(hid_t loc, const std::string& object, const std::string& name, hid_t type, hid_t space,
-                    const void* data) {
-  if (H5Aexists_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
-    H5Adelete_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT);
-  H5Id attr(H5Acreate_by_name(loc, object.c_str(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-            H5Aclose);
-  return attr.ok() && H5Awrite(attr.get(), type, data) >= 0;
+// Checkpoint attributes: replaced when present, numbers as native int64, strings as UTF-8;
+// fixed-length strings read back without their trailing NULs.
+constexpr h5detail::StringRead kStringRead{H5T_CSET_ASCII, false, h5detail::StringRead::kTrailingNuls};
+
+bool replace_attr(hid_t loc, const std::string& object, const std::string& name, hid_t space, const void* data) {
+  h5detail::delete_attr(loc, object, name);
+  return h5detail::write_attr(loc, object, name, H5T_NATIVE_INT64, space, H5T_NATIVE_INT64, data) ==
+         h5detail::WriteResult::kOk;
+}
+
+H5Id open_attr_or_throw(hid_t loc, const std::string& object, const std::string& name, const std::string& file) {
+  H5Id attr = h5detail::open_attr(loc, object, name);
+  if (!attr.ok()) throw UsageError(file + ": missing attribute '" + name + "' on '" + object + "'");
+  return attr;
 }
 }  // namespace
 
 bool write_string_attr(hid_t loc, const std::string& object, const std::string& name, const std::string& value) {
-  H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), value.empty() ? 1 : value.size());
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
-  const std::string padded = value.empty() ? std::string(1, '\0') : value;
-  return write_attr_raw(loc, object, name, type.get(), space.get(), padded.data());
+  h5detail::delete_attr(loc, object, name);
+  return h5detail::write_string_attr(loc, object, name, value, H5T_CSET_UTF8, H5T_STR_NULLTERM) ==
+         h5detail::WriteResult::kOk;
 }
 
 bool write_int_attr(hid_t loc, const std::string& object, const std::string& name, std::int64_t value) {
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
-  return write_attr_raw(loc, object, name, H5T_NATIVE_INT64, space.get(), &value);
+  return replace_attr(loc, object, name, space.get(), &value);
 }
 
 bool write_int_array_attr(hid_t loc, const std::string& object, const std::string& name,
                           const std::vector<std::int64_t>& values) {
-  // An empty array (a scalar tensor's shape) is stored as a null dataspace.
+  // An empty array (a scalar tensor's shape) is stored as a null dataspace, with nothing to write.
   if (values.empty()) {
     H5Id space(H5Screate(H5S_NULL), H5Sclose);
-    if (H5Aexists_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
-      H5Adelete_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT);
-    H5Id attr(H5Acreate_by_name(loc, object.c_str(), name.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
-                                H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose);
-    return attr.ok();
+    return replace_attr(loc, object, name, space.get(), nullptr);
   }
   const hsize_t n = values.size();
   H5Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  return write_attr_raw(loc, object, name, H5T_NATIVE_INT64, space.get(), values.data());
+  return replace_attr(loc, object, name, space.get(), values.data());
 }
 
 std::string read_string_attr(hid_t loc, const std::string& object, const std::string& name, const std::string& file) {
-  H5Id attr(H5Aopen_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw UsageError(file + ": missing attribute '" + name + "' on '" + object + "'");
-  H5Id type(H5Aget_type(attr.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING)
+  const H5Id attr = open_attr_or_throw(loc, object, name, file);
+  if (!h5detail::is_string(attr.get()))
     throw UsageError(file + ": attribute '" + name + "' on '" + object + "' is not a string");
-  if (H5Tis_variable_str(type.get()) > 0) {
-    char* value = nullptr;
-    H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    if (H5Aread(attr.get(), mem.get(), &value) < 0 || !value)
-      throw UsageError(file + ": unreadable attribute '" + name + "' on '" + object + "'");
-    std::string out(value);
-    H5free_memory(value);
-    return out;
-  }
-  const std::size_t size = H5Tget_size(type.get());
-  std::string out(size, '\0');
-  if (H5Aread(attr.get(), type.get(), out.data()) < 0)
-    throw UsageError(file + ": unreadable attribute '" + name + "' on '" + object + "'");
-  while (!out.empty() && out.back() == '\0') out.pop_back();
-  return out;
+  auto value = h5detail::read_string(attr.get(), kStringRead);
+  if (!value) throw UsageError(file + ": unreadable attribute '" + name + "' on '" + object + "'");
+  return std::move(*value);
 }
 
 std::int64_t read_int_attr(hid_t loc, const std::string& object, const std::string& name, const std::string& file) {
-  H5Id attr(H5Aopen_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw UsageError(file + ": missing attribute '" + name + "' on '" + object + "'");
-  std::int64_t v = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &v) < 0)
-    throw UsageError(file + ": attribute '" + name + "' on '" + object + "' is not an integer");
-  return v;
+  const auto value = h5detail::read_scalar<std::int64_t>(open_attr_or_throw(loc, object, name, file).get());
+  if (!value) throw UsageError(file + ": attribute '" + name + "' on '" + object + "' is not an integer");
+  return *value;
 }
 
 std::vector<std::int64_t> read_int_array_attr(hid_t loc, const std::string& object, const std::string& name,
                                               const std::string& file) {
-  H5Id attr(H5Aopen_by_name(loc, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw UsageError(file + ": missing attribute '" + name + "' on '" + object + "'");
+  const H5Id attr = open_attr_or_throw(loc, object, name, file);
   H5Id space(H5Aget_space(attr.get()), H5Sclose);
   if (H5Sget_simple_extent_type(space.get()) == H5S_NULL) return {};
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
@@ -136,20 +107,7 @@ std::vector<std::int64_t> read_int_array_attr(hid_t loc, const std::string& obje
 }
 
 std::vector<std::string> list_group(hid_t loc, const std::string& group) {
-  H5Id g(H5Gopen2(loc, group.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) return {};
-  H5G_info_t info;
-  if (H5Gget_info(g.get(), &info) < 0) return {};
-  std::vector<std::string> names;
-  names.reserve(info.nlinks);
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len < 0) continue;
-    std::string name(std::size_t(len), '\0');
-    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), std::size_t(len) + 1, H5P_DEFAULT);
-    names.push_back(name);
-  }
-  return names;
+  return h5detail::list_group(loc, group).value_or(std::vector<std::string>{});
 }
 
 std::string piece_dataset_name(const std::string& tensor, std::int64_t offset) {

@@ -6,49 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "h5_detail.hpp"
 #include "shardtrain/ckpt_format.hpp"
 
 namespace shardtrain::ckpt::detail {
 
-// Turns off HDF5's automatic error-stack printing (we report one-line errors). Idempotent.
-void quiet_hdf5();
-
-// An HDF5 identifier closed with the right H5*close at scope exit.
-class H5Id {
- public:
-  H5Id() = default;
-  H5Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Id() { reset(); }
-  H5Id(H5Id&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
-  H5Id& operator=(H5Id&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = o.id_;
-      close_ = o.close_;
-      o.id_ = -1;
-    }
-    return *this;
-  }
-  H5Id(const H5Id&) = delete;
-  H5Id& operator=(const H5Id&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-  // Closes now and reports whether the close succeeded (H5Fclose flushes: a full disk shows here).
-  bool close() {
-    if (id_ < 0) return true;
-    const herr_t rc = close_(id_);
-    id_ = -1;
-    return rc >= 0;
-  }
-  void reset() {
-    if (id_ >= 0) close_(id_);
-    id_ = -1;
-  }
-
- private:
-  hid_t id_ = -1;
-  herr_t (*close_)(hid_t) = nullptr;
-};
+// The shared HDF5 plumbing (h5_detail.hpp): per-thread error-stack silencing and an owning id.
+using h5detail::quiet_hdf5;
+using H5Id = h5detail::Handle;
 
 hid_t file_type(DType t);    // little-endian storage type
 hid_t memory_type(DType t);  // native type

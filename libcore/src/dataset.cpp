@@ -15,6 +15,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "h5_detail.hpp"
 #include "shardtrain/error.hpp"
 #include "shardtrain/log.hpp"
 
@@ -279,7 +280,6 @@ int token_bits_for_vocab(int64_t vocab) {
   return 32;
 }
 
-namespace {
 void hash_document_key(Sha256& h, const std::string& id, int64_t version, const Sha256Digest& th) {
   h.update(id.data(), id.size());
   h.update("\0", 1);
@@ -288,6 +288,8 @@ void hash_document_key(Sha256& h, const std::string& id, int64_t version, const 
   h.update("\0", 1);
   h.update(th.data(), th.size());
 }
+
+namespace {
 void hash_dataset_prefix(Sha256& h, int64_t vocab, int64_t separator) {
   h.update("shardtrain-dataset-v1\n");
   h.update("vocab=" + std::to_string(vocab) + "\n");
@@ -305,44 +307,8 @@ std::string compute_dataset_snapshot_id(int64_t vocab, int64_t separator,
 
 // ================================ HDF5 helpers ================================================
 namespace {
-// Owns an hid_t and closes it with the matching H5?close.
-class Hid {
- public:
-  Hid() = default;
-  Hid(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  Hid(Hid&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
-  Hid& operator=(Hid&& o) noexcept {
-    if (this != &o) { reset(); id_ = o.id_; closer_ = o.closer_; o.id_ = -1; }
-    return *this;
-  }
-  ~Hid() { reset(); }
-  void reset() {
-    if (id_ >= 0 && closer_) closer_(id_);
-    id_ = -1;
-  }
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_ = -1;
-  herr_t (*closer_)(hid_t) = nullptr;
-};
-
-// Silences HDF5's automatic error-stack printing for the scope; our exceptions say what failed.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using Hid = h5detail::Handle;
+using h5detail::quiet_hdf5;
 
 void check(herr_t status, const std::string& what) {
   if (status < 0) throw IoError(what);
@@ -352,70 +318,31 @@ Hid checked(hid_t id, herr_t (*closer)(hid_t), const std::string& what) {
   return Hid(id, closer);
 }
 
-Hid vlen_string_type() {
-  Hid t(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(t.get(), H5T_VARIABLE);
-  H5Tset_cset(t.get(), H5T_CSET_UTF8);
-  return t;
-}
+Hid vlen_string_type() { return h5detail::vlen_string_type(H5T_CSET_UTF8); }
 
-void write_attr_i64(hid_t obj, const char* name, int64_t v) {
-  Hid space(H5Screate(H5S_SCALAR), H5Sclose);
-  Hid a = checked(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                  H5Aclose, std::string("cannot create attribute ") + name);
-  check(H5Awrite(a.get(), H5T_NATIVE_INT64, &v), std::string("cannot write attribute ") + name);
+// Root attributes: written once each (a repeated name fails creation), numbers little-endian,
+// strings fixed-length UTF-8, NUL-padded; read back as nullopt when missing or of another type.
+void check_attr_written(h5detail::WriteResult result, const char* name) {
+  if (result == h5detail::WriteResult::kCreateFailed) throw IoError(std::string("cannot create attribute ") + name);
+  if (result == h5detail::WriteResult::kWriteFailed) throw IoError(std::string("cannot write attribute ") + name);
 }
-void write_attr_f64(hid_t obj, const char* name, double v) {
-  Hid space(H5Screate(H5S_SCALAR), H5Sclose);
-  Hid a = checked(H5Acreate2(obj, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                  H5Aclose, std::string("cannot create attribute ") + name);
-  check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &v), std::string("cannot write attribute ") + name);
+template <class T>
+void write_attr(hid_t obj, const char* name, T v) {
+  check_attr_written(h5detail::write_scalar_attr(obj, ".", name, h5detail::Type<T>::little_endian(), v), name);
 }
 void write_attr_str(hid_t obj, const char* name, const std::string& v) {
-  Hid space(H5Screate(H5S_SCALAR), H5Sclose);
-  Hid type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), std::max<std::size_t>(1, v.size()));
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-  Hid a = checked(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                  H5Aclose, std::string("cannot create attribute ") + name);
-  std::string padded = v.empty() ? std::string(1, '\0') : v;
-  check(H5Awrite(a.get(), type.get(), padded.data()), std::string("cannot write attribute ") + name);
+  check_attr_written(h5detail::write_string_attr(obj, ".", name, v, H5T_CSET_UTF8, H5T_STR_NULLPAD), name);
 }
 
-bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
-std::optional<int64_t> read_attr_i64(hid_t obj, const char* name) {
-  if (!has_attr(obj, name)) return std::nullopt;
-  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  int64_t v = 0;
-  if (!a.valid() || H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return std::nullopt;
-  return v;
-}
-std::optional<double> read_attr_f64(hid_t obj, const char* name) {
-  if (!has_attr(obj, name)) return std::nullopt;
-  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  double v = 0;
-  if (!a.valid() || H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return std::nullopt;
-  return v;
+template <class T>
+std::optional<T> read_attr(hid_t obj, const char* name) {
+  return h5detail::read_scalar_attr<T>(obj, ".", name);
 }
 std::optional<std::string> read_attr_str(hid_t obj, const char* name) {
-  if (!has_attr(obj, name)) return std::nullopt;
-  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  Hid ftype(H5Aget_type(a.get()), H5Tclose);
-  if (H5Tget_class(ftype.get()) != H5T_STRING) return std::nullopt;
-  if (H5Tis_variable_str(ftype.get()) > 0) {
-    Hid mtype = vlen_string_type();
-    char* p = nullptr;
-    if (H5Aread(a.get(), mtype.get(), &p) < 0) return std::nullopt;
-    std::string s = p ? p : "";
-    H5free_memory(p);
-    return s;
-  }
-  std::size_t n = H5Tget_size(ftype.get());
-  std::string buf(n, '\0');
-  if (H5Aread(a.get(), ftype.get(), buf.data()) < 0) return std::nullopt;
-  buf.resize(std::strlen(buf.c_str()));
-  return buf;
+  constexpr h5detail::StringRead kStringRead{H5T_CSET_UTF8, true, h5detail::StringRead::kFromFirstNul};
+  Hid a = h5detail::open_attr(obj, ".", name);
+  if (!a.ok() || !h5detail::is_string(a.get())) return std::nullopt;
+  return h5detail::read_string(a.get(), kStringRead);
 }
 
 // An extendible 1-D or 2-D (rows, width) chunked dataset appended to in row blocks.
@@ -464,7 +391,7 @@ template <class T>
 std::vector<T> read_column(hid_t file, const char* name, hid_t mem_type, std::size_t expect_rows,
                            std::size_t width = 1) {
   Hid d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  if (!d.valid()) throw UsageError(std::string("dataset file lacks ") + name);
+  if (!d.ok()) throw UsageError(std::string("dataset file lacks ") + name);
   Hid space(H5Dget_space(d.get()), H5Sclose);
   hsize_t dims[2] = {0, 0};
   int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
@@ -480,7 +407,7 @@ std::vector<T> read_column(hid_t file, const char* name, hid_t mem_type, std::si
 
 std::vector<std::string> read_string_column(hid_t file, const char* name, std::size_t expect_rows) {
   Hid d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  if (!d.valid()) throw UsageError(std::string("dataset file lacks ") + name);
+  if (!d.ok()) throw UsageError(std::string("dataset file lacks ") + name);
   Hid space(H5Dget_space(d.get()), H5Sclose);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
@@ -624,7 +551,7 @@ void DatasetWriter::Impl::add(const std::string& id, int64_t version, int64_t ev
 DatasetWriter::DatasetWriter(const std::string& path, int64_t vocab, const std::string& tokenizer,
                              int64_t separator_token)
     : impl_(std::make_unique<Impl>()) {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   auto& m = *impl_;
   m.path = path;
   m.tmp_path = path + ".tmp." + std::to_string(::getpid());
@@ -638,7 +565,7 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t vocab, const std::
                      std::to_string(vocab) + ")");
   hash_dataset_prefix(m.snapshot, vocab, separator_token);
   m.file = Hid(H5Fcreate(m.tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!m.file.valid()) throw IoError("cannot create dataset file " + m.tmp_path);
+  if (!m.file.ok()) throw IoError("cannot create dataset file " + m.tmp_path);
   hid_t f = m.file.get();
   m.tokens = Column(f, "tokens", token_file_type(m.header.token_bits), token_mem_type(m.header.token_bits),
                     1, kTokenChunkElements, true);
@@ -660,7 +587,7 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t vocab, const std::
 
 DatasetWriter::~DatasetWriter() {
   if (impl_ && !impl_->finished) {
-    QuietHdf5 quiet;
+    quiet_hdf5();
     impl_->tokens.close();
     impl_->docs_group.reset();
     impl_->file.reset();
@@ -673,13 +600,13 @@ DatasetWriter::~DatasetWriter() {
 void DatasetWriter::add_document(const std::string& id, int64_t version, int64_t event_time,
                                  int64_t available_time, const std::string& owner,
                                  std::span<const uint8_t> byte_tokens) {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   impl_->add(id, version, event_time, available_time, owner, byte_tokens);
 }
 void DatasetWriter::add_document(const std::string& id, int64_t version, int64_t event_time,
                                  int64_t available_time, const std::string& owner,
                                  std::span<const uint32_t> tokens) {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   impl_->add(id, version, event_time, available_time, owner, tokens);
 }
 void DatasetWriter::add_source(const SourceRecord& source) { impl_->sources.push_back(source); }
@@ -694,7 +621,7 @@ uint64_t DatasetWriter::num_tokens() const { return impl_->header.num_tokens; }
 std::size_t DatasetWriter::num_owners() const { return impl_->owner_names.size(); }
 
 DatasetHeader DatasetWriter::finish() {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   auto& m = *impl_;
   m.flush_tokens();
   m.flush_table();
@@ -714,16 +641,16 @@ DatasetHeader DatasetWriter::finish() {
     write_plain_dataset(sg.get(), "bytes", H5T_STD_U64LE, H5T_NATIVE_UINT64, bytes);
   }
   write_attr_str(f, "format", kDatasetFormatName);
-  write_attr_i64(f, "format_version", kDatasetFormatVersion);
-  write_attr_i64(f, "vocab", m.header.vocab);
+  write_attr<int64_t>(f, "format_version", kDatasetFormatVersion);
+  write_attr<int64_t>(f, "vocab", m.header.vocab);
   write_attr_str(f, "tokenizer", m.header.tokenizer);
-  write_attr_i64(f, "separator_token", m.header.separator_token);
-  write_attr_i64(f, "token_bits", m.header.token_bits);
-  write_attr_i64(f, "num_documents", int64_t(m.header.num_documents));
-  write_attr_i64(f, "num_tokens", int64_t(m.header.num_tokens));
+  write_attr<int64_t>(f, "separator_token", m.header.separator_token);
+  write_attr<int64_t>(f, "token_bits", m.header.token_bits);
+  write_attr<int64_t>(f, "num_documents", int64_t(m.header.num_documents));
+  write_attr<int64_t>(f, "num_tokens", int64_t(m.header.num_tokens));
   write_attr_str(f, "snapshot_id", m.header.snapshot_id);
   write_attr_str(f, "created_by", m.header.created_by);
-  for (const auto& [name, value] : m.extra_doubles) write_attr_f64(f, name.c_str(), value);
+  for (const auto& [name, value] : m.extra_doubles) write_attr<double>(f, name.c_str(), value);
   for (const auto& [name, value] : m.extra_strings) write_attr_str(f, name.c_str(), value);
   m.tokens.close();
   m.id_col.close(); m.version_col.close(); m.offset_col.close(); m.length_col.close();
@@ -754,25 +681,25 @@ DatasetReader& DatasetReader::operator=(DatasetReader&&) noexcept = default;
 DatasetReader::~DatasetReader() = default;
 
 DatasetReader DatasetReader::open(const std::string& path) {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   DatasetReader r;
   auto& m = *r.impl_;
   m.path = path;
   if (!std::filesystem::exists(path)) throw IoError("dataset file " + path + " does not exist");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw UsageError(path + ": not an HDF5 file (expected a shardtrain dataset)");
   m.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!m.file.valid()) throw IoError("cannot open dataset file " + path);
+  if (!m.file.ok()) throw IoError("cannot open dataset file " + path);
   hid_t f = m.file.get();
   auto format = read_attr_str(f, "format");
   if (!format || *format != kDatasetFormatName)
     throw UsageError(path + ": not a shardtrain dataset (root attribute format != \"" +
                      std::string(kDatasetFormatName) + "\")");
-  auto version = read_attr_i64(f, "format_version");
+  auto version = read_attr<int64_t>(f, "format_version");
   if (!version || *version != kDatasetFormatVersion)
     throw UsageError(path + ": dataset format_version " + (version ? std::to_string(*version) : "missing") +
                      " is not supported (this build reads version " + std::to_string(kDatasetFormatVersion) + ")");
   auto need_i64 = [&](const char* name) {
-    auto v = read_attr_i64(f, name);
+    auto v = read_attr<int64_t>(f, name);
     if (!v) throw UsageError(path + ": missing attribute " + name);
     return *v;
   };
@@ -801,7 +728,7 @@ DatasetReader DatasetReader::open(const std::string& path) {
   auto hashes = read_column<uint8_t>(f, "documents/token_sha256", H5T_NATIVE_UINT8, D, 32);
   m.owners = read_string_column(f, "owners/name", [&] {
     Hid d(H5Dopen2(f, "owners/name", H5P_DEFAULT), H5Dclose);
-    if (!d.valid()) throw UsageError(path + ": missing /owners/name");
+    if (!d.ok()) throw UsageError(path + ": missing /owners/name");
     Hid s(H5Dget_space(d.get()), H5Sclose);
     hsize_t n = 0;
     H5Sget_simple_extent_dims(s.get(), &n, nullptr);
@@ -825,7 +752,7 @@ DatasetReader DatasetReader::open(const std::string& path) {
   if (H5Lexists(f, "sources", H5P_DEFAULT) > 0) {
     Hid d(H5Dopen2(f, "sources/path", H5P_DEFAULT), H5Dclose);
     hsize_t n = 0;
-    if (d.valid()) {
+    if (d.ok()) {
       Hid s(H5Dget_space(d.get()), H5Sclose);
       H5Sget_simple_extent_dims(s.get(), &n, nullptr);
     }
@@ -835,7 +762,7 @@ DatasetReader DatasetReader::open(const std::string& path) {
     for (std::size_t i = 0; i < n; ++i) m.sources.push_back({paths[i], shas[i], bytes[i]});
   }
   m.tokens = Hid(H5Dopen2(f, "tokens", H5P_DEFAULT), H5Dclose);
-  if (!m.tokens.valid()) throw UsageError(path + ": missing /tokens");
+  if (!m.tokens.ok()) throw UsageError(path + ": missing /tokens");
   return r;
 }
 
@@ -846,8 +773,8 @@ const std::vector<std::string>& DatasetReader::owners() const { return impl_->ow
 const std::vector<SourceRecord>& DatasetReader::sources() const { return impl_->sources; }
 
 std::optional<double> DatasetReader::double_attribute(const std::string& name) const {
-  QuietHdf5 quiet;
-  return read_attr_f64(impl_->file.get(), name.c_str());
+  quiet_hdf5();
+  return read_attr<double>(impl_->file.get(), name.c_str());
 }
 
 namespace {
@@ -858,7 +785,7 @@ void read_token_range(const std::string& path, hid_t dset, uint64_t num_tokens, 
                      std::to_string(offset + count) + ") is outside /tokens (" +
                      std::to_string(num_tokens) + " tokens)");
   if (count == 0) return;
-  QuietHdf5 quiet;
+  quiet_hdf5();
   Hid fspace(H5Dget_space(dset), H5Sclose);
   hsize_t start = offset, n = count;
   H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr);
@@ -869,7 +796,7 @@ void read_token_range(const std::string& path, hid_t dset, uint64_t num_tokens, 
 }  // namespace
 
 std::optional<std::string> DatasetReader::string_attribute(const std::string& name) const {
-  QuietHdf5 quiet;
+  quiet_hdf5();
   return read_attr_str(impl_->file.get(), name.c_str());
 }
 

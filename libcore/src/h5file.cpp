@@ -5,46 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "h5_detail.hpp"
 #include "shardtrain/error.hpp"
 
 namespace shardtrain {
 namespace {
 
-// Silence HDF5's automatic error-stack printing: we report our own one-line errors.
-void quiet_hdf5() {
-  static bool done = false;
-  if (!done) {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    done = true;
-  }
-}
-
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-template <typename T>
-hid_t native_type();
-template <>
-hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
-template <>
-hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
-template <>
-hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
-template <>
-hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
+using h5detail::Handle;
+using h5detail::Type;
 
 template <typename T>
 std::vector<T> read_any(hid_t file, const std::string& path, const std::string& name, std::vector<std::int64_t>* dims) {
@@ -57,7 +25,7 @@ std::vector<T> read_any(hid_t file, const std::string& path, const std::string& 
   std::size_t count = 1;
   for (auto x : d) count *= x;
   std::vector<T> out(count);
-  if (count && H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+  if (count && H5Dread(ds.get(), Type<T>::native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw UsageError(path + ": cannot read dataset '" + name + "' (corrupt file or incompatible type)");
   if (dims) dims->assign(d.begin(), d.end());
   return out;
@@ -77,38 +45,43 @@ void write_any(hid_t file, const std::string& path, const std::string& name, con
   make_parent_groups(file, name);
   std::vector<hsize_t> d(dims.begin(), dims.end());
   Handle space(H5Screate_simple(int(d.size()), d.data(), nullptr), H5Sclose);
-  Handle ds(H5Dcreate2(file, name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle ds(H5Dcreate2(file, name.c_str(), Type<T>::native(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok() || H5Dwrite(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
+  if (!ds.ok() || H5Dwrite(ds.get(), Type<T>::native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
     throw IoError(path + ": cannot write dataset '" + name + "' (disk full or read-only?)");
+}
+
+// Attributes: the file's own messages; values as H5File has always stored them (native numeric
+// types, ASCII strings) and read them (fixed-length strings lose trailing NULs and spaces).
+constexpr h5detail::StringRead kStringRead{H5T_CSET_ASCII, false, h5detail::StringRead::kTrailingNulsOrSpaces};
+
+Handle open_attr_or_throw(hid_t file, const std::string& path, const std::string& object, const std::string& name) {
+  Handle attr = h5detail::open_attr(file, object, name);
+  if (!attr.ok()) throw UsageError(path + ": missing attribute '" + name + "' on '" + object + "'");
+  return attr;
 }
 
 template <typename T>
 T read_attr_any(hid_t file, const std::string& path, const std::string& object, const std::string& name) {
-  Handle attr(H5Aopen_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw UsageError(path + ": missing attribute '" + name + "' on '" + object + "'");
-  T value{};
-  if (H5Aread(attr.get(), native_type<T>(), &value) < 0)
-    throw UsageError(path + ": attribute '" + name + "' is not numeric");
-  return value;
+  const auto value = h5detail::read_scalar<T>(open_attr_or_throw(file, path, object, name).get());
+  if (!value) throw UsageError(path + ": attribute '" + name + "' is not numeric");
+  return *value;
+}
+
+void check_attr_written(h5detail::WriteResult result, const std::string& path, const std::string& name) {
+  if (result != h5detail::WriteResult::kOk) throw IoError(path + ": cannot write attribute '" + name + "'");
 }
 
 template <typename T>
 void write_attr_any(hid_t file, const std::string& path, const std::string& object, const std::string& name, T value) {
-  if (H5Aexists_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
-    H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate_by_name(file, object.c_str(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT,
-                                H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose);
-  if (!attr.ok() || H5Awrite(attr.get(), native_type<T>(), &value) < 0)
-    throw IoError(path + ": cannot write attribute '" + name + "'");
+  h5detail::delete_attr(file, object, name);
+  check_attr_written(h5detail::write_scalar_attr(file, object, name, Type<T>::native(), value), path, name);
 }
 
 }  // namespace
 
 H5File::H5File(const std::string& path, Mode mode) : path_(path) {
-  quiet_hdf5();
+  h5detail::quiet_hdf5();
   if (mode == Mode::kRead) {
     if (!std::filesystem::exists(path)) throw IoError(path + ": no such file");
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -156,25 +129,11 @@ std::int64_t H5File::read_attr_int(const std::string& name, const std::string& o
 }
 
 std::string H5File::read_attr_string(const std::string& name, const std::string& object) const {
-  Handle attr(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw UsageError(path_ + ": missing attribute '" + name + "' on '" + object + "'");
-  Handle type(H5Aget_type(attr.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING) throw UsageError(path_ + ": attribute '" + name + "' is not a string");
-  if (H5Tis_variable_str(type.get()) > 0) {
-    char* value = nullptr;
-    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    if (H5Aread(attr.get(), mem.get(), &value) < 0 || !value) throw UsageError(path_ + ": unreadable attribute '" + name + "'");
-    std::string out(value);
-    H5free_memory(value);
-    return out;
-  }
-  // Fixed length, possibly without a terminating NUL: read size bytes and trim padding.
-  const std::size_t size = H5Tget_size(type.get());
-  std::string out(size, '\0');
-  if (H5Aread(attr.get(), type.get(), out.data()) < 0) throw UsageError(path_ + ": unreadable attribute '" + name + "'");
-  while (!out.empty() && (out.back() == '\0' || out.back() == ' ')) out.pop_back();
-  return out;
+  const Handle attr = open_attr_or_throw(file_, path_, object, name);
+  if (!h5detail::is_string(attr.get())) throw UsageError(path_ + ": attribute '" + name + "' is not a string");
+  auto value = h5detail::read_string(attr.get(), kStringRead);
+  if (!value) throw UsageError(path_ + ": unreadable attribute '" + name + "'");
+  return std::move(*value);
 }
 
 void H5File::write_attr(const std::string& name, double value, const std::string& object) {
@@ -184,32 +143,15 @@ void H5File::write_attr(const std::string& name, std::int64_t value, const std::
   write_attr_any(file_, path_, object, name, value);
 }
 void H5File::write_attr(const std::string& name, const std::string& value, const std::string& object) {
-  if (H5Aexists_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
-    H5Adelete_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT);
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), value.empty() ? 1 : value.size());
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate_by_name(file_, object.c_str(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT),
-              H5Aclose);
-  const std::string padded = value.empty() ? std::string(1, '\0') : value;
-  if (!attr.ok() || H5Awrite(attr.get(), type.get(), padded.data()) < 0)
-    throw IoError(path_ + ": cannot write attribute '" + name + "'");
+  h5detail::delete_attr(file_, object, name);
+  check_attr_written(h5detail::write_string_attr(file_, object, name, value, H5T_CSET_ASCII, H5T_STR_NULLTERM),
+                     path_, name);
 }
 
 std::vector<std::string> H5File::list(const std::string& group) const {
-  Handle g(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) throw UsageError(path_ + ": no group '" + group + "'");
-  H5G_info_t info;
-  H5Gget_info(g.get(), &info);
-  std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    std::string name(len, '\0');
-    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), len + 1, H5P_DEFAULT);
-    names.push_back(name);
-  }
-  return names;
+  auto names = h5detail::list_group(file_, group);
+  if (!names) throw UsageError(path_ + ": no group '" + group + "'");
+  return std::move(*names);
 }
 
 std::vector<H5File::DatasetInfo> H5File::list_datasets(const std::string& group) const {
