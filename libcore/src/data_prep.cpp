@@ -15,6 +15,7 @@
 
 #include "shardtrain/dataset.hpp"
 #include "shardtrain/error.hpp"
+#include "shardtrain/hash.hpp"
 #include "shardtrain/log.hpp"
 
 namespace shardtrain::data {
@@ -110,12 +111,7 @@ class LineReader {
 };
 
 uint64_t key_hash(const std::string& id, int64_t version) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64, then a splitmix finaliser
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
-  h ^= uint64_t(version) * 0x9e3779b97f4a7c15ULL;
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  return h ^ (h >> 31);
+  return mix64(fnv1a64(id) ^ (uint64_t(version) * 0x9e3779b97f4a7c15ULL));  // FNV-1a 64, then splitmix
 }
 
 struct TimeRange {

@@ -2,15 +2,11 @@
 #include "shardtrain/sampler.hpp"
 
 #include "shardtrain/error.hpp"
+#include "shardtrain/hash.hpp"
 
 namespace shardtrain::data {
 
 namespace {
-inline uint64_t mix64(uint64_t z) {  // splitmix64 finaliser: a bijective 64-bit mixer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 inline uint64_t round_function(uint64_t key, int round, uint64_t right) {
   return mix64(mix64(key + 0x9e3779b97f4a7c15ULL * uint64_t(round + 1)) ^ right);
 }

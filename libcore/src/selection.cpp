@@ -11,15 +11,6 @@
 namespace shardtrain::data {
 
 namespace {
-void hash_doc(Sha256& h, const DocumentRecord& d) {
-  h.update(d.id.data(), d.id.size());
-  h.update("\0", 1);
-  std::string v = std::to_string(d.version);
-  h.update(v.data(), v.size());
-  h.update("\0", 1);
-  h.update(d.token_sha256.data(), d.token_sha256.size());
-}
-
 // Keeps, per id, the index of the newest version (ties: the later row) among offered candidates.
 class NewestPerId {
  public:
@@ -58,9 +49,9 @@ Selection select_documents(const std::vector<DocumentRecord>& docs, std::optiona
   Sha256 h;
   h.update("shardtrain-selection-v1\n");
   h.update("train\n");
-  for (auto i : s.train) hash_doc(h, docs[i]);
+  for (auto i : s.train) hash_document_key(h, docs[i].id, docs[i].version, docs[i].token_sha256);
   h.update("holdout\n");
-  for (auto i : s.holdout) hash_doc(h, docs[i]);
+  for (auto i : s.holdout) hash_document_key(h, docs[i].id, docs[i].version, docs[i].token_sha256);
   s.snapshot_id = to_hex(h.digest());
   return s;
 }
@@ -203,10 +194,8 @@ std::size_t TrainingData::holdout_slice_of(uint64_t sample_index) const {
                      std::to_string(num_holdout_samples()) + " samples)");
   auto it = std::upper_bound(slices_.begin(), slices_.end(), sample_index,
                              [](uint64_t v, const HoldoutSlice& s) { return v < s.first_sample; });
-  // Slices with zero samples share first_sample with the next one: step back to a non-empty slice.
-  std::size_t k = std::size_t(it - slices_.begin()) - 1;
-  while (slices_[k].samples == 0 || sample_index >= slices_[k].first_sample + slices_[k].samples) --k;
-  return k;
+  // The slice before `it` holds the sample: the next one starts after it (an empty slice cannot).
+  return std::size_t(it - slices_.begin()) - 1;
 }
 
 void TrainingData::read_holdout_sample(uint64_t sample_index, int32_t* out) const {

@@ -7,15 +7,11 @@
 
 #include "shardtrain/dataset.hpp"
 #include "shardtrain/error.hpp"
+#include "shardtrain/hash.hpp"
 
 namespace shardtrain::data {
 
 namespace {
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 // splitmix64 generator.
 class SplitMix {
  public:

@@ -120,6 +120,11 @@ struct DatasetHeader {
 // not in [1, 2^32].
 int token_bits_for_vocab(int64_t vocab);
 
+// Feeds one document's key into h: id, '\0', decimal version, '\0', the 32 raw bytes of its
+// token_sha256. Both snapshot ids depend on this exact encoding: the dataset snapshot id (header
+// comment) and the selection snapshot id (selection.hpp).
+void hash_document_key(Sha256& h, const std::string& id, int64_t version, const Sha256Digest& token_sha256);
+
 // The dataset snapshot id of documents in file order (formula in the header comment).
 std::string compute_dataset_snapshot_id(int64_t vocab, int64_t separator,
                                         const std::vector<DocumentRecord>& documents);
