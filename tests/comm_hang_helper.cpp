@@ -21,8 +21,8 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/comm_mpi.hpp"
-#include "shardtrain/tool.hpp"
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/tool/tool.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "shardtrain/backend.hpp"
+#include "shardtrain/backend/backend.hpp"
 #include "test_support.hpp"
 
 int main(int argc, char** argv) {

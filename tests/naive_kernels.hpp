@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "shardtrain/backend.hpp"
+#include "shardtrain/backend/backend.hpp"
 
 namespace shardtrain::naive {
 

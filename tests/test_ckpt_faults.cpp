@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shardtrain/error.hpp"
+#include "shardtrain/base/error.hpp"
 #include "test_ckpt_support.hpp"
 
 namespace ck = shardtrain::ckpt;

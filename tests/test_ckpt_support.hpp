@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "shardtrain/ckpt.hpp"
-#include "shardtrain/hash.hpp"
+#include "shardtrain/ckpt/ckpt.hpp"
+#include "shardtrain/base/hash.hpp"
 #include "test_support.hpp"
 
 namespace shardtrain::test::ckpt_fixture {

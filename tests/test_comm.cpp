@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/comm_mpi.hpp"
+#include "shardtrain/comm/mpi.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "shardtrain/comm_mpi.hpp"
+#include "shardtrain/comm/mpi.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -40,8 +40,8 @@
 #include <utility>
 #include <vector>
 
-#include "shardtrain/backend.hpp"
-#include "shardtrain/error.hpp"
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/base/error.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -11,10 +11,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "shardtrain/data_prep.hpp"
-#include "shardtrain/dataset.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/synthetic.hpp"
+#include "shardtrain/data/data_prep.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/data/synthetic.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

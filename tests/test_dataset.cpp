@@ -6,9 +6,9 @@
 #include <fstream>
 #include <random>
 
-#include "shardtrain/dataset.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/h5file.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/h5file.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/equiv.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/h5file.hpp"
+#include "shardtrain/report/equiv.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/h5file.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

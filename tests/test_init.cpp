@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "shardtrain/init.hpp"
+#include "shardtrain/model/init.hpp"
 
 using namespace shardtrain;
 

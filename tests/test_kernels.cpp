@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "naive_kernels.hpp"
-#include "shardtrain/backend.hpp"
+#include "shardtrain/backend/backend.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "shardtrain/backend.hpp"
-#include "shardtrain/gpt.hpp"
-#include "shardtrain/h5file.hpp"
-#include "shardtrain/optim.hpp"
-#include "shardtrain/train_step.hpp"
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/model/gpt.hpp"
+#include "shardtrain/base/h5file.hpp"
+#include "shardtrain/model/optim.hpp"
+#include "shardtrain/parallel/train_step.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -8,10 +8,10 @@
 
 #include <set>
 
-#include "shardtrain/batch_loader.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/sampler.hpp"
-#include "shardtrain/selection.hpp"
+#include "shardtrain/data/batch_loader.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/data/sampler.hpp"
+#include "shardtrain/data/selection.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

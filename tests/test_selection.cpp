@@ -7,9 +7,9 @@
 #include <map>
 #include <random>
 
-#include "shardtrain/dataset.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/selection.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/data/selection.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

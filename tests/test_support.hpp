@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "shardtrain/backend.hpp"
+#include "shardtrain/backend/backend.hpp"
 
 namespace shardtrain::test {
 

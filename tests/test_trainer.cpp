@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/error.hpp"
-#include "shardtrain/h5file.hpp"
-#include "shardtrain/run_summary.hpp"
-#include "shardtrain/synthetic.hpp"
-#include "shardtrain/trainer.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/h5file.hpp"
+#include "shardtrain/report/run_summary.hpp"
+#include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/train/trainer.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <random>
 
-#include "shardtrain/comm_mpi.hpp"
-#include "shardtrain/gpt.hpp"
-#include "shardtrain/strategy.hpp"
-#include "shardtrain/zero.hpp"
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/model/gpt.hpp"
+#include "shardtrain/parallel/strategy.hpp"
+#include "shardtrain/parallel/zero.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

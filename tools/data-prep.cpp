@@ -8,10 +8,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shardtrain/data_prep.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/synthetic.hpp"
-#include "shardtrain/tool.hpp"
+#include "shardtrain/data/data_prep.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
   namespace data = shardtrain::data;

@@ -7,10 +7,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shardtrain/equiv.hpp"
-#include "shardtrain/error.hpp"
-#include "shardtrain/telemetry.hpp"
-#include "shardtrain/tool.hpp"
+#include "shardtrain/report/equiv.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
   namespace eq = shardtrain::equiv;

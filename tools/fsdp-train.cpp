@@ -1,7 +1,7 @@
 // fsdp-train: train the decoder with ZeRO-1/2/3 (FSDP) sharding over MPI ranks. Options + one call.
-#include <shardtrain/tool.hpp>
-#include <shardtrain/train_cli.hpp>
-#include <shardtrain/trainer.hpp>
+#include "shardtrain/tool/tool.hpp"
+#include "shardtrain/tool/train_cli.hpp"
+#include "shardtrain/train/trainer.hpp"
 
 int main(int argc, char** argv) {
   shardtrain::TrainOptions o;

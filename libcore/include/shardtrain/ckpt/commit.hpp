@@ -1,0 +1,50 @@
+// Durable file-system steps of the commit, the `latest` pointer, resume selection and pruning.
+//
+// `latest` is a small text file holding the committed folder's name and a newline
+// ("step_00000100\n"), replaced atomically (latest.tmp, fsync, rename, fsync of the folder). A text
+// file rather than a symlink: `cat` and scripts read it the same way everywhere, and it survives
+// copies to file systems and archives that drop or rewrite symlinks.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardtrain/ckpt/read.hpp"
+
+namespace shardtrain::ckpt {
+
+// The folder name `latest` holds ("" when there is no `latest`). Throws IoError if unreadable.
+std::string read_latest(const std::string& ckpt_dir);
+void write_latest(const std::string& ckpt_dir, const std::string& folder_name);
+
+// Committed step folders (names matching step_<8 digits> exactly), newest (highest step) first.
+std::vector<std::string> list_checkpoints(const std::string& ckpt_dir);
+
+// `--resume auto`: the checkpoint to resume from, or nullopt when there is none (a fresh start).
+// Tries the folder `latest` names first, then every committed folder newest first; each candidate is
+// fully validated (CheckpointReader with `options`). Logs one line per problem, naming the folder or
+// file and the fault: a `latest` that names a missing folder, each corrupt checkpoint it skips, and
+// the step_N.tmp folders of interrupted saves it ignores; then one line naming the choice.
+// Read-only (never deletes). Throws UsageError only if ckpt_dir exists and is not a folder.
+std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options = {});
+
+// Collective over `comm`: rank 0 runs find_resume_checkpoint (each file hashed once, by rank 0) and
+// broadcasts the answer. Use with ReadOptions{verify_files=false} when opening it on the other ranks.
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
+                                                             const ReadOptions& options = {});
+
+// `--keep K`: removes committed checkpoints beyond the newest `keep` (by step), but never the one
+// find_resume_checkpoint would pick with the same `options` (the same choice: the one `latest` names
+// if valid, else the newest valid one, which may be older than the newest K when those are corrupt);
+// also removes leftovers of interrupted saves (*.tmp) and deletions (*.deleting).
+// `known_valid`: a folder name the caller has just committed (kept instead of re-validating to find
+// that choice). Each removal renames the folder to <name>.deleting first, so a half-removed
+// checkpoint never looks committed. Run it on one rank, never during a save. Returns removed names.
+// keep < 1: UsageError.
+std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep,
+                                           const std::string& known_valid = "", const ReadOptions& options = {});
+
+}  // namespace shardtrain::ckpt

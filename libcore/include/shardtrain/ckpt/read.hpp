@@ -1,0 +1,86 @@
+// Reading and validating checkpoints. A checkpoint is trusted only after validation:
+//   1. <folder>/index.h5 exists and opens; its `manifest` attribute matches `manifest_sha256`,
+//      parses, and has every field (CheckpointManifest::from_json);
+//   2. every rank file of manifest.files exists with the recorded size (a truncated file names
+//      itself) and, with verify_files, the recorded SHA-256 (a flipped byte names the file);
+//   3. the model config equals the expected one (ReadOptions::expected_model) and the caller's
+//      predicate, if any, accepts the manifest;
+//   4. every tensor of /tensors is covered exactly once by the pieces in the rank files.
+// Reading a whole tensor also checks its sum64 checksum (ckpt_format.hpp).
+// Every failure throws IoError (missing/unreadable/truncated/corrupt file) or UsageError (an
+// incompatible checkpoint: another model config, another format version), naming the file.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardtrain/ckpt/format.hpp"
+
+namespace shardtrain::ckpt {
+
+struct ReadOptions {
+  // Re-hash every rank file with SHA-256 at open (about 1.5 GB/s plus the read). Turn off on ranks
+  // that open a checkpoint another rank just validated (find_resume_checkpoint_collective).
+  bool verify_files = true;
+  // When set, manifest.model must equal it (JSON equality); the error lists the differing keys.
+  std::optional<nlohmann::json> expected_model;
+  // When set, called with the manifest; a non-empty return is the reason to refuse it (UsageError).
+  std::function<std::string(const CheckpointManifest&)> compatible;
+};
+
+// Where one piece of a logical tensor lives.
+struct PieceLocation {
+  std::string file;          // rank file name, relative to the folder
+  std::string dataset;       // "/pieces/<tensor>/<offset>"
+  std::int64_t offset = 0;   // element offset in the flattened tensor
+  std::int64_t count = 0;
+};
+
+struct TensorInfo {
+  TensorSpec spec;
+  std::uint64_t checksum = 0;         // sum64 over the logical tensor
+  std::vector<PieceLocation> pieces;  // sorted by offset, covering [0, numel) exactly
+};
+
+class CheckpointReader {
+ public:
+  // Opens and validates `folder` (a step_<N> folder). Throws as described above.
+  explicit CheckpointReader(const std::string& folder, const ReadOptions& options = {});
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& folder() const { return folder_; }
+  const CheckpointManifest& manifest() const { return manifest_; }
+  // Every logical tensor, sorted by name.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find(const std::string& name) const;
+  // Throws UsageError "<folder>: no tensor '<name>' in the checkpoint".
+  const TensorInfo& at(const std::string& name) const;
+
+  // Reads the whole tensor into `out` (numel * dtype size bytes) and verifies its checksum
+  // (IoError naming the tensor and the rank files holding it on a mismatch).
+  void read(const std::string& name, void* out) const;
+  // Reads elements [offset, offset+count) of the flattened tensor (no checksum: partial).
+  void read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const;
+  // float32 conveniences (UsageError if the tensor is not float32).
+  std::vector<float> read_floats(const std::string& name) const;
+  std::vector<float> read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const;
+
+ private:
+  struct OpenFiles;
+  std::string folder_;
+  CheckpointManifest manifest_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::size_t> by_name_;
+  std::unique_ptr<OpenFiles> files_;
+};
+
+// Runs the validation of CheckpointReader; returns the error message, or "" when valid.
+std::string validate_checkpoint(const std::string& folder, const ReadOptions& options = {});
+
+}  // namespace shardtrain::ckpt

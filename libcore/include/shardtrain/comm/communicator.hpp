@@ -1,0 +1,241 @@
+// Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
+// per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
+// This header is the transport-independent interface; comm_mpi.hpp creates the MPI implementation
+// (CPU ranks), a NCCL one will follow behind the same interface.
+//
+// Execution model
+//   * Every call submits an operation to the communicator's queue and returns a CollectiveHandle at
+//     once; operations run strictly in submission order, one at a time, on a communication thread
+//     owned by the communicator, so computation on the caller's thread overlaps them.
+//   * All ranks of the group must submit the same operations in the same order (as with MPI).
+//   * Buffers passed to an *_async call belong to the communicator until its handle completes: do
+//     not read, write or free them before wait()/test() says so. Blocking variants (no _async)
+//     submit and wait.
+//   * Reductions are sums. all_reduce is in place. Counts are elements, not bytes.
+//
+// Timeouts (contract 6, c10d-style)
+//   * Each operation must complete within the collective timeout (CommOptions::timeout, the tools'
+//     --collective-timeout, default 300 s) counted from its submission.
+//   * The first operation found late, by a waiting caller or by the watchdog thread (which checks
+//     in-flight work every min(1 s, timeout/10), so a rank blocked elsewhere is caught too):
+//       1. is marked timed_out in the flight recorder, which is written as JSON to
+//          <run_dir>/flight.rank<R>.json (R = world rank; docs/FORMATS.md "Flight record");
+//       2. one line goes to stderr:
+//          [rank R/W] collective timeout: AllReduce(seq=1208, group=dp, numel=..., bytes=...,
+//          timeout_ms=...) after 300.2 s; flight record: PATH
+//       3. the communicator becomes failed: every pending and later operation on it fails, every
+//          wait()/test() throws CommunicationError (exit code 4) with that message; wait() first
+//          lets `teardown_grace` (default 2 s) pass since the detection, so that peers timing out
+//          at about the same moment write their flight records before this rank's exit tears the
+//          job down (the tools MPI_Abort on the error).
+//       4. `on_fatal`, if set, is called once from the watchdog thread `teardown_grace` after the
+//          timeout was detected (so a rank stuck outside wait() still ends). The library itself
+//          never exits: a tool passes a hook that ends the job (mpi_abort_on_fatal() in
+//          comm_mpi.hpp calls MPI_Abort(MPI_COMM_WORLD, 4)); the tool main also MPI_Aborts when
+//          the CommunicationError reaches it, whichever comes first.
+//     An operation stuck inside the transport cannot be cancelled: it is abandoned (its buffers may
+//     still be written by the transport until the process ends; keep them alive), and the job is
+//     expected to end. A failed communicator cannot be repaired; restart from the last checkpoint.
+//
+// Thread safety: submit from one thread at a time per communicator (the trainer's thread);
+// handles may be waited on from any thread. set_step/maybe_delay from the submitting thread.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/comm/types.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/fault_injection.hpp"
+#include "shardtrain/comm/flight_recorder.hpp"
+
+namespace shardtrain {
+
+// One submitted operation, as seen by its submitter. Implemented by each transport.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // True when completed; false while queued or in flight. Throws CommunicationError when the
+  // operation failed (its communicator timed out or was destroyed).
+  virtual bool test() = 0;
+  // Blocks until completed. Waiting past `timeout` (measured from now), or past the collective
+  // timeout counted from submission, whichever comes first, is a collective timeout (see above:
+  // dump, one line, communicator failed) and throws CommunicationError.
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+  virtual void wait() = 0;  // until the collective timeout
+  virtual std::uint64_t seq() const = 0;
+  virtual CollectiveOp op() const = 0;
+};
+
+// Value handle of a submitted operation (copyable; empty when default-constructed).
+class CollectiveHandle {
+ public:
+  CollectiveHandle() = default;
+  explicit CollectiveHandle(std::shared_ptr<Work> work) : work_(std::move(work)) {}
+  bool valid() const { return work_ != nullptr; }
+  bool test() { return !work_ || work_->test(); }
+  void wait() {
+    if (work_) work_->wait();
+  }
+  void wait(std::chrono::milliseconds timeout) {
+    if (work_) work_->wait(timeout);
+  }
+  std::uint64_t seq() const { return work_ ? work_->seq() : 0; }
+
+ private:
+  std::shared_ptr<Work> work_;
+};
+
+// Called once when a communicator has failed (timeout): the thrown error's message is passed.
+using FatalHook = std::function<void(const CommunicationError&)>;
+
+// How all_reduce (the fast, non-canonical one) runs on floating-point data (--allreduce).
+//   kHalvingDoubling: recursive halving (a reduce-scatter) then recursive doubling (an all-gather)
+//     over point-to-point messages driven by the communication thread, the same algorithm as the
+//     canonical all-reduce; needs a power-of-two group. Bandwidth-optimal like the library's, and
+//     its communication thread used 2.5-2.7 ms of CPU per 13 MB gradient in 4 MiB buckets against
+//     4.1-4.4 ms for Open MPI 4.1's non-blocking MPI_Iallreduce ("[comm-bench]",
+//     docs/PERFORMANCE.md): with one core per rank that CPU is taken from the compute thread.
+//   kLibrary: the transport library's own non-blocking all-reduce (MPI_Iallreduce).
+//   kAuto: kHalvingDoubling on power-of-two groups, else kLibrary.
+// Integer data always uses the library's. Either way the result is the same on every rank.
+enum class AllReduceAlgorithm { kAuto, kHalvingDoubling, kLibrary };
+// "auto" | "halving" | "mpi"; UsageError naming the choices otherwise.
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text);
+
+struct CommOptions {
+  std::string name = "world";                      // group name in records and messages
+  std::chrono::milliseconds timeout{300000};       // collective timeout (--collective-timeout)
+  std::string run_dir = ".";                       // where flight.rank<R>.json is written
+  std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per rank)
+  FatalHook on_fatal;                              // see "Timeouts" above; empty: none
+  std::chrono::milliseconds teardown_grace{2000};  // detection -> throw from wait() / on_fatal
+  // kHalvingDoubling on a group (or split sub-group) whose size is not a power of two: UsageError.
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+};
+
+// Per-operation accounting of one communicator. Times in seconds, bytes as in comm_types.hpp.
+struct OpStats {
+  std::uint64_t calls = 0;
+  std::uint64_t bytes = 0;
+  double busy_s = 0;  // time in flight: issued to the transport until completed
+  double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
+                      // where the thread shares a core with the compute thread, compute time it took
+};
+struct CommStats {
+  std::array<OpStats, kNumCollectiveOps> per_op{};
+  double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication)
+  int group_size = 1;
+  std::string all_reduce_algorithm = "mpi";  // what all_reduce on float data runs: "halving" or "mpi"
+  std::uint64_t total_bytes() const;
+  double total_busy_s() const;  // comm_total_s of the step log
+  double total_cpu_s() const;   // comm_cpu_s of the step log
+  // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
+  //  "total_busy_s", "total_cpu_s", "wait_s", "allreduce_algorithm"}; ops never called are left out.
+  nlohmann::json to_json() const;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;         // in this group
+  virtual int size() const = 0;         // of this group
+  virtual int world_rank() const = 0;   // in the job (names the dump file and the log prefix)
+  virtual int world_size() const = 0;
+  virtual const std::string& name() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  // Sub-groups: ranks passing the same color form a group, ordered by (key, rank). Collective over
+  // this group (queued like any operation, recorded as "Split"); blocks until done. The child
+  // inherits timeout, run_dir, on_fatal and the flight recorder; not the fault injection.
+  // color < 0: this rank joins no group and gets nullptr.
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+
+  // ---- asynchronous collectives (see the execution model above) ----
+  // Sum over the group, in place: data[0..n).
+  template <typename T>
+  CollectiveHandle all_reduce_async(T* data, std::size_t n) {
+    return submit({CollectiveOp::kAllReduce, dtype_of<T>(), data, data, n, -1});
+  }
+  // Deterministic all-reduce (contract 2): size() must be a power of two (else UsageError). Every
+  // element becomes the binary-tree sum over group ranks in fixed order: level 1 adds rank pairs
+  // (0+1), (2+3), ...; level 2 ((0+1)+(2+3)), ...; always lower ranks + upper ranks. When each rank
+  // holds the tree sum of its own contiguous, equal-sized, power-of-two run of micro-batches, the
+  // result is bitwise the tree sum over all micro-batches, whatever the group size. The result is
+  // bitwise identical on every rank. Recursive halving (pair distance 1, 2, 4, ...) then recursive
+  // doubling: the same bytes on the wire as a bandwidth-optimal all-reduce, log2(size) rounds each.
+  CollectiveHandle all_reduce_canonical_async(float* data, std::size_t n) {
+    return submit({CollectiveOp::kAllReduceCanonical, DType::kFloat32, data, data, n, -1});
+  }
+  CollectiveHandle all_reduce_canonical_async(double* data, std::size_t n) {
+    return submit({CollectiveOp::kAllReduceCanonical, DType::kFloat64, data, data, n, -1});
+  }
+  // Sum, then rank r receives block r: in[size() * block] -> out[block]. in and out must not overlap.
+  template <typename T>
+  CollectiveHandle reduce_scatter_async(const T* in, T* out, std::size_t block) {
+    return submit({CollectiveOp::kReduceScatter, dtype_of<T>(), in, out, block, -1});
+  }
+  // Concatenation in rank order: in[block] -> out[size() * block]. in and out must not overlap.
+  template <typename T>
+  CollectiveHandle all_gather_async(const T* in, T* out, std::size_t block) {
+    return submit({CollectiveOp::kAllGather, dtype_of<T>(), in, out, block, -1});
+  }
+  // data[0..n) of group rank `root` to every rank.
+  template <typename T>
+  CollectiveHandle broadcast_async(T* data, std::size_t n, int root) {
+    return submit({CollectiveOp::kBroadcast, dtype_of<T>(), data, data, n, root});
+  }
+  CollectiveHandle barrier_async() { return submit({CollectiveOp::kBarrier, DType::kUInt8, nullptr, nullptr, 0, -1}); }
+
+  // ---- blocking variants: submit + wait() ----
+  template <typename T>
+  void all_reduce(T* data, std::size_t n) { all_reduce_async(data, n).wait(); }
+  void all_reduce_canonical(float* data, std::size_t n) { all_reduce_canonical_async(data, n).wait(); }
+  void all_reduce_canonical(double* data, std::size_t n) { all_reduce_canonical_async(data, n).wait(); }
+  template <typename T>
+  void reduce_scatter(const T* in, T* out, std::size_t block) { reduce_scatter_async(in, out, block).wait(); }
+  template <typename T>
+  void all_gather(const T* in, T* out, std::size_t block) { all_gather_async(in, out, block).wait(); }
+  template <typename T>
+  void broadcast(T* data, std::size_t n, int root) { broadcast_async(data, n, root).wait(); }
+  void barrier() { barrier_async().wait(); }
+
+  // ---- step, faults, accounting, records ----
+  // The trainer's step number, stamped on every later record; drives skip-collective injection.
+  virtual void set_step(std::int64_t step) = 0;
+  virtual std::int64_t step() const = 0;
+  // Faults for this communicator (off by default; validated against world_size(), UsageError).
+  virtual void set_fault_injection(const FaultInjection& faults) = 0;
+  // Sleeps the configured delay when this rank is the delay:rank (once per step, by the trainer).
+  virtual void maybe_delay() = 0;
+
+  // Sequence number the next submitted operation will get (the first is 1).
+  virtual std::uint64_t next_seq() const = 0;
+  // Accounting since construction.
+  virtual CommStats stats() const = 0;
+  // True once a timeout has failed this communicator.
+  virtual bool failed() const = 0;
+  virtual std::shared_ptr<FlightRecorder> recorder() const = 0;
+  // Writes the flight record now (reason "requested"); returns the path.
+  virtual std::string dump_flight_record(const std::string& reason = "requested") = 0;
+
+  // A submitted operation; `send`/`recv` as in the typed calls above (`count` is n or block).
+  struct Request {
+    CollectiveOp op;
+    DType dtype;
+    const void* send;
+    void* recv;
+    std::size_t count;
+    int root;
+  };
+  virtual CollectiveHandle submit(const Request& request) = 0;
+};
+
+}  // namespace shardtrain

@@ -1,0 +1,67 @@
+// Optimizer: AdamW with decoupled weight decay (matrices and embeddings only), global-norm
+// gradient clipping, and a learning-rate schedule of linear warmup then cosine decay to a floor.
+// State (two moments) lives in flat device buffers aligned with the parameters (same offsets).
+#pragma once
+#include <cstdint>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/model/parameters.hpp"
+
+namespace shardtrain {
+
+struct OptimizerConfig {
+  double max_lr = 6e-4;
+  double min_lr = 6e-5;   // floor reached at decay_steps
+  int warmup_steps = 10;  // lr ramps linearly over the first warmup_steps steps
+  int decay_steps = 1000; // cosine decay from max_lr (at warmup) to min_lr (at decay_steps)
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global-norm clip; 0 disables
+
+  void validate() const;  // throws UsageError naming the bad field
+  nlohmann::json to_json() const;
+};
+
+// Learning rate of 0-based step s:
+//   s < warmup: max_lr (s+1)/warmup;  s >= decay_steps: min_lr;
+//   else min_lr + 0.5 (1 + cos(pi r)) (max_lr - min_lr), r = (s - warmup)/(decay_steps - warmup).
+double learning_rate(const OptimizerConfig& config, std::int64_t step);
+
+// The clip factor for a global gradient norm: clip / (norm + 1e-6) when norm > clip, else 1
+// (PyTorch's clip_grad_norm_).
+double clip_factor(double grad_norm, double grad_clip);
+
+// AdamW arguments of 0-based step `step` at learning rate lr (bias corrections for t = step + 1);
+// weight_decay is left 0: the caller sets it per tensor (matrices and embeddings only).
+AdamWArgs adamw_step_args(const OptimizerConfig& config, std::int64_t step, double lr);
+
+// Squared global gradient norm, layout-independently (contract 2): per unit, the backend's chunked
+// sum of squares over the unit (chunks start at the unit's first element), then the unit sums
+// added in unit order. A sharded layout whose shards start at multiples of
+// Backend::kReductionChunk within each unit reproduces it bitwise from per-chunk sums.
+double grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads);
+
+class AdamW {
+ public:
+  AdamW(Backend& backend, const ParameterRegistry& registry, OptimizerConfig config);
+
+  // One update of step `step` (0-based; the bias corrections use t = step + 1) with learning rate
+  // lr. grads must already be clipped.
+  void update(float* params, const float* grads, std::int64_t step, double lr);
+
+  DeviceArray<float>& exp_avg() { return exp_avg_; }
+  DeviceArray<float>& exp_avg_sq() { return exp_avg_sq_; }
+  const OptimizerConfig& config() const { return config_; }
+
+ private:
+  Backend& backend_;
+  const ParameterRegistry& registry_;
+  OptimizerConfig config_;
+  DeviceArray<float> exp_avg_, exp_avg_sq_;
+};
+
+}  // namespace shardtrain

@@ -1,0 +1,43 @@
+// The training state in a checkpoint (contract 5): which logical tensors hold it, how data-
+// parallel replicas spread the writing, and how a resume restores it.
+//
+// Tensors, in registry order: every parameter `<name>`, then `optim.exp_avg.<name>`, then
+// `optim.exp_avg_sq.<name>`, each with its logical shape (contract 3). With full replicas (DDP)
+// every rank holds everything, so the flat space of all tensors is split into W equal contiguous
+// ranges and rank r writes range r: W ranks write in parallel and each byte is written once.
+// The rest of the state (step, tokens seen, sampler (epoch, consumed), LR schedule position, RNG
+// description, data snapshot and cutoff, configs, layout) is the manifest (ckpt_format.hpp).
+#pragma once
+#include <vector>
+
+#include "shardtrain/ckpt/ckpt.hpp"
+#include "shardtrain/model/parameters.hpp"
+
+namespace shardtrain {
+
+// The three host-addressable flat buffers of the state (registry.total() floats each).
+struct StateBuffers {
+  float* params = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+};
+
+// Name prefixes of the three parts of the state, in checkpoint order: parameters, first and
+// second AdamW moments ("optim.exp_avg.<name>").
+inline constexpr const char* kStateTensorPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+
+std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
+
+// This rank's pieces of a replicated state: range `rank` of `world` equal ranges.
+std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry, const StateBuffers& state,
+                                               int world, int rank);
+
+// Throws UsageError naming the checkpoint and tensor when a tensor of the state is missing or has
+// another shape or type (a checkpoint of another model).
+void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry);
+
+// Reads every tensor of the state whole (checksums verified) into the buffers. Throws
+// UsageError naming the checkpoint and tensor when one is missing or has another shape.
+void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state);
+
+}  // namespace shardtrain

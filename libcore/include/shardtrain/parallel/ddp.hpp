@@ -1,0 +1,103 @@
+// Data-parallel gradient reduction (DDP): turns each rank's micro-batch gradients into the
+// gradient of the global batch on every rank.
+//
+// Fast mode: gradients accumulate over a rank's micro-batches in the model's gradient buffer;
+// during the LAST micro-batch's backward, buckets of about bucket_bytes (whole tensors, in reverse
+// layer order: the order backward completes them) are all-reduced asynchronously as soon as
+// backward has passed their first tensor, so communication overlaps the rest of backward.
+// finish() waits for the buckets still in flight; that wait is the exposed communication.
+//
+// Deterministic mode (contract 2): each micro-batch's gradient is computed alone (the buffer is
+// zeroed before it) and the micro-batch gradients are summed in one canonical binary tree over
+// the global micro-batch index: rank r holds micro-batches [r*A, (r+1)*A), sums them locally as
+// the lower tree levels (left + right, a binary counter of partial sums), and the upper levels
+// run across ranks in fixed order (Communicator::all_reduce_canonical). The loss sums follow the
+// same tree in double. A and the data-parallel size must be powers of two; the result is then
+// bitwise independent of the number of ranks (and of the ZeRO stage, which reuses this tree).
+//
+// Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
+// global mean's gradient: no division after the all-reduce.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/model/parameters.hpp"
+#include "shardtrain/parallel/tree_sum.hpp"
+
+namespace shardtrain {
+
+enum class ReductionMode { kFast, kDeterministic };
+
+// Deterministic mode's canonical tree needs a power-of-two number of ranks and of micro-batches per
+// rank (DDP and every ZeRO stage); throws UsageError naming the number otherwise.
+void require_deterministic_layout(int ranks, int micro_batches_per_rank);
+
+// A contiguous range [begin, end) of the flat gradient buffer, made of whole tensors.
+struct GradientBucket {
+  std::size_t begin = 0, end = 0;
+};
+
+// Buckets of about `bucket_bytes` (at least one tensor each), from the end of the flat buffer
+// towards its start, i.e. in the order backward completes the tensors. bucket_bytes 0: one
+// bucket per tensor.
+std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std::size_t bucket_bytes);
+
+class GradientReducer {
+ public:
+  // grads: the model's flat gradient buffer (registry.total() floats, host-addressable for the
+  // MPI transport). comm: the data-parallel group. Throws UsageError when the deterministic
+  // mode's power-of-two conditions do not hold (naming the numbers).
+  GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry, float* grads,
+                  ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank);
+
+  ReductionMode mode() const { return mode_; }
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+
+  // Call order per step: start_step(); for each micro-batch m: before_backward(m), the model's
+  // backward (with gradient_ready() wired to the model's ready hook), after_backward(m, loss_sum);
+  // then finish() -> global loss sum, gradients reduced.
+  void start_step();
+  // Zeroes the gradient buffer where the mode needs it.
+  void before_backward(int micro_batch);
+  // Backward has completed the gradients of [ready_from, end) (the model's hook).
+  void gradient_ready(std::size_t ready_from);
+  void after_backward(int micro_batch, double loss_sum);
+  // Waits for (or runs) the reduction; returns the global loss sum. Gradients then hold the
+  // global-batch gradient on every rank.
+  double finish();
+
+  // Seconds this step spent blocked waiting for communication (comm_exposed_s).
+  double exposed_seconds() const { return exposed_s_; }
+
+ private:
+  void launch_ready_buckets(std::size_t ready_from);
+
+  Backend& backend_;
+  Communicator& comm_;
+  float* grads_;
+  std::size_t n_;
+  ReductionMode mode_;
+  int micro_batches_;
+  std::vector<GradientBucket> buckets_;
+
+  // Fast mode: buckets launched in the current (last) micro-batch.
+  bool overlap_active_ = false;
+  std::size_t next_bucket_ = 0;
+  std::vector<CollectiveHandle> in_flight_;
+  double local_loss_ = 0;
+
+  // Deterministic mode: the local trees (tree_sum.hpp) of gradient buffers, held in reusable
+  // slots (values are slot indices), and of loss sums.
+  std::vector<DeviceArray<float>> slots_;
+  std::vector<std::size_t> free_slots_;
+  std::size_t free_slot();
+  TreeSum<std::size_t> grad_tree_;
+  TreeSum<double> loss_tree_;
+
+  double exposed_s_ = 0;
+};
+
+}  // namespace shardtrain

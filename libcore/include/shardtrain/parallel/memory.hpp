@@ -1,0 +1,75 @@
+// Memory accounting for sharded training: a tracker of current and peak bytes per category, a
+// tracked device array, and the up-front estimate behind --memory-budget.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/model/config.hpp"
+
+namespace shardtrain {
+
+// Memory categories of the tracking allocator.
+enum class MemoryCategory { kParameters, kGradients, kOptimizer, kGathered, kCommunication, kActivations };
+constexpr int kNumMemoryCategories = 6;
+const char* memory_category_name(MemoryCategory c);
+
+// Current and peak bytes per category (and the peak of their sum) on one rank.
+class MemoryTracker {
+ public:
+  void add(MemoryCategory c, std::size_t bytes);
+  void sub(MemoryCategory c, std::size_t bytes);
+  std::size_t current(MemoryCategory c) const { return current_[int(c)]; }
+  std::size_t peak(MemoryCategory c) const { return peak_[int(c)]; }
+  std::size_t peak_total() const { return peak_total_; }
+  // {"parameters", "gradients", "optimizer", "gathered", "communication", "activations",
+  //  "model_state" (peak params + grads + optimizer), "total" (peak of the sum)}
+  nlohmann::json report() const;
+
+ private:
+  std::array<std::size_t, kNumMemoryCategories> current_{}, peak_{};
+  std::size_t total_ = 0, peak_total_ = 0;
+};
+
+// A DeviceArray<float> whose bytes are attributed to a category while it lives.
+class TrackedArray {
+ public:
+  TrackedArray() = default;
+  TrackedArray(Backend& backend, std::size_t count, MemoryTracker& tracker, MemoryCategory category);
+  ~TrackedArray() { reset(); }
+  TrackedArray(TrackedArray&& o) noexcept { *this = std::move(o); }
+  TrackedArray& operator=(TrackedArray&& o) noexcept;
+  TrackedArray(const TrackedArray&) = delete;
+  TrackedArray& operator=(const TrackedArray&) = delete;
+  void reset();
+  float* data() { return array_.data(); }
+  const float* data() const { return array_.data(); }
+  std::size_t size() const { return array_.size(); }
+  bool empty() const { return array_.size() == 0; }
+
+ private:
+  DeviceArray<float> array_;
+  MemoryTracker* tracker_ = nullptr;
+  MemoryCategory category_ = MemoryCategory::kParameters;
+};
+
+// Bytes per rank a layout will need, before building it (--memory-budget): model state by the
+// formulas of ARCHITECTURE.md on the padded layout, the working (gathered) buffers of the
+// schedule, communication staging and activations. Stage 0 is DDP.
+struct MemoryEstimate {
+  double model_state = 0, gathered = 0, communication = 0, activations = 0;
+  double total() const { return model_state + gathered + communication + activations; }
+};
+MemoryEstimate estimate_memory(const ModelConfig& model, int zero_stage, int world, int micro_batch, int grad_accum,
+                               bool deterministic);
+
+// The --memory-budget check: "" when `budget_bytes` (> 0) suffices, else the refusal naming the
+// bytes needed per rank and a stage or world size that fits.
+std::string check_memory_budget(const ModelConfig& model, int zero_stage, int world, int micro_batch,
+                                std::int64_t global_batch, bool deterministic, double budget_bytes);
+
+}  // namespace shardtrain

@@ -1,0 +1,80 @@
+// A training strategy: how the model's state is laid out over the data-parallel ranks and how one
+// optimizer step runs on that layout. The trainer (trainer.hpp) drives data, logs, evaluation and
+// checkpoints through this interface only, so DDP (full replicas, ddp.hpp) and the ZeRO stages
+// (sharded optimizer state, gradients, parameters) share one training loop, one step log and one
+// checkpoint format (logical tensors, contract 3).
+//
+// Every method is called on every rank in the same order; methods marked collective communicate.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/ckpt/ckpt.hpp"
+#include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/model/gpt.hpp"
+#include "shardtrain/model/optim.hpp"
+#include "shardtrain/parallel/train_step.hpp"
+
+namespace shardtrain {
+
+class TrainingStrategy {
+ public:
+  virtual ~TrainingStrategy() = default;
+
+  // One line for logs, e.g. "DDP, fast mode, 4 gradient buckets".
+  virtual std::string describe() const = 0;
+  virtual const ParameterRegistry& registry() const = 0;
+  // ZeRO stage of the layout (0 for DDP), written into checkpoint manifests.
+  virtual int zero_stage() const = 0;
+
+  // Initial parameters (contract 4): each rank fills exactly the elements it holds.
+  virtual void initialise(std::uint64_t seed) = 0;
+
+  // Collective: optimizer step `step` (0-based) over this rank's micro-batches (micro_batches x
+  // micro_batch sequences of T+1 tokens, laid out one after another); every token's loss weighs
+  // 1/global_tokens. Returns the global loss sum, gradient norm, clip factor, lr and timings.
+  virtual StepResult run_step(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
+                              double global_tokens) = 0;
+
+  // This rank's pieces of the logical checkpoint tensors (train_state.hpp's checkpoint_tensors
+  // order: parameters, optim.exp_avg.*, optim.exp_avg_sq.*); host memory valid until the next
+  // run_step. The pieces of all ranks cover every tensor exactly once.
+  virtual std::vector<ckpt::PieceView> checkpoint_pieces() = 0;
+  // Restores this rank's state from a validated checkpoint of any layout.
+  virtual void restore(const ckpt::CheckpointReader& reader) = 0;
+
+  // Collective: calls fn on rank 0 with a model holding the full current parameters (hold-out
+  // evaluation, the final params.h5); other ranks only take part in any gathering.
+  virtual void with_full_model(const std::function<void(GptModel&)>& fn) = 0;
+  // The full flat parameters when every rank holds a replica (for --check-replicas), else empty.
+  virtual std::vector<float> replicated_parameters() = 0;
+
+  // Peak bytes per category on this rank (parameters, gradients, optimizer, gathered,
+  // communication, activations) and their sum; {} when not tracked.
+  virtual nlohmann::json memory_report() const = 0;
+};
+
+// What make_strategy needs besides the model and optimizer configs.
+struct StrategyOptions {
+  int zero_stage = 0;           // 0: DDP; 1, 2, 3: ZeRO
+  bool deterministic = false;   // canonical reduction tree (contract 2)
+  double bucket_mb = 4.0;       // DDP gradient buckets
+  int micro_batch = 1;          // sequences per forward (activation buffers)
+  int grad_accum = 1;           // micro-batches per rank per step
+  bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
+};
+
+// The DDP strategy (full replicas; ddp.hpp's reducer). The ZeRO strategies come from
+// make_zero_strategy (zero.hpp) when built; make_strategy dispatches on options.zero_stage.
+std::unique_ptr<TrainingStrategy> make_ddp_strategy(Backend& backend, Communicator& comm, const ModelConfig& model,
+                                                    const OptimizerConfig& optimizer, const StrategyOptions& options);
+std::unique_ptr<TrainingStrategy> make_strategy(Backend& backend, Communicator& comm, const ModelConfig& model,
+                                                const OptimizerConfig& optimizer, const StrategyOptions& options);
+
+}  // namespace shardtrain

@@ -1,0 +1,60 @@
+// Telemetry: the per-rank JSONL step log and the run summary (contract 7: every record carries
+// the run's identities, so logs, summaries and checkpoints join by config hash, data snapshot,
+// code version and checkpoint id).
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/base/durable_file.hpp"  // write_json_file, for the summary writers
+
+namespace shardtrain {
+
+// Identities written into every step record and summary.
+struct RunIdentity {
+  std::string config_hash;         // hash of model + optimizer + batch configuration
+  std::string data_snapshot_id;    // selection snapshot id of the training data
+  std::string code_version;        // git describe at build time
+  std::string checkpoint_id;       // checkpoint resumed from ("" when none)
+  nlohmann::json to_json() const;
+};
+
+// One step of one rank. Times in seconds; the JSON adds "time", the wall clock (unix seconds)
+// when the record was written, and "pid", the rank's process id, so a launcher can time restarts
+// and a test can signal a given rank from the step log alone.
+struct StepRecord {
+  std::int64_t step = 0;
+  double data_s = 0, fwd_s = 0, bwd_s = 0, comm_total_s = 0, comm_exposed_s = 0, opt_s = 0, ckpt_s = 0, step_s = 0;
+  double comm_cpu_s = 0;  // CPU time the communication thread spent on this step's collectives
+  std::int64_t tokens = 0;  // tokens this rank processed in the step
+  double loss = 0;          // global mean loss of the step
+  double lr = 0, grad_norm = 0;
+  nlohmann::json extra;     // e.g. hold-out losses on evaluation steps
+  nlohmann::json to_json(int rank, const RunIdentity& id) const;
+};
+
+// Appends one JSON object per line to `path`, flushed per line so a killed run keeps its log.
+class StepLog {
+ public:
+  StepLog(const std::string& path, int rank, RunIdentity identity);
+  void append(const StepRecord& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int rank_;
+  RunIdentity identity_;
+  std::ofstream out_;
+};
+
+// min / median / max of a series (median of an even count: mean of the middle two).
+struct SeriesStats {
+  double min = 0, median = 0, max = 0;
+  static SeriesStats of(std::vector<double> values);
+  nlohmann::json to_json() const;
+};
+
+}  // namespace shardtrain

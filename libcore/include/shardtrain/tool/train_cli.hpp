@@ -1,0 +1,25 @@
+// The command-line options every trainer tool shares (ddp-train, fsdp-train): one definition,
+// so the tools, their --help and their man pages cannot drift apart.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "shardtrain/train/trainer.hpp"
+
+namespace shardtrain {
+
+// Raw values that need a conversion after parsing (finish_training_options).
+struct TrainingCli {
+  std::string cutoff, eval_from;
+};
+
+// Adds the shared training options, bound to `o` and `cli`.
+void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
+// After parsing: optional times, the decay horizon default (max(--steps, --warmup)) and units.
+void finish_training_options(TrainOptions& o, const TrainingCli& cli);
+// The trainer tools' main once their options are declared: parses under MPI, finishes the
+// options and trains (run_tool's exit codes).
+int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv);
+
+}  // namespace shardtrain

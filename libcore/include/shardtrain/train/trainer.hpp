@@ -1,0 +1,64 @@
+// The training job behind ddp-train: data selection and loading, the model on a backend, data
+// parallelism over the MPI ranks (ddp.hpp: bucketed all-reduce overlapped with backward, or the
+// deterministic canonical tree), the step loop with per-step lines, per-rank JSONL step logs,
+// periodic hold-out evaluation, replica checks, and the run summary (rank 0).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/model/config.hpp"
+#include "shardtrain/model/optim.hpp"
+
+namespace shardtrain {
+
+struct TrainOptions {
+  // Data (a dataset written by data-prep) and its selection.
+  std::string data_path;
+  std::optional<std::string> cutoff;     // RFC 3339: only documents available by then
+  std::optional<std::string> eval_from;  // RFC 3339: hold-out = documents with later event time
+  // Model: vocab 0 takes the dataset's vocabulary.
+  ModelConfig model{0, 256, 256, 4, 4};
+  OptimizerConfig optimizer;
+  // Batch (contract 1): global_batch = micro_batch x grad_accum x dp_size sequences.
+  std::int64_t global_batch = 8;
+  int micro_batch = 8;
+  std::int64_t steps = 100;
+  std::uint64_t seed = 1;        // initialisation and sample order
+  int threads = 1;               // CPU threads per rank
+  std::string device = "cpu";    // cpu | cuda
+  std::string run_dir = "run";   // step log and summary go here (created)
+  int log_every = 1;             // print a step line every N steps (and the last)
+  int eval_every = 0;            // hold-out evaluation every N steps (0: only at the end)
+  int eval_samples = 64;         // hold-out samples per evaluation (spread over owner slices)
+  double peak_flops = 0;         // MFU denominator; 0 measures the backend's matmul peak at start
+  // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
+  bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
+  int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)
+  bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
+  double memory_budget = 0;      // bytes per rank (0: none); over it, refuse before training (zero.hpp)
+  std::string tool = "ddp-train";  // the "tool" field of the summary
+  double bucket_mb = 4.0;        // gradient bucket size for the overlapped all-reduce (MiB)
+  std::string allreduce = "auto";  // fast-mode all-reduce algorithm: auto | halving | mpi (comm.hpp)
+  double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
+  int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
+  std::vector<std::string> inject;    // fault injection specs (tests): skip-collective:..., delay:...
+  std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
+  // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time
+  // limit) makes every rank save at the next step boundary and stop cleanly.
+  std::string ckpt_dir;          // "" -> <run_dir>/checkpoints
+  int ckpt_every = 0;            // save every N steps and after the last; 0: only on a signal
+  int keep = 3;                  // keep the newest K checkpoints (never deleting the newest valid)
+  bool async_ckpt = false;       // snapshot to host memory, write from a background thread
+  std::string resume;            // "" (fresh), "auto" (newest valid in ckpt_dir, else fresh) or a folder
+  bool allow_data_change = false;  // resume even if the data selection's snapshot id changed
+};
+
+// Runs the job; returns the summary JSON that was also written to run_dir/summary.json.
+// Throws shardtrain::Error subclasses on bad options, data or I/O.
+nlohmann::json run_training(const TrainOptions& options);
+
+}  // namespace shardtrain

@@ -1,0 +1,208 @@
+#include "shardtrain/ckpt/commit.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "collective.hpp"
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/log.hpp"
+
+namespace fs = std::filesystem;
+
+namespace shardtrain::ckpt {
+
+std::string read_latest(const std::string& ckpt_dir) {
+  const fs::path p = fs::path(ckpt_dir) / kLatestFile;
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return "";
+  std::ifstream in(p);
+  if (!in) throw IoError(p.string() + ": cannot read");
+  std::string name;
+  std::getline(in, name);
+  while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+void write_latest(const std::string& ckpt_dir, const std::string& folder_name) {
+  write_file_atomically((fs::path(ckpt_dir) / kLatestFile).string(), folder_name + "\n");
+}
+
+std::vector<std::string> list_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::int64_t step = parse_step_folder_name(name);
+    if (step >= 0 && e.is_directory(ec)) found.emplace_back(step, name);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+namespace {
+std::vector<std::string> leftovers(const std::string& ckpt_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    for (const char* suffix : {".tmp", ".deleting", ".replaced"}) {
+      const std::string s = suffix;
+      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+          parse_step_folder_name(name.substr(0, name.size() - s.size())) >= 0)
+        out.push_back(name);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The choice of find_resume_checkpoint (and so the folder prune_checkpoints keeps): the folder
+// `latest` names if it is a valid checkpoint, else the newest valid committed step folder; nullopt
+// when none is valid. Logs nothing itself: each skipped candidate, the choice or the lack of one go
+// to `note` (when given) as the log lines of find_resume_checkpoint, as they happen.
+std::optional<std::string> pick_checkpoint(const std::string& ckpt_dir, const ReadOptions& options,
+                                           const std::function<void(const std::string&)>& note = {}) {
+  auto say = [&](const std::string& line) {
+    if (note) note(line);
+  };
+  std::set<std::string> tried;
+  auto try_folder = [&](const std::string& name, const char* why) -> bool {
+    tried.insert(name);
+    const std::string path = (fs::path(ckpt_dir) / name).string();
+    const std::string error = validate_checkpoint(path, options);
+    if (error.empty()) {
+      say("resume: using checkpoint " + path + " (" + why + ")");
+      return true;
+    }
+    say("resume: SKIPPING corrupt or incompatible checkpoint " + path + ": " + error);
+    return false;
+  };
+
+  std::string latest;
+  try {
+    latest = read_latest(ckpt_dir);
+  } catch (const Error& e) {
+    say(std::string("resume: ") + e.what() + "; scanning the step folders instead");
+  }
+  const auto all = list_checkpoints(ckpt_dir);
+  if (!latest.empty()) {
+    const fs::path latest_path = fs::path(ckpt_dir) / kLatestFile;
+    std::error_code ec;
+    if (parse_step_folder_name(latest) < 0) {
+      say("resume: " + latest_path.string() + " holds '" + latest +
+          "', not a step_<8 digits> folder name; scanning the step folders instead");
+    } else if (!fs::is_directory(fs::path(ckpt_dir) / latest, ec)) {
+      say("resume: " + latest_path.string() + " points to " + (fs::path(ckpt_dir) / latest).string() +
+          ", which does not exist; scanning the step folders instead");
+    } else if (try_folder(latest, "named by latest")) {
+      return latest;
+    }
+  }
+  for (const auto& name : all) {
+    if (tried.count(name)) continue;
+    if (try_folder(name, "newest valid step folder")) return name;
+  }
+  if (all.empty())
+    say("resume: no committed checkpoint in " + ckpt_dir + ": starting fresh");
+  else
+    say("resume: none of the " + std::to_string(all.size()) + " checkpoints in " + ckpt_dir +
+        " is valid (see the lines above): starting fresh");
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(ckpt_dir, ec)) {
+    log_line("resume: no checkpoint folder " + ckpt_dir + " yet: starting fresh");
+    return std::nullopt;
+  }
+  if (!fs::is_directory(ckpt_dir, ec))
+    throw UsageError(ckpt_dir + ": checkpoint path exists and is not a folder; pass a folder to --ckpt-dir");
+  for (const auto& name : leftovers(ckpt_dir))
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+      log_line("resume: ignoring " + (fs::path(ckpt_dir) / name).string() +
+               ": an interrupted save (never committed); it is removed at the next save or prune");
+  const auto name = pick_checkpoint(ckpt_dir, options, log_line);
+  if (!name) return std::nullopt;
+  return (fs::path(ckpt_dir) / *name).string();
+}
+
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
+                                                             const ReadOptions& options) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // Rank 0's answer: "-" = none, "+<path>" = found, else an encoded error (any failure is a UsageError).
+  std::string answer;
+  if (rank == 0) {
+    try {
+      auto found = find_resume_checkpoint(ckpt_dir, options);
+      answer = found ? "+" + *found : "-";
+    } catch (const std::exception& e) {
+      answer = detail::encode_error(UsageError(e.what()));
+    }
+  }
+  detail::bcast_string(answer, comm);
+  if (answer == "-") return std::nullopt;
+  if (answer.rfind("+", 0) != 0) detail::throw_encoded(answer);
+  return answer.substr(1);
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string& known_valid,
+                                           const ReadOptions& options) {
+  if (keep < 1)
+    throw UsageError("prune: keep " + std::to_string(keep) + " is less than 1; keep at least one checkpoint");
+  std::vector<std::string> removed;
+  auto remove_folder = [&](const std::string& name) {
+    const fs::path from = fs::path(ckpt_dir) / name;
+    fs::path doomed = from;
+    std::error_code ec;
+    if (parse_step_folder_name(name) >= 0) {
+      doomed = fs::path(ckpt_dir) / (name + ".deleting");
+      fs::rename(from, doomed, ec);
+      if (ec) {
+        log_line("prune: cannot rename " + from.string() + " for removal: " + ec.message());
+        return;
+      }
+    }
+    fs::remove_all(doomed, ec);
+    if (ec) log_line("prune: cannot remove " + doomed.string() + ": " + ec.message());
+    removed.push_back(name);
+  };
+  for (const auto& name : leftovers(ckpt_dir)) remove_folder(name);
+
+  const auto all = list_checkpoints(ckpt_dir);
+  if (int(all.size()) <= keep) return removed;
+  // The checkpoint a resume would pick is never removed.
+  std::string protect = known_valid;
+  if (protect.empty()) protect = pick_checkpoint(ckpt_dir, options).value_or("");
+  for (std::size_t i = std::size_t(keep); i < all.size(); ++i) {
+    if (all[i] == protect) {
+      log_line("prune: keeping " + (fs::path(ckpt_dir) / all[i]).string() +
+               " beyond --keep " + std::to_string(keep) + ": it is the newest valid checkpoint");
+      continue;
+    }
+    remove_folder(all[i]);
+  }
+  if (!removed.empty()) {
+    try {
+      fsync_path(ckpt_dir);
+    } catch (const Error&) {
+    }
+  }
+  return removed;
+}
+
+}  // namespace shardtrain::ckpt

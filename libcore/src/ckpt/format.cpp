@@ -1,0 +1,240 @@
+#include "shardtrain/ckpt/format.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+#include "shardtrain/base/error.hpp"
+
+namespace shardtrain::ckpt {
+
+std::int64_t TensorSpec::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::vector<FlatRange> spread_ranges(const std::vector<TensorSpec>& tensors, int world_size, int rank) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw UsageError("spread_ranges: rank " + std::to_string(rank) + " outside world size " + std::to_string(world_size));
+  std::int64_t total = 0;
+  for (const auto& t : tensors) total += t.bytes();
+  // Rank r owns bytes [total*r/W, total*(r+1)/W) of the concatenation, each boundary moved down to
+  // the start of the element it falls in (so every element has exactly one owner).
+  auto boundary = [&](int r) -> std::pair<std::size_t, std::int64_t> {  // (tensor, element offset)
+    // floor(total * r / W) without overflow: total = q W + rem.
+    const std::int64_t b = (total / world_size) * r + (total % world_size) * r / world_size;
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const std::int64_t bytes = tensors[i].bytes();
+      if (b < start + bytes) return {i, (b - start) / std::int64_t(dtype_size(tensors[i].dtype))};
+      start += bytes;
+    }
+    return {tensors.size(), 0};
+  };
+  const auto [t0, e0] = boundary(rank);
+  const auto [t1, e1] = boundary(rank + 1);
+  std::vector<FlatRange> out;
+  for (std::size_t i = t0; i <= t1 && i < tensors.size(); ++i) {
+    const std::int64_t begin = (i == t0) ? e0 : 0;
+    const std::int64_t end = (i == t1) ? e1 : tensors[i].numel();
+    if (end > begin) out.push_back({i, begin, end - begin});
+  }
+  return out;
+}
+
+std::vector<PieceView> spread_pieces(const std::vector<TensorSpec>& tensors, const std::vector<const void*>& data,
+                                     int world_size, int rank) {
+  if (data.size() != tensors.size())
+    throw UsageError("spread_pieces: " + std::to_string(data.size()) + " data pointers for " +
+                     std::to_string(tensors.size()) + " tensors");
+  std::vector<PieceView> out;
+  for (const auto& r : spread_ranges(tensors, world_size, rank)) {
+    const auto& t = tensors[r.tensor];
+    out.push_back({t.name, r.offset, r.count,
+                   static_cast<const unsigned char*>(data[r.tensor]) + r.offset * std::int64_t(dtype_size(t.dtype))});
+  }
+  return out;
+}
+
+namespace {
+inline std::uint64_t fmix64(std::uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+constexpr std::uint64_t kIndexKey = 0x5348415244434b50ULL;  // "SHARDCKP"
+
+template <typename U>
+std::uint64_t sum_terms(const unsigned char* p, std::int64_t count, std::int64_t offset) {
+  // Several independent accumulators so the compiler vectorises the loop.
+  std::uint64_t acc = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    U v;
+    std::memcpy(&v, p + i * std::int64_t(sizeof(U)), sizeof(U));
+    acc += (fmix64(std::uint64_t(offset + i) ^ kIndexKey) | 1ULL) * std::uint64_t(v);
+  }
+  return acc;
+}
+}  // namespace
+
+std::uint64_t piece_checksum(const void* data, std::int64_t count, DType dtype, std::int64_t offset) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  switch (dtype_size(dtype)) {
+    case 1: return sum_terms<std::uint8_t>(p, count, offset);
+    case 4: return sum_terms<std::uint32_t>(p, count, offset);
+    case 8: return sum_terms<std::uint64_t>(p, count, offset);
+  }
+  return 0;
+}
+
+std::string format_checksum(std::uint64_t sum) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "sum64:%016llx", static_cast<unsigned long long>(sum));
+  return buf;
+}
+
+std::uint64_t parse_checksum(const std::string& text) {
+  const std::string prefix = std::string(kChecksumAlgorithm) + ":";
+  if (text.size() != prefix.size() + 16 || text.compare(0, prefix.size(), prefix) != 0 ||
+      text.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos)
+    throw UsageError("checkpoint: checksum '" + text + "' is not of the form sum64:<16 hex digits>");
+  return std::stoull(text.substr(prefix.size()), nullptr, 16);
+}
+
+std::string step_folder_name(std::int64_t step) {
+  if (step < 0 || step > 99999999)
+    throw UsageError("checkpoint: step " + std::to_string(step) + " does not fit step_<8 digits>");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::int64_t parse_step_folder_name(const std::string& name) {
+  if (name.size() != 13 || name.compare(0, 5, "step_") != 0) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
+}
+
+std::string rank_file_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank_%05d.h5", rank);
+  return buf;
+}
+
+// ---- manifest -------------------------------------------------------------------------------
+
+nlohmann::json CheckpointManifest::to_json() const {
+  nlohmann::json files_json = nlohmann::json::array();
+  for (const auto& f : files)
+    files_json.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+  return {
+      {"format", kFormatName},
+      {"format_version", format_version},
+      {"step", step},
+      {"tokens_seen", tokens_seen},
+      {"model", model},
+      {"config", config},
+      {"layout", {{"world_size", layout.world_size}, {"dp", layout.dp}, {"tp", layout.tp}, {"zero_stage", layout.zero_stage}}},
+      {"global_batch", global_batch},
+      {"micro_batch", micro_batch},
+      {"grad_accum", grad_accum},
+      {"sampler", {{"epoch", sampler_epoch}, {"consumed", sampler_consumed}}},
+      {"rng", rng},
+      {"lr_schedule", {{"step", lr_step}, {"lr", lr}}},
+      {"data", {{"snapshot_id", data_snapshot_id}, {"cutoff", data_cutoff}}},
+      {"code_version", code_version},
+      {"created", created},
+      {"writers", writers},
+      {"files", files_json},
+      {"extra", extra},
+  };
+}
+
+namespace {
+const nlohmann::json& field(const nlohmann::json& j, const std::string& key, const std::string& where,
+                            const std::string& path) {
+  if (!j.is_object() || !j.contains(key)) throw UsageError(where + ": manifest lacks '" + path + "'");
+  return j.at(key);
+}
+template <typename T>
+T get(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& prefix = "") {
+  const std::string path = prefix.empty() ? key : prefix + "." + key;
+  const auto& v = field(j, key, where, path);
+  try {
+    if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) throw std::exception();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) throw std::exception();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw std::exception();
+    }
+    return v.get<T>();
+  } catch (const std::exception&) {
+    throw UsageError(where + ": manifest field '" + path + "' has the wrong type (" + v.dump() + ")");
+  }
+}
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto& v = field(j, key, where, key);
+  if (!v.is_object()) throw UsageError(where + ": manifest field '" + key + "' is not an object");
+  return v;
+}
+}  // namespace
+
+CheckpointManifest CheckpointManifest::from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw UsageError(where + ": manifest is not a JSON object");
+  if (get<std::string>(j, "format", where) != kFormatName)
+    throw UsageError(where + ": not a shardtrain checkpoint (format '" + j.at("format").get<std::string>() + "')");
+  CheckpointManifest m;
+  m.format_version = get<int>(j, "format_version", where);
+  if (m.format_version != kFormatVersion)
+    throw UsageError(where + ": checkpoint format_version " + std::to_string(m.format_version) +
+                     " is not supported by this build (reads version " + std::to_string(kFormatVersion) +
+                     "); use a matching shardtrain version");
+  m.step = get<std::int64_t>(j, "step", where);
+  m.tokens_seen = get<std::int64_t>(j, "tokens_seen", where);
+  m.model = object(j, "model", where);
+  m.config = object(j, "config", where);
+  const auto& layout = object(j, "layout", where);
+  m.layout.world_size = get<int>(layout, "world_size", where, "layout");
+  m.layout.dp = get<int>(layout, "dp", where, "layout");
+  m.layout.tp = get<int>(layout, "tp", where, "layout");
+  m.layout.zero_stage = get<int>(layout, "zero_stage", where, "layout");
+  m.global_batch = get<std::int64_t>(j, "global_batch", where);
+  m.micro_batch = get<std::int64_t>(j, "micro_batch", where);
+  m.grad_accum = get<std::int64_t>(j, "grad_accum", where);
+  const auto& sampler = object(j, "sampler", where);
+  m.sampler_epoch = get<std::int64_t>(sampler, "epoch", where, "sampler");
+  m.sampler_consumed = get<std::int64_t>(sampler, "consumed", where, "sampler");
+  m.rng = field(j, "rng", where, "rng");
+  const auto& lr = object(j, "lr_schedule", where);
+  m.lr_step = get<std::int64_t>(lr, "step", where, "lr_schedule");
+  m.lr = get<double>(lr, "lr", where, "lr_schedule");
+  const auto& data = object(j, "data", where);
+  m.data_snapshot_id = get<std::string>(data, "snapshot_id", where, "data");
+  m.data_cutoff = get<std::string>(data, "cutoff", where, "data");
+  m.code_version = get<std::string>(j, "code_version", where);
+  m.created = get<std::string>(j, "created", where);
+  m.writers = get<int>(j, "writers", where);
+  const auto& files = field(j, "files", where, "files");
+  if (!files.is_array()) throw UsageError(where + ": manifest field 'files' is not an array");
+  for (const auto& f : files) {
+    FileRecord r;
+    r.name = get<std::string>(f, "name", where, "files[]");
+    r.rank = get<int>(f, "rank", where, "files[]");
+    r.bytes = get<std::int64_t>(f, "bytes", where, "files[]");
+    r.sha256 = get<std::string>(f, "sha256", where, "files[]");
+    m.files.push_back(r);
+  }
+  if (int(m.files.size()) != m.writers)
+    throw UsageError(where + ": manifest lists " + std::to_string(m.files.size()) + " files for " +
+                     std::to_string(m.writers) + " writers");
+  m.extra = field(j, "extra", where, "extra");
+  return m;
+}
+
+}  // namespace shardtrain::ckpt

@@ -1,0 +1,259 @@
+#include "shardtrain/ckpt/read.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "internal.hpp"
+#include "shardtrain/base/sha256.hpp"
+#include "shardtrain/base/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace shardtrain::ckpt {
+
+using detail::H5Id;
+
+struct CheckpointReader::OpenFiles {
+  std::map<std::string, H5Id> files;  // rank file name -> open handle
+  std::string folder;
+  hid_t get(const std::string& name) {
+    auto it = files.find(name);
+    if (it != files.end()) return it->second.get();
+    const std::string path = (fs::path(folder) / name).string();
+    H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) throw IoError(path + ": not a readable HDF5 file (truncated or corrupt?); resume from an earlier checkpoint");
+    const hid_t id = f.get();
+    files.emplace(name, std::move(f));
+    return id;
+  }
+};
+
+namespace {
+
+// "n_layer: 4 (checkpoint) vs 2 (expected)" for each differing key of two JSON objects.
+std::string describe_difference(const nlohmann::json& have, const nlohmann::json& want) {
+  std::ostringstream out;
+  int shown = 0;
+  auto add = [&](const std::string& key, const std::string& a, const std::string& b) {
+    if (shown++) out << ", ";
+    out << key << ": " << a << " (checkpoint) vs " << b << " (this run)";
+  };
+  if (have.is_object() && want.is_object()) {
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (!have.contains(it.key()))
+        add(it.key(), "absent", it.value().dump());
+      else if (have.at(it.key()) != it.value())
+        add(it.key(), have.at(it.key()).dump(), it.value().dump());
+    for (auto it = have.begin(); it != have.end(); ++it)
+      if (!want.contains(it.key())) add(it.key(), it.value().dump(), "absent");
+  } else {
+    add("model", have.dump(), want.dump());
+  }
+  return out.str();
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptions& options)
+    : files_(std::make_unique<OpenFiles>()) {
+  detail::quiet_hdf5();
+  folder_ = folder_in;
+  while (folder_.size() > 1 && folder_.back() == '/') folder_.pop_back();
+  files_->folder = folder_;
+  std::error_code ec;
+  if (!fs::is_directory(folder_, ec))
+    throw IoError(folder_ + ": no such checkpoint folder");
+  const std::string index = (fs::path(folder_) / kIndexFile).string();
+  if (!fs::exists(index, ec))
+    throw IoError(index + ": missing, so " + folder_ +
+                  " is not a committed checkpoint (incomplete copy or interrupted save); use an earlier one");
+
+  // 1. Manifest.
+  H5Id idx(H5Fopen(index.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!idx.ok()) throw IoError(index + ": not a readable HDF5 file (truncated or corrupt?); use an earlier checkpoint");
+  std::string text;
+  try {
+    text = detail::read_string_attr(idx.get(), "/", "manifest", index);
+    const std::string want = detail::read_string_attr(idx.get(), "/", "manifest_sha256", index);
+    if (to_hex(sha256(text.data(), text.size())) != want)
+      throw IoError(index + ": the manifest does not match its manifest_sha256 (corrupt index); use an earlier checkpoint");
+  } catch (const UsageError& e) {
+    throw IoError(std::string(e.what()) + " (corrupt or foreign index)");
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw IoError(index + ": the manifest is not valid JSON (" + e.what() + ")");
+  }
+  manifest_ = CheckpointManifest::from_json(j, index);
+
+  // 2. Files: present, sizes, checksums.
+  for (const auto& f : manifest_.files) {
+    const std::string path = (fs::path(folder_) / f.name).string();
+    if (!fs::exists(path, ec))
+      throw IoError(path + ": missing rank file (the checkpoint is incomplete); resume from an earlier checkpoint");
+    const auto size = std::int64_t(fs::file_size(path, ec));
+    if (ec) throw IoError(path + ": cannot stat (" + ec.message() + ")");
+    if (size != f.bytes)
+      throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest records " + std::to_string(f.bytes) +
+                    " (truncated or overwritten); resume from an earlier checkpoint");
+    if (options.verify_files) {
+      const std::string sha = detail::sha256_file(path);
+      if (sha != f.sha256)
+        throw IoError(path + ": SHA-256 " + sha.substr(0, 16) + "... differs from the manifest's " + f.sha256.substr(0, 16) +
+                      "... (file corrupt: flipped bytes?); resume from an earlier checkpoint");
+    }
+  }
+
+  // 3. Compatibility.
+  if (options.expected_model && manifest_.model != *options.expected_model)
+    throw UsageError(index + ": checkpoint of another model config: " +
+                     describe_difference(manifest_.model, *options.expected_model) +
+                     "; resume with the checkpoint's model config or start a new --ckpt-dir");
+  if (options.compatible) {
+    const std::string why = options.compatible(manifest_);
+    if (!why.empty()) throw UsageError(index + ": " + why);
+  }
+
+  // 4. Tensors and their pieces.
+  for (const auto& name : detail::list_group(idx.get(), "/tensors")) {
+    const std::string obj = "/tensors/" + name;
+    TensorInfo info;
+    try {
+      info.spec.name = name;
+      info.spec.shape = detail::read_int_array_attr(idx.get(), obj, "shape", index);
+      info.spec.dtype = dtype_from_name(detail::read_string_attr(idx.get(), obj, "dtype", index));
+      info.checksum = parse_checksum(detail::read_string_attr(idx.get(), obj, "checksum", index));
+      if (detail::read_int_attr(idx.get(), obj, "numel", index) != info.spec.numel())
+        throw UsageError(index + ": " + obj + " numel disagrees with its shape");
+    } catch (const UsageError& e) {
+      throw IoError(std::string(e.what()) + " (corrupt index)");
+    }
+    by_name_[name] = tensors_.size();
+    tensors_.push_back(std::move(info));
+  }
+  for (const auto& f : manifest_.files) {
+    const std::string path = (fs::path(folder_) / f.name).string();
+    const hid_t h = files_->get(f.name);
+    for (const auto& tensor : detail::list_group(h, "/pieces")) {
+      auto it = by_name_.find(tensor);
+      if (it == by_name_.end())
+        throw IoError(path + ": holds pieces of '" + tensor + "', which the index does not list (mixed-up folder?)");
+      for (const auto& piece : detail::list_group(h, "/pieces/" + tensor)) {
+        const std::string dname = "/pieces/" + tensor + "/" + piece;
+        H5Id ds(H5Dopen2(h, dname.c_str(), H5P_DEFAULT), H5Dclose);
+        if (!ds.ok()) throw IoError(path + ": cannot open " + dname + " (corrupt file)");
+        H5Id space(H5Dget_space(ds.get()), H5Sclose);
+        PieceLocation loc;
+        loc.file = f.name;
+        loc.dataset = dname;
+        try {
+          loc.offset = detail::read_int_attr(ds.get(), ".", "offset", path);
+        } catch (const UsageError& e) {
+          throw IoError(e.what());
+        }
+        loc.count = H5Sget_simple_extent_npoints(space.get());
+        tensors_[it->second].pieces.push_back(loc);
+      }
+    }
+  }
+  for (auto& t : tensors_) {
+    std::sort(t.pieces.begin(), t.pieces.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    std::int64_t next = 0;
+    for (const auto& p : t.pieces) {
+      if (p.offset != next)
+        throw IoError(folder_ + ": tensor '" + t.spec.name + "' has " + (p.offset > next ? "a gap" : "overlapping pieces") +
+                      " at element " + std::to_string(std::min(next, p.offset)) + " in its rank files (" + p.file +
+                      "); the checkpoint is inconsistent: resume from an earlier one");
+      next = p.offset + p.count;
+    }
+    if (next != t.spec.numel())
+      throw IoError(folder_ + ": tensor '" + t.spec.name + "' has elements [" + std::to_string(next) + ", " +
+                    std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const TensorInfo* CheckpointReader::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+const TensorInfo& CheckpointReader::at(const std::string& name) const {
+  const TensorInfo* t = find(name);
+  if (!t) throw UsageError(folder_ + ": no tensor '" + name + "' in the checkpoint");
+  return *t;
+}
+
+void CheckpointReader::read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const {
+  const TensorInfo& t = at(name);
+  if (offset < 0 || count < 0 || offset + count > t.spec.numel())
+    throw UsageError(folder_ + ": range [" + std::to_string(offset) + ", " + std::to_string(offset + count) +
+                     ") is outside tensor '" + name + "' of " + std::to_string(t.spec.numel()) + " elements");
+  const std::int64_t esize = std::int64_t(dtype_size(t.spec.dtype));
+  auto first = std::upper_bound(t.pieces.begin(), t.pieces.end(), offset,
+                                [](std::int64_t v, const PieceLocation& p) { return v < p.offset; });
+  if (first != t.pieces.begin()) --first;
+  for (auto p = first; p != t.pieces.end() && p->offset < offset + count; ++p) {
+    const std::int64_t lo = std::max(offset, p->offset), hi = std::min(offset + count, p->offset + p->count);
+    if (hi <= lo) continue;
+    const std::string path = (fs::path(folder_) / p->file).string();
+    const hid_t h = files_->get(p->file);
+    H5Id ds(H5Dopen2(h, p->dataset.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) throw IoError(path + ": cannot open " + p->dataset + " (corrupt file)");
+    H5Id fspace(H5Dget_space(ds.get()), H5Sclose);
+    const hsize_t start = hsize_t(lo - p->offset), n = hsize_t(hi - lo);
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr);
+    H5Id mspace(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    if (H5Dread(ds.get(), detail::memory_type(t.spec.dtype), mspace.get(), fspace.get(), H5P_DEFAULT,
+                static_cast<char*>(out) + (lo - offset) * esize) < 0)
+      throw IoError(path + ": reading " + p->dataset + " failed (truncated or corrupt file); resume from an earlier checkpoint");
+  }
+}
+
+void CheckpointReader::read(const std::string& name, void* out) const {
+  const TensorInfo& t = at(name);
+  read_range(name, 0, t.spec.numel(), out);
+  const std::uint64_t got = piece_checksum(out, t.spec.numel(), t.spec.dtype, 0);
+  if (got != t.checksum) {
+    std::string files;
+    for (const auto& p : t.pieces)
+      if (files.find(p.file) == std::string::npos) files += (files.empty() ? "" : ", ") + p.file;
+    throw IoError(folder_ + ": tensor '" + name + "' fails its checksum (" + format_checksum(got) + ", index says " +
+                  format_checksum(t.checksum) + "): its data in " + files +
+                  " is corrupt; resume from an earlier checkpoint");
+  }
+}
+
+std::vector<float> CheckpointReader::read_floats(const std::string& name) const {
+  const TensorInfo& t = at(name);
+  if (t.spec.dtype != DType::kFloat32)
+    throw UsageError(folder_ + ": tensor '" + name + "' is " + dtype_name(t.spec.dtype) + ", not float32");
+  std::vector<float> out(std::size_t(t.spec.numel()));
+  read(name, out.data());
+  return out;
+}
+
+std::vector<float> CheckpointReader::read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const {
+  const TensorInfo& t = at(name);
+  if (t.spec.dtype != DType::kFloat32)
+    throw UsageError(folder_ + ": tensor '" + name + "' is " + dtype_name(t.spec.dtype) + ", not float32");
+  std::vector<float> out(std::size_t(std::max<std::int64_t>(count, 0)));
+  read_range(name, offset, count, out.data());
+  return out;
+}
+
+std::string validate_checkpoint(const std::string& folder, const ReadOptions& options) {
+  try {
+    CheckpointReader reader(folder, options);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace shardtrain::ckpt

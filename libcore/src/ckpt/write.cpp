@@ -1,0 +1,693 @@
+#include "shardtrain/ckpt/write.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <thread>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "internal.hpp"
+#include "collective.hpp"
+#include "shardtrain/ckpt/commit.hpp"
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/sha256.hpp"
+#include "shardtrain/base/time.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/log.hpp"
+
+namespace fs = std::filesystem;
+
+namespace shardtrain::ckpt {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "checkpoint pieces are written as raw little-endian bytes");
+
+using detail::H5Id;
+using detail::now_seconds;
+using detail::bcast_string;
+using detail::encode_error;
+using detail::throw_encoded;
+
+// ---- collective helpers -------------------------------------------------------------------------
+
+// Rank 0 receives every rank's string (others get an empty vector).
+std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int len = int(mine.size());
+  std::vector<int> lens(rank == 0 ? size : 0);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> displs;
+  std::string all;
+  if (rank == 0) {
+    displs.resize(size);
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
+    all.resize(std::size_t(total));
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r) out.push_back(all.substr(std::size_t(displs[r]), std::size_t(lens[r])));
+  return out;
+}
+
+// ---- the N-d blocks of a flat range ----------------------------------------------------------------
+
+struct Block {
+  std::vector<hsize_t> start, count;  // in the logical N-d space
+  std::int64_t flat_begin = 0;        // first flat element of the block
+  std::int64_t numel = 0;
+};
+
+// Cuts the flat range [a, b) of a row-major `shape` into rectangular blocks, each contiguous in the
+// flat order: at most 2*ndim-1 of them.
+std::vector<Block> blocks_of_range(const std::vector<hsize_t>& shape, std::int64_t a, std::int64_t b) {
+  const std::size_t n = shape.size();
+  std::vector<std::int64_t> stride(n, 1);
+  for (std::size_t k = n; k-- > 1;) stride[k - 1] = stride[k] * std::int64_t(shape[k]);
+  std::vector<Block> out;
+  while (a < b) {
+    for (std::size_t k = 0; k < n; ++k) {  // the largest aligned slab that fits
+      if (a % stride[k] != 0 || a + stride[k] > b) continue;
+      const std::int64_t index_k = (a / stride[k]) % std::int64_t(shape[k]);
+      const std::int64_t count_k = std::min((b - a) / stride[k], std::int64_t(shape[k]) - index_k);
+      Block blk;
+      blk.start.resize(n);
+      blk.count.resize(n);
+      std::int64_t rest = a;
+      for (std::size_t d = 0; d < n; ++d) {
+        blk.start[d] = hsize_t(rest / stride[d]);
+        rest %= stride[d];
+        blk.count[d] = d < k ? 1 : (d == k ? hsize_t(count_k) : shape[d]);
+      }
+      blk.flat_begin = a;
+      blk.numel = count_k * stride[k];
+      out.push_back(std::move(blk));
+      a += count_k * stride[k];
+      break;
+    }
+  }
+  return out;
+}
+
+// VDS source names are printf-like ("%b"): a literal '%' must be doubled.
+std::string vds_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    out += c;
+    if (c == '%') out += '%';
+  }
+  return out;
+}
+
+std::string now_rfc3339() { return format_rfc3339(std::int64_t(std::time(nullptr))); }
+
+struct GatheredPiece {
+  std::int64_t offset = 0, count = 0;
+  std::uint64_t checksum = 0;
+  std::string file;
+};
+
+void check_name(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    throw UsageError("checkpoint: tensor name '" + name + "' is empty or contains '/'; names become HDF5 object names");
+}
+
+// ---- one rank's file ---------------------------------------------------------------------------------
+
+struct RankOutcome {
+  FileRecord file;
+  nlohmann::json pieces = nlohmann::json::array();  // [[tensor, offset, count, checksum], ...]
+  double write_s = 0, sync_s = 0;
+};
+
+RankOutcome write_rank_file(const std::string& folder, int rank, int size, const CheckpointManifest& manifest,
+                            const std::map<std::string, const TensorSpec*>& specs,
+                            const std::vector<PieceView>& pieces) {
+  for (const auto& p : pieces) {
+    auto it = specs.find(p.tensor);
+    if (it == specs.end())
+      throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": rank " + std::to_string(rank) +
+                       " has a piece of '" + p.tensor + "', which is not in the tensor list");
+    if (p.offset < 0 || p.count < 0 || p.offset + p.count > it->second->numel() || (p.count > 0 && !p.data))
+      throw UsageError("checkpoint: piece [" + std::to_string(p.offset) + ", " + std::to_string(p.offset + p.count) +
+                       ") of '" + p.tensor + "' is outside its " + std::to_string(it->second->numel()) +
+                       " elements (or has no data)");
+  }
+  RankOutcome out;
+  out.file.name = rank_file_name(rank);
+  out.file.rank = rank;
+  const std::string path = (fs::path(folder) / out.file.name).string();
+  const std::string what_to_do = " (disk full, quota or permission?): free space or fix the folder and save again";
+  struct RawWrite {
+    std::int64_t file_offset, bytes;
+    const void* data;
+    std::string name;
+  };
+  std::vector<RawWrite> raw;
+  double t0 = now_seconds();
+  {
+    H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file.ok()) throw IoError(path + ": cannot create the checkpoint file" + what_to_do);
+    bool ok = detail::write_string_attr(file.get(), "/", "format", std::string(kFormatName) + "-rank") &&
+              detail::write_int_attr(file.get(), "/", "format_version", kFormatVersion) &&
+              detail::write_int_attr(file.get(), "/", "rank", rank) &&
+              detail::write_int_attr(file.get(), "/", "writers", size) &&
+              detail::write_int_attr(file.get(), "/", "step", manifest.step);
+    if (!ok) throw IoError(path + ": cannot write the file attributes" + what_to_do);
+    H5Id pieces_group(H5Gcreate2(file.get(), "/pieces", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (!pieces_group.ok()) throw IoError(path + ": cannot create /pieces" + what_to_do);
+    // Metadata through HDF5; raw data space allocated now (contiguous, no fill) and written below
+    // with plain pwrite: HDF5 (a thread-safe build holds one global lock) is not held during the bulk
+    // I/O, so a background save never blocks the data loader's HDF5 reads for long.
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+    for (const auto& p : pieces) {
+      if (p.count == 0) continue;
+      const TensorSpec& spec = *specs.at(p.tensor);
+      const std::string group = "/pieces/" + p.tensor;
+      if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) {
+        H5Id g(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+        if (!g.ok()) throw IoError(path + ": cannot create group " + group + what_to_do);
+      }
+      const std::string name = detail::piece_dataset_name(p.tensor, p.offset);
+      const hsize_t n = hsize_t(p.count);
+      H5Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+      H5Id dset(H5Dcreate2(file.get(), name.c_str(), detail::file_type(spec.dtype), space.get(), H5P_DEFAULT,
+                           dcpl.get(), H5P_DEFAULT),
+                H5Dclose);
+      if (!dset.ok()) throw IoError(path + ": cannot create dataset " + name + what_to_do);
+      const haddr_t where = H5Dget_offset(dset.get());
+      if (where == HADDR_UNDEF) throw IoError(path + ": no storage allocated for " + name + what_to_do);
+      raw.push_back({std::int64_t(where), p.count * std::int64_t(dtype_size(spec.dtype)), p.data, name});
+      if (!detail::write_int_attr(dset.get(), ".", "offset", p.offset) ||
+          !detail::write_int_attr(dset.get(), ".", "tensor_numel", spec.numel()))
+        throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
+    }
+    pieces_group.reset();
+    if (!file.close()) throw IoError(path + ": closing (flushing) the file failed" + what_to_do);
+  }
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError(path + ": cannot reopen to write the data (" + std::strerror(errno) + ")");
+    for (const auto& r : raw) {
+      constexpr std::int64_t kChunk = 64 << 20;
+      for (std::int64_t done = 0; done < r.bytes;) {
+        const std::size_t len = std::size_t(std::min(kChunk, r.bytes - done));
+        const ssize_t n = ::pwrite(fd, static_cast<const char*>(r.data) + done, len, off_t(r.file_offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          const std::string why = n < 0 ? std::strerror(errno) : "short write";
+          ::close(fd);
+          throw IoError(path + ": writing " + r.name + " (" + std::to_string(r.bytes) + " bytes) failed: " + why +
+                        what_to_do);
+        }
+        done += n;
+      }
+    }
+    if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
+  }
+  out.write_s = now_seconds() - t0;
+
+  // fsync in a helper thread while this thread hashes the file (from the page cache) and the pieces.
+  t0 = now_seconds();
+  std::exception_ptr sync_error;
+  std::thread syncer([&] {
+    try {
+      fsync_path(path);
+    } catch (...) {
+      sync_error = std::current_exception();
+    }
+  });
+  try {
+    out.file.sha256 = detail::sha256_file(path);
+    for (const auto& p : pieces) {
+      if (p.count == 0) continue;
+      const TensorSpec& spec = *specs.at(p.tensor);
+      out.pieces.push_back({p.tensor, p.offset, p.count, piece_checksum(p.data, p.count, spec.dtype, p.offset)});
+    }
+  } catch (...) {
+    syncer.join();
+    throw;
+  }
+  syncer.join();
+  if (sync_error) std::rethrow_exception(sync_error);
+  std::error_code ec;
+  out.file.bytes = std::int64_t(fs::file_size(path, ec));
+  if (ec) throw IoError(path + ": cannot stat after writing: " + ec.message());
+  out.sync_s = now_seconds() - t0;
+  return out;
+}
+
+// ---- the index (rank 0) ---------------------------------------------------------------------------------
+
+void write_index(const std::string& path, const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
+                 const std::map<std::string, std::vector<GatheredPiece>>& pieces) {
+  const std::string what_to_do = " (disk full, quota or permission?): free space and save again";
+  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) throw IoError(path + ": cannot create the index" + what_to_do);
+  const std::string manifest_text = manifest.to_json().dump();
+  bool ok = detail::write_string_attr(file.get(), "/", "format", kFormatName) &&
+            detail::write_int_attr(file.get(), "/", "format_version", kFormatVersion) &&
+            detail::write_int_attr(file.get(), "/", "step", manifest.step) &&
+            detail::write_int_attr(file.get(), "/", "tokens_seen", manifest.tokens_seen) &&
+            detail::write_int_attr(file.get(), "/", "global_batch", manifest.global_batch) &&
+            detail::write_int_attr(file.get(), "/", "world_size", manifest.layout.world_size) &&
+            detail::write_string_attr(file.get(), "/", "code_version", manifest.code_version) &&
+            detail::write_string_attr(file.get(), "/", "created", manifest.created) &&
+            detail::write_string_attr(file.get(), "/", "manifest", manifest_text) &&
+            detail::write_string_attr(file.get(), "/", "manifest_sha256",
+                                      to_hex(sha256(manifest_text.data(), manifest_text.size())));
+  if (!ok) throw IoError(path + ": cannot write the manifest attributes" + what_to_do);
+  H5Id group(H5Gcreate2(file.get(), "/tensors", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!group.ok()) throw IoError(path + ": cannot create /tensors" + what_to_do);
+
+  for (const auto& t : tensors) {
+    const auto& list = pieces.at(t.name);
+    std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+    if (shape.empty()) shape.push_back(1);  // a scalar is stored as (1,)
+    H5Id vspace(H5Screate_simple(int(shape.size()), shape.data(), nullptr), H5Sclose);
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    if (t.dtype == DType::kFloat32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      H5Pset_fill_value(dcpl.get(), H5T_NATIVE_FLOAT, &nan);
+    } else if (t.dtype == DType::kFloat64) {
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      H5Pset_fill_value(dcpl.get(), H5T_NATIVE_DOUBLE, &nan);
+    }
+    std::uint64_t sum = 0;
+    if (t.numel() > 0) {
+      for (const auto& p : list) {
+        sum += p.checksum;
+        const hsize_t src_n = hsize_t(p.count);
+        const std::string src_dataset = vds_escape(detail::piece_dataset_name(t.name, p.offset));
+        for (const auto& blk : blocks_of_range(shape, p.offset, p.offset + p.count)) {
+          H5Id vsel(H5Scopy(vspace.get()), H5Sclose);
+          H5Id ssel(H5Screate_simple(1, &src_n, nullptr), H5Sclose);
+          const hsize_t src_start = hsize_t(blk.flat_begin - p.offset), src_count = hsize_t(blk.numel);
+          if (H5Sselect_hyperslab(vsel.get(), H5S_SELECT_SET, blk.start.data(), nullptr, blk.count.data(), nullptr) < 0 ||
+              H5Sselect_hyperslab(ssel.get(), H5S_SELECT_SET, &src_start, nullptr, &src_count, nullptr) < 0 ||
+              H5Pset_virtual(dcpl.get(), vsel.get(), p.file.c_str(), src_dataset.c_str(), ssel.get()) < 0)
+            throw IoError(path + ": cannot map piece " + std::to_string(p.offset) + " of '" + t.name + "' (HDF5 VDS)");
+        }
+      }
+    }
+    const std::string name = "/tensors/" + t.name;
+    H5Id dset(H5Dcreate2(file.get(), name.c_str(), detail::file_type(t.dtype), vspace.get(), H5P_DEFAULT, dcpl.get(),
+                         H5P_DEFAULT),
+              H5Dclose);
+    if (!dset.ok()) throw IoError(path + ": cannot create the virtual dataset " + name + what_to_do);
+    ok = detail::write_int_array_attr(dset.get(), ".", "shape", t.shape) &&
+         detail::write_string_attr(dset.get(), ".", "dtype", dtype_name(t.dtype)) &&
+         detail::write_int_attr(dset.get(), ".", "numel", t.numel()) &&
+         detail::write_string_attr(dset.get(), ".", "checksum", format_checksum(sum));
+    if (!ok) throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
+  }
+  group.reset();
+  if (!file.close()) throw IoError(path + ": closing (flushing) the index failed" + what_to_do);
+}
+
+// Rank 0: checks the gathered reports, writes the index, commits. Returns total bytes.
+std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const std::string& final_dir,
+                    CheckpointManifest manifest, const std::vector<TensorSpec>& tensors,
+                    const std::vector<std::string>& reports, const SaveOptions& options) {
+  // Any rank failure wins (the first one, with its rank).
+  std::vector<nlohmann::json> parsed;
+  parsed.reserve(reports.size());
+  for (const auto& text : reports) {
+    const auto& j = parsed.emplace_back(nlohmann::json::parse(text));
+    if (!j.at("ok").get<bool>()) {
+      const std::string msg = j.at("error").get<std::string>();
+      if (j.at("kind").get<std::string>() == "usage") throw UsageError(msg);
+      throw IoError(msg);
+    }
+  }
+  std::map<std::string, std::vector<GatheredPiece>> pieces;
+  for (const auto& t : tensors) pieces[t.name];
+  std::int64_t total_bytes = 0;
+  manifest.files.clear();
+  for (const auto& j : parsed) {
+    FileRecord f;
+    f.name = j.at("file").at("name");
+    f.rank = j.at("file").at("rank");
+    f.bytes = j.at("file").at("bytes");
+    f.sha256 = j.at("file").at("sha256");
+    total_bytes += f.bytes;
+    for (const auto& p : j.at("pieces"))
+      pieces[p.at(0).get<std::string>()].push_back({p.at(1).get<std::int64_t>(), p.at(2).get<std::int64_t>(),
+                                                     p.at(3).get<std::uint64_t>(), f.name});
+    manifest.files.push_back(f);
+  }
+  // Exact cover of every tensor.
+  for (const auto& t : tensors) {
+    auto& list = pieces[t.name];
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    std::int64_t next = 0;
+    for (const auto& p : list) {
+      if (p.offset > next)
+        throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
+                         ", " + std::to_string(p.offset) + ") of tensor '" + t.name +
+                         "' are written by no rank; the pieces must cover every tensor exactly once (see spread_pieces)");
+      if (p.offset < next)
+        throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": element " + std::to_string(p.offset) +
+                         " of tensor '" + t.name + "' is written twice (again by " + p.file +
+                         "); the pieces must cover every tensor exactly once");
+      next = p.offset + p.count;
+    }
+    if (next != t.numel())
+      throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
+                       ", " + std::to_string(t.numel()) + ") of tensor '" + t.name + "' are written by no rank");
+  }
+
+  const std::string index = (fs::path(tmp) / kIndexFile).string();
+  write_index(index, manifest, tensors, pieces);
+  fsync_path(index);
+  std::error_code ec;
+  total_bytes += std::int64_t(fs::file_size(index, ec));
+  fsync_path(tmp);
+  // Rename into place. An existing folder of the same step (e.g. a corrupt one a resume skipped) is
+  // moved aside first and removed after the new one is in place.
+  const std::string aside = final_dir + ".replaced";
+  bool replaced = false;
+  if (fs::exists(final_dir, ec)) {
+    fs::remove_all(aside, ec);
+    fs::rename(final_dir, aside, ec);
+    if (ec) throw IoError(final_dir + ": exists and cannot be moved aside (" + ec.message() + ")");
+    replaced = true;
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw IoError(tmp + ": cannot rename to " + final_dir + " (" + ec.message() + ")");
+  fsync_path(ckpt_dir);
+  if (replaced) fs::remove_all(aside, ec);
+  if (options.update_latest) write_latest(ckpt_dir, fs::path(final_dir).filename().string());
+  return total_bytes;
+}
+
+}  // namespace
+
+SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
+                           const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces, MPI_Comm comm,
+                           const SaveOptions& options) {
+  detail::quiet_hdf5();
+  const double t_start = now_seconds();
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  SaveResult result;
+  result.step = manifest_in.step;
+
+  CheckpointManifest manifest = manifest_in;
+  manifest.format_version = kFormatVersion;
+  manifest.writers = size;
+  if (manifest.code_version.empty()) manifest.code_version = code_version();
+
+  std::string folder_name, tmp, final_dir;
+  std::map<std::string, const TensorSpec*> specs;
+
+  // Phase 1 (rank 0): a fresh step_N.tmp. Argument checks run on every rank (same inputs, same verdict).
+  std::string status;
+  try {
+    folder_name = step_folder_name(manifest.step);
+    final_dir = (fs::path(ckpt_dir) / folder_name).string();
+    tmp = final_dir + ".tmp";
+    for (const auto& t : tensors) {
+      check_name(t.name);
+      for (auto d : t.shape)
+        if (d < 0) throw UsageError("checkpoint: tensor '" + t.name + "' has a negative dimension");
+      if (!specs.emplace(t.name, &t).second) throw UsageError("checkpoint: tensor '" + t.name + "' is listed twice");
+    }
+    if (rank == 0) {
+      std::error_code ec;
+      fs::create_directories(ckpt_dir, ec);
+      if (ec) throw IoError(ckpt_dir + ": cannot create the checkpoint folder (" + ec.message() + ")");
+      if (fs::exists(tmp, ec)) {
+        log_line("checkpoint: removing " + tmp + " left by an interrupted save");
+        fs::remove_all(tmp, ec);
+      }
+      if (options.check_free_space) {
+        std::int64_t need = 1 << 20;
+        for (const auto& t : tensors) need += t.bytes();
+        struct statvfs st {};
+        if (::statvfs(ckpt_dir.c_str(), &st) == 0) {
+          const auto avail = std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize);
+          if (avail < need)
+            throw IoError(ckpt_dir + ": not enough free space for checkpoint " + folder_name + ": it needs about " +
+                          std::to_string(need >> 20) + " MiB, " + std::to_string(avail >> 20) +
+                          " MiB are available (disk full?); free space, lower --keep or use another --ckpt-dir");
+        }
+      }
+      if (!fs::create_directory(tmp, ec) || ec)
+        throw IoError(tmp + ": cannot create (" + (ec ? ec.message() : std::string("exists")) +
+                      "); check permissions and free space of " + ckpt_dir);
+    }
+  } catch (const std::exception& e) {
+    status = encode_error(e);
+  }
+  const std::string local_error = status;
+  bcast_string(status, comm);  // rank 0's verdict
+  if (!status.empty()) throw_encoded(status);
+
+  // Phase 2 (every rank): its file.
+  nlohmann::json report;
+  try {
+    if (!local_error.empty()) throw_encoded(local_error);  // this rank's arguments differ from rank 0's
+    const RankOutcome out = write_rank_file(tmp, rank, size, manifest, specs, pieces);
+    result.bytes_local = out.file.bytes;
+    result.write_s = out.write_s;
+    result.sync_s = out.sync_s;
+    report = {{"ok", true},
+              {"file", {{"name", out.file.name}, {"rank", rank}, {"bytes", out.file.bytes}, {"sha256", out.file.sha256}}},
+              {"pieces", out.pieces}};
+  } catch (const std::exception& e) {
+    report = {{"ok", false}, {"kind", dynamic_cast<const UsageError*>(&e) ? "usage" : "io"},
+              {"error", "rank " + std::to_string(rank) + ": " + e.what()}};
+  }
+  const double t_commit = now_seconds();
+  const auto reports = gather_strings(report.dump(), comm);
+
+  // Phase 3 (rank 0): index and commit; then everyone learns the outcome.
+  status.clear();
+  if (rank == 0) {
+    try {
+      manifest.created = now_rfc3339();
+      result.bytes_total = commit(ckpt_dir, tmp, final_dir, manifest, tensors, reports, options);
+      status = "OK:" + std::to_string(result.bytes_total);
+    } catch (const std::exception& e) {
+      status = encode_error(e);
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // free the space; the previous checkpoint stays as it was
+    }
+  }
+  bcast_string(status, comm);
+  if (status.rfind("OK:", 0) != 0) throw_encoded(status);
+  result.bytes_total = std::stoll(status.substr(3));
+  result.path = final_dir;
+  const double t_end = now_seconds();
+  result.commit_s = t_end - t_commit;
+  result.total_s = t_end - t_start;
+  if (rank == 0 && options.keep > 0) {
+    // After the outcome is out, so the other ranks do not wait for the deletions.
+    try {
+      prune_checkpoints(ckpt_dir, options.keep, folder_name);
+    } catch (const std::exception& e) {
+      log_line(std::string("checkpoint: pruning failed (the new checkpoint is fine): ") + e.what());
+    }
+  }
+  if (rank == 0) {
+    char line[256];
+    std::snprintf(line, sizeof line, "checkpoint: committed %s (%.1f MB in %.2f s: %.2f GB/s, %d rank files)",
+                  final_dir.c_str(), double(result.bytes_total) / 1e6, result.total_s,
+                  double(result.bytes_total) / 1e9 / std::max(result.total_s, 1e-9), size);
+    log_line(line);
+  }
+  return result;
+}
+
+// ---- snapshot and async writer -------------------------------------------------------------------------
+
+// A host copy of this rank's part of a checkpoint, taken at a step boundary (owns its bytes).
+struct AsyncCheckpointWriter::Snapshot {
+  struct Piece {
+    std::string tensor;
+    std::int64_t offset = 0;
+    std::int64_t count = 0;
+    std::size_t at = 0;  // byte offset of the piece's data in `arena`
+  };
+  CheckpointManifest manifest;
+  std::vector<TensorSpec> tensors;
+  std::vector<Piece> pieces;
+  SnapshotArena arena;    // all pieces' bytes, back to back
+  double snapshot_s = 0;  // time take() spent copying: the training stall
+
+  // Copies the pieces' data (count * dtype size bytes each) into `reuse` (the arena of an earlier
+  // snapshot: already-mapped pages make the copy a plain memcpy) or a new arena. Throws UsageError
+  // for a piece naming an unknown tensor.
+  static Snapshot take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
+                       const std::vector<PieceView>& pieces, SnapshotArena reuse);
+  std::vector<PieceView> views() const;
+};
+
+void AsyncCheckpointWriter::reserve(std::size_t bytes) {
+  if (busy() || spare_.size() >= bytes) return;
+  spare_.resize(bytes);
+  for (std::size_t i = 0; i < bytes; i += 4096) spare_[i] = 0;  // fault every page in now
+}
+
+AsyncCheckpointWriter::Snapshot AsyncCheckpointWriter::Snapshot::take(const CheckpointManifest& manifest,
+                                                                      const std::vector<TensorSpec>& tensors,
+                                                                      const std::vector<PieceView>& pieces,
+                                                                      SnapshotArena reuse) {
+  const double t0 = now_seconds();
+  std::map<std::string, DType> dtypes;
+  for (const auto& t : tensors) dtypes[t.name] = t.dtype;
+  Snapshot s;
+  s.manifest = manifest;
+  s.tensors = tensors;
+  s.pieces.reserve(pieces.size());
+  std::size_t total = 0;
+  for (const auto& p : pieces) {
+    auto it = dtypes.find(p.tensor);
+    if (it == dtypes.end())
+      throw UsageError("checkpoint snapshot: piece of '" + p.tensor + "', which is not in the tensor list");
+    s.pieces.push_back({p.tensor, p.offset, p.count, total});
+    total += std::size_t(p.count) * dtype_size(it->second);
+  }
+  s.arena = std::move(reuse);
+  s.arena.resize(total);
+  // Two threads for the copy: the snapshot is the training stall, and one core does not saturate memory.
+  auto copy_range = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const std::size_t a = s.pieces[i].at;
+      const std::size_t b = (i + 1 < pieces.size() ? s.pieces[i + 1].at : total);
+      const std::size_t lo = std::max(a, begin), hi = std::min(b, end);
+      if (lo < hi) std::memcpy(s.arena.data() + lo, static_cast<const unsigned char*>(pieces[i].data) + (lo - a), hi - lo);
+    }
+  };
+  if (total >= (64u << 20)) {
+    std::thread helper(copy_range, total / 2, total);
+    copy_range(0, total / 2);
+    helper.join();
+  } else {
+    copy_range(0, total);
+  }
+  s.snapshot_s = now_seconds() - t0;
+  return s;
+}
+
+std::vector<PieceView> AsyncCheckpointWriter::Snapshot::views() const {
+  std::vector<PieceView> out;
+  out.reserve(pieces.size());
+  for (const auto& p : pieces) out.push_back({p.tensor, p.offset, p.count, arena.data() + p.at});
+  return out;
+}
+
+AsyncCheckpointWriter::AsyncCheckpointWriter(std::string ckpt_dir, MPI_Comm comm, SaveOptions options)
+    : dir_(std::move(ckpt_dir)), options_(options) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  async_ = provided >= MPI_THREAD_MULTIPLE;
+  MPI_Comm_dup(comm, &comm_);
+  if (!async_)
+    log_line_rank0("checkpoint: MPI was not initialised with MPI_THREAD_MULTIPLE (provided level " +
+                   std::to_string(provided) + "): asynchronous saves run synchronously");
+}
+
+AsyncCheckpointWriter::~AsyncCheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log_line(std::string("checkpoint: a background save failed and its error was never collected: ") + e.what());
+  }
+  if (worker_.joinable()) worker_.join();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+double AsyncCheckpointWriter::wait_previous() {
+  const double t0 = now_seconds();
+  if (pending_.valid()) collect();  // rethrows the previous failure
+  sync_result_.reset();
+  return now_seconds() - t0;
+}
+
+void AsyncCheckpointWriter::start(Snapshot snapshot, double wait_s) {
+  // The save; on success the arena goes back to spare_ for the next snapshot. In the worker thread
+  // spare_ is read by the main thread only after it joined that thread.
+  auto run = [this, wait_s](Snapshot& snap) {
+    SaveResult r = save_checkpoint(dir_, snap.manifest, snap.tensors, snap.views(), comm_, options_);
+    r.snapshot_s = snap.snapshot_s;
+    r.wait_s = wait_s;
+    spare_ = std::move(snap.arena);
+    return r;
+  };
+  if (!async_) {
+    sync_result_ = run(snapshot);
+    return;
+  }
+  auto promise = std::make_shared<std::promise<SaveResult>>();
+  pending_ = promise->get_future();
+  worker_ = std::thread([this, run, snap = std::move(snapshot), promise]() mutable {
+    try {
+      promise->set_value(run(snap));
+    } catch (...) {
+      spare_ = std::move(snap.arena);
+      promise->set_exception(std::current_exception());
+    }
+  });
+}
+
+double AsyncCheckpointWriter::save(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
+                                   const std::vector<PieceView>& pieces) {
+  // Wait for the previous save before copying, so two snapshots never coexist in memory.
+  const double t0 = now_seconds();
+  const double wait_s = wait_previous();
+  Snapshot snap = Snapshot::take(manifest, tensors, pieces, std::move(spare_));
+  start(std::move(snap), wait_s);
+  return now_seconds() - t0;  // the whole time the caller was held (synchronous fallback: the save)
+}
+
+std::optional<SaveResult> AsyncCheckpointWriter::collect() {
+  if (worker_.joinable()) worker_.join();
+  return pending_.get();  // rethrows; leaves pending_ empty
+}
+
+std::optional<SaveResult> AsyncCheckpointWriter::poll() {
+  if (sync_result_) {
+    auto r = sync_result_;
+    sync_result_.reset();
+    return r;
+  }
+  if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return collect();
+  return std::nullopt;
+}
+
+std::optional<SaveResult> AsyncCheckpointWriter::wait() {
+  if (pending_.valid()) return collect();  // collect() joins the worker
+  return poll();
+}
+
+bool AsyncCheckpointWriter::busy() const { return pending_.valid() || sync_result_.has_value(); }
+
+}  // namespace shardtrain::ckpt

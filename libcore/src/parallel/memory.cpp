@@ -1,0 +1,125 @@
+#include "shardtrain/parallel/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/model/gpt.hpp"
+#include "shardtrain/parallel/shard_layout.hpp"
+
+namespace shardtrain {
+
+const char* memory_category_name(MemoryCategory c) {
+  static const char* const names[] = {"parameters", "gradients", "optimizer", "gathered", "communication", "activations"};
+  return names[int(c)];
+}
+
+void MemoryTracker::add(MemoryCategory c, std::size_t bytes) {
+  current_[int(c)] += bytes;
+  peak_[int(c)] = std::max(peak_[int(c)], current_[int(c)]);
+  total_ += bytes;
+  peak_total_ = std::max(peak_total_, total_);
+}
+
+void MemoryTracker::sub(MemoryCategory c, std::size_t bytes) {
+  current_[int(c)] -= bytes;
+  total_ -= bytes;
+}
+
+nlohmann::json MemoryTracker::report() const {
+  nlohmann::json j;
+  for (int c = 0; c < kNumMemoryCategories; ++c) j[memory_category_name(MemoryCategory(c))] = double(peak_[c]);
+  j["model_state"] = double(peak_[0] + peak_[1] + peak_[2]);
+  j["total"] = double(peak_total_);
+  return j;
+}
+
+TrackedArray::TrackedArray(Backend& backend, std::size_t count, MemoryTracker& tracker, MemoryCategory category)
+    : array_(backend, count), tracker_(&tracker), category_(category) {
+  tracker.add(category, array_.bytes());
+}
+
+TrackedArray& TrackedArray::operator=(TrackedArray&& o) noexcept {
+  if (this != &o) {
+    reset();
+    array_ = std::move(o.array_);
+    tracker_ = o.tracker_;
+    category_ = o.category_;
+    o.tracker_ = nullptr;
+  }
+  return *this;
+}
+
+void TrackedArray::reset() {
+  if (tracker_ && array_.size()) tracker_->sub(category_, array_.bytes());
+  array_.reset();
+  tracker_ = nullptr;
+}
+
+// ---------------------------------------------------------------- estimates, budget ---------------
+
+MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, int micro_batch, int grad_accum,
+                               bool deterministic) {
+  const ParameterRegistry registry(model);
+  const ShardLayout layout(registry, world, 0);
+  const double P = double(registry.total()), Ppad = double(layout.padded_total()), S = double(layout.shard_total());
+  const auto& u = layout.units();
+  double max_block = 0;
+  for (std::size_t i = 1; i + 1 < u.size(); ++i) max_block = std::max(max_block, double(u[i].padded));
+  const double working = double(u.front().padded + u.back().padded) + 2 * max_block;  // floats
+  const double tree = deterministic && grad_accum > 1 ? std::log2(double(grad_accum)) : 0.0;
+  MemoryEstimate e;
+  e.activations = double(GptModel::activation_bytes_for(model, micro_batch));
+  switch (stage) {
+    case 0:
+      e.model_state = 16 * P;
+      e.gathered = 4 * P * tree;
+      break;
+    case 1:
+      e.model_state = 8 * Ppad + 8 * S;
+      e.communication = 8 * S;
+      e.gathered = 4 * Ppad * tree;
+      break;
+    case 2:
+      e.model_state = 4 * Ppad + 12 * S;
+      e.communication = 8 * S;
+      e.gathered = 4 * (tree > 0 ? Ppad * (tree + 1) : working);
+      break;
+    default:
+      e.model_state = 16 * S;
+      e.communication = 4 * double(layout.max_padded() / world);
+      e.gathered = 4 * working + 4 * (tree > 0 ? Ppad * (tree + 1) : working);
+      break;
+  }
+  return e;
+}
+
+std::string check_memory_budget(const ModelConfig& model, int stage, int world, int micro_batch,
+                                std::int64_t global_batch, bool deterministic, double budget) {
+  if (!(budget > 0)) return "";
+  auto accum = [&](int w) { return int(std::max<std::int64_t>(1, global_batch / (std::int64_t(micro_batch) * w))); };
+  const MemoryEstimate need = estimate_memory(model, stage, world, micro_batch, accum(world), deterministic);
+  if (need.total() <= budget) return "";
+  auto gb = [](double b) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.0f bytes (%.1f MiB)", b, b / (1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  std::string fit;
+  for (int s = stage + 1; s <= 3 && fit.empty(); ++s) {
+    const double t = estimate_memory(model, s, world, micro_batch, accum(world), deterministic).total();
+    if (t <= budget) fit = "--zero-stage " + std::to_string(s) + " at " + std::to_string(world) + " ranks needs " + gb(t);
+  }
+  for (int w = world * 2; w <= 1024 && fit.empty(); w *= 2) {
+    if (global_batch % (std::int64_t(micro_batch) * w) != 0) continue;
+    const double t = estimate_memory(model, 3, w, micro_batch, accum(w), deterministic).total();
+    if (t <= budget) fit = "--zero-stage 3 at " + std::to_string(w) + " ranks needs " + gb(t) + " per rank";
+  }
+  if (fit.empty()) fit = "no stage or world size up to 1024 ranks fits at this --micro-batch; lower --micro-batch";
+  return std::string(stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage)) + " at " + std::to_string(world) +
+         " rank" + (world == 1 ? "" : "s") + " needs " + gb(need.total()) + " per rank (model state " +
+         gb(need.model_state) + ", working buffers " + gb(need.gathered + need.communication) + ", activations " +
+         gb(need.activations) + "), over --memory-budget " + gb(budget) + "; " + fit;
+}
+
+}  // namespace shardtrain

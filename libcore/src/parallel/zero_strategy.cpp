@@ -1,0 +1,443 @@
+// ZeRO-1/2/3 as a TrainingStrategy (zero.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "shardtrain/parallel/ddp.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/model/init.hpp"
+#include "shardtrain/model/train_state.hpp"
+#include "shardtrain/parallel/tree_sum.hpp"
+#include "shardtrain/parallel/zero.hpp"
+
+namespace shardtrain {
+
+// ---------------------------------------------------------------- the strategy --------------------
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
+ public:
+  ZeroStrategy(Backend& backend, Communicator& comm, const ModelConfig& model, const OptimizerConfig& optimizer,
+               const StrategyOptions& options)
+      : backend_(backend),
+        comm_(comm),
+        stage_(options.zero_stage),
+        deterministic_(options.deterministic),
+        reshard_(options.reshard_after_forward),
+        micro_batch_(options.micro_batch),
+        accum_(options.grad_accum),
+        optimizer_(optimizer),
+        model_(backend, model, options.micro_batch, false),
+        layout_(model_.registry(), comm.size(), comm.rank()) {
+    optimizer_.validate();
+    if (stage_ < 1 || stage_ > 3) throw UsageError("--zero-stage must be 0, 1, 2 or 3 (got " + std::to_string(stage_) + ")");
+    if (backend.device() != DeviceKind::kCpu)
+      throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
+    if (deterministic_) require_deterministic_layout(comm.size(), accum_);
+    const std::size_t U = layout_.units().size();
+    const std::size_t S = layout_.shard_total();
+    tracker_.add(MemoryCategory::kActivations, model_.activation_bytes());
+    if (stage_ <= 2) full_params_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kParameters);
+    else param_shard_ = TrackedArray(backend, S, tracker_, MemoryCategory::kParameters);
+    if (stage_ == 1) full_grads_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kGradients);
+    else grad_shard_ = TrackedArray(backend, S, tracker_, MemoryCategory::kGradients);
+    exp_avg_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
+    exp_avg_sq_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
+    if (stage_ <= 2) gather_staging_ = TrackedArray(backend, S, tracker_, MemoryCategory::kCommunication);
+    gathered_.resize(U);
+    gather_handle_.resize(U);
+    unit_grad_.resize(U);
+    for (std::size_t u = 0; u < U; ++u) {
+      const std::size_t padded = layout_.units()[u].padded;
+      trees_.emplace_back([this, padded](TrackedArray left, TrackedArray right) {
+        backend_.add(left.data(), left.data(), right.data(), padded);
+        return left;
+      });
+    }
+    model_.set_unit_storage(this);
+  }
+
+  std::string describe() const override {
+    std::string s = "ZeRO-" + std::to_string(stage_) + " over " + std::to_string(comm_.size()) + " rank" +
+                    (comm_.size() == 1 ? "" : "s") + ", " + std::to_string(layout_.units().size()) +
+                    " units, shards padded to " + std::to_string(comm_.size()) + " x " +
+                    std::to_string(Backend::kReductionChunk) + ", " +
+                    (deterministic_ ? "deterministic reduction tree" : "fast mode");
+    if (stage_ == 3) s += reshard_ ? ", reshard after forward" : ", no reshard after forward";
+    return s;
+  }
+  const ParameterRegistry& registry() const override { return model_.registry(); }
+  int zero_stage() const override { return stage_; }
+
+  void initialise(std::uint64_t seed) override {
+    for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
+      init_tensor_range(t, seed, model_.config().n_layer, lo - t.offset, hi - lo, param_ptr(u, lo));
+    });
+    gather_full_params();
+  }
+
+  StepResult run_step(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
+                      double global_tokens) override {
+    StepResult r;
+    exposed_s_ = 0;
+    if (micro_batches != accum_)
+      throw Error(ExitCode::kInternal, "ZeRO step: " + std::to_string(micro_batches) + " micro-batches, planned " +
+                                           std::to_string(accum_));
+    const std::size_t seq = std::size_t(model_.config().seq_len) + 1;
+    const float dloss_scale = float(1.0 / global_tokens);
+    if (stage_ == 1) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
+    else backend_.fill(grad_shard_.data(), grad_shard_.size(), 0.0f);
+    double local_loss = 0;
+    TreeSum<double> loss_tree([](double left, double right) { return left + right; });
+    for (int m = 0; m < micro_batches; ++m) {
+      micro_ = m;
+      const std::int32_t* mb = tokens + std::size_t(m) * micro_batch * seq;
+      auto t0 = Clock::now();
+      model_.forward(mb, micro_batch);
+      const double loss_sum = model_.loss(mb, dloss_scale);
+      backend_.synchronize();
+      r.timing.forward_s += since(t0);
+      t0 = Clock::now();
+      model_.backward();
+      backend_.synchronize();
+      r.timing.backward_s += since(t0);
+      if (deterministic_) loss_tree.push(loss_sum);
+      else local_loss += loss_sum;
+    }
+    // Finish the reductions still in flight: the exposed communication of the step.
+    double loss = deterministic_ ? loss_tree.take() : local_loss;
+    {
+      const auto t0 = Clock::now();
+      drain_pending();
+      if (comm_.size() > 1) {
+        if (deterministic_) comm_.all_reduce_canonical(&loss, 1);
+        else comm_.all_reduce(&loss, 1);
+      }
+      exposed_s_ += since(t0);
+    }
+    r.loss_sum = loss;
+
+    auto t0 = Clock::now();
+    r.grad_norm = std::sqrt(sharded_norm_squared());
+    require_finite(step, r.loss_sum, r.grad_norm);
+    r.clip_scale = clip_factor(r.grad_norm, optimizer_.grad_clip);
+    if (r.clip_scale != 1.0)
+      for (std::size_t u = 0; u < layout_.units().size(); ++u)
+        backend_.scale(grad_shard_ptr(u), layout_.units()[u].shard, float(r.clip_scale));
+    r.lr = learning_rate(optimizer_, step);
+    adamw_update(step, r.lr);
+    backend_.synchronize();
+    const auto tg = Clock::now();
+    gather_full_params();
+    exposed_s_ += since(tg);
+    r.timing.optimizer_s = since(t0);
+    r.timing.comm_exposed_s = exposed_s_;
+    return r;
+  }
+
+  std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    std::vector<ckpt::PieceView> pieces;
+    for (int k = 0; k < 3; ++k)
+      for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
+        pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo), state_ptr(k, u, lo)});
+      });
+    return pieces;
+  }
+
+  void restore(const ckpt::CheckpointReader& reader) override {
+    check_checkpoint_tensors(reader, model_.registry());
+    for (int k = 0; k < 3; ++k)
+      for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
+        reader.read_range(kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo),
+                          const_cast<float*>(state_ptr(k, u, lo)));
+      });
+    gather_full_params();
+  }
+
+  void with_full_model(const std::function<void(GptModel&)>& fn) override {
+    // A temporary full model on rank 0 (hold-out evaluation, params.h5); not part of the step's
+    // memory accounting. Stage 3 gathers every unit (collective on all ranks).
+    std::unique_ptr<GptModel> full;
+    if (comm_.rank() == 0) full = std::make_unique<GptModel>(backend_, model_.config(), micro_batch_);
+    const auto& units = layout_.units();
+    DeviceArray<float> tmp;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const UnitShard& s = units[u];
+      const float* src;
+      if (stage_ <= 2) {
+        src = full_params_.data() + s.padded_offset;
+      } else {
+        tmp = DeviceArray<float>(backend_, s.padded);
+        comm_.all_gather(param_shard_.data() + s.shard_offset, tmp.data(), s.shard);
+        src = tmp.data();
+      }
+      if (full) backend_.copy_bytes(full->params().data() + s.begin, src, s.size() * sizeof(float));
+    }
+    if (full) fn(*full);
+  }
+
+  std::vector<float> replicated_parameters() override {
+    if (stage_ == 3) return {};
+    std::vector<float> flat(model_.registry().total());
+    for (const auto& s : layout_.units())
+      backend_.download_bytes(flat.data() + s.begin, full_params_.data() + s.padded_offset, s.size() * sizeof(float));
+    return flat;
+  }
+
+  nlohmann::json memory_report() const override {
+    nlohmann::json j = tracker_.report();
+    const double P = double(model_.registry().total()), N = double(comm_.size());
+    const double formula = stage_ == 1 ? 8 * P + 8 * P / N : stage_ == 2 ? 4 * P + 12 * P / N : 16 * P / N;
+    j["formula_model_state"] = formula;
+    j["zero_stage"] = stage_;
+    return j;
+  }
+
+ private:
+  // ---- layout helpers ----
+  // fn(unit, tensor, lo, hi) over the intersections of this rank's shards with every tensor.
+  void for_each_owned(const std::function<void(std::size_t, const ParameterInfo&, std::size_t, std::size_t)>& fn) {
+    const auto& units = layout_.units();
+    std::size_t u = 0;
+    for (const auto& t : model_.registry().tensors()) {
+      while (t.offset >= units[u].end) ++u;
+      const std::size_t lo = std::max(t.offset, units[u].own_begin), hi = std::min(t.offset + t.numel, units[u].own_end);
+      if (lo < hi) fn(u, t, lo, hi);
+    }
+  }
+  // Start of this rank's slice of unit u in each sharded buffer.
+  float* param_shard_ptr(std::size_t u) {
+    const UnitShard& s = layout_.units()[u];
+    return stage_ <= 2 ? full_params_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
+                       : param_shard_.data() + s.shard_offset;
+  }
+  float* grad_shard_ptr(std::size_t u) {
+    const UnitShard& s = layout_.units()[u];
+    return stage_ == 1 ? full_grads_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
+                       : grad_shard_.data() + s.shard_offset;
+  }
+  // Pointer of registry element `index` (owned, in unit u) in a sharded buffer.
+  float* param_ptr(std::size_t u, std::size_t index) {
+    return param_shard_ptr(u) + (index - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard);
+  }
+  const float* state_ptr(int kind, std::size_t u, std::size_t index) {
+    if (kind == 0) return param_ptr(u, index);
+    const UnitShard& s = layout_.units()[u];
+    const std::size_t off = s.shard_offset + (index - s.begin - std::size_t(comm_.rank()) * s.shard);
+    return (kind == 1 ? exp_avg_ : exp_avg_sq_).data() + off;
+  }
+
+  // ---- UnitStorage (called by the model) ----
+  const float* params(int u) override {
+    return stage_ <= 2 ? full_params_.data() + layout_.units()[u].padded_offset : gathered_[u].data();
+  }
+  float* grads(int u) override { return unit_grad_[u]; }
+
+  void forward_begin(int u) override {
+    poll_pending();
+    if (stage_ != 3) return;
+    ensure_gathered(u);
+    if (u + 1 < int(layout_.units().size())) launch_gather(u + 1);  // prefetch the next unit
+  }
+  void forward_end(int u) override {
+    if (stage_ == 3 && reshard_ && u >= 1 && u + 1 < int(layout_.units().size())) gathered_[u].reset();
+  }
+  void backward_begin(int u) override {
+    poll_pending();
+    const int last = int(layout_.units().size()) - 1;
+    if (stage_ == 3) {
+      ensure_gathered(u);
+      const int next = u == last ? last - 1 : (u >= 2 && u < last ? u - 1 : -1);  // backward order: 0, L+1, L..1
+      if (next >= 1) launch_gather(next);
+    }
+    const UnitShard& s = layout_.units()[u];
+    if (stage_ == 1) {
+      unit_grad_[u] = full_grads_.data() + s.padded_offset;
+      if (deterministic_) backend_.fill(unit_grad_[u], s.padded, 0.0f);
+    } else {
+      unit_grad_buf_for(u) = TrackedArray(backend_, s.padded, tracker_, MemoryCategory::kGathered);
+      unit_grad_[u] = unit_grad_buf_for(u).data();
+    }
+  }
+  void backward_end(int u) override {
+    const UnitShard& s = layout_.units()[u];
+    const bool last_micro = micro_ == accum_ - 1;
+    if (stage_ == 3) gathered_[u].reset();
+    backend_.synchronize();
+    if (deterministic_) {
+      // Binary counter over the local micro-batches (left + right), then the canonical all-reduce.
+      TrackedArray cur;
+      if (stage_ == 1) {
+        if (accum_ > 1) {
+          cur = TrackedArray(backend_, s.padded, tracker_, MemoryCategory::kGathered);
+          backend_.copy_bytes(cur.data(), unit_grad_[u], s.padded * sizeof(float));
+        }
+      } else {
+        cur = std::move(unit_grad_buf_for(u));
+      }
+      trees_[u].push(std::move(cur));
+      if (!last_micro) return;
+      cur = trees_[u].take();
+      float* buf = cur.empty() ? unit_grad_[u] : cur.data();
+      auto handle = comm_.size() > 1 ? comm_.all_reduce_canonical_async(buf, s.padded) : CollectiveHandle();
+      auto holder = std::make_shared<TrackedArray>(std::move(cur));
+      pending_.push_back({handle, [this, u, buf, holder]() {
+                            float* dst = grad_shard_ptr(u);
+                            const float* src = buf + std::size_t(comm_.rank()) * layout_.units()[u].shard;
+                            if (dst != src) backend_.copy_bytes(dst, src, layout_.units()[u].shard * sizeof(float));
+                            holder->reset();
+                          }});
+      return;
+    }
+    // Fast mode. Stage 1 accumulates over micro-batches in the full buffer, reduces at the last.
+    if (stage_ == 1 && !last_micro) return;
+    float* in = unit_grad_[u];
+    auto holder = std::make_shared<TrackedArray>(stage_ == 1 ? TrackedArray() : std::move(unit_grad_buf_for(u)));
+    if (comm_.size() == 1) {
+      if (stage_ != 1) backend_.accumulate(grad_shard_ptr(u), in, s.shard);
+      holder->reset();
+      return;
+    }
+    const bool direct = stage_ != 1 && micro_ == 0;  // the shard is still zero: reduce straight into it
+    float* out = direct ? grad_shard_ptr(u) : nullptr;
+    std::shared_ptr<TrackedArray> staging;
+    if (!direct) {
+      staging = std::make_shared<TrackedArray>(backend_, s.shard, tracker_, MemoryCategory::kCommunication);
+      out = staging->data();
+    }
+    auto handle = comm_.reduce_scatter_async(in, out, s.shard);
+    pending_.push_back({handle, [this, u, holder, staging]() {
+                          holder->reset();
+                          if (!staging) return;
+                          if (stage_ == 1)
+                            backend_.copy_bytes(grad_shard_ptr(u), staging->data(), layout_.units()[u].shard * sizeof(float));
+                          else
+                            backend_.accumulate(grad_shard_ptr(u), staging->data(), layout_.units()[u].shard);
+                          staging->reset();
+                        }});
+  }
+
+  TrackedArray& unit_grad_buf_for(int u) { return unit_grad_bufs_[u]; }
+
+  // ---- communication ----
+  struct Pending {
+    CollectiveHandle handle;
+    std::function<void()> done;
+  };
+  // Completes the finished reductions at the front of the queue (they finish in order).
+  void poll_pending() {
+    while (!pending_.empty() && pending_.front().handle.test()) {
+      pending_.front().done();
+      pending_.erase(pending_.begin());
+    }
+  }
+  void drain_pending() {
+    for (auto& p : pending_) {
+      p.handle.wait();
+      p.done();
+    }
+    pending_.clear();
+  }
+  void launch_gather(int u) {
+    if (!gathered_[u].empty() || gather_handle_[u].valid()) return;
+    const UnitShard& s = layout_.units()[u];
+    gathered_[u] = TrackedArray(backend_, s.padded, tracker_, MemoryCategory::kGathered);
+    gather_handle_[u] = comm_.all_gather_async(param_shard_.data() + s.shard_offset, gathered_[u].data(), s.shard);
+  }
+  void ensure_gathered(int u) {
+    launch_gather(u);
+    if (gather_handle_[u].valid()) {
+      const auto t0 = Clock::now();
+      gather_handle_[u].wait();
+      exposed_s_ += since(t0);
+      gather_handle_[u] = CollectiveHandle();
+    }
+  }
+  // Stages 1-2: every rank's updated slices back into the full padded parameters.
+  void gather_full_params() {
+    if (stage_ == 3) return;
+    std::vector<CollectiveHandle> handles;
+    for (std::size_t u = 0; u < layout_.units().size(); ++u) {
+      const UnitShard& s = layout_.units()[u];
+      if (comm_.size() == 1) break;
+      float* stage = gather_staging_.data() + s.shard_offset;
+      backend_.copy_bytes(stage, param_shard_ptr(u), s.shard * sizeof(float));
+      handles.push_back(comm_.all_gather_async(stage, full_params_.data() + s.padded_offset, s.shard));
+    }
+    for (auto& h : handles) h.wait();
+  }
+
+  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
+  double sharded_norm_squared() {
+    const std::size_t chunk = Backend::kReductionChunk;
+    const auto& units = layout_.units();
+    const std::size_t per_rank = layout_.shard_total() / chunk;
+    std::vector<double> mine(per_rank, 0.0);
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const UnitShard& s = units[u];
+      const float* g = grad_shard_ptr(u);
+      for (std::size_t k = 0; k < s.shard / chunk; ++k) {
+        const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
+        if (first >= s.end) break;
+        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
+      }
+    }
+    std::vector<double> all(per_rank * comm_.size());
+    if (comm_.size() > 1) comm_.all_gather(mine.data(), all.data(), per_rank);
+    else all = mine;
+    double total = 0.0;
+    for (const auto& s : units) {
+      double unit = 0.0;
+      for (int r = 0; r < comm_.size(); ++r)
+        for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
+      total += unit;
+    }
+    return total;
+  }
+
+  void adamw_update(std::int64_t step, double lr) {
+    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
+    for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
+      args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
+      const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;
+      const std::size_t so = layout_.units()[u].shard_offset + off;
+      backend_.adamw_update(param_shard_ptr(u) + off, grad_shard_ptr(u) + off, exp_avg_.data() + so,
+                            exp_avg_sq_.data() + so, hi - lo, args);
+    });
+  }
+
+  Backend& backend_;
+  Communicator& comm_;
+  int stage_;
+  bool deterministic_, reshard_;
+  int micro_batch_, accum_;
+  OptimizerConfig optimizer_;
+  MemoryTracker tracker_;
+  GptModel model_;
+  ShardLayout layout_;
+
+  TrackedArray full_params_, param_shard_, full_grads_, grad_shard_, exp_avg_, exp_avg_sq_, gather_staging_;
+  std::vector<TrackedArray> gathered_;                 // stage 3: gathered units
+  std::vector<CollectiveHandle> gather_handle_;        // stage 3: all-gathers in flight
+  std::vector<float*> unit_grad_;                      // the unit gradient buffer of this micro-batch
+  std::map<int, TrackedArray> unit_grad_bufs_;         // stages 2-3: transient unsharded unit gradients
+  std::vector<TreeSum<TrackedArray>> trees_;  // deterministic local micro-batch trees, per unit
+  std::vector<Pending> pending_;
+  int micro_ = 0;
+  double exposed_s_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingStrategy> make_zero_strategy(Backend& backend, Communicator& comm, const ModelConfig& model,
+                                                     const OptimizerConfig& optimizer, const StrategyOptions& options) {
+  return std::make_unique<ZeroStrategy>(backend, comm, model, optimizer, options);
+}
+
+}  // namespace shardtrain

@@ -1,0 +1,129 @@
+#include "shardtrain/report/run_summary.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "shardtrain/base/error.hpp"
+
+namespace shardtrain {
+namespace {
+ColumnMedians columns_of(const StepRecord& r) {
+  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.comm_cpu_s, r.opt_s, r.ckpt_s, r.step_s};
+}
+
+}  // namespace
+
+std::string format_count(double value) {
+  char buf[64];
+  if (value >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fB", value / 1e9);
+  else if (value >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", value / 1e6);
+  else if (value >= 1e4) std::snprintf(buf, sizeof(buf), "%.1fk", value / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f", value);
+  return buf;
+}
+
+std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::vector<StepRecord>& records) {
+  ColumnMedians mine{};
+  for (int c = 0; c < kNumTimingColumns; ++c) {
+    std::vector<double> values;
+    for (const auto& r : records) values.push_back(columns_of(r)[c]);
+    mine[c] = SeriesStats::of(values).median;
+  }
+  std::vector<double> all(std::size_t(comm.size()) * kNumTimingColumns);
+  comm.all_gather(mine.data(), all.data(), kNumTimingColumns);
+  std::vector<ColumnMedians> out(comm.size());
+  for (int r = 0; r < comm.size(); ++r)
+    for (int c = 0; c < kNumTimingColumns; ++c) out[r][c] = all[std::size_t(r) * kNumTimingColumns + c];
+  return out;
+}
+
+nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians) {
+  nlohmann::json table = nlohmann::json::object();
+  for (int c = 0; c < kNumTimingColumns; ++c) {
+    std::vector<double> values;
+    for (const auto& m : medians) values.push_back(m[c]);
+    table[kTimingColumns[c]] = SeriesStats::of(values).to_json();
+    table[kTimingColumns[c]]["by_rank"] = values;
+  }
+  return table;
+}
+
+int slowest_rank(const std::vector<ColumnMedians>& medians) {
+  constexpr int kStep = timing_column("step_s"), kExposed = timing_column("comm_exposed_s");
+  static_assert(kStep >= 0 && kExposed >= 0);
+  int slowest = 0;
+  for (int r = 1; r < int(medians.size()); ++r)
+    if (medians[r][kStep] - medians[r][kExposed] > medians[slowest][kStep] - medians[slowest][kExposed]) slowest = r;
+  return slowest;
+}
+
+Baseline read_baseline(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path + ": cannot read the --baseline summary (no such file?)");
+  nlohmann::json base;
+  try {
+    base = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(path + ": not a summary JSON (" + e.what() + "); pass a ddp-train summary.json");
+  }
+  if (!base.contains("throughput_tokens_per_s") || !base["throughput_tokens_per_s"].is_number() ||
+      !(base["throughput_tokens_per_s"].get<double>() > 0))
+    throw UsageError(path + ": has no positive throughput_tokens_per_s; pass a ddp-train summary.json");
+  return {path, base["throughput_tokens_per_s"].get<double>(), base.value("world_size", 1)};
+}
+
+void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throughput, int world) {
+  summary["baseline"] = {{"path", baseline.path},
+                         {"throughput_tokens_per_s", baseline.throughput_tokens_per_s},
+                         {"world_size", baseline.world_size}};
+  summary["speedup"] = throughput / baseline.throughput_tokens_per_s;
+  summary["scaling_efficiency"] =
+      throughput / (double(world) / baseline.world_size * baseline.throughput_tokens_per_s);
+}
+
+double bare_allreduce_busbw(MPI_Comm comm_world, std::size_t n) {
+  int world = 1;
+  MPI_Comm_size(comm_world, &world);
+  if (world < 2) return 0.0;
+  std::vector<float> buf(n, 1.0f);
+  MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, comm_world);  // warm-up
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    MPI_Barrier(comm_world);
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, comm_world);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
+}
+
+std::string summary_paragraph(const nlohmann::json& s) {
+  const int world = s["world_size"].get<int>();
+  const double median_step = s["median_step_s"].get<double>();
+  const auto& medians = s["per_rank_medians"];
+  std::string holdout, scaling;
+  if (s.contains("eval") && !s["eval"].is_null())
+    holdout = ", hold-out loss " + std::to_string(s["eval"]["holdout_loss"].get<double>()).substr(0, 5) + " nats/token";
+  if (s.contains("scaling_efficiency"))
+    scaling = "; scaling efficiency E(" + std::to_string(world) + ") = " +
+              std::to_string(s["scaling_efficiency"].get<double>()).substr(0, 5);
+  char paragraph[1400];
+  std::snprintf(paragraph, sizeof(paragraph),
+                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s) in %.1f s on %s. "
+                "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
+                "the measured %.1f GFLOP/s per-rank matmul peak; data loading took %.2f%% and exposed communication "
+                "%.2f%% of step time%s. Step log: %s; summary: %s.",
+                (long long)s["steps"].get<std::int64_t>(), format_count(double(s["tokens"].get<std::int64_t>())).c_str(),
+                format_count(s["parameters"].get<double>()).c_str(), world, world == 1 ? "" : "s",
+                s["layout"].get<std::string>().c_str(), s["train_seconds"].get<double>(),
+                s["backend"].get<std::string>().c_str(), s["first_loss"].get<double>(), s["final_loss"].get<double>(),
+                holdout.c_str(), s["throughput_tokens_per_s"].get<double>(), median_step, 100.0 * s["mfu"].get<double>(),
+                s["peak_flops_per_rank"].get<double>() / 1e9,
+                100.0 * medians["data_s"]["by_rank"][0].get<double>() / median_step,
+                100.0 * medians["comm_exposed_s"]["by_rank"][0].get<double>() / median_step, scaling.c_str(),
+                s["step_log"].get<std::string>().c_str(), s["summary"].get<std::string>().c_str());
+  return paragraph;
+}
+
+}  // namespace shardtrain

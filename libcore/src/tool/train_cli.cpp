@@ -1,0 +1,69 @@
+#include "shardtrain/tool/train_cli.hpp"
+
+#include <algorithm>
+
+#include "shardtrain/tool/tool.hpp"
+
+namespace shardtrain {
+
+void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
+  app.add_option("--data", o.data_path, "Dataset file written by data-prep (HDF5)")->required();
+  app.add_option("--cutoff", cli.cutoff, "Use only documents available at or before this RFC 3339 time");
+  app.add_option("--eval-from", cli.eval_from, "Hold-out = documents with event time after this (default: --cutoff)");
+  app.add_option("--vocab", o.model.vocab, "Vocabulary size (0: the dataset's)")->capture_default_str();
+  app.add_option("--seq-len", o.model.seq_len, "Context length T")->capture_default_str();
+  app.add_option("--d-model", o.model.d_model, "Model width C")->capture_default_str();
+  app.add_option("--layers", o.model.n_layer, "Transformer blocks")->capture_default_str();
+  app.add_option("--heads", o.model.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
+  app.add_option("--global-batch", o.global_batch, "Sequences per optimizer step, all ranks together")->capture_default_str();
+  app.add_option("--micro-batch", o.micro_batch, "Sequences per forward/backward on one rank")->capture_default_str();
+  app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--lr", o.optimizer.max_lr, "Peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.optimizer.min_lr, "Learning-rate floor after cosine decay")->capture_default_str();
+  app.add_option("--warmup", o.optimizer.warmup_steps, "Linear warm-up steps")->capture_default_str();
+  app.add_option("--decay-steps", o.optimizer.decay_steps, "Step at which the cosine decay reaches --min-lr (default: --steps)");
+  app.add_option("--weight-decay", o.optimizer.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
+  app.add_option("--beta1", o.optimizer.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--beta2", o.optimizer.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--eps", o.optimizer.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of initialisation and sample order")->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads per rank")->capture_default_str();
+  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();
+  app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
+  app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
+  app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
+  app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s per rank (default: measured at start)");
+  app.add_flag("--deterministic", o.deterministic, "Canonical reduction tree: results bitwise independent of the rank count");
+  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
+  app.add_option("--allreduce", o.allreduce, "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi (MPI_Iallreduce), or auto (halving on power-of-two ranks)")->capture_default_str();
+  app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
+  app.add_option("--check-replicas", o.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
+  app.add_option("--baseline", o.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
+  app.add_option("--ckpt-dir", o.ckpt_dir, "Checkpoint folder (default: RUN_DIR/checkpoints)");
+  app.add_option("--ckpt-every", o.ckpt_every, "Save a checkpoint every N steps and after the last (0: only on SIGTERM/SIGUSR1)")->capture_default_str();
+  app.add_option("--keep", o.keep, "Keep the newest K checkpoints (never deleting the newest valid)")->capture_default_str();
+  app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
+  app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
+  app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
+  app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S or delay:rank=R,ms=M");
+    o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
+}
+
+int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {
+  return run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
+    finish_training_options(o, cli);
+    run_training(o);
+    return 0;
+  });
+}
+
+void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
+  if (!cli.cutoff.empty()) o.cutoff = cli.cutoff;
+  if (!cli.eval_from.empty()) o.eval_from = cli.eval_from;
+  if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.steps), o.optimizer.warmup_steps);
+  o.peak_flops *= 1e9;  // --peak-gflops
+}
+
+}  // namespace shardtrain
