@@ -1,7 +1,7 @@
 # Shared preamble of the benchmark scripts (sourced, not run): strict mode, paths, Open MPI as
 # root, a build and the bundled data (set up when missing), a scratch folder removed at exit, the
 # foundation benchmark configuration, and a JSON field reader.
-#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d'
+#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d', need_torch_peer
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
@@ -15,3 +15,16 @@ trap 'rm -rf "$tmp"' EXIT
 foundation=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
             --threads 1 --log-every 1000)
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+# The PyTorch peer needs Debian's python3-torch and an optimised BLAS: installs them when missing (as
+# root), else stops with the command to run. A script that runs the peer calls this first.
+need_torch_peer() {
+  [ -f "$peer" ] || { echo "$(basename "$0"): the PyTorch peer $peer is missing; set PEER=path/to/torch_gpt.py" >&2; exit 2; }
+  /usr/bin/python3 -c "import torch" 2>/dev/null && dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "$(basename "$0"): the PyTorch peer needs: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2
+    exit 2
+  fi
+  echo "$(basename "$0"): installing python3-torch libopenblas0-pthread for the PyTorch peer" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null; }
+}

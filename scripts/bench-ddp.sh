@@ -12,6 +12,7 @@
 # Usage: scripts/bench-ddp.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
+need_torch_peer
 common=("${foundation[@]}" --steps 30)
 tp() { json "$1/summary.json" "d['throughput_tokens_per_s']"; }
 printf '# data-parallel scaling, tokens/s (median step after warm-up); E(2) = tp2 / (2 tp1); ceiling = co-run E(2)\n'

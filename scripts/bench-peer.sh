@@ -10,10 +10,7 @@
 # configuration per its docstring (Debian's OpenBLAS misdetects this processor).
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null || ! dpkg-query -W libopenblas0-pthread >/dev/null 2>&1; then
-  [ "$(id -u)" -eq 0 ] || { echo "bench-peer.sh: run: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2; exit 2; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null
-fi
+need_torch_peer
 core=0
 printf '# one-rank training throughput, tokens/s (median step after warm-up), core %s\n' "$core"
 printf '%-6s %14s %14s %8s %8s %8s\n' round shardtrain torch_peer ratio mfu data%

@@ -4,6 +4,7 @@
 #
 # Usage: scripts/setup.sh            (idempotent; a second run only rebuilds what changed)
 # Environment: BUILD_DIR (default <repo>/build), SHARDTRAIN_CUDA (AUTO|ON|OFF, default AUTO),
+#              SHARDTRAIN_NATIVE (ON|OFF, default ON: -march=native; OFF for mixed-processor clusters),
 #              JOBS (parallel build jobs, default: number of cores).
 set -euo pipefail
 
@@ -37,6 +38,7 @@ fi
 say "configuring and building (Release) into $build (logs: $build/setup-*.log)"
 mkdir -p "$build"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" \
+  -DSHARDTRAIN_NATIVE="${SHARDTRAIN_NATIVE:-ON}" \
   >"$build/setup-configure.log" 2>&1 || { cat "$build/setup-configure.log" >&2; exit 1; }
 grep "shardtrain:" "$build/setup-configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
 cmake --build "$build" -j "$jobs" >"$build/setup-build.log" 2>&1 || { tail -50 "$build/setup-build.log" >&2; exit 1; }

@@ -117,9 +117,6 @@ std::vector<std::int32_t> H5File::read_ints(const std::string& d, std::vector<st
 void H5File::write_floats(const std::string& d, const std::vector<float>& data, const std::vector<std::int64_t>& dims) {
   write_any(file_, path_, d, data, dims);
 }
-void H5File::write_doubles(const std::string& d, const std::vector<double>& data, const std::vector<std::int64_t>& dims) {
-  write_any(file_, path_, d, data, dims);
-}
 
 double H5File::read_attr_double(const std::string& name, const std::string& object) const {
   return read_attr_any<double>(file_, path_, object, name);

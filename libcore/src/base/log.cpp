@@ -18,7 +18,6 @@ void set_log_identity(int rank, int world_size) {
   g_rank = rank;
   g_world = world_size;
 }
-int log_rank() { return g_rank; }
 int log_world_size() { return g_world; }
 
 std::string log_prefix() {

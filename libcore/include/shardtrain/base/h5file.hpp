@@ -26,7 +26,6 @@ class H5File {
 
   // Writes a dataset (creating intermediate groups).
   void write_floats(const std::string& dataset, const std::vector<float>& data, const std::vector<std::int64_t>& dims);
-  void write_doubles(const std::string& dataset, const std::vector<double>& data, const std::vector<std::int64_t>& dims);
 
   // Root-group (or object) scalar attributes.
   double read_attr_double(const std::string& name, const std::string& object = "/") const;

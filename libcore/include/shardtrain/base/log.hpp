@@ -6,7 +6,6 @@
 namespace shardtrain {
 
 void set_log_identity(int rank, int world_size);
-int log_rank();
 int log_world_size();
 
 // The "[rank R/W] " prefix.
