@@ -319,7 +319,13 @@ nlohmann::json run_training(const TrainOptions& o) {
   const double median_step = SeriesStats::of(steady).median;
   const double throughput = double(tokens_per_step) / median_step;
   const CommStats comm_stats = comm->stats();
-  const double bare_busbw = bare_allreduce_busbw(MPI_COMM_WORLD, strategy->registry().total());
+  double bare_busbw = 0;
+  if (world > 1) {  // the library's own all-reduce as a yardstick, on a group of its own, freed right after
+    CommOptions yardstick = comm_options;
+    yardstick.name = "yardstick";
+    yardstick.all_reduce = AllReduceAlgorithm::kLibrary;
+    bare_busbw = bare_allreduce_busbw(*make_mpi_communicator(MPI_COMM_WORLD, yardstick), strategy->registry().total());
+  }
   const std::string params_path = o.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, params_path); });
   const nlohmann::json memory = strategy->memory_report();
