@@ -7,7 +7,8 @@
 # could reach here with free communication (the cores share caches and memory). Prints, per round,
 # E(2) = throughput_2 / (2 x throughput_1) for both programs, ours over the ceiling, our exposed
 # communication share and communication-thread CPU per step, and our all-reduce bus bandwidth beside
-# a bare MPI_Allreduce of the same bytes; then the medians over rounds. ROUNDS defaults to 3.
+# the MPI library's own all-reduce of the same bytes (the summary's yardstick); then the medians over
+# rounds. ROUNDS defaults to 3.
 #
 # Usage: scripts/bench-ddp.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
@@ -52,5 +53,5 @@ PY
 echo "# ceiling: (tp of core-0 job + tp of core-1 job) / (2 tp1) for two independent 1-rank jobs run together;"
 echo "# exposed: median exposed communication over the median step; comm_cpu: the larger per-rank median CPU"
 echo "# time of the communication thread per step; busbw: all-reduce bytes over the time in flight, which"
-echo "# includes waiting for the peer rank to reach the same bucket; bare: a blocking MPI_Allreduce of the"
-echo "# whole gradient (3.29M floats) measured after training."
+echo "# includes waiting for the peer rank to reach the same bucket; bare: the MPI library's all-reduce"
+echo "# (MPI_Iallreduce, its own communicator) of the whole gradient (3.29M floats) measured after training."

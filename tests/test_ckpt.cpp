@@ -3,11 +3,11 @@
 // including reading the index's virtual datasets with the plain HDF5 C API and h5dump.
 #include <catch2/catch.hpp>
 #include <hdf5.h>
-#include <mpi.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 
 #include "shardtrain/base/error.hpp"
@@ -144,10 +144,10 @@ void check_index_with_c_api(const std::string& folder, const ToyState& state) {
 }  // namespace
 
 TEST_CASE("ckpt: round trip from every rank, whole tensors, flat ranges, index via HDF5 C API", "[mpi][ckpt]") {
-  const auto [rank, world, dir] = mpi_case("ckpt-rt");
+  const auto [rank, world, dir, comm] = mpi_case("ckpt-rt");
   const auto state = make_state(1);
 
-  const auto result = save_state(dir, state, 7, MPI_COMM_WORLD);
+  const auto result = save_state(dir, state, 7, *comm);
   CHECK(result.path == dir + "/step_00000007");
   CHECK(result.bytes_local > 0);
   CHECK(fs::exists(dir + "/step_00000007/index.h5"));
@@ -183,7 +183,7 @@ TEST_CASE("ckpt: round trip from every rank, whole tensors, flat ranges, index v
   CHECK_THROWS_AS(reader.read_floats("h.0.attn.qkv.weight", 700, 100), shardtrain::UsageError);
   CHECK_THROWS_WITH(reader.at("nope"), Catch::Contains("no tensor 'nope'"));
 
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
   if (rank == 0) {
     // The index reads whole logical tensors with the plain C API, also after the folder moved.
     check_index_with_c_api(result.path, state);
@@ -204,15 +204,15 @@ TEST_CASE("ckpt: round trip from every rank, whole tensors, flat ranges, index v
     }
     fs::remove_all(moved);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
 }
 
 TEST_CASE("ckpt: a missing rank file reads as NaN through the index, and the reader refuses it", "[mpi][ckpt]") {
-  const auto [rank, world, dir] = mpi_case("ckpt-missing");
+  const auto [rank, world, dir, comm] = mpi_case("ckpt-missing");
   const auto state = make_state(2);
-  save_state(dir, state, 1, MPI_COMM_WORLD);
-  save_state(dir, state, 2, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
+  save_state(dir, state, 1, *comm);
+  save_state(dir, state, 2, *comm);
+  comm->barrier();
   if (rank == 0) {
     const std::string victim = dir + "/step_00000002/" + ck::rank_file_name(world - 1);
     fs::remove(victim);
@@ -227,19 +227,38 @@ TEST_CASE("ckpt: a missing rank file reads as NaN through the index, and the rea
     REQUIRE(chosen);
     CHECK(*chosen == dir + "/step_00000001");
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
 }
 
 TEST_CASE("ckpt: pieces that do not cover a tensor fail the save on every rank", "[mpi][ckpt]") {
-  const auto [rank, world, dir] = mpi_case("ckpt-cover");
+  const auto [rank, world, dir, comm] = mpi_case("ckpt-cover");
   const auto state = make_state(3);
   auto pieces = ck::spread_pieces(state.specs, state.pointers(), world, rank);
   if (rank == world - 1) pieces.pop_back();  // the last rank forgets its last piece
-  CHECK_THROWS_WITH(ck::save_checkpoint(dir, make_manifest(5, world), state.specs, pieces, MPI_COMM_WORLD),
+  CHECK_THROWS_WITH(ck::save_checkpoint(dir, make_manifest(5, world), state.specs, pieces, *comm),
                     Catch::Contains("written by no rank"));
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
   CHECK_FALSE(fs::exists(dir + "/step_00000005"));
   CHECK_FALSE(fs::exists(dir + "/step_00000005.tmp"));
   CHECK(ck::read_latest(dir).empty());
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
+}
+
+TEST_CASE("ckpt: rank 0's resume choice, or its refusal, reaches every rank", "[mpi][ckpt]") {
+  const auto [rank, world, dir, comm] = mpi_case("ckpt-resume-collective");
+  CHECK_FALSE(ck::find_resume_checkpoint_collective(dir, *comm));  // nothing saved yet
+  const auto state = make_state(13);
+  save_state(dir, state, 1, *comm);
+  save_state(dir, state, 2, *comm);
+  comm->barrier();
+  // Only rank 0 looks at the files: the other ranks learn its choice (a string of the path's length).
+  if (rank == 0) fs::remove(dir + "/step_00000002/index.h5");
+  const auto chosen = ck::find_resume_checkpoint_collective(dir, *comm);
+  REQUIRE(chosen);
+  CHECK(*chosen == dir + "/step_00000001");
+  if (rank == 0) std::ofstream(dir + "/a_file") << "x";
+  CHECK_THROWS_AS(ck::find_resume_checkpoint_collective(dir + "/a_file", *comm), shardtrain::UsageError);
+  CHECK_THROWS_WITH(ck::find_resume_checkpoint_collective(dir + "/a_file", *comm),
+                    Catch::Contains(dir + "/a_file: checkpoint path exists and is not a folder"));
+  comm->barrier();
 }

@@ -11,7 +11,6 @@
 // same bytes measured just before and just after in the same run (disks vary from run to run).
 #include <catch2/catch.hpp>
 #include <fcntl.h>
-#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +55,7 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
     WARN("skipped: set SHARDTRAIN_CKPT_BENCH=1 to run the checkpoint benchmark (about 30 s, 5 GB of RAM)");
     return;
   }
-  auto [rank, world, dir] = mpi_case("ckpt-bench");
+  auto [rank, world, dir, comm] = mpi_case("ckpt-bench");
   const char* env = std::getenv("SHARDTRAIN_BENCH_DIR");
   if (env) dir = std::string(env) + "/ckpt-bench";
 
@@ -99,26 +98,26 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
   const unsigned char* my_data = static_cast<const unsigned char*>(pieces.front().data);
   const char* reps_env = std::getenv("SHARDTRAIN_BENCH_ROUNDS");
   const int rounds = reps_env ? std::max(1, std::atoi(reps_env)) : 3;
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
   if (rank == 0) fs::create_directories(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
   std::vector<double> dd_s, save_s, load_s, open_s, load_fast_s;
   ck::SaveResult r;
   std::vector<float> back(flat.size());
   for (int round = 0; round < rounds; ++round) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm->barrier();
     double t0 = now();
     dd_write(dir + "/dd." + std::to_string(rank), my_data, my_bytes);
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm->barrier();
     dd_s.push_back(now() - t0);
 
     manifest.step = 100 + round;
     t0 = now();
-    r = ck::save_checkpoint(dir, manifest, specs, pieces, MPI_COMM_WORLD, ck::SaveOptions{true, 1});
+    r = ck::save_checkpoint(dir, manifest, specs, pieces, *comm, ck::SaveOptions{true, 1});
     save_s.push_back(now() - t0);
 
     // Load: validate (SHA-256 of every file) + read every tensor whole (checksummed), on every rank.
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm->barrier();
     t0 = now();
     {
       ck::CheckpointReader reader(r.path);
@@ -126,7 +125,7 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
       for (std::size_t i = 0; i < specs.size(); ++i)
         reader.read(specs[i].name, back.data() + (static_cast<const float*>(ptrs[i]) - flat.data()));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm->barrier();
     load_s.push_back(now() - t0);
     CHECK(std::memcmp(back.data(), flat.data(), total_bytes) == 0);
     // Load without re-hashing the files (what the ranks other than the validating one do).
@@ -138,7 +137,7 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
       for (std::size_t i = 0; i < specs.size(); ++i)
         reader.read(specs[i].name, back.data() + (static_cast<const float*>(ptrs[i]) - flat.data()));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm->barrier();
     load_fast_s.push_back(now() - t0);
   }
   auto median = [](std::vector<double> v) {
@@ -150,7 +149,7 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
   // first save allocates the snapshot buffer; later ones reuse it (steady state).
   std::vector<double> stalls, async_total;
   {
-    ck::AsyncCheckpointWriter writer(dir, MPI_COMM_WORLD, ck::SaveOptions{true, 1});
+    ck::AsyncCheckpointWriter writer(dir, *comm, ck::SaveOptions{true, 1});
     for (int i = 0; i < 3; ++i) {
       manifest.step = 200 + i;
       const double t0 = now();
@@ -190,5 +189,5 @@ TEST_CASE("ckpt: save and load throughput of a 100M-parameter state", "[.bench][
     std::fflush(stdout);
     if (env) fs::remove_all(dir);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  comm->barrier();
 }

@@ -1,7 +1,8 @@
 // Checkpoint trust: corrupt, incomplete and incompatible checkpoints are refused with an error naming
 // the file, --resume auto falls back to the previous good one, an interrupted save leaves the
 // previous checkpoint in charge, pruning never removes the newest valid one, a full disk fails the
-// save loudly and harmlessly. Single process (MPI_COMM_SELF); the multi-rank cases are in test_ckpt.cpp.
+// save loudly and harmlessly. Single process (a communicator over MPI_COMM_SELF); the multi-rank
+// cases are in test_ckpt.cpp.
 #include <catch2/catch.hpp>
 #include <sys/mount.h>
 
@@ -19,11 +20,11 @@ using namespace shardtrain::test;
 using namespace shardtrain::test::ckpt_fixture;
 
 TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back", "[ckpt]") {
-  ensure_mpi();
+  const auto self = test_communicator(MPI_COMM_SELF);
   const std::string dir = temp_dir("ckpt-faults");
   const auto state = make_state(4);
-  save_state(dir, state, 10, MPI_COMM_SELF);
-  save_state(dir, state, 20, MPI_COMM_SELF);
+  save_state(dir, state, 10, *self);
+  save_state(dir, state, 20, *self);
   const std::string good = dir + "/step_00000010";
   const std::string bad = dir + "/step_00000020";
   const std::string rank_file = bad + "/rank_00000.h5";
@@ -101,10 +102,10 @@ TEST_CASE("ckpt: corrupt checkpoints are refused by name and resume falls back",
 }
 
 TEST_CASE("ckpt: an interrupted save leaves the previous checkpoint in charge", "[ckpt]") {
-  ensure_mpi();
+  const auto self = test_communicator(MPI_COMM_SELF);
   const std::string dir = temp_dir("ckpt-crash");
   const auto state = make_state(5);
-  save_state(dir, state, 1, MPI_COMM_SELF);
+  save_state(dir, state, 1, *self);
   // A crash mid-write: step_2.tmp with a partial rank file and no index, `latest` untouched.
   fs::create_directory(dir + "/step_00000002.tmp");
   std::ofstream(dir + "/step_00000002.tmp/rank_00000.h5") << std::string(1000, 'x');
@@ -114,13 +115,13 @@ TEST_CASE("ckpt: an interrupted save leaves the previous checkpoint in charge", 
   CHECK(ck::list_checkpoints(dir) == std::vector<std::string>{"step_00000001"});
   // The next save of that step replaces the stale folder and commits normally.
   const auto later = make_state(6);
-  save_state(dir, later, 2, MPI_COMM_SELF);
+  save_state(dir, later, 2, *self);
   CHECK_FALSE(fs::exists(dir + "/step_00000002.tmp"));
   CHECK(*ck::find_resume_checkpoint(dir) == dir + "/step_00000002");
   CHECK(ck::CheckpointReader(dir + "/step_00000002").read_floats("wte") == later.floats("wte"));
   // A save over an existing (say corrupt) folder of the same step replaces it.
   fs::remove(dir + "/step_00000002/index.h5");
-  save_state(dir, state, 2, MPI_COMM_SELF);
+  save_state(dir, state, 2, *self);
   CHECK(ck::validate_checkpoint(dir + "/step_00000002").empty());
   CHECK(ck::CheckpointReader(dir + "/step_00000002").read_floats("wte") == state.floats("wte"));
   // prune cleans leftovers of interrupted saves.
@@ -130,10 +131,10 @@ TEST_CASE("ckpt: an interrupted save leaves the previous checkpoint in charge", 
 }
 
 TEST_CASE("ckpt: prune keeps the newest K and never the newest valid one", "[ckpt]") {
-  ensure_mpi();
+  const auto self = test_communicator(MPI_COMM_SELF);
   const std::string dir = temp_dir("ckpt-prune");
   const auto state = make_state(7);
-  for (int step = 1; step <= 5; ++step) save_state(dir, state, step, MPI_COMM_SELF);
+  for (int step = 1; step <= 5; ++step) save_state(dir, state, step, *self);
   CHECK(ck::list_checkpoints(dir).size() == 5);
 
   SECTION("plain") {
@@ -150,14 +151,14 @@ TEST_CASE("ckpt: prune keeps the newest K and never the newest valid one", "[ckp
     CHECK(*ck::find_resume_checkpoint(dir) == dir + "/step_00000003");
   }
   SECTION("through save options") {
-    save_state(dir, state, 6, MPI_COMM_SELF, ck::SaveOptions{true, 1});
+    save_state(dir, state, 6, *self, ck::SaveOptions{true, 1});
     CHECK(ck::list_checkpoints(dir) == std::vector<std::string>{"step_00000006"});
   }
   CHECK_THROWS_AS(ck::prune_checkpoints(dir, 0), shardtrain::UsageError);
 }
 
 TEST_CASE("ckpt: a full disk fails the save loudly and keeps the previous checkpoint", "[ckpt]") {
-  ensure_mpi();
+  const auto self = test_communicator(MPI_COMM_SELF);
   // A real full disk: a 2 MiB tmpfs (needs root and mount rights; skipped otherwise).
   const std::string root = temp_dir("ckpt-full");
   const std::string dir = root + "/mnt";
@@ -171,7 +172,7 @@ TEST_CASE("ckpt: a full disk fails the save loudly and keeps the previous checkp
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
   } unmount{dir};
   const auto small = make_state(8);
-  save_state(dir, small, 1, MPI_COMM_SELF);
+  save_state(dir, small, 1, *self);
   const auto big = make_state(9, 512);  // about 3.7 MB: does not fit
 
   auto check_untouched = [&] {
@@ -183,7 +184,7 @@ TEST_CASE("ckpt: a full disk fails the save loudly and keeps the previous checkp
   };
   SECTION("refused up front by the free-space check") {
     try {
-      save_state(dir, big, 2, MPI_COMM_SELF);
+      save_state(dir, big, 2, *self);
       FAIL("the save succeeded");
     } catch (const shardtrain::IoError& e) {
       CHECK(contains(e.what(), dir + ": not enough free space for checkpoint step_00000002"));
@@ -194,7 +195,7 @@ TEST_CASE("ckpt: a full disk fails the save loudly and keeps the previous checkp
     ck::SaveOptions no_check;
     no_check.check_free_space = false;
     try {
-      save_state(dir, big, 2, MPI_COMM_SELF, no_check);
+      save_state(dir, big, 2, *self, no_check);
       FAIL("the save succeeded");
     } catch (const shardtrain::IoError& e) {
       INFO(e.what());

@@ -2,12 +2,12 @@
 // a complete manifest, and file-corruption helpers.
 #pragma once
 #include <hdf5.h>
-#include <mpi.h>
 
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,25 +104,24 @@ inline ck::CheckpointManifest make_manifest(std::int64_t step, int world) {
 }
 
 // Saves `state` at `step` from every rank of `comm`, writing spread across the ranks.
-inline ck::SaveResult save_state(const std::string& dir, const ToyState& state, std::int64_t step, MPI_Comm comm,
-                                 const ck::SaveOptions& options = {}) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  const auto pieces = ck::spread_pieces(state.specs, state.pointers(), size, rank);
-  return ck::save_checkpoint(dir, make_manifest(step, size), state.specs, pieces, comm, options);
+inline ck::SaveResult save_state(const std::string& dir, const ToyState& state, std::int64_t step,
+                                 shardtrain::Communicator& comm, const ck::SaveOptions& options = {}) {
+  const auto pieces = ck::spread_pieces(state.specs, state.pointers(), comm.size(), comm.rank());
+  return ck::save_checkpoint(dir, make_manifest(step, comm.size()), state.specs, pieces, comm, options);
 }
 
-// The prologue of an [mpi] case: MPI initialised, this rank, the world size and a shared temp folder.
+// The prologue of an [mpi] case: this rank, the world size, a shared temp folder and a communicator
+// over every rank (the job's communicator in these cases).
 struct MpiCase {
   int rank = 0, world = 1;
   std::string dir;
+  std::unique_ptr<shardtrain::Communicator> comm;
 };
 inline MpiCase mpi_case(const std::string& tag) {
-  ensure_mpi();
   MpiCase c;
-  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &c.world);
+  c.comm = test_communicator(MPI_COMM_WORLD, tag);
+  c.rank = c.comm->rank();
+  c.world = c.comm->size();
   c.dir = shared_temp_dir(tag);
   return c;
 }

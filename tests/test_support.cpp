@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -65,6 +66,14 @@ void finalize_mpi_if_started() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> test_communicator(MPI_Comm base, const std::string& name) {
+  ensure_mpi();
+  CommOptions o;
+  o.name = name;
+  o.timeout = std::chrono::milliseconds(60000);
+  return make_mpi_communicator(base, o);
 }
 
 double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {

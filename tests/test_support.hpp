@@ -2,10 +2,12 @@
 #pragma once
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/comm/mpi.hpp"
 
 namespace shardtrain::test {
 
@@ -21,6 +23,10 @@ std::string shared_temp_dir(const std::string& tag);
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) on first call (works as a singleton without mpirun).
 void ensure_mpi();
 void finalize_mpi_if_started();
+// A Communicator over `base` (MPI_COMM_WORLD in [mpi] cases, MPI_COMM_SELF in one-rank ones) with
+// a 60 s collective timeout, so a test that hangs fails in a minute rather than the default 300 s.
+// Collective over `base`; starts MPI (ensure_mpi) first.
+std::unique_ptr<Communicator> test_communicator(MPI_Comm base, const std::string& name = "test");
 
 // max|a-b| / max(max|b|, tiny): the "relative error in max norm" used by the reference tests.
 double max_norm_relative_error(const std::vector<float>& a, const std::vector<float>& b);

@@ -1,22 +1,25 @@
-// Internal: how the checkpoint collectives (ckpt_write.cpp, ckpt_commit.cpp) pass rank 0's verdict
-// to every rank: a broadcast string, errors encoded so every rank rethrows the same exception type.
+// Internal: the small collectives of the checkpoint protocol (write.cpp, commit.cpp), over the
+// Communicator like every other collective of a job (sequence number, timeout, flight record):
+// rank 0's verdict as a broadcast string, and every rank's report gathered as strings. Errors are
+// encoded so every rank rethrows the same exception type.
 #pragma once
-#include <mpi.h>
-
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/communicator.hpp"
 
 namespace shardtrain::ckpt::detail {
 
-// Rank 0's `s` to every rank of `comm` (its length, then its characters).
-inline void bcast_string(std::string& s, MPI_Comm comm) {
-  long long len = static_cast<long long>(s.size());
-  MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm);
-  s.resize(std::size_t(len));
-  if (len > 0) MPI_Bcast(s.data(), int(len), MPI_CHAR, 0, comm);
-}
+// Rank 0's `s` to every rank of `comm`: its length (one int64), then its bytes (none when empty).
+void broadcast_string(std::string& s, Communicator& comm);
+
+// Every rank's `mine`, in rank order, on every rank. Lengths first (one int64 per rank), then one
+// all-gather of the strings padded to the longest: each rank receives size() x longest bytes. The
+// strings are the per-rank save reports (a file record plus a piece table, a few tens of KB at
+// most), so the padding costs less than a second round trip would.
+std::vector<std::string> all_gather_strings(const std::string& mine, Communicator& comm);
 
 // Errors cross ranks as "U:<message>" (UsageError) or "I:<message>" (IoError and anything else).
 inline std::string encode_error(const std::exception& e) {

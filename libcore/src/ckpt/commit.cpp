@@ -140,13 +140,11 @@ std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, c
   return (fs::path(ckpt_dir) / *name).string();
 }
 
-std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
                                                              const ReadOptions& options) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
   // Rank 0's answer: "-" = none, "+<path>" = found, else an encoded error (any failure is a UsageError).
   std::string answer;
-  if (rank == 0) {
+  if (comm.rank() == 0) {
     try {
       auto found = find_resume_checkpoint(ckpt_dir, options);
       answer = found ? "+" + *found : "-";
@@ -154,7 +152,7 @@ std::optional<std::string> find_resume_checkpoint_collective(const std::string& 
       answer = detail::encode_error(UsageError(e.what()));
     }
   }
-  detail::bcast_string(answer, comm);
+  detail::broadcast_string(answer, comm);
   if (answer == "-") return std::nullopt;
   if (answer.rfind("+", 0) != 0) detail::throw_encoded(answer);
   return answer.substr(1);

@@ -38,37 +38,10 @@ static_assert(std::endian::native == std::endian::little, "checkpoint pieces are
 
 using detail::H5Id;
 using detail::now_seconds;
-using detail::bcast_string;
+using detail::broadcast_string;
+using detail::all_gather_strings;
 using detail::encode_error;
 using detail::throw_encoded;
-
-// ---- collective helpers -------------------------------------------------------------------------
-
-// Rank 0 receives every rank's string (others get an empty vector).
-std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  int len = int(mine.size());
-  std::vector<int> lens(rank == 0 ? size : 0);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
-  std::vector<int> displs;
-  std::string all;
-  if (rank == 0) {
-    displs.resize(size);
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = total;
-      total += lens[r];
-    }
-    all.resize(std::size_t(total));
-  }
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm);
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r) out.push_back(all.substr(std::size_t(displs[r]), std::size_t(lens[r])));
-  return out;
-}
 
 // ---- the N-d blocks of a flat range ----------------------------------------------------------------
 
@@ -407,13 +380,11 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
 }  // namespace
 
 SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
-                           const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces, MPI_Comm comm,
-                           const SaveOptions& options) {
+                           const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
+                           Communicator& comm, const SaveOptions& options) {
   detail::quiet_hdf5();
   const double t_start = now_seconds();
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = comm.rank(), size = comm.size();
   SaveResult result;
   result.step = manifest_in.step;
 
@@ -465,7 +436,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
     status = encode_error(e);
   }
   const std::string local_error = status;
-  bcast_string(status, comm);  // rank 0's verdict
+  broadcast_string(status, comm);  // rank 0's verdict
   if (!status.empty()) throw_encoded(status);
 
   // Phase 2 (every rank): its file.
@@ -484,7 +455,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
               {"error", "rank " + std::to_string(rank) + ": " + e.what()}};
   }
   const double t_commit = now_seconds();
-  const auto reports = gather_strings(report.dump(), comm);
+  const auto reports = all_gather_strings(report.dump(), comm);  // rank 0 uses them
 
   // Phase 3 (rank 0): index and commit; then everyone learns the outcome.
   status.clear();
@@ -499,7 +470,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
       fs::remove_all(tmp, ec);  // free the space; the previous checkpoint stays as it was
     }
   }
-  bcast_string(status, comm);
+  broadcast_string(status, comm);
   if (status.rfind("OK:", 0) != 0) throw_encoded(status);
   result.bytes_total = std::stoll(status.substr(3));
   result.path = final_dir;
@@ -523,171 +494,5 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
   }
   return result;
 }
-
-// ---- snapshot and async writer -------------------------------------------------------------------------
-
-// A host copy of this rank's part of a checkpoint, taken at a step boundary (owns its bytes).
-struct AsyncCheckpointWriter::Snapshot {
-  struct Piece {
-    std::string tensor;
-    std::int64_t offset = 0;
-    std::int64_t count = 0;
-    std::size_t at = 0;  // byte offset of the piece's data in `arena`
-  };
-  CheckpointManifest manifest;
-  std::vector<TensorSpec> tensors;
-  std::vector<Piece> pieces;
-  SnapshotArena arena;    // all pieces' bytes, back to back
-  double snapshot_s = 0;  // time take() spent copying: the training stall
-
-  // Copies the pieces' data (count * dtype size bytes each) into `reuse` (the arena of an earlier
-  // snapshot: already-mapped pages make the copy a plain memcpy) or a new arena. Throws UsageError
-  // for a piece naming an unknown tensor.
-  static Snapshot take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
-                       const std::vector<PieceView>& pieces, SnapshotArena reuse);
-  std::vector<PieceView> views() const;
-};
-
-void AsyncCheckpointWriter::reserve(std::size_t bytes) {
-  if (busy() || spare_.size() >= bytes) return;
-  spare_.resize(bytes);
-  for (std::size_t i = 0; i < bytes; i += 4096) spare_[i] = 0;  // fault every page in now
-}
-
-AsyncCheckpointWriter::Snapshot AsyncCheckpointWriter::Snapshot::take(const CheckpointManifest& manifest,
-                                                                      const std::vector<TensorSpec>& tensors,
-                                                                      const std::vector<PieceView>& pieces,
-                                                                      SnapshotArena reuse) {
-  const double t0 = now_seconds();
-  std::map<std::string, DType> dtypes;
-  for (const auto& t : tensors) dtypes[t.name] = t.dtype;
-  Snapshot s;
-  s.manifest = manifest;
-  s.tensors = tensors;
-  s.pieces.reserve(pieces.size());
-  std::size_t total = 0;
-  for (const auto& p : pieces) {
-    auto it = dtypes.find(p.tensor);
-    if (it == dtypes.end())
-      throw UsageError("checkpoint snapshot: piece of '" + p.tensor + "', which is not in the tensor list");
-    s.pieces.push_back({p.tensor, p.offset, p.count, total});
-    total += std::size_t(p.count) * dtype_size(it->second);
-  }
-  s.arena = std::move(reuse);
-  s.arena.resize(total);
-  // Two threads for the copy: the snapshot is the training stall, and one core does not saturate memory.
-  auto copy_range = [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-      const std::size_t a = s.pieces[i].at;
-      const std::size_t b = (i + 1 < pieces.size() ? s.pieces[i + 1].at : total);
-      const std::size_t lo = std::max(a, begin), hi = std::min(b, end);
-      if (lo < hi) std::memcpy(s.arena.data() + lo, static_cast<const unsigned char*>(pieces[i].data) + (lo - a), hi - lo);
-    }
-  };
-  if (total >= (64u << 20)) {
-    std::thread helper(copy_range, total / 2, total);
-    copy_range(0, total / 2);
-    helper.join();
-  } else {
-    copy_range(0, total);
-  }
-  s.snapshot_s = now_seconds() - t0;
-  return s;
-}
-
-std::vector<PieceView> AsyncCheckpointWriter::Snapshot::views() const {
-  std::vector<PieceView> out;
-  out.reserve(pieces.size());
-  for (const auto& p : pieces) out.push_back({p.tensor, p.offset, p.count, arena.data() + p.at});
-  return out;
-}
-
-AsyncCheckpointWriter::AsyncCheckpointWriter(std::string ckpt_dir, MPI_Comm comm, SaveOptions options)
-    : dir_(std::move(ckpt_dir)), options_(options) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  async_ = provided >= MPI_THREAD_MULTIPLE;
-  MPI_Comm_dup(comm, &comm_);
-  if (!async_)
-    log_line_rank0("checkpoint: MPI was not initialised with MPI_THREAD_MULTIPLE (provided level " +
-                   std::to_string(provided) + "): asynchronous saves run synchronously");
-}
-
-AsyncCheckpointWriter::~AsyncCheckpointWriter() {
-  try {
-    wait();
-  } catch (const std::exception& e) {
-    log_line(std::string("checkpoint: a background save failed and its error was never collected: ") + e.what());
-  }
-  if (worker_.joinable()) worker_.join();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
-
-double AsyncCheckpointWriter::wait_previous() {
-  const double t0 = now_seconds();
-  if (pending_.valid()) collect();  // rethrows the previous failure
-  sync_result_.reset();
-  return now_seconds() - t0;
-}
-
-void AsyncCheckpointWriter::start(Snapshot snapshot, double wait_s) {
-  // The save; on success the arena goes back to spare_ for the next snapshot. In the worker thread
-  // spare_ is read by the main thread only after it joined that thread.
-  auto run = [this, wait_s](Snapshot& snap) {
-    SaveResult r = save_checkpoint(dir_, snap.manifest, snap.tensors, snap.views(), comm_, options_);
-    r.snapshot_s = snap.snapshot_s;
-    r.wait_s = wait_s;
-    spare_ = std::move(snap.arena);
-    return r;
-  };
-  if (!async_) {
-    sync_result_ = run(snapshot);
-    return;
-  }
-  auto promise = std::make_shared<std::promise<SaveResult>>();
-  pending_ = promise->get_future();
-  worker_ = std::thread([this, run, snap = std::move(snapshot), promise]() mutable {
-    try {
-      promise->set_value(run(snap));
-    } catch (...) {
-      spare_ = std::move(snap.arena);
-      promise->set_exception(std::current_exception());
-    }
-  });
-}
-
-double AsyncCheckpointWriter::save(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
-                                   const std::vector<PieceView>& pieces) {
-  // Wait for the previous save before copying, so two snapshots never coexist in memory.
-  const double t0 = now_seconds();
-  const double wait_s = wait_previous();
-  Snapshot snap = Snapshot::take(manifest, tensors, pieces, std::move(spare_));
-  start(std::move(snap), wait_s);
-  return now_seconds() - t0;  // the whole time the caller was held (synchronous fallback: the save)
-}
-
-std::optional<SaveResult> AsyncCheckpointWriter::collect() {
-  if (worker_.joinable()) worker_.join();
-  return pending_.get();  // rethrows; leaves pending_ empty
-}
-
-std::optional<SaveResult> AsyncCheckpointWriter::poll() {
-  if (sync_result_) {
-    auto r = sync_result_;
-    sync_result_.reset();
-    return r;
-  }
-  if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return collect();
-  return std::nullopt;
-}
-
-std::optional<SaveResult> AsyncCheckpointWriter::wait() {
-  if (pending_.valid()) return collect();  // collect() joins the worker
-  return poll();
-}
-
-bool AsyncCheckpointWriter::busy() const { return pending_.valid() || sync_result_.has_value(); }
 
 }  // namespace shardtrain::ckpt

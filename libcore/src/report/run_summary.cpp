@@ -1,5 +1,6 @@
 #include "shardtrain/report/run_summary.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -82,20 +83,19 @@ void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throu
       throughput / (double(world) / baseline.world_size * baseline.throughput_tokens_per_s);
 }
 
-double bare_allreduce_busbw(MPI_Comm comm_world, std::size_t n) {
-  int world = 1;
-  MPI_Comm_size(comm_world, &world);
+double bare_allreduce_busbw(Communicator& comm, std::size_t n) {
+  const int world = comm.size();
   if (world < 2) return 0.0;
   std::vector<float> buf(n, 1.0f);
-  MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, comm_world);  // warm-up
+  comm.all_reduce(buf.data(), n);  // warm-up
   double best = 1e30;
   for (int i = 0; i < 3; ++i) {
-    MPI_Barrier(comm_world);
+    comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, comm_world);
+    comm.all_reduce(buf.data(), n);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return double(n * sizeof(float)) / best * 2.0 * (world - 1) / world;
+  return bus_bandwidth(CollectiveOp::kAllReduce, n * sizeof(float), best, world);
 }
 
 std::string summary_paragraph(const nlohmann::json& s) {

@@ -143,7 +143,7 @@ nlohmann::json run_training(const TrainOptions& o) {
     };
     std::optional<std::string> folder;
     if (o.resume == "auto") {
-      folder = ckpt::find_resume_checkpoint_collective(ckpt_dir, MPI_COMM_WORLD, ro);
+      folder = ckpt::find_resume_checkpoint_collective(ckpt_dir, *comm, ro);
       ro.verify_files = false;  // rank 0 just validated it
     } else {
       folder = o.resume;
@@ -182,7 +182,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   save_options.keep = o.keep;
   std::unique_ptr<ckpt::AsyncCheckpointWriter> async_writer;
   if (o.async_ckpt) {
-    async_writer = std::make_unique<ckpt::AsyncCheckpointWriter>(ckpt_dir, MPI_COMM_WORLD, save_options);
+    async_writer = std::make_unique<ckpt::AsyncCheckpointWriter>(ckpt_dir, *comm, save_options);
     std::size_t bytes = 0;
     for (const auto& piece : strategy->checkpoint_pieces()) bytes += std::size_t(piece.count) * sizeof(float);
     async_writer->reserve(bytes);  // the first save's stall is then a plain copy
@@ -217,7 +217,7 @@ nlohmann::json run_training(const TrainOptions& o) {
     if (async_writer) {
       async_writer->save(m, ckpt_tensors, pieces);
     } else {
-      ckpt::save_checkpoint(ckpt_dir, m, ckpt_tensors, pieces, MPI_COMM_WORLD, save_options);  // logs the commit
+      ckpt::save_checkpoint(ckpt_dir, m, ckpt_tensors, pieces, *comm, save_options);  // logs the commit
     }
     return since(t0);
   };
@@ -319,7 +319,13 @@ nlohmann::json run_training(const TrainOptions& o) {
   const double median_step = SeriesStats::of(steady).median;
   const double throughput = double(tokens_per_step) / median_step;
   const CommStats comm_stats = comm->stats();
-  const double bare_busbw = bare_allreduce_busbw(MPI_COMM_WORLD, strategy->registry().total());
+  double bare_busbw = 0;
+  if (world > 1) {  // the library's own all-reduce as a yardstick, on a group of its own, freed right after
+    CommOptions yardstick = comm_options;
+    yardstick.name = "yardstick";
+    yardstick.all_reduce = AllReduceAlgorithm::kLibrary;
+    bare_busbw = bare_allreduce_busbw(*make_mpi_communicator(MPI_COMM_WORLD, yardstick), strategy->registry().total());
+  }
   const std::string params_path = o.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, params_path); });
   const nlohmann::json memory = strategy->memory_report();

@@ -5,14 +5,13 @@
 // file rather than a symlink: `cat` and scripts read it the same way everywhere, and it survives
 // copies to file systems and archives that drop or rewrite symlinks.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "shardtrain/ckpt/read.hpp"
+#include "shardtrain/comm/communicator.hpp"
 
 namespace shardtrain::ckpt {
 
@@ -32,8 +31,10 @@ std::vector<std::string> list_checkpoints(const std::string& ckpt_dir);
 std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options = {});
 
 // Collective over `comm`: rank 0 runs find_resume_checkpoint (each file hashed once, by rank 0) and
-// broadcasts the answer. Use with ReadOptions{verify_files=false} when opening it on the other ranks.
-std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, MPI_Comm comm,
+// broadcasts the answer (two broadcasts: its length, its bytes). Every rank returns the same folder,
+// or throws the same UsageError. Use with ReadOptions{verify_files=false} when opening it on the
+// other ranks.
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
                                                              const ReadOptions& options = {});
 
 // `--keep K`: removes committed checkpoints beyond the newest `keep` (by step), but never the one

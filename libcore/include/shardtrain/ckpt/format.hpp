@@ -1,7 +1,7 @@
 // Checkpoint format: logical tensors, pieces, the manifest, the write-spreading helper and the
 // layout-independent tensor checksum. Full description: docs/FORMATS.md ("Checkpoint") and
-// shardtrain-checkpoint(5). Writing: ckpt_write.hpp; reading/validation: ckpt_read.hpp; commit,
-// `latest`, resume selection and pruning: ckpt_commit.hpp. ckpt.hpp includes all of them.
+// shardtrain-checkpoint(5). Writing: write.hpp; reading/validation: read.hpp; commit,
+// `latest`, resume selection and pruning: commit.hpp. ckpt.hpp includes all of them.
 //
 // On disk (format_version 1):
 //

@@ -6,7 +6,7 @@
 //   3. the model config equals the expected one (ReadOptions::expected_model) and the caller's
 //      predicate, if any, accepts the manifest;
 //   4. every tensor of /tensors is covered exactly once by the pieces in the rank files.
-// Reading a whole tensor also checks its sum64 checksum (ckpt_format.hpp).
+// Reading a whole tensor also checks its sum64 checksum (format.hpp).
 // Every failure throws IoError (missing/unreadable/truncated/corrupt file) or UsageError (an
 // incompatible checkpoint: another model config, another format version), naming the file.
 #pragma once

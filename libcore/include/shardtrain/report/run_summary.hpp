@@ -1,6 +1,6 @@
 // The run summary's cross-rank parts: every rank's median of each step-log timing column, the
 // per-rank table with the slowest rank, the --baseline comparison (speedup, scaling efficiency
-// E(W) = throughput_W / ((W / W_base) x throughput_base)), a bare MPI_Allreduce yardstick, and the
+// E(W) = throughput_W / ((W / W_base) x throughput_base)), a bare all-reduce yardstick, and the
 // closing paragraph printed from the summary JSON itself.
 #pragma once
 #include <array>
@@ -8,8 +8,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <mpi.h>
 
 #include <nlohmann/json.hpp>
 
@@ -51,9 +49,12 @@ Baseline read_baseline(const std::string& path);
 // Adds "baseline", "speedup" and "scaling_efficiency" to a summary of `world` ranks.
 void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throughput, int world);
 
-// Collective over `comm_world`: bus bandwidth (nccl-tests definition, algbw x 2(n-1)/n) of a bare
-// blocking MPI_Allreduce of `n` floats, best of 3 after a warm-up.
-double bare_allreduce_busbw(MPI_Comm comm_world, std::size_t n);
+// Collective over `comm`: bus bandwidth (nccl-tests definition, algbw x 2(n-1)/n) of a blocking
+// all_reduce of `n` floats, best of 3 after a warm-up; 0 on a group of one. A yardstick for the
+// trainer's own gradient all-reduce: pass a communicator of its own made with
+// CommOptions::all_reduce = AllReduceAlgorithm::kLibrary, so it times the library's all-reduce
+// (MPI_Iallreduce), still with a sequence number and the collective timeout.
+double bare_allreduce_busbw(Communicator& comm, std::size_t n);
 
 // A count for humans: 3290624 -> "3.29M", 24576 -> "24.6k".
 std::string format_count(double value);
