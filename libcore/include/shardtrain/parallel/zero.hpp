@@ -31,7 +31,8 @@
 // padding left out), so DDP and ZeRO runs resume from each other's checkpoints (contract 3).
 //
 // Memory: every buffer the strategy allocates is a TrackedArray attributed to one category; the
-// tracker keeps the current and peak bytes of each (memory_report()).#pragma once
+// tracker keeps the current and peak bytes of each (memory_report()).
+#pragma once
 #include <memory>
 
 #include "shardtrain/parallel/memory.hpp"
