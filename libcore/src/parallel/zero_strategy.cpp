@@ -36,7 +36,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         model_(backend, model, options.micro_batch, false),
         layout_(model_.registry(), comm.size(), comm.rank()) {
     optimizer_.validate();
-    if (stage_ < 1 || stage_ > 3) throw UsageError("--zero-stage must be 0, 1, 2 or 3 (got " + std::to_string(stage_) + ")");
     if (backend.device() != DeviceKind::kCpu)
       throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
     if (deterministic_) require_deterministic_layout(comm.size(), accum_);

@@ -41,6 +41,7 @@
 
 namespace shardtrain {
 
+// options.zero_stage is 1, 2 or 3 (run_training validates it where the options enter).
 std::unique_ptr<TrainingStrategy> make_zero_strategy(Backend& backend, Communicator& comm, const ModelConfig& model,
                                                      const OptimizerConfig& optimizer, const StrategyOptions& options);
 
