@@ -225,7 +225,7 @@ nlohmann::json run_training(const TrainOptions& o) {
 
   StepLog step_log(o.run_dir + "/steps.rank" + std::to_string(rank) + ".jsonl", rank, identity);
 
-  const double peak = o.peak_flops > 0 ? o.peak_flops : measure_matmul_peak_flops(*backend);
+  const double peak_flop_per_s = o.peak_flop_per_s > 0 ? o.peak_flop_per_s : measure_matmul_peak_flops(*backend);
   const double flops_per_token = model_config.flops_per_token();
   const std::int64_t tokens_per_step = o.global_batch * model_config.seq_len;
   const std::int64_t rank_tokens_per_step = std::int64_t(grad_accum) * o.micro_batch * model_config.seq_len;
@@ -240,7 +240,7 @@ nlohmann::json run_training(const TrainOptions& o) {
                  data.selection_snapshot_id().substr(0, 12) + ")");
   char peak_line[128];
   std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s per rank (%s), %.1f MFLOP per token",
-                peak / 1e9, o.peak_flops > 0 ? "given" : "measured", flops_per_token / 1e6);
+                peak_flop_per_s / 1e9, o.peak_flop_per_s > 0 ? "given" : "measured", flops_per_token / 1e6);
   log_line_rank0(peak_line);
 
   std::vector<StepRecord> records;
@@ -297,7 +297,7 @@ nlohmann::json run_training(const TrainOptions& o) {
       char line[320];
       std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s",
                     (long long)step + 1, (long long)o.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
-                    100.0 * tok_s * flops_per_token / (peak * world),
+                    100.0 * tok_s * flops_per_token / (peak_flop_per_s * world),
                     rec.extra.is_null() ? ""
                         : (" | hold-out " + std::to_string(last_eval["holdout_loss"].get<double>()).substr(0, 6)).c_str());
       log_line_rank0(line);
@@ -361,8 +361,8 @@ nlohmann::json run_training(const TrainOptions& o) {
       {"throughput_tokens_per_s", throughput},
       {"median_step_s", median_step},
       {"flops_per_token", flops_per_token},
-      {"peak_flops_per_rank", peak},
-      {"mfu", throughput * flops_per_token / (peak * world)},
+      {"peak_flops_per_rank", peak_flop_per_s},
+      {"mfu", throughput * flops_per_token / (peak_flop_per_s * world)},
       {"first_loss", records.front().loss},
       {"final_loss", records.back().loss},
       {"per_rank_medians", per_rank_table(rank_medians)},
