@@ -1,7 +1,9 @@
-// The training job behind ddp-train: data selection and loading, the model on a backend, data
-// parallelism over the MPI ranks (ddp.hpp: bucketed all-reduce overlapped with backward, or the
-// deterministic canonical tree), the step loop with per-step lines, per-rank JSONL step logs,
-// periodic hold-out evaluation, replica checks, and the run summary (rank 0).
+// The training job behind ddp-train and fsdp-train: data selection and loading, the model on a
+// backend, data parallelism over the MPI ranks (strategy.hpp: DDP's bucketed all-reduce overlapped
+// with backward or the deterministic canonical tree, or a ZeRO stage), the step loop with per-step
+// lines, per-rank JSONL step logs, periodic hold-out evaluation, replica checks, checkpoints and
+// resume, and the run summary (rank 0). It runs as phases -- set-up, resume, step loop (with
+// evaluation), finish -- one private file each under libcore/src/train/ (trainer.cpp lists them).
 #pragma once
 #include <cstdint>
 #include <optional>
