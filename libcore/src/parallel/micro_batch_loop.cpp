@@ -24,7 +24,8 @@ void require_finite(std::int64_t step, double loss_sum, double grad_norm) {
 class LocalLossSum {
  public:
   explicit LocalLossSum(ReductionMode mode)
-      : tree_mode_(mode == ReductionMode::kDeterministic), tree_([](double left, double right) { return left + right; }) {}
+      : tree_mode_(mode == ReductionMode::kDeterministic),
+        tree_([](double left, double right) { return left + right; }) {}
   void add(double loss_sum) {
     if (tree_mode_) tree_.push(loss_sum);
     else sum_ += loss_sum;

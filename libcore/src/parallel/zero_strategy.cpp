@@ -295,12 +295,48 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     exposed_s_ += watch.seconds();
     return loss;
   }
-  double gradient_norm_squared() override { return sharded_norm_squared(); }
+  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
+  double gradient_norm_squared() override {
+    const std::size_t chunk = Backend::kReductionChunk;
+    const auto& units = layout_.units();
+    const std::size_t per_rank = layout_.shard_total() / chunk;
+    std::vector<double> mine(per_rank, 0.0);
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const UnitShard& s = units[u];
+      const float* g = grad_shard_ptr(u);
+      for (std::size_t k = 0; k < s.shard / chunk; ++k) {
+        const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
+        if (first >= s.end) break;
+        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
+      }
+    }
+    std::vector<double> all(per_rank * comm_.size());
+    if (comm_.size() > 1) comm_.all_gather(mine.data(), all.data(), per_rank);
+    else all = mine;
+    double total = 0.0;
+    for (const auto& s : units) {
+      double unit = 0.0;
+      for (int r = 0; r < comm_.size(); ++r)
+        for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
+      total += unit;
+    }
+    return total;
+  }
   void scale_gradients(float factor) override {
     for (std::size_t u = 0; u < layout_.units().size(); ++u)
       backend_.scale(grad_shard_ptr(u), layout_.units()[u].shard, factor);
   }
-  void apply_update(std::int64_t step, double lr) override { adamw_update(step, lr); }
+  // AdamW on this rank's shards, per owned tensor range (weight decay per tensor).
+  void apply_update(std::int64_t step, double lr) override {
+    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
+    for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
+      args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
+      const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;
+      const std::size_t so = layout_.units()[u].shard_offset + off;
+      backend_.adamw_update(param_shard_ptr(u) + off, grad_shard_ptr(u) + off, exp_avg_.data() + so,
+                            exp_avg_sq_.data() + so, hi - lo, args);
+    });
+  }
   void share_updated_parameters() override {
     const Stopwatch watch;
     gather_full_params();
@@ -354,45 +390,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       handles.push_back(comm_.all_gather_async(stage, full_params_.data() + s.padded_offset, s.shard));
     }
     for (auto& h : handles) h.wait();
-  }
-
-  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
-  double sharded_norm_squared() {
-    const std::size_t chunk = Backend::kReductionChunk;
-    const auto& units = layout_.units();
-    const std::size_t per_rank = layout_.shard_total() / chunk;
-    std::vector<double> mine(per_rank, 0.0);
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      const UnitShard& s = units[u];
-      const float* g = grad_shard_ptr(u);
-      for (std::size_t k = 0; k < s.shard / chunk; ++k) {
-        const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
-        if (first >= s.end) break;
-        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
-      }
-    }
-    std::vector<double> all(per_rank * comm_.size());
-    if (comm_.size() > 1) comm_.all_gather(mine.data(), all.data(), per_rank);
-    else all = mine;
-    double total = 0.0;
-    for (const auto& s : units) {
-      double unit = 0.0;
-      for (int r = 0; r < comm_.size(); ++r)
-        for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
-      total += unit;
-    }
-    return total;
-  }
-
-  void adamw_update(std::int64_t step, double lr) {
-    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
-    for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
-      args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
-      const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;
-      const std::size_t so = layout_.units()[u].shard_offset + off;
-      backend_.adamw_update(param_shard_ptr(u) + off, grad_shard_ptr(u) + off, exp_avg_.data() + so,
-                            exp_avg_sq_.data() + so, hi - lo, args);
-    });
   }
 
   Backend& backend_;

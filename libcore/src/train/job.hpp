@@ -54,7 +54,9 @@ struct MfuBasis {
   double flops_per_token = 0;
   double peak_flop_per_s = 0;  // --peak-gflops, or measured on the backend
   // Model FLOPs utilisation of `tokens_per_s` on `world` ranks (a fraction, not a percentage).
-  double mfu(double tokens_per_s, int world) const { return tokens_per_s * flops_per_token / (peak_flop_per_s * world); }
+  double mfu(double tokens_per_s, int world) const {
+    return tokens_per_s * flops_per_token / (peak_flop_per_s * world);
+  }
 };
 
 // Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and

@@ -80,7 +80,8 @@ bool StepLoop::run_one_step(std::int64_t step) {
   step_log_.append(rec);
   out_.records.push_back(rec);
   if ((step + 1) % o.log_every == 0 || last || step == 0) print_step_line(rec);
-  if (stop) log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
+  if (stop)
+    log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
   return stop;
 }
 

@@ -30,7 +30,7 @@ class StepLoop {
 
   // Collective: runs steps first_step .. options.steps - 1 (run_one_step each), stopping after a
   // step at which any rank received a stop signal; then waits for a background save in flight.
-  // Called once per loop.
+  // Call it once: it hands its records over.
   LoopRecords run(std::int64_t first_step);
 
  private:

@@ -12,8 +12,9 @@
 // the global micro-batch index: rank r holds micro-batches [r*A, (r+1)*A), sums them locally as
 // the lower tree levels (left + right, a binary counter of partial sums), and the upper levels
 // run across ranks in fixed order (Communicator::all_reduce_canonical). The loss sums follow the
-// same tree in double (summed locally by the micro-batch loop, across ranks by finish()). A and the data-parallel size must be powers of two; the result is then
-// bitwise independent of the number of ranks (and of the ZeRO stage, which reuses this tree).
+// same tree in double (summed locally by the micro-batch loop, across ranks by finish()). A and
+// the data-parallel size must be powers of two; the result is then bitwise independent of the
+// number of ranks (and of the ZeRO stage, which reuses this tree).
 //
 // Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
 // global mean's gradient: no division after the all-reduce.
