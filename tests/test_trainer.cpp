@@ -50,7 +50,7 @@ TrainOptions small_job(const std::string& run_dir) {
   o.run_dir = run_dir;
   o.log_every = 1000;
   o.eval_samples = 16;
-  o.peak_flops = 1e11;
+  o.peak_flop_per_s = 1e11;
   return o;
 }
 

@@ -166,8 +166,7 @@ std::vector<float> GptModel::download_logits() const {
   return out;
 }
 
-double GptModel::loss(const int32_t* tokens, float dloss_scale) {
-  (void)tokens;  // targets were uploaded with the forward's tokens
+double GptModel::loss(float dloss_scale) {
   const std::size_t N = std::size_t(batch_) * config_.seq_len;
   backend_.crossentropy_forward_backward(losses_.data(), logits_.data(), targets_.data(), N, config_.vocab,
                                          dloss_scale);
@@ -221,14 +220,14 @@ void GptModel::backward() {
 
 double GptModel::train_micro_batch(const int32_t* tokens, int batch, float dloss_scale) {
   forward(tokens, batch);
-  const double loss_sum = loss(tokens, dloss_scale);
+  const double loss_sum = loss(dloss_scale);
   backward();
   return loss_sum;
 }
 
 double GptModel::eval_micro_batch(const int32_t* tokens, int batch) {
   forward(tokens, batch);
-  const double loss_sum = loss(tokens, 0.0f);
+  const double loss_sum = loss(0.0f);
   have_dlogits_ = false;
   return loss_sum;
 }

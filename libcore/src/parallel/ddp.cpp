@@ -1,7 +1,6 @@
 #include "shardtrain/parallel/ddp.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
@@ -49,8 +48,7 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
         backend_.add(slots_[left].data(), slots_[left].data(), slots_[right].data(), n_);
         free_slots_.push_back(right);
         return left;
-      }),
-      loss_tree_([](double left, double right) { return left + right; }) {
+      }) {
   if (mode == ReductionMode::kDeterministic) require_deterministic_layout(comm.size(), micro_batches_per_rank);
 }
 
@@ -66,10 +64,8 @@ std::size_t GradientReducer::free_slot() {
 
 void GradientReducer::start_step() {
   exposed_s_ = 0;
-  local_loss_ = 0;
   in_flight_.clear();
   grad_tree_.clear();
-  loss_tree_.clear();
   free_slots_.clear();
   for (std::size_t s = 0; s < slots_.size(); ++s) free_slots_.push_back(s);
   if (mode_ == ReductionMode::kFast) backend_.fill(grads_, n_, 0.0f);
@@ -98,23 +94,19 @@ void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
   }
 }
 
-void GradientReducer::after_backward(int /*micro_batch*/, double loss_sum) {
-  if (mode_ == ReductionMode::kFast) {
-    local_loss_ += loss_sum;
-    return;
-  }
+void GradientReducer::after_backward(int /*micro_batch*/) {
+  if (mode_ == ReductionMode::kFast) return;
   // The local micro-batch tree: equal levels merge as left + right.
   const std::size_t slot = free_slot();
   backend_.copy_bytes(slots_[slot].data(), grads_, n_ * sizeof(float));
   grad_tree_.push(slot);
-  loss_tree_.push(loss_sum);
 }
 
-double GradientReducer::finish() {
+double GradientReducer::finish(double local_loss_sum) {
+  double loss = local_loss_sum;
   if (mode_ == ReductionMode::kFast) {
-    if (comm_.size() == 1) return local_loss_;
+    if (comm_.size() == 1) return loss;
     launch_ready_buckets(0);
-    double loss = local_loss_;
     const Stopwatch watch;
     for (auto& h : in_flight_) h.wait();
     comm_.all_reduce(&loss, 1);
@@ -126,7 +118,6 @@ double GradientReducer::finish() {
     throw Error(ExitCode::kInternal, "deterministic reduction: the local tree did not close (" +
                                          std::to_string(grad_tree_.partials()) + " partial sums left)");
   backend_.copy_bytes(grads_, slots_[grad_tree_.take()].data(), n_ * sizeof(float));
-  double loss = loss_tree_.take();
   if (comm_.size() > 1) {
     backend_.synchronize();
     const Stopwatch watch;

@@ -1,25 +1,51 @@
 #include "shardtrain/parallel/train_step.hpp"
 
-#include <chrono>
-#include <cmath>
-
-#include "shardtrain/base/error.hpp"
+#include "micro_batch_loop.hpp"
 
 namespace shardtrain {
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+
+// The flat-buffer layout: gradients accumulate in the model's flat buffer; with a reducer they
+// are reduced across the data-parallel ranks (ddp.hpp), without one the step is this rank's.
+class FlatStepHooks final : public StepHooks {
+ public:
+  FlatStepHooks(GptModel& model, AdamW& optimizer, GradientReducer* reducer)
+      : model_(model), optimizer_(optimizer), reducer_(reducer) {}
+
+  void begin_step() override {
+    if (reducer_) reducer_->start_step();
+    else model_.zero_grads();
+  }
+  void before_backward(int micro_batch) override {
+    if (reducer_) reducer_->before_backward(micro_batch);
+  }
+  void after_backward(int micro_batch) override {
+    if (reducer_) reducer_->after_backward(micro_batch);
+  }
+  double finish_reduction(double local_loss_sum) override {
+    return reducer_ ? reducer_->finish(local_loss_sum) : local_loss_sum;
+  }
+  double gradient_norm_squared() override {
+    return grad_norm_squared(model_.backend(), model_.registry(), model_.grads().data());
+  }
+  void scale_gradients(float factor) override {
+    model_.backend().scale(model_.grads().data(), model_.grads().size(), factor);
+  }
+  void apply_update(std::int64_t step, double lr) override {
+    optimizer_.update(model_.params().data(), model_.grads().data(), step, lr);
+  }
+  double exposed_seconds() const override { return reducer_ ? reducer_->exposed_seconds() : 0.0; }
+
+ private:
+  GptModel& model_;
+  AdamW& optimizer_;
+  GradientReducer* reducer_;
+};
+
 }  // namespace
 
 StepRunner::StepRunner(GptModel& model, const OptimizerConfig& optimizer)
     : model_(model), optimizer_(model.backend(), model.registry(), optimizer) {}
-
-void require_finite(std::int64_t step, double loss_sum, double grad_norm) {
-  if (!std::isfinite(grad_norm) || !std::isfinite(loss_sum))
-    throw NumericalError("step " + std::to_string(step) + ": non-finite " +
-                         (std::isfinite(loss_sum) ? "gradient norm" : "loss") + "; lower --lr or check the data");
-}
 
 void StepRunner::set_reducer(GradientReducer* reducer) {
   reducer_ = reducer;
@@ -31,43 +57,10 @@ void StepRunner::set_reducer(GradientReducer* reducer) {
 
 StepResult StepRunner::run(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
                            double global_tokens) {
-  StepResult r;
-  Backend& be = model_.backend();
-  const std::size_t seq = std::size_t(model_.config().seq_len) + 1;
-  const float dloss_scale = float(1.0 / global_tokens);
-  if (reducer_) reducer_->start_step();
-  else model_.zero_grads();
-  for (int m = 0; m < micro_batches; ++m) {
-    const std::int32_t* mb = tokens + std::size_t(m) * micro_batch * seq;
-    auto t0 = std::chrono::steady_clock::now();
-    model_.forward(mb, micro_batch);
-    const double loss_sum = model_.loss(mb, dloss_scale);
-    be.synchronize();
-    r.timing.forward_s += seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    if (reducer_) reducer_->before_backward(m);
-    model_.backward();
-    be.synchronize();
-    if (reducer_) reducer_->after_backward(m, loss_sum);
-    else r.loss_sum += loss_sum;
-    r.timing.backward_s += seconds_since(t0);
-  }
-  if (reducer_) {
-    r.loss_sum = reducer_->finish();
-    r.timing.comm_exposed_s = reducer_->exposed_seconds();
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  float* grads = model_.grads().data();
-  const std::size_t n = model_.grads().size();
-  r.grad_norm = std::sqrt(grad_norm_squared(be, model_.registry(), grads));
-  require_finite(step, r.loss_sum, r.grad_norm);
-  r.clip_scale = clip_factor(r.grad_norm, optimizer_.config().grad_clip);
-  if (r.clip_scale != 1.0) be.scale(grads, n, float(r.clip_scale));
-  r.lr = learning_rate(optimizer_.config(), step);
-  optimizer_.update(model_.params().data(), grads, step, r.lr);
-  be.synchronize();
-  r.timing.optimizer_s = seconds_since(t0);
-  return r;
+  FlatStepHooks hooks(model_, optimizer_, reducer_);
+  const ReductionMode mode = reducer_ ? reducer_->mode() : ReductionMode::kFast;
+  return run_micro_batch_step(model_, hooks, optimizer_.config(), mode, step, tokens, micro_batches, micro_batch,
+                              global_tokens);
 }
 
 }  // namespace shardtrain

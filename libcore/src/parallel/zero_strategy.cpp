@@ -1,14 +1,17 @@
-// ZeRO-1/2/3 as a TrainingStrategy (zero.hpp).
+// ZeRO-1/2/3 as a TrainingStrategy (zero.hpp). The step is the shared micro-batch loop
+// (micro_batch_loop.hpp); this file supplies its hooks: sharded gradient buffers, per-unit
+// reduce-scatter or canonical all-reduce launched from the model's unit hooks, the sharded norm,
+// AdamW on the shards and the all-gather of the updated shards.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <functional>
 #include <map>
 
-#include "shardtrain/parallel/ddp.hpp"
+#include "micro_batch_loop.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/model/train_state.hpp"
+#include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/parallel/tree_sum.hpp"
 #include "shardtrain/parallel/zero.hpp"
 
@@ -18,10 +21,7 @@ namespace shardtrain {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
+class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private StepHooks {
  public:
   ZeroStrategy(Backend& backend, Communicator& comm, const ModelConfig& model, const OptimizerConfig& optimizer,
                const StrategyOptions& options)
@@ -36,7 +36,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
         model_(backend, model, options.micro_batch, false),
         layout_(model_.registry(), comm.size(), comm.rank()) {
     optimizer_.validate();
-    if (stage_ < 1 || stage_ > 3) throw UsageError("--zero-stage must be 0, 1, 2 or 3 (got " + std::to_string(stage_) + ")");
     if (backend.device() != DeviceKind::kCpu)
       throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
     if (deterministic_) require_deterministic_layout(comm.size(), accum_);
@@ -84,61 +83,12 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
 
   StepResult run_step(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
                       double global_tokens) override {
-    StepResult r;
-    exposed_s_ = 0;
     if (micro_batches != accum_)
       throw Error(ExitCode::kInternal, "ZeRO step: " + std::to_string(micro_batches) + " micro-batches, planned " +
                                            std::to_string(accum_));
-    const std::size_t seq = std::size_t(model_.config().seq_len) + 1;
-    const float dloss_scale = float(1.0 / global_tokens);
-    if (stage_ == 1) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
-    else backend_.fill(grad_shard_.data(), grad_shard_.size(), 0.0f);
-    double local_loss = 0;
-    TreeSum<double> loss_tree([](double left, double right) { return left + right; });
-    for (int m = 0; m < micro_batches; ++m) {
-      micro_ = m;
-      const std::int32_t* mb = tokens + std::size_t(m) * micro_batch * seq;
-      auto t0 = Clock::now();
-      model_.forward(mb, micro_batch);
-      const double loss_sum = model_.loss(mb, dloss_scale);
-      backend_.synchronize();
-      r.timing.forward_s += since(t0);
-      t0 = Clock::now();
-      model_.backward();
-      backend_.synchronize();
-      r.timing.backward_s += since(t0);
-      if (deterministic_) loss_tree.push(loss_sum);
-      else local_loss += loss_sum;
-    }
-    // Finish the reductions still in flight: the exposed communication of the step.
-    double loss = deterministic_ ? loss_tree.take() : local_loss;
-    {
-      const auto t0 = Clock::now();
-      drain_pending();
-      if (comm_.size() > 1) {
-        if (deterministic_) comm_.all_reduce_canonical(&loss, 1);
-        else comm_.all_reduce(&loss, 1);
-      }
-      exposed_s_ += since(t0);
-    }
-    r.loss_sum = loss;
-
-    auto t0 = Clock::now();
-    r.grad_norm = std::sqrt(sharded_norm_squared());
-    require_finite(step, r.loss_sum, r.grad_norm);
-    r.clip_scale = clip_factor(r.grad_norm, optimizer_.grad_clip);
-    if (r.clip_scale != 1.0)
-      for (std::size_t u = 0; u < layout_.units().size(); ++u)
-        backend_.scale(grad_shard_ptr(u), layout_.units()[u].shard, float(r.clip_scale));
-    r.lr = learning_rate(optimizer_, step);
-    adamw_update(step, r.lr);
-    backend_.synchronize();
-    const auto tg = Clock::now();
-    gather_full_params();
-    exposed_s_ += since(tg);
-    r.timing.optimizer_s = since(t0);
-    r.timing.comm_exposed_s = exposed_s_;
-    return r;
+    return run_micro_batch_step(model_, *this, optimizer_,
+                                deterministic_ ? ReductionMode::kDeterministic : ReductionMode::kFast, step, tokens,
+                                micro_batches, micro_batch, global_tokens);
   }
 
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
@@ -325,6 +275,75 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
 
   TrackedArray& unit_grad_buf_for(int u) { return unit_grad_bufs_[u]; }
 
+  // ---- StepHooks (called by the shared micro-batch loop) ----
+  void begin_step() override {
+    exposed_s_ = 0;
+    if (stage_ == 1) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
+    else backend_.fill(grad_shard_.data(), grad_shard_.size(), 0.0f);
+  }
+  // The unit hooks of the coming backward read which micro-batch it is (the last one reduces).
+  void before_backward(int micro_batch) override { micro_ = micro_batch; }
+  // Finishes the reductions still in flight, then the loss: the exposed communication of the step.
+  double finish_reduction(double local_loss_sum) override {
+    double loss = local_loss_sum;
+    const Stopwatch watch;
+    drain_pending();
+    if (comm_.size() > 1) {
+      if (deterministic_) comm_.all_reduce_canonical(&loss, 1);
+      else comm_.all_reduce(&loss, 1);
+    }
+    exposed_s_ += watch.seconds();
+    return loss;
+  }
+  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
+  double gradient_norm_squared() override {
+    const std::size_t chunk = Backend::kReductionChunk;
+    const auto& units = layout_.units();
+    const std::size_t per_rank = layout_.shard_total() / chunk;
+    std::vector<double> mine(per_rank, 0.0);
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const UnitShard& s = units[u];
+      const float* g = grad_shard_ptr(u);
+      for (std::size_t k = 0; k < s.shard / chunk; ++k) {
+        const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
+        if (first >= s.end) break;
+        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
+      }
+    }
+    std::vector<double> all(per_rank * comm_.size());
+    if (comm_.size() > 1) comm_.all_gather(mine.data(), all.data(), per_rank);
+    else all = mine;
+    double total = 0.0;
+    for (const auto& s : units) {
+      double unit = 0.0;
+      for (int r = 0; r < comm_.size(); ++r)
+        for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
+      total += unit;
+    }
+    return total;
+  }
+  void scale_gradients(float factor) override {
+    for (std::size_t u = 0; u < layout_.units().size(); ++u)
+      backend_.scale(grad_shard_ptr(u), layout_.units()[u].shard, factor);
+  }
+  // AdamW on this rank's shards, per owned tensor range (weight decay per tensor).
+  void apply_update(std::int64_t step, double lr) override {
+    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
+    for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
+      args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
+      const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;
+      const std::size_t so = layout_.units()[u].shard_offset + off;
+      backend_.adamw_update(param_shard_ptr(u) + off, grad_shard_ptr(u) + off, exp_avg_.data() + so,
+                            exp_avg_sq_.data() + so, hi - lo, args);
+    });
+  }
+  void share_updated_parameters() override {
+    const Stopwatch watch;
+    gather_full_params();
+    exposed_s_ += watch.seconds();
+  }
+  double exposed_seconds() const override { return exposed_s_; }
+
   // ---- communication ----
   struct Pending {
     CollectiveHandle handle;
@@ -353,9 +372,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
   void ensure_gathered(int u) {
     launch_gather(u);
     if (gather_handle_[u].valid()) {
-      const auto t0 = Clock::now();
+      const Stopwatch watch;
       gather_handle_[u].wait();
-      exposed_s_ += since(t0);
+      exposed_s_ += watch.seconds();
       gather_handle_[u] = CollectiveHandle();
     }
   }
@@ -371,45 +390,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage {
       handles.push_back(comm_.all_gather_async(stage, full_params_.data() + s.padded_offset, s.shard));
     }
     for (auto& h : handles) h.wait();
-  }
-
-  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
-  double sharded_norm_squared() {
-    const std::size_t chunk = Backend::kReductionChunk;
-    const auto& units = layout_.units();
-    const std::size_t per_rank = layout_.shard_total() / chunk;
-    std::vector<double> mine(per_rank, 0.0);
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      const UnitShard& s = units[u];
-      const float* g = grad_shard_ptr(u);
-      for (std::size_t k = 0; k < s.shard / chunk; ++k) {
-        const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
-        if (first >= s.end) break;
-        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
-      }
-    }
-    std::vector<double> all(per_rank * comm_.size());
-    if (comm_.size() > 1) comm_.all_gather(mine.data(), all.data(), per_rank);
-    else all = mine;
-    double total = 0.0;
-    for (const auto& s : units) {
-      double unit = 0.0;
-      for (int r = 0; r < comm_.size(); ++r)
-        for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
-      total += unit;
-    }
-    return total;
-  }
-
-  void adamw_update(std::int64_t step, double lr) {
-    AdamWArgs args = adamw_step_args(optimizer_, step, lr);
-    for_each_owned([&](std::size_t u, const ParameterInfo& tensor, std::size_t lo, std::size_t hi) {
-      args.weight_decay = tensor.weight_decay ? float(optimizer_.weight_decay) : 0.0f;
-      const std::size_t off = lo - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard;
-      const std::size_t so = layout_.units()[u].shard_offset + off;
-      backend_.adamw_update(param_shard_ptr(u) + off, grad_shard_ptr(u) + off, exp_avg_.data() + so,
-                            exp_avg_sq_.data() + so, hi - lo, args);
-    });
   }
 
   Backend& backend_;

@@ -8,12 +8,6 @@
 #include "shardtrain/base/error.hpp"
 
 namespace shardtrain {
-namespace {
-ColumnMedians columns_of(const StepRecord& r) {
-  return {r.data_s, r.fwd_s, r.bwd_s, r.comm_total_s, r.comm_exposed_s, r.comm_cpu_s, r.opt_s, r.ckpt_s, r.step_s};
-}
-
-}  // namespace
 
 std::string format_count(double value) {
   char buf[64];
@@ -28,7 +22,7 @@ std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::ve
   ColumnMedians mine{};
   for (int c = 0; c < kNumTimingColumns; ++c) {
     std::vector<double> values;
-    for (const auto& r : records) values.push_back(columns_of(r)[c]);
+    for (const auto& r : records) values.push_back(r.*kTimingColumns[c].field);
     mine[c] = SeriesStats::of(values).median;
   }
   std::vector<double> all(std::size_t(comm.size()) * kNumTimingColumns);
@@ -44,8 +38,8 @@ nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians) {
   for (int c = 0; c < kNumTimingColumns; ++c) {
     std::vector<double> values;
     for (const auto& m : medians) values.push_back(m[c]);
-    table[kTimingColumns[c]] = SeriesStats::of(values).to_json();
-    table[kTimingColumns[c]]["by_rank"] = values;
+    table[kTimingColumns[c].name] = SeriesStats::of(values).to_json();
+    table[kTimingColumns[c].name]["by_rank"] = values;
   }
   return table;
 }

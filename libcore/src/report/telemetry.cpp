@@ -20,15 +20,9 @@ nlohmann::json RunIdentity::to_json() const {
 
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  nlohmann::json j = {{"step", step},       {"rank", rank},       {"time", now},
-                      {"pid", static_cast<long long>(getpid())},
-                      {"data_s", data_s},   {"fwd_s", fwd_s},
-                      {"bwd_s", bwd_s},     {"comm_total_s", comm_total_s},
-                      {"comm_exposed_s", comm_exposed_s}, {"comm_cpu_s", comm_cpu_s},
-                      {"opt_s", opt_s},
-                      {"ckpt_s", ckpt_s},   {"step_s", step_s},
-                      {"tokens", tokens},   {"loss", loss},
-                      {"lr", lr},           {"grad_norm", grad_norm}};
+  nlohmann::json j = {{"step", step},     {"rank", rank}, {"time", now}, {"pid", static_cast<long long>(getpid())},
+                      {"tokens", tokens}, {"loss", loss}, {"lr", lr},    {"grad_norm", grad_norm}};
+  for (const TimingColumn& column : kTimingColumns) j[column.name] = this->*column.field;
   const nlohmann::json identity = id.to_json();  // named: items() must not outlive its object
   j.update(identity);
   if (extra.is_object()) j.update(extra);

@@ -34,7 +34,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
-  app.add_option("--peak-gflops", o.peak_flops, "MFU denominator in GFLOP/s per rank (default: measured at start)");
+  app.add_option("--peak-gflops", cli.peak_gflop_per_s, "MFU denominator in GFLOP/s per rank (default: measured at start)");
   app.add_flag("--deterministic", o.deterministic, "Canonical reduction tree: results bitwise independent of the rank count");
   app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
   app.add_option("--allreduce", o.allreduce, "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi (MPI_Iallreduce), or auto (halving on power-of-two ranks)")->capture_default_str();
@@ -48,7 +48,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
   app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
   app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S or delay:rank=R,ms=M");
-    o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
+  o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
 }
 
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {
@@ -63,7 +63,7 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
   if (!cli.cutoff.empty()) o.cutoff = cli.cutoff;
   if (!cli.eval_from.empty()) o.eval_from = cli.eval_from;
   if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.steps), o.optimizer.warmup_steps);
-  o.peak_flops *= 1e9;  // --peak-gflops
+  o.peak_flop_per_s = cli.peak_gflop_per_s * 1e9;
 }
 
 }  // namespace shardtrain

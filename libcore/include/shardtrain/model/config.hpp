@@ -18,7 +18,6 @@ struct ModelConfig {
   // divide d_model 96; choose ...").
   void validate() const;
 
-  int head_size() const { return d_model / n_head; }
   // Total trainable parameters (the tied LM head is counted once).
   std::int64_t parameter_count() const;
   // Training FLOPs per token, 6N + 12 L T C (ARCHITECTURE.md), N = parameter_count().

@@ -69,9 +69,10 @@ class GptModel {
   void forward(const int32_t* tokens, int batch);
   // Logits of the last forward (B*T*V floats); valid until the loss is computed.
   std::vector<float> download_logits() const;
-  // Cross-entropy of the last forward's logits against the targets of `tokens`; replaces the
-  // logits by dloss_scale * d(sum of losses)/d(logits). Returns the *sum* of the B*T losses.
-  double loss(const int32_t* tokens, float dloss_scale);
+  // Cross-entropy of the last forward's logits against its targets (uploaded by forward with the
+  // tokens); replaces the logits by dloss_scale * d(sum of losses)/d(logits). Returns the *sum*
+  // of the B*T losses.
+  double loss(float dloss_scale);
   // Backward of the last forward + loss; accumulates parameter gradients into grads().
   void backward();
 

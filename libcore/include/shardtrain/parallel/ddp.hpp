@@ -12,13 +12,13 @@
 // the global micro-batch index: rank r holds micro-batches [r*A, (r+1)*A), sums them locally as
 // the lower tree levels (left + right, a binary counter of partial sums), and the upper levels
 // run across ranks in fixed order (Communicator::all_reduce_canonical). The loss sums follow the
-// same tree in double. A and the data-parallel size must be powers of two; the result is then
-// bitwise independent of the number of ranks (and of the ZeRO stage, which reuses this tree).
+// same tree in double (summed locally by the micro-batch loop, across ranks by finish()). A and
+// the data-parallel size must be powers of two; the result is then bitwise independent of the
+// number of ranks (and of the ZeRO stage, which reuses this tree).
 //
 // Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
 // global mean's gradient: no division after the all-reduce.
 #pragma once
-#include <chrono>
 #include <cstddef>
 #include <vector>
 
@@ -56,18 +56,21 @@ class GradientReducer {
   ReductionMode mode() const { return mode_; }
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
-  // Call order per step: start_step(); for each micro-batch m: before_backward(m), the model's
-  // backward (with gradient_ready() wired to the model's ready hook), after_backward(m, loss_sum);
-  // then finish() -> global loss sum, gradients reduced.
+  // Call order per step (the shared micro-batch loop, src/parallel/micro_batch_loop.hpp):
+  // start_step(); for each micro-batch m: before_backward(m), the model's backward (with
+  // gradient_ready() wired to the model's ready hook), after_backward(m); then
+  // finish(local loss sum) -> global loss sum, gradients reduced.
   void start_step();
   // Zeroes the gradient buffer where the mode needs it.
   void before_backward(int micro_batch);
   // Backward has completed the gradients of [ready_from, end) (the model's hook).
   void gradient_ready(std::size_t ready_from);
-  void after_backward(int micro_batch, double loss_sum);
-  // Waits for (or runs) the reduction; returns the global loss sum. Gradients then hold the
-  // global-batch gradient on every rank.
-  double finish();
+  // Deterministic mode: the micro-batch's gradient joins the local tree.
+  void after_backward(int micro_batch);
+  // Waits for (or runs) the reduction and sums `local_loss_sum` (this rank's micro-batches,
+  // summed by the caller in the mode's order) over the ranks in the same mode; returns the
+  // global loss sum. Gradients then hold the global-batch gradient on every rank.
+  double finish(double local_loss_sum);
 
   // Seconds this step spent blocked waiting for communication (comm_exposed_s).
   double exposed_seconds() const { return exposed_s_; }
@@ -87,15 +90,13 @@ class GradientReducer {
   bool overlap_active_ = false;
   std::size_t next_bucket_ = 0;
   std::vector<CollectiveHandle> in_flight_;
-  double local_loss_ = 0;
 
-  // Deterministic mode: the local trees (tree_sum.hpp) of gradient buffers, held in reusable
-  // slots (values are slot indices), and of loss sums.
+  // Deterministic mode: the local tree (tree_sum.hpp) of gradient buffers, held in reusable
+  // slots (values are slot indices).
   std::vector<DeviceArray<float>> slots_;
   std::vector<std::size_t> free_slots_;
   std::size_t free_slot();
   TreeSum<std::size_t> grad_tree_;
-  TreeSum<double> loss_tree_;
 
   double exposed_s_ = 0;
 };

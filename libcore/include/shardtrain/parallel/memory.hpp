@@ -23,9 +23,6 @@ class MemoryTracker {
  public:
   void add(MemoryCategory c, std::size_t bytes);
   void sub(MemoryCategory c, std::size_t bytes);
-  std::size_t current(MemoryCategory c) const { return current_[int(c)]; }
-  std::size_t peak(MemoryCategory c) const { return peak_[int(c)]; }
-  std::size_t peak_total() const { return peak_total_; }
   // {"parameters", "gradients", "optimizer", "gathered", "communication", "activations",
   //  "model_state" (peak params + grads + optimizer), "total" (peak of the sum)}
   nlohmann::json report() const;

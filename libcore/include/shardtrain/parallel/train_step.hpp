@@ -1,5 +1,9 @@
-// One optimizer step on one rank: gradient accumulation over micro-batches, global-norm
-// clipping, learning-rate schedule and AdamW, with the time of each phase measured.
+// One optimizer step on one rank with full (flat) parameter and gradient buffers: gradient
+// accumulation over micro-batches, global-norm clipping, learning-rate schedule and AdamW, with
+// the time of each phase measured. The step itself is the micro-batch loop every layout shares
+// (src/parallel/micro_batch_loop.hpp); StepRunner supplies the flat buffers and, with data
+// parallelism, DDP's GradientReducer. A step with a non-finite loss or gradient norm throws
+// NumericalError naming the step, before anything is updated.
 //
 // The loss objective is the mean token loss over the global batch: every token's loss has
 // weight 1 / global_tokens, so gradients accumulated over micro-batches (and, with data
@@ -26,10 +30,6 @@ struct StepResult {
   double lr = 0;           // learning rate used
   StepTiming timing;
 };
-
-// Throws NumericalError naming the step when its loss or gradient norm is not finite (every
-// layout checks this before clipping and updating).
-void require_finite(std::int64_t step, double loss_sum, double grad_norm);
 
 class StepRunner {
  public:

@@ -31,7 +31,8 @@
 // padding left out), so DDP and ZeRO runs resume from each other's checkpoints (contract 3).
 //
 // Memory: every buffer the strategy allocates is a TrackedArray attributed to one category; the
-// tracker keeps the current and peak bytes of each (memory_report()).#pragma once
+// tracker keeps the current and peak bytes of each (memory_report()).
+#pragma once
 #include <memory>
 
 #include "shardtrain/parallel/memory.hpp"
@@ -40,6 +41,7 @@
 
 namespace shardtrain {
 
+// options.zero_stage is 1, 2 or 3 (run_training validates it where the options enter).
 std::unique_ptr<TrainingStrategy> make_zero_strategy(Backend& backend, Communicator& comm, const ModelConfig& model,
                                                      const OptimizerConfig& optimizer, const StrategyOptions& options);
 

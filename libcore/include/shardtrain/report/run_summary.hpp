@@ -6,7 +6,6 @@
 #include <array>
 #include <cstddef>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,18 +15,8 @@
 
 namespace shardtrain {
 
-// The timing columns of the step log, in the order they are gathered.
-inline constexpr const char* kTimingColumns[] = {"data_s",         "fwd_s", "bwd_s",  "comm_total_s",
-                                                 "comm_exposed_s", "comm_cpu_s", "opt_s", "ckpt_s", "step_s"};
-inline constexpr int kNumTimingColumns = 9;
+// One rank's median of each timing column (telemetry.hpp's kTimingColumns, in that order).
 using ColumnMedians = std::array<double, kNumTimingColumns>;
-// Index of a column of kTimingColumns by name (compile-time; -1 if there is none), so that code
-// reading one column does not break when a column is added.
-constexpr int timing_column(std::string_view name) {
-  for (int c = 0; c < kNumTimingColumns; ++c)
-    if (name == kTimingColumns[c]) return c;
-  return -1;
-}
 
 // Collective: this rank's median of each column over `records`, gathered from all ranks ([rank]).
 std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::vector<StepRecord>& records);

@@ -4,7 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,33 @@ struct StepRecord {
   nlohmann::json extra;     // e.g. hold-out losses on evaluation steps
   nlohmann::json to_json(int rank, const RunIdentity& id) const;
 };
+
+// The timing columns of the step log, written once: each column's JSON name and its StepRecord
+// field, in the order the run summary gathers them (run_summary.hpp). StepRecord::to_json writes
+// every column from this table, so a new timing field is added here and nowhere else.
+struct TimingColumn {
+  const char* name;
+  double StepRecord::*field;
+};
+inline constexpr TimingColumn kTimingColumns[] = {
+    {"data_s", &StepRecord::data_s},
+    {"fwd_s", &StepRecord::fwd_s},
+    {"bwd_s", &StepRecord::bwd_s},
+    {"comm_total_s", &StepRecord::comm_total_s},
+    {"comm_exposed_s", &StepRecord::comm_exposed_s},
+    {"comm_cpu_s", &StepRecord::comm_cpu_s},
+    {"opt_s", &StepRecord::opt_s},
+    {"ckpt_s", &StepRecord::ckpt_s},
+    {"step_s", &StepRecord::step_s},
+};
+inline constexpr int kNumTimingColumns = int(std::size(kTimingColumns));
+// Index of a column of kTimingColumns by name (compile-time; -1 if there is none), so that code
+// reading one column does not break when a column is added.
+constexpr int timing_column(std::string_view name) {
+  for (int c = 0; c < kNumTimingColumns; ++c)
+    if (name == kTimingColumns[c].name) return c;
+  return -1;
+}
 
 // Appends one JSON object per line to `path`, flushed per line so a killed run keeps its log.
 class StepLog {

@@ -12,6 +12,7 @@ namespace shardtrain {
 // Raw values that need a conversion after parsing (finish_training_options).
 struct TrainingCli {
   std::string cutoff, eval_from;
+  double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TrainOptions::peak_flop_per_s
 };
 
 // Adds the shared training options, bound to `o` and `cli`.

@@ -1,7 +1,9 @@
-// The training job behind ddp-train: data selection and loading, the model on a backend, data
-// parallelism over the MPI ranks (ddp.hpp: bucketed all-reduce overlapped with backward, or the
-// deterministic canonical tree), the step loop with per-step lines, per-rank JSONL step logs,
-// periodic hold-out evaluation, replica checks, and the run summary (rank 0).
+// The training job behind ddp-train and fsdp-train: data selection and loading, the model on a
+// backend, data parallelism over the MPI ranks (strategy.hpp: DDP's bucketed all-reduce overlapped
+// with backward or the deterministic canonical tree, or a ZeRO stage), the step loop with per-step
+// lines, per-rank JSONL step logs, periodic hold-out evaluation, replica checks, checkpoints and
+// resume, and the run summary (rank 0). It runs as phases -- set-up, resume, step loop (with
+// evaluation), finish -- one private file each under libcore/src/train/ (trainer.cpp lists them).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -34,7 +36,7 @@ struct TrainOptions {
   int log_every = 1;             // print a step line every N steps (and the last)
   int eval_every = 0;            // hold-out evaluation every N steps (0: only at the end)
   int eval_samples = 64;         // hold-out samples per evaluation (spread over owner slices)
-  double peak_flops = 0;         // MFU denominator; 0 measures the backend's matmul peak at start
+  double peak_flop_per_s = 0;    // MFU denominator (FLOP/s per rank); 0 measures the backend's matmul peak at start
   // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
   bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
   int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)

@@ -1,0 +1,127 @@
+#include "finish.hpp"
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/train/evaluation.hpp"
+
+namespace shardtrain {
+namespace {
+
+// What every rank measures after the loop (each part collective), for rank 0's summary.
+struct RunMeasurements {
+  std::vector<ColumnMedians> rank_medians;  // every rank's median of each step-log column
+  double median_step_s = 0;                 // rank 0's median step after warm-up
+  double throughput = 0;                    // tokens per second at that median
+  CommStats comm_stats;
+  double bare_busbw = 0;                    // bytes/s of the library all-reduce of the gradient size (yardstick group)
+  std::string params_path;
+  nlohmann::json memory;                    // this rank's peaks (strategy->memory_report())
+  nlohmann::json memory_by_rank;            // every rank's peaks (ZeRO shards differ by rank through padding)
+};
+
+std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
+
+// The median step time after warm-up (the first step pays for allocation and primitive creation).
+double steady_median_step_s(const std::vector<StepRecord>& records) {
+  std::vector<double> steady;
+  for (std::size_t i = records.size() > 3 ? 1 : 0; i < records.size(); ++i) steady.push_back(records[i].step_s);
+  return SeriesStats::of(steady).median;
+}
+
+// Collective: every rank's memory peaks, one object per rank.
+nlohmann::json memory_by_rank(Communicator& comm, const nlohmann::json& memory) {
+  static const char* const keys[] = {"parameters", "gradients", "optimizer", "gathered", "communication",
+                                     "activations", "model_state", "total"};
+  constexpr int kKeys = int(std::size(keys));
+  std::vector<double> mine, all(std::size_t(comm.size()) * kKeys);
+  for (const char* k : keys) mine.push_back(memory.contains(k) ? memory[k].get<double>() : 0.0);
+  comm.all_gather(mine.data(), all.data(), kKeys);
+  nlohmann::json by_rank = nlohmann::json::array();
+  for (int r = 0; r < comm.size(); ++r) {
+    nlohmann::json j;
+    for (int k = 0; k < kKeys; ++k) j[keys[k]] = all[std::size_t(r) * kKeys + k];
+    by_rank.push_back(j);
+  }
+  return by_rank;
+}
+
+RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
+  const auto& strategy = job.strategy;
+  RunMeasurements m;
+  m.rank_medians = gather_rank_medians(*job.comm, loop.records);
+  m.median_step_s = steady_median_step_s(loop.records);
+  m.throughput = double(job.tokens_per_step()) / m.median_step_s;
+  m.comm_stats = job.comm->stats();
+  if (job.world > 1) {  // the library's own all-reduce as a yardstick, on a group of its own, freed right after
+    CommOptions yardstick = comm_options_for(job.options, "yardstick");
+    yardstick.all_reduce = AllReduceAlgorithm::kLibrary;
+    m.bare_busbw = bare_allreduce_busbw(*make_mpi_communicator(MPI_COMM_WORLD, yardstick), strategy->registry().total());
+  }
+  m.params_path = job.options.run_dir + "/params.h5";
+  strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, m.params_path); });
+  m.memory = strategy->memory_report();
+  m.memory_by_rank = memory_by_rank(*job.comm, m.memory);
+  return m;
+}
+
+nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
+                          const MfuBasis& mfu, const RunMeasurements& m, double wall_seconds) {
+  const TrainOptions& o = job.options;
+  nlohmann::json comm_json = m.comm_stats.to_json();
+  if (job.world > 1) comm_json["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
+  const auto& records = loop.records;
+  return {
+      {"tool", o.tool},
+      {"identity", job.identity.to_json()},
+      {"config", job.run_config},
+      {"data", job.data.describe()},
+      {"backend", job.backend->describe()},
+      {"layout", job.strategy->describe()},
+      {"parameters", double(job.model.parameter_count())},
+      {"world_size", job.world},
+      {"steps", std::int64_t(records.size())},
+      {"first_step", start.step},
+      {"stopped_by_signal", loop.stopped_by_signal},
+      {"checkpoint_dir", job.ckpt_dir},
+      {"tokens", job.tokens_per_step() * std::int64_t(records.size())},
+      {"train_seconds", loop.train_s},
+      {"wall_seconds", wall_seconds},
+      {"throughput_tokens_per_s", m.throughput},
+      {"median_step_s", m.median_step_s},
+      {"flops_per_token", mfu.flops_per_token},
+      {"peak_flops_per_rank", mfu.peak_flop_per_s},
+      {"mfu", mfu.mfu(m.throughput, job.world)},
+      {"first_loss", records.front().loss},
+      {"final_loss", records.back().loss},
+      {"per_rank_medians", per_rank_table(m.rank_medians)},
+      {"slowest_rank", slowest_rank(m.rank_medians)},
+      {"exposed_comm_fraction", m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s},
+      {"communication", comm_json},
+      {"memory_bytes_rank0", m.memory},
+      {"memory_bytes_by_rank", m.memory_by_rank},
+      {"eval", loop.last_eval},
+      {"step_log", step_log.path()},
+      {"params", m.params_path},
+      {"summary", summary_path(o)},
+  };
+}
+
+}  // namespace
+
+nlohmann::json finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
+                          const MfuBasis& mfu, const Stopwatch& job_clock) {
+  const RunMeasurements measured = measure_run(job, loop);
+  if (job.rank != 0) return nullptr;
+  nlohmann::json summary = summary_of(job, start, loop, step_log, mfu, measured, job_clock.seconds());
+  if (job.baseline) add_scaling(summary, *job.baseline, measured.throughput, job.world);
+  write_json_file(summary_path(job.options), summary);
+  log_line_rank0(summary_paragraph(summary));
+  return summary;
+}
+
+}  // namespace shardtrain

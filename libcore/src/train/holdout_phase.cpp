@@ -1,0 +1,21 @@
+#include "holdout_phase.hpp"
+
+#include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/train/evaluation.hpp"
+
+namespace shardtrain {
+
+bool evaluation_due(const TrainOptions& o, std::int64_t step, bool last) {
+  return (o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last;
+}
+
+HoldoutEvaluation evaluate_current_model(Job& job) {
+  const Stopwatch watch;
+  HoldoutEvaluation evaluation;
+  job.strategy->with_full_model(
+      [&](GptModel& model) { evaluation.result = evaluate_holdout(model, job.data, job.options.eval_samples); });
+  evaluation.seconds = watch.seconds();
+  return evaluation;
+}
+
+}  // namespace shardtrain

@@ -1,0 +1,171 @@
+#include "job.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "shardtrain/backend/peak.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/hash.hpp"
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/comm/fault_injection.hpp"
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/data/sampler.hpp"
+#include "shardtrain/parallel/memory.hpp"
+
+namespace shardtrain {
+namespace {
+
+// Every check of the options alone, before anything is opened or allocated. --zero-stage is
+// checked here and only here: every tool and library caller enters through run_training.
+void validate_options(const TrainOptions& o) {
+  if (o.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(o.steps) + ")");
+  if (o.log_every < 1) throw UsageError("--log-every must be at least 1");
+  if (o.eval_every < 0) throw UsageError("--eval-every must be >= 0");
+  if (o.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
+  if (o.check_replicas > 0 && o.zero_stage == 3)
+    throw UsageError("--check-replicas compares full parameter replicas, and ZeRO-3 shards the parameters so no rank "
+                     "holds one; use --zero-stage 1 or 2, or ddp-train");
+  if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
+  if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
+  if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
+  if (o.zero_stage < 0 || o.zero_stage > 3)
+    throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
+  o.optimizer.validate();
+}
+
+}  // namespace
+
+CommOptions comm_options_for(const TrainOptions& o, const std::string& group_name) {
+  CommOptions comm_options;
+  comm_options.name = group_name;
+  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
+  comm_options.run_dir = o.run_dir;
+  comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
+  comm_options.on_fatal = mpi_abort_on_fatal();
+  return comm_options;
+}
+
+namespace {
+
+// The data-parallel group: every rank of the job, with the options' timeout, algorithm and faults.
+std::unique_ptr<Communicator> make_data_parallel_comm(const TrainOptions& o) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "dp"));
+  if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
+  return comm;
+}
+
+// options.model with vocab 0 resolved to the dataset's; refuses a vocabulary smaller than the data's.
+ModelConfig model_config_for(const TrainOptions& o, const data::TrainingData& data) {
+  ModelConfig model = o.model;
+  if (model.vocab == 0) model.vocab = data.vocab();
+  model.validate();
+  if (data.vocab() > model.vocab)
+    throw UsageError("dataset " + o.data_path + " has vocabulary " + std::to_string(data.vocab()) +
+                     " but the model's --vocab is " + std::to_string(model.vocab) + "; raise --vocab");
+  return model;
+}
+
+// --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits.
+void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int world) {
+  const std::string refusal =
+      check_memory_budget(model, o.zero_stage, world, o.micro_batch, o.global_batch, o.deterministic, o.memory_budget);
+  if (!refusal.empty()) throw UsageError(refusal);
+}
+
+std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
+  if (o.device == "cpu") return make_cpu_backend(o.threads);
+  if (o.device == "cuda") {
+    if (world > 1)
+      throw UsageError("--device cuda runs on one rank in this version (NCCL data parallelism is not built yet)");
+    return make_cuda_backend(0);
+  }
+  throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
+}
+
+std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& o, Backend& backend,
+                                                            Communicator& comm, const ModelConfig& model,
+                                                            int grad_accum) {
+  StrategyOptions strategy_options;
+  strategy_options.zero_stage = o.zero_stage;
+  strategy_options.deterministic = o.deterministic;
+  strategy_options.bucket_mb = o.bucket_mb;
+  strategy_options.micro_batch = o.micro_batch;
+  strategy_options.grad_accum = grad_accum;
+  strategy_options.reshard_after_forward = o.reshard_after_forward;
+  auto strategy = make_strategy(backend, comm, model, o.optimizer, strategy_options);
+  strategy->initialise(o.seed);
+  return strategy;
+}
+
+nlohmann::json run_config_of(const TrainOptions& o, const ModelConfig& model, int grad_accum, int world) {
+  return {{"model", model.to_json()},
+          {"optimizer", o.optimizer.to_json()},
+          {"global_batch", o.global_batch},
+          {"micro_batch", o.micro_batch},
+          {"grad_accum", grad_accum},
+          {"dp_size", world},
+          {"deterministic", o.deterministic},
+          {"zero_stage", o.zero_stage},
+          {"seed", o.seed}};
+}
+
+// The config hash leaves out the layout (dp_size, micro_batch, grad_accum) so that runs of the
+// same training problem on different world sizes share it.
+RunIdentity identity_of(const nlohmann::json& run_config, const data::TrainingData& data) {
+  nlohmann::json problem = run_config;
+  problem.erase("dp_size");
+  problem.erase("grad_accum");
+  problem.erase("micro_batch");
+  return {hex64(fnv1a64(problem.dump())), data.selection_snapshot_id(), code_version(), ""};
+}
+
+}  // namespace
+
+Job set_up_job(const TrainOptions& o) {
+  validate_options(o);
+  std::optional<Baseline> baseline;
+  if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
+  std::filesystem::create_directories(o.run_dir);
+  auto comm = make_data_parallel_comm(o);
+  const int world = comm->size(), rank = comm->rank();
+  auto data = data::TrainingData::open(o.data_path, data::SelectionOptions{o.cutoff, o.eval_from, o.model.seq_len});
+  const ModelConfig model = model_config_for(o, data);
+  const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, world);
+  require_memory_budget(o, model, world);
+  auto backend = make_backend(o, world);
+  auto strategy = make_initialised_strategy(o, *backend, *comm, model, grad_accum);
+  nlohmann::json run_config = run_config_of(o, model, grad_accum, world);
+  RunIdentity identity = identity_of(run_config, data);
+  std::string ckpt_dir = o.ckpt_dir.empty() ? o.run_dir + "/checkpoints" : o.ckpt_dir;
+  return Job{o,          std::move(baseline), std::move(comm),     world,
+             rank,       std::move(data),     model,               grad_accum,
+             std::move(backend), std::move(strategy), std::move(run_config), std::move(identity),
+             std::move(ckpt_dir)};
+}
+
+MfuBasis announce_job(const Job& job) {
+  const TrainOptions& o = job.options;
+  const ModelConfig& m = job.model;
+  const MfuBasis basis{m.flops_per_token(),
+                       o.peak_flop_per_s > 0 ? o.peak_flop_per_s : measure_matmul_peak_flops(*job.backend)};
+  log_line_rank0("model " + format_count(double(m.parameter_count())) + " parameters (" + std::to_string(m.n_layer) +
+                 " layers, d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_head) +
+                 " heads, seq_len " + std::to_string(m.seq_len) + ", vocab " + std::to_string(m.vocab) + ") on " +
+                 job.backend->describe() + "; " + job.strategy->describe());
+  log_line_rank0("batch: global " + std::to_string(o.global_batch) + " = micro " + std::to_string(o.micro_batch) +
+                 " x grad_accum " + std::to_string(job.grad_accum) + " x dp " + std::to_string(job.world) +
+                 " sequences (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data_path + " (" +
+                 std::to_string(job.data.num_train_samples()) + " train samples, snapshot " +
+                 job.data.selection_snapshot_id().substr(0, 12) + ")");
+  char peak_line[128];
+  std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s per rank (%s), %.1f MFLOP per token",
+                basis.peak_flop_per_s / 1e9, o.peak_flop_per_s > 0 ? "given" : "measured",
+                basis.flops_per_token / 1e6);
+  log_line_rank0(peak_line);
+  return basis;
+}
+
+}  // namespace shardtrain

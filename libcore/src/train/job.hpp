@@ -1,0 +1,70 @@
+// The training job's first phase, set-up (trainer.hpp's run_training runs the phases in order:
+// set-up, resume, the step loop with evaluation, finish). Set-up validates the options, then
+// builds everything the later phases share, in this order: the communicator, the data selection,
+// the model configuration, the --memory-budget check, the backend, the strategy (initialised),
+// and the run's identity. Every failure here is before any training or file output other than
+// the run folder (a wrong --baseline fails first of all).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/data/selection.hpp"
+#include "shardtrain/model/config.hpp"
+#include "shardtrain/parallel/strategy.hpp"
+#include "shardtrain/report/run_summary.hpp"
+#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/train/trainer.hpp"
+
+namespace shardtrain {
+
+// What set-up built, handed to every later phase. The members are declared in the order they are
+// built, so they are destroyed in reverse: the strategy, which refers to the backend and the
+// communicator, goes first.
+struct Job {
+  const TrainOptions& options;
+  std::optional<Baseline> baseline;     // --baseline, read before anything else
+  std::unique_ptr<Communicator> comm;   // the data-parallel group: every rank of the job
+  int world = 1, rank = 0;
+  data::TrainingData data;
+  ModelConfig model;                    // options.model, the dataset's vocabulary filled in, validated
+  int grad_accum = 1;                   // micro-batches per rank per step (contract 1)
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<TrainingStrategy> strategy;  // initialised from options.seed
+  nlohmann::json run_config;            // the "config" of the summary and of every checkpoint
+  RunIdentity identity;                 // checkpoint_id is the resume phase's to fill
+  std::string ckpt_dir;                 // --ckpt-dir, or <run_dir>/checkpoints
+
+  // Tokens of one step: all ranks together, and this rank's share.
+  std::int64_t tokens_per_step() const { return options.global_batch * model.seq_len; }
+  std::int64_t rank_tokens_per_step() const { return std::int64_t(grad_accum) * options.micro_batch * model.seq_len; }
+};
+
+// Validates `options` (UsageError naming the option), then builds the job. Collective (the
+// communicator's set-up). `options` must outlive the job.
+Job set_up_job(const TrainOptions& options);
+
+// The options' communicator settings (timeout, flight-record folder, all-reduce algorithm, abort on
+// a fatal timeout) for a group named `group_name`; the dp group and the summary's yardstick share them.
+CommOptions comm_options_for(const TrainOptions& options, const std::string& group_name);
+
+// The MFU basis of the run: the model's training FLOPs per token and the per-rank matmul peak.
+struct MfuBasis {
+  double flops_per_token = 0;
+  double peak_flop_per_s = 0;  // --peak-gflops, or measured on the backend
+  // Model FLOPs utilisation of `tokens_per_s` on `world` ranks (a fraction, not a percentage).
+  double mfu(double tokens_per_s, int world) const {
+    return tokens_per_s * flops_per_token / (peak_flop_per_s * world);
+  }
+};
+
+// Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and
+// layout, the batch arithmetic and the data, the peak and the FLOPs per token.
+MfuBasis announce_job(const Job& job);
+
+}  // namespace shardtrain

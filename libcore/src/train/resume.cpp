@@ -1,0 +1,82 @@
+#include "resume.hpp"
+
+#include <mpi.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/ckpt/ckpt.hpp"
+
+namespace shardtrain {
+namespace {
+
+// The checks a checkpoint must pass to continue this run (the model is compared as JSON).
+ckpt::ReadOptions read_options_for(const Job& job) {
+  const TrainOptions& o = job.options;
+  ckpt::ReadOptions ro;
+  ro.expected_model = job.model.to_json();
+  ro.compatible = [&o, &data = job.data](const ckpt::CheckpointManifest& m) -> std::string {
+    if (m.global_batch != o.global_batch)
+      return "global batch " + std::to_string(m.global_batch) + " in the checkpoint vs --global-batch " +
+             std::to_string(o.global_batch) + " (the global batch stays across resumes; grad_accum adapts)";
+    if (m.extra.contains("seed") && m.extra["seed"].get<std::uint64_t>() != o.seed)
+      return "seed " + m.extra["seed"].dump() + " in the checkpoint vs --seed " + std::to_string(o.seed);
+    if (!o.allow_data_change && m.data_snapshot_id != data.selection_snapshot_id())
+      return "data selection snapshot " + m.data_snapshot_id.substr(0, 12) + " in the checkpoint vs " +
+             data.selection_snapshot_id().substr(0, 12) + " now (another dataset or cutoff); pass "
+             "--allow-data-change to continue on the new selection";
+    return "";
+  };
+  return ro;
+}
+
+// The folder to resume from: the named one, or (auto) the newest valid one in the job's
+// checkpoint folder as rank 0 chose it -- which then needs no second hashing on any rank.
+std::optional<std::string> checkpoint_to_resume(const Job& job, ckpt::ReadOptions& ro) {
+  if (job.options.resume != "auto") return job.options.resume;
+  std::optional<std::string> folder = ckpt::find_resume_checkpoint_collective(job.ckpt_dir, *job.comm, ro);
+  ro.verify_files = false;  // rank 0 just validated it
+  return folder;
+}
+
+// Restores the strategy from a validated checkpoint; returns its position, logged on rank 0.
+ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOptions& ro) {
+  ckpt::CheckpointReader reader(folder, ro);
+  job.strategy->restore(reader);
+  const auto& m = reader.manifest();
+  ResumePoint start{m.step, {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)},
+                    std::filesystem::path(folder).filename().string()};
+  if (start.sampler.consumed >= job.data.num_train_samples()) {  // only after --allow-data-change
+    log_line_rank0("the new data selection has fewer samples than the checkpoint's epoch position: continuing at "
+                   "the start of epoch " + std::to_string(start.sampler.epoch + 1));
+    start.sampler = {start.sampler.epoch + 1, 0};
+  }
+  log_line_rank0("resumed from " + folder + ": step " + std::to_string(start.step) + ", sampler epoch " +
+                 std::to_string(start.sampler.epoch) + " consumed " + std::to_string(start.sampler.consumed) +
+                 (m.layout.world_size != job.world
+                      ? ", written by " + std::to_string(m.layout.world_size) + " ranks (grad_accum " +
+                            std::to_string(m.grad_accum) + " -> " + std::to_string(job.grad_accum) + ")"
+                      : std::string()));
+  return start;
+}
+
+}  // namespace
+
+ResumePoint resume(Job& job) {
+  if (job.options.resume.empty()) return {};
+  ckpt::ReadOptions ro = read_options_for(job);
+  const std::optional<std::string> folder = checkpoint_to_resume(job, ro);
+  if (folder) return restore_from(job, *folder, ro);
+  log_line_rank0("no valid checkpoint in " + job.ckpt_dir + ": starting from step 0");
+  return {};
+}
+
+nlohmann::json nothing_to_do(const Job& job, const ResumePoint& start) {
+  log_line_rank0("the checkpoint is at step " + std::to_string(start.step) + ", at or past --steps " +
+                 std::to_string(job.options.steps) + ": nothing to do");
+  return job.rank == 0 ? nlohmann::json{{"tool", job.options.tool}, {"steps", 0}, {"resumed_at", start.step}}
+                       : nlohmann::json(nullptr);
+}
+
+}  // namespace shardtrain

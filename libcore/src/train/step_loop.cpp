@@ -1,0 +1,113 @@
+#include "step_loop.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "holdout_phase.hpp"
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/base/stop_signals.hpp"
+#include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/parallel/replicas.hpp"
+
+namespace shardtrain {
+namespace {
+
+// The step's columns the strategy measured.
+StepRecord record_of(std::int64_t step, double data_wait_s, const StepResult& r) {
+  StepRecord rec;
+  rec.step = step;
+  rec.data_s = data_wait_s;
+  rec.fwd_s = r.timing.forward_s;
+  rec.bwd_s = r.timing.backward_s;
+  rec.comm_exposed_s = r.timing.comm_exposed_s;
+  rec.opt_s = r.timing.optimizer_s;
+  return rec;
+}
+
+bool checkpoint_due(const TrainOptions& o, std::int64_t step, bool last_step) {
+  return o.ckpt_every > 0 && ((step + 1) % o.ckpt_every == 0 || last_step);
+}
+
+}  // namespace
+
+StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu)
+    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu) {}
+
+LoopRecords StepLoop::run(std::int64_t first_step) {
+  job_.comm->barrier();  // start the clocks together
+  const Stopwatch train_clock;
+  for (std::int64_t step = first_step; step < job_.options.steps; ++step) {
+    if (run_one_step(step)) {
+      out_.stopped_by_signal = true;
+      break;
+    }
+  }
+  saver_.wait();
+  out_.train_s = train_clock.seconds();
+  return std::move(out_);
+}
+
+bool StepLoop::run_one_step(std::int64_t step) {
+  const TrainOptions& o = job_.options;
+  const Stopwatch step_clock;
+  job_.comm->set_step(step);
+  job_.comm->maybe_delay();
+  auto batch = loader_.next();
+  const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.micro_batch,
+                                               double(job_.tokens_per_step()));
+  StepRecord rec = record_of(step, batch.wait_s, r);
+  if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
+    check_replicas(*job_.comm, job_.strategy->registry(), job_.strategy->replicated_parameters(), step);
+  charge_communication(rec);
+  saver_.poll();
+  const bool stop = every_rank_stops();
+  const bool last_step = step + 1 == o.steps;
+  if (stop || checkpoint_due(o, step, last_step)) rec.ckpt_s = saver_.save(step + 1, batch.state_after, r.lr);
+  rec.step_s = step_clock.seconds();
+  rec.tokens = job_.rank_tokens_per_step();
+  rec.loss = r.loss_sum / double(job_.tokens_per_step());
+  rec.lr = r.lr;
+  rec.grad_norm = r.grad_norm;
+  const bool last = last_step || stop;
+  if (evaluation_due(o, step, last)) {
+    const HoldoutEvaluation evaluation = evaluate_current_model(job_);
+    out_.last_eval = evaluation.result;
+    if (!evaluation.result.is_null()) {
+      rec.extra = evaluation.result;
+      rec.extra["eval_s"] = evaluation.seconds;
+    }
+  }
+  step_log_.append(rec);
+  out_.records.push_back(rec);
+  if ((step + 1) % o.log_every == 0 || last || step == 0) print_step_line(rec);
+  if (stop)
+    log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
+  return stop;
+}
+
+void StepLoop::charge_communication(StepRecord& rec) {
+  const CommStats stats = job_.comm->stats();
+  rec.comm_total_s = stats.total_busy_s() - comm_busy_before_;
+  rec.comm_cpu_s = stats.total_cpu_s() - comm_cpu_before_;
+  comm_busy_before_ = stats.total_busy_s();
+  comm_cpu_before_ = stats.total_cpu_s();
+}
+
+bool StepLoop::every_rank_stops() {
+  std::int32_t stop = StopSignals::received() != 0 ? 1 : 0;
+  if (job_.world > 1) job_.comm->all_reduce(&stop, 1);
+  return stop != 0;
+}
+
+void StepLoop::print_step_line(const StepRecord& rec) const {
+  const double tok_s = double(job_.tokens_per_step()) / rec.step_s;
+  const std::string holdout =
+      rec.extra.is_null() ? "" : " | hold-out " + std::to_string(rec.extra["holdout_loss"].get<double>()).substr(0, 6);
+  char line[320];
+  std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s",
+                (long long)rec.step + 1, (long long)job_.options.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
+                100.0 * mfu_.mfu(tok_s, job_.world), holdout.c_str());
+  log_line_rank0(line);
+}
+
+}  // namespace shardtrain
