@@ -1,7 +1,7 @@
 // Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
 // per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
-// This header is the transport-independent interface; comm_mpi.hpp creates the MPI implementation
-// (CPU ranks), a NCCL one will follow behind the same interface.
+// This header is the interface; one engine implements it over any Transport (transport.hpp:
+// make_communicator), and mpi.hpp creates it over MPI (CPU ranks); NCCL will follow as a transport.
 //
 // Execution model
 //   * Every call submits an operation to the communicator's queue and returns a CollectiveHandle at
@@ -31,7 +31,7 @@
 //       4. `on_fatal`, if set, is called once from the watchdog thread `teardown_grace` after the
 //          timeout was detected (so a rank stuck outside wait() still ends). The library itself
 //          never exits: a tool passes a hook that ends the job (mpi_abort_on_fatal() in
-//          comm_mpi.hpp calls MPI_Abort(MPI_COMM_WORLD, 4)); the tool main also MPI_Aborts when
+//          mpi.hpp calls MPI_Abort(MPI_COMM_WORLD, 4)); the tool main also MPI_Aborts when
 //          the CommunicationError reaches it, whichever comes first.
 //     An operation stuck inside the transport cannot be cancelled: it is abandoned (its buffers may
 //     still be written by the transport until the process ends; keep them alive), and the job is
@@ -120,7 +120,7 @@ struct CommOptions {
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
 };
 
-// Per-operation accounting of one communicator. Times in seconds, bytes as in comm_types.hpp.
+// Per-operation accounting of one communicator. Times in seconds, bytes as in types.hpp.
 struct OpStats {
   std::uint64_t calls = 0;
   std::uint64_t bytes = 0;

@@ -40,7 +40,7 @@ struct FlightEntry {
   DType dtype = DType::kFloat32;
   std::uint64_t numel = 0;   // elements of the caller's buffer (all-reduce, broadcast), of the
                              // per-rank block (reduce-scatter output, all-gather input)
-  std::uint64_t bytes = 0;   // nccl-tests size (comm_types.hpp): what the byte accounting counts
+  std::uint64_t bytes = 0;   // nccl-tests size (types.hpp): what the byte accounting counts
   int root = -1;             // broadcast root (group rank), -1 otherwise
   std::int64_t step = -1;    // Communicator::set_step value at submission (-1: never set)
   double t_enqueue = 0, t_start = 0, t_end = 0;  // unix seconds; 0 = not reached
