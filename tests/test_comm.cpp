@@ -224,8 +224,10 @@ TEST_CASE("comm: sequence numbers advance per group and the flight recorder reco
   auto none = comm->split(r == 0 ? -1 : 0, 0, "rest");
   CHECK((r == 0) == (none == nullptr));
 
+  // Each group records its own operations.
+  CHECK(half->recorder() != comm->recorder());
   const auto entries = comm->recorder()->snapshot();
-  REQUIRE(entries.size() >= 5);
+  REQUIRE(entries.size() == 4);  // AllReduce, Barrier, Split, Split
   CHECK(entries[0].group == "dp");
   CHECK(entries[0].seq == 1);
   CHECK(entries[0].op == CollectiveOp::kAllReduce);
@@ -237,22 +239,30 @@ TEST_CASE("comm: sequence numbers advance per group and the flight recorder reco
   CHECK(entries[0].t_start <= entries[0].t_end);
   CHECK(entries[1].op == CollectiveOp::kBarrier);
   CHECK(entries[2].op == CollectiveOp::kSplit);
-  CHECK(entries[3].group == "half");
-  CHECK(entries[3].seq == 1);
-  CHECK(entries[3].dtype == DType::kFloat64);
-  const auto j = comm->recorder()->to_json(r, W, "requested", nullptr);
+  CHECK(entries[3].op == CollectiveOp::kSplit);
+  const auto child = half->recorder()->snapshot();
+  REQUIRE(child.size() == 1);
+  CHECK(child[0].group == "half");
+  CHECK(child[0].seq == 1);
+  CHECK(child[0].dtype == DType::kFloat64);
+  CHECK(child[0].id > entries[2].id);  // ids order the entries of all groups of the rank
+  CHECK(child[0].id < entries[3].id);
+  // The rank's record holds every live group: dp, half and (except on rank 0) rest.
+  const auto j = flight_record_json(r, W, "requested", nullptr);
   CHECK(j["format"] == "shardtrain-flight-record");
+  CHECK(j["timed_out_group"].is_null());
+  REQUIRE(j["groups"].size() == (r == 0 ? 2u : 3u));
   CHECK(j["groups"][0]["name"] == "dp");
   CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  CHECK(j["groups"][0]["entries"].size() == 4);
   CHECK(j["groups"][1]["name"] == "half");
   CHECK(j["groups"][1]["world_ranks"].size() == std::size_t(half->size()));
   CHECK(j["groups"][1]["world_ranks"][half->rank()] == r);
+  CHECK(j["groups"][1]["entries"][0]["seq"] == 1);
 }
 
 TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
-  FlightRecorder rec(4);
-  rec.register_group("g", 0, 1, {0});
-  CHECK(rec.register_group("g", 0, 1, {0}) == "g#2");
+  FlightRecorder rec(FlightGroup{"g", 0, 1, {0}}, 4);
   for (int i = 1; i <= 6; ++i) {
     FlightEntry e;
     e.group = "g";
@@ -269,11 +279,34 @@ TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
   CHECK(s.back().state == FlightState::kQueued);
   CHECK(s[2].state == FlightState::kStarted);
   CHECK(rec.dropped() == 2);
-  const auto j = rec.to_json(0, 1, "requested", nullptr);
-  CHECK(j["groups"][0]["last_enqueued_seq"] == 6);
-  CHECK(j["groups"][0]["last_started_seq"] == 5);
-  CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  const auto j = rec.to_json();
+  CHECK(j["name"] == "g");
+  CHECK(j["last_enqueued_seq"] == 6);
+  CHECK(j["last_started_seq"] == 5);
+  CHECK(j["last_completed_seq"] == 4);
+  CHECK(j["capacity"] == 4);
+  CHECK(j["dropped"] == 2);
   CHECK(j["entries"][3]["t_start"].is_null());
+}
+
+TEST_CASE("comm: the registry keeps group names unique among a rank's live groups", "[comm]") {
+  const int rank = 1000;  // a world rank no communicator of this process has
+  auto a = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
+  auto b = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
+  auto other = register_flight_recorder(rank + 1, FlightGroup{"g", 0, 1, {rank + 1}}, 4);
+  CHECK(a->name() == "g");
+  CHECK(b->name() == "g#2");
+  CHECK(other->name() == "g");  // another rank's groups do not count
+  CHECK(flight_record_json(rank, 2000, "requested", nullptr)["groups"].size() == 2);
+  retire_flight_recorder(a.get());
+  auto c = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
+  CHECK(c->name() == "g");  // free again
+  const auto j = flight_record_json(rank, 2000, "requested", nullptr);
+  REQUIRE(j["groups"].size() == 2);
+  CHECK(j["groups"][0]["name"] == "g#2");  // creation order
+  CHECK(j["groups"][1]["name"] == "g");
+  for (const auto& r : {b, c, other}) retire_flight_recorder(r.get());
+  CHECK(flight_record_json(rank, 2000, "requested", nullptr)["groups"].empty());
 }
 
 TEST_CASE("comm: canonical all-reduce is bitwise the serial micro-batch tree at any power-of-two size",
@@ -384,18 +417,23 @@ TEST_CASE("comm: a skipped collective times out on every rank with a flight reco
       CHECK(j["format"] == "shardtrain-flight-record");
       CHECK(j["rank"] == q);
       CHECK(j["world_size"] == W);
+      CHECK(j["format_version"] == 2);
       CHECK(j["reason"] == "timeout");
+      CHECK(j["timed_out_group"] == "victim");
       CHECK(j["trigger"]["seq"] == 2);
       CHECK(j["trigger"]["op"] == "AllReduce");
+      CHECK(j["trigger"]["step"] == 3);
+      REQUIRE(j["groups"].size() == 1);
       const auto& g = j["groups"][0];
       CHECK(g["name"] == "victim");
       CHECK(g["last_enqueued_seq"] == 2);
       CHECK(g["last_completed_seq"] == 1);
       // The skipping rank never issued seq 2: one sequence number behind the others.
       CHECK(g["last_started_seq"] == (q == skipper ? 1 : 2));
-      const auto& last = j["entries"].back();
+      const auto& last = g["entries"].back();
       CHECK(last["seq"] == 2);
       CHECK(last["step"] == 3);
+      CHECK(last["phase"] == j["trigger"]["phase"]);
       CHECK(last["state"] == (q == skipper ? "skipped" : "timed_out"));
       CHECK(j["trigger"]["skipped_by_fault_injection"] == (q == skipper));
       if (q == skipper) CHECK(j["trigger"]["detected_by"] == "watchdog");

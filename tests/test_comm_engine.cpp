@@ -1,15 +1,20 @@
 // The comm engine over the in-process fake transport (fake_transport.hpp), no MPI: every collective
 // at 1, 2, 3 and 4 ranks against a serial computation (the canonical all-reduce bitwise against the
-// binary tree of communicator.hpp, computed here independently), split groups with their own names
-// and sequence numbers, and phases. Each case runs its ranks as threads and checks on the test's
-// thread what they saw.
+// binary tree of communicator.hpp, computed here independently), split groups with their own names,
+// sequence numbers and recorders, phases on the records, and a collective timeout with the flight
+// record it writes. Each case runs its ranks as threads and checks on the test's thread what they
+// saw; timeouts are 200 ms, so every case takes well under a second.
 #include <catch2/catch.hpp>
 
+#include <barrier>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fake_transport.hpp"
 #include "shardtrain/base/error.hpp"
@@ -57,6 +62,34 @@ std::vector<float> tree_sum(const std::vector<std::vector<float>>& x, int lo, in
 }
 
 bool power_of_two(int n) { return (n & (n - 1)) == 0; }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": missing");
+  return nlohmann::json::parse(in);
+}
+
+// The group named `name` in a flight record (null when absent).
+nlohmann::json group_of(const nlohmann::json& record, const std::string& name) {
+  for (const auto& g : record["groups"])
+    if (g["name"] == name) return g;
+  return nullptr;
+}
+
+std::vector<std::string> group_names(const nlohmann::json& record) {
+  std::vector<std::string> names;
+  for (const auto& g : record["groups"]) names.push_back(g["name"]);
+  return names;
+}
+
+// Short timeouts for the failure cases: 200 ms, and little grace before wait() throws.
+CommOptions failing_options(const std::string& name, const std::string& run_dir) {
+  CommOptions o = options(name);
+  o.timeout = milliseconds(200);
+  o.teardown_grace = milliseconds(20);
+  o.run_dir = run_dir;
+  return o;
+}
 
 }  // namespace
 
@@ -245,6 +278,141 @@ TEST_CASE("comm engine: split groups have their own names and sequence numbers",
       CHECK(s.halving_three_error.empty());  // a group of 1 is a power of two
     }
     CHECK(s.parent_seq_end == 6);  // the child's traffic does not advance the parent; two more splits do
+  }
+}
+
+TEST_CASE("comm engine: each group records its own operations with the phase at submission", "[comm]") {
+  const int W = 2;
+  struct Seen {
+    std::vector<FlightEntry> dp, ckpt, sub;
+    bool separate = false;
+  };
+  std::vector<Seen> seen(W);
+  auto world = std::make_shared<test::FakeWorld>(W);
+  PhaseScope phase(Phase::kForward);  // process-wide: the same for every rank thread
+  test::run_ranks(W, [&](int r) {
+    Seen& s = seen[std::size_t(r)];
+    auto dp = make_communicator(world->transport(r), options("dp"));
+    dp->set_step(4);
+    auto ckpt = dp->split(0, r, "ckpt", Phase::kCheckpoint);  // a fixed phase
+    auto sub = ckpt->split(0, r, "sub");                      // inherits it
+    float x = 1.0f;
+    dp->all_reduce(&x, 1);
+    ckpt->barrier();
+    sub->barrier();
+    s.separate = dp->recorder() != ckpt->recorder() && ckpt->recorder() != sub->recorder();
+    s.dp = dp->recorder()->snapshot();
+    s.ckpt = ckpt->recorder()->snapshot();
+    s.sub = sub->recorder()->snapshot();
+  });
+  for (const Seen& s : seen) {
+    CHECK(s.separate);
+    REQUIRE(s.dp.size() == 2);  // Split, AllReduce
+    CHECK(s.dp[0].op == CollectiveOp::kSplit);
+    CHECK(s.dp[1].op == CollectiveOp::kAllReduce);
+    CHECK(s.dp[1].seq == 2);
+    CHECK(s.dp[1].phase == Phase::kForward);
+    CHECK(s.dp[1].step == 4);
+    CHECK(s.dp[1].group == "dp");
+    REQUIRE(s.ckpt.size() == 2);  // Split, Barrier
+    CHECK(s.ckpt[0].seq == 1);
+    CHECK(s.ckpt[1].seq == 2);
+    CHECK(s.ckpt[1].group == "ckpt");
+    CHECK(s.ckpt[1].phase == Phase::kCheckpoint);
+    REQUIRE(s.sub.size() == 1);
+    CHECK(s.sub[0].phase == Phase::kCheckpoint);
+    CHECK(s.sub[0].state == FlightState::kCompleted);
+    // Ids order the entries of all of a rank's groups by submission.
+    CHECK(s.dp[0].id < s.ckpt[0].id);
+    CHECK(s.ckpt[1].id < s.sub[0].id);
+  }
+}
+
+TEST_CASE("comm engine: a timeout names the operation and dumps every group of the rank", "[comm]") {
+  const int W = 2;
+  const std::string dir = test::temp_dir("engine-timeout");
+  struct Seen {
+    std::string error, later_error;
+    int code = 0;
+    bool dp_failed = false, ckpt_failed = true;
+    double waited_s = 0;
+  };
+  std::vector<Seen> seen(W);
+  auto world = std::make_shared<test::FakeWorld>(W);
+  std::barrier sync(W);
+  PhaseScope phase(Phase::kBackward);
+  test::run_ranks(W, [&](int r) {
+    Seen& s = seen[std::size_t(r)];
+    auto dp = make_communicator(world->transport(r), failing_options("dp", dir));
+    auto ckpt = dp->split(0, r, "ckpt", Phase::kCheckpoint);  // dp seq 1
+    ckpt->barrier();
+    dp->set_step(1);
+    std::vector<float> grads(64, 1.0f);
+    dp->all_reduce(grads.data(), grads.size());  // seq 2: completes
+    sync.arrive_and_wait();
+    if (r == 0) world->withhold(1);  // from now on rank 1's messages are lost
+    sync.arrive_and_wait();
+    dp->set_step(2);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      dp->all_reduce(grads.data(), grads.size());  // seq 3: never completes
+    } catch (const CommunicationError& e) {
+      s.error = e.what();
+      s.code = int(e.code());
+    }
+    s.waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.dp_failed = dp->failed();
+    s.ckpt_failed = ckpt->failed();
+    try {
+      dp->barrier();
+    } catch (const CommunicationError& e) {
+      s.later_error = e.what();
+    }
+  });
+  for (int r = 0; r < W; ++r) {
+    INFO("rank " << r);
+    const Seen& s = seen[std::size_t(r)];
+    CHECK_THAT(s.error, Catch::StartsWith("collective timeout: AllReduce(seq=3, group=dp, numel=64, bytes=256, "
+                                          "timeout_ms=200) after 0.") &&
+                            Catch::EndsWith("flight record: " + dir + "/flight.rank" + std::to_string(r) + ".json"));
+    CHECK(s.code == int(ExitCode::kCommunication));
+    CHECK(s.waited_s >= 0.19);
+    CHECK(s.waited_s < 2.0);
+    CHECK(s.dp_failed);
+    CHECK_FALSE(s.ckpt_failed);   // another group of the rank is unaffected
+    CHECK(s.later_error == s.error);  // a failed communicator stays failed, with the first message
+
+    const auto j = read_json(dir + "/flight.rank" + std::to_string(r) + ".json");
+    CHECK(j["format"] == "shardtrain-flight-record");
+    CHECK(j["format_version"] == 2);
+    CHECK(j["rank"] == r);
+    CHECK(j["world_size"] == W);
+    CHECK(j["reason"] == "timeout");
+    CHECK(j["timed_out_group"] == "dp");
+    CHECK(j["trigger"]["group"] == "dp");
+    CHECK(j["trigger"]["seq"] == 3);
+    CHECK(j["trigger"]["op"] == "AllReduce");
+    CHECK(j["trigger"]["step"] == 2);
+    CHECK(j["trigger"]["phase"] == "backward");
+    CHECK(j["trigger"]["skipped_by_fault_injection"] == false);
+    CHECK(group_names(j) == std::vector<std::string>{"dp", "ckpt"});
+    const auto dp = group_of(j, "dp");
+    CHECK(dp["phase"].is_null());
+    CHECK(dp["last_enqueued_seq"] == 3);
+    CHECK(dp["last_started_seq"] == 3);
+    CHECK(dp["last_completed_seq"] == 2);
+    const auto& last = dp["entries"].back();
+    CHECK(last["seq"] == 3);
+    CHECK(last["state"] == "timed_out");
+    CHECK(last["phase"] == "backward");
+    CHECK(last["step"] == 2);
+    CHECK(last["numel"] == 64);
+    const auto ckpt = group_of(j, "ckpt");
+    CHECK(ckpt["phase"] == "ckpt");
+    CHECK(ckpt["last_completed_seq"] == 1);
+    CHECK(ckpt["entries"].back()["op"] == "Barrier");
+    CHECK(ckpt["entries"].back()["phase"] == "ckpt");
+    CHECK(ckpt["entries"].back()["state"] == "completed");
   }
 }
 

@@ -65,7 +65,8 @@ class EngineWork final : public Work {
   Clock::time_point enqueued() const { return enqueued_; }
 
   // Set by the communicator before the work is queued.
-  std::uint64_t record_id = 0;
+  FlightEntry entry;         // as recorded at submission
+  std::uint64_t record_id = 0;  // its ticket in the group's recorder
   bool skip = false;  // fault injection: never issue
   int split_color = 0, split_key = 0;
   std::unique_ptr<Transport> split_result;  // kSplit: the child's transport (null: no group)
@@ -147,14 +148,20 @@ struct Core {
     const double elapsed = std::chrono::duration<double>(Clock::now() - w.enqueued()).count();
     if (!w.skip) recorder->mark(w.record_id, FlightState::kTimedOut);
     const std::string path = dump_path();
+    const FlightEntry entry = w.entry;
     std::string message = "collective timeout: " + describe(w) + " after " + format_seconds(elapsed) + " s";
     if (w.skip) message += " (this rank skipped it: fault injection)";
-    nlohmann::json trigger = {{"group", name},          {"seq", w.seq()},
-                              {"op", op_name(w.request().op)}, {"elapsed_s", elapsed},
-                              {"timeout_ms", options.timeout.count()}, {"detected_by", detected_by},
-                              {"skipped_by_fault_injection", w.skip}};
+    const nlohmann::json trigger = {{"group", name},
+                                    {"seq", w.seq()},
+                                    {"op", op_name(w.request().op)},
+                                    {"step", entry.step},
+                                    {"phase", phase_name(entry.phase)},
+                                    {"elapsed_s", elapsed},
+                                    {"timeout_ms", options.timeout.count()},
+                                    {"detected_by", detected_by},
+                                    {"skipped_by_fault_injection", w.skip}};
     try {
-      recorder->dump(path, world_rank, world_size, "timeout", trigger);
+      write_flight_record(path, world_rank, world_size, "timeout", trigger);
       message += "; flight record: " + path;
     } catch (const std::exception& e) {
       message += "; flight record NOT written: " + std::string(e.what());
@@ -248,9 +255,7 @@ void EngineWork::wait() { wait_until(enqueued_ + core_->options.timeout); }
 
 class EngineCommunicator final : public Communicator {
  public:
-  // `recorder`: the parent's, for a split child; null for a root communicator.
-  EngineCommunicator(std::unique_ptr<Transport> transport, CommOptions options,
-                     std::shared_ptr<FlightRecorder> recorder)
+  EngineCommunicator(std::unique_ptr<Transport> transport, CommOptions options)
       : core_(std::make_shared<Core>()),
         transport_(std::move(transport)),
         driver_(*transport_, core_->waiters, [this] { return should_abandon(); }) {
@@ -267,8 +272,14 @@ class EngineCommunicator final : public Communicator {
                        "' (it has " + std::to_string(c.size) + "); use --allreduce auto or mpi");
     halving_all_reduce_ = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
                           (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
-    c.recorder = recorder ? std::move(recorder) : std::make_shared<FlightRecorder>(c.options.recorder_capacity);
-    c.name = c.recorder->register_group(c.options.name, c.rank, c.size, transport_->world_ranks());
+    FlightGroup group;
+    group.name = c.options.name;
+    group.rank = c.rank;
+    group.size = c.size;
+    group.world_ranks = transport_->world_ranks();
+    group.phase = c.options.phase;
+    c.recorder = register_flight_recorder(c.world_rank, std::move(group), c.options.recorder_capacity);
+    c.name = c.recorder->name();
     c.stats.group_size = c.size;
     c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : transport_->library_name();
     comm_thread_ = std::thread([this] { run_queue(); });
@@ -289,6 +300,7 @@ class EngineCommunicator final : public Communicator {
     }
     watchdog_cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
+    retire_flight_recorder(core_->recorder.get());  // no longer a live group of this rank
     // transport_ goes last (declared before the threads' state): abandoned already if work was
     // given up, so its destructor frees only what no pending request references.
   }
@@ -300,7 +312,8 @@ class EngineCommunicator final : public Communicator {
   const std::string& name() const override { return core_->name; }
   milliseconds timeout() const override { return core_->options.timeout; }
 
-  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name,
+                                      std::optional<Phase> phase) override {
     auto work = make_work({CollectiveOp::kSplit, DType::kUInt8, nullptr, nullptr, 0, -1});
     work->split_color = color;
     work->split_key = key;
@@ -309,7 +322,8 @@ class EngineCommunicator final : public Communicator {
     if (!work->split_result) return nullptr;
     CommOptions child = core_->options;
     child.name = name;
-    return std::make_unique<EngineCommunicator>(std::move(work->split_result), child, core_->recorder);
+    if (phase) child.phase = phase;
+    return std::make_unique<EngineCommunicator>(std::move(work->split_result), std::move(child));
   }
 
   CollectiveHandle submit(const Request& r) override {
@@ -342,11 +356,6 @@ class EngineCommunicator final : public Communicator {
   }
   bool failed() const override { return core_->failed.load(); }
   std::shared_ptr<FlightRecorder> recorder() const override { return core_->recorder; }
-  std::string dump_flight_record(const std::string& reason) override {
-    const std::string path = core_->dump_path();
-    core_->recorder->dump(path, core_->world_rank, core_->world_size, reason, nullptr);
-    return path;
-  }
 
  private:
   void validate(const Request& r) const {
@@ -390,7 +399,9 @@ class EngineCommunicator final : public Communicator {
     e.bytes = transfer_bytes(r, core_->size);
     e.root = r.root;
     e.step = step_.load();
+    e.phase = core_->options.phase.value_or(current_phase());
     work->record_id = core_->recorder->record(e);
+    work->entry = std::move(e);
     return work;
   }
 
@@ -563,7 +574,7 @@ class EngineCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_communicator(std::unique_ptr<Transport> transport, CommOptions options) {
   if (!transport) throw UsageError("make_communicator: no transport");
-  return std::make_unique<EngineCommunicator>(std::move(transport), std::move(options), nullptr);
+  return std::make_unique<EngineCommunicator>(std::move(transport), std::move(options));
 }
 
 }  // namespace shardtrain

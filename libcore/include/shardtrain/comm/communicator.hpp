@@ -18,7 +18,8 @@
 //     --collective-timeout, default 300 s) counted from its submission.
 //   * The first operation found late, by a waiting caller or by the watchdog thread (which checks
 //     in-flight work every min(1 s, timeout/10), so a rank blocked elsewhere is caught too):
-//       1. is marked timed_out in the flight recorder, which is written as JSON to
+//       1. is marked timed_out in its group's flight recorder, and the flight record of the rank
+//          (every live group of it, flight_recorder.hpp) is written as JSON to
 //          <run_dir>/flight.rank<R>.json (R = world rank; docs/FORMATS.md "Flight record");
 //       2. one line goes to stderr:
 //          [rank R/W] collective timeout: AllReduce(seq=1208, group=dp, numel=..., bytes=...,
@@ -37,6 +38,11 @@
 //     still be written by the transport until the process ends; keep them alive), and the job is
 //     expected to end. A failed communicator cannot be repaired; restart from the last checkpoint.
 //
+// Groups: split() makes a sub-group with its own name, sequence numbers and flight recorder.
+//
+// Phases and steps: every record carries the step (set_step) and the phase (phase.hpp) at
+// submission: the communicator's fixed CommOptions::phase when set, else the process-wide one.
+//
 // Thread safety: submit from one thread at a time per communicator (the trainer's thread);
 // handles may be waited on from any thread. set_step/maybe_delay from the submitting thread.
 #pragma once
@@ -46,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +61,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/comm/phase.hpp"
 
 namespace shardtrain {
 
@@ -113,11 +121,15 @@ struct CommOptions {
   std::string name = "world";                      // group name in records and messages
   std::chrono::milliseconds timeout{300000};       // collective timeout (--collective-timeout)
   std::string run_dir = ".";                       // where flight.rank<R>.json is written
-  std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per rank)
+  std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per group)
   FatalHook on_fatal;                              // see "Timeouts" above; empty: none
   std::chrono::milliseconds teardown_grace{2000};  // detection -> throw from wait() / on_fatal
   // kHalvingDoubling on a group (or split sub-group) whose size is not a power of two: UsageError.
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  // The phase stamped on every record of this communicator (and of its splits, unless split()
+  // gives another); none: the process-wide current_phase() at each submission. For a group whose
+  // work runs beside the step loop (the asynchronous checkpoint writer's: Phase::kCheckpoint).
+  std::optional<Phase> phase;
 };
 
 // Per-operation accounting of one communicator. Times in seconds, bytes as in types.hpp.
@@ -153,10 +165,14 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
 
   // Sub-groups: ranks passing the same color form a group, ordered by (key, rank). Collective over
-  // this group (queued like any operation, recorded as "Split"); blocks until done. The child
-  // inherits timeout, run_dir, on_fatal and the flight recorder; not the fault injection.
+  // this group (queued like any operation, recorded as "Split"); blocks until done. The child is
+  // named `name` (a name a live group of this rank already has gets "#2", "#3"...), counts its own
+  // sequence numbers from 1 and has its own flight recorder (with the same capacity). It inherits
+  // timeout, run_dir, on_fatal, teardown_grace, the all-reduce algorithm, and the fixed phase
+  // unless `phase` gives one; not the fault injection.
   // color < 0: this rank joins no group and gets nullptr.
-  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name,
+                                              std::optional<Phase> phase = std::nullopt) = 0;
 
   // ---- asynchronous collectives (see the execution model above) ----
   // Sum over the group, in place: data[0..n).
@@ -222,9 +238,8 @@ class Communicator {
   virtual CommStats stats() const = 0;
   // True once a timeout has failed this communicator.
   virtual bool failed() const = 0;
+  // This group's recorder (the rank's whole record: flight_record_json in flight_recorder.hpp).
   virtual std::shared_ptr<FlightRecorder> recorder() const = 0;
-  // Writes the flight record now (reason "requested"); returns the path.
-  virtual std::string dump_flight_record(const std::string& reason = "requested") = 0;
 
   // A submitted operation; `send`/`recv` as in the typed calls above (`count` is n or block).
   struct Request {
