@@ -262,7 +262,10 @@ TEST_CASE("comm: sequence numbers advance per group and the flight recorder reco
 }
 
 TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
-  FlightRecorder rec(FlightGroup{"g", 0, 1, {0}}, 4);
+  FlightGroup g;
+  g.name = "g";
+  g.world_ranks = {0};
+  FlightRecorder rec(g, 4);
   for (int i = 1; i <= 6; ++i) {
     FlightEntry e;
     e.group = "g";
@@ -291,15 +294,21 @@ TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
 
 TEST_CASE("comm: the registry keeps group names unique among a rank's live groups", "[comm]") {
   const int rank = 1000;  // a world rank no communicator of this process has
-  auto a = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
-  auto b = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
-  auto other = register_flight_recorder(rank + 1, FlightGroup{"g", 0, 1, {rank + 1}}, 4);
+  auto group = [](int world_rank) {
+    FlightGroup g;
+    g.name = "g";
+    g.world_ranks = {world_rank};
+    return g;
+  };
+  auto a = register_flight_recorder(rank, group(rank), 4);
+  auto b = register_flight_recorder(rank, group(rank), 4);
+  auto other = register_flight_recorder(rank + 1, group(rank + 1), 4);
   CHECK(a->name() == "g");
   CHECK(b->name() == "g#2");
   CHECK(other->name() == "g");  // another rank's groups do not count
   CHECK(flight_record_json(rank, 2000, "requested", nullptr)["groups"].size() == 2);
   retire_flight_recorder(a.get());
-  auto c = register_flight_recorder(rank, FlightGroup{"g", 0, 1, {rank}}, 4);
+  auto c = register_flight_recorder(rank, group(rank), 4);
   CHECK(c->name() == "g");  // free again
   const auto j = flight_record_json(rank, 2000, "requested", nullptr);
   REQUIRE(j["groups"].size() == 2);
@@ -483,6 +492,40 @@ TEST_CASE("comm: fault-injection specs parse strictly", "[comm]") {
   CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5", "delay:rank=0,ms=1"}), Catch::Contains("delay given twice"));
   CHECK_THROWS_AS(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(1), UsageError);
   CHECK_NOTHROW(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(2));
+}
+
+TEST_CASE("comm: skip-collective takes optional phase= and group= selectors", "[comm]") {
+  const auto plain = FaultInjection::parse({"skip-collective:rank=1,step=2"});
+  CHECK_FALSE(plain.skip->phase);
+  CHECK_FALSE(plain.skip->group);
+  CHECK(plain.skip_selects(1, 2, Phase::kForward, "dp"));
+  CHECK(plain.skip_selects(1, 2, Phase::kCheckpoint, "ckpt"));
+  CHECK_FALSE(plain.skip_selects(0, 2, Phase::kForward, "dp"));  // another rank
+  CHECK_FALSE(plain.skip_selects(1, 3, Phase::kForward, "dp"));  // another step
+
+  const auto f = FaultInjection::parse({"skip-collective:group=ckpt,phase=ckpt,step=2,rank=1"});
+  REQUIRE(f.skip);
+  CHECK(f.skip->phase == Phase::kCheckpoint);
+  CHECK(f.skip->group == "ckpt");
+  CHECK(f.describe() == "skip-collective:rank=1,step=2,phase=ckpt,group=ckpt");
+  CHECK(f.skip_selects(1, 2, Phase::kCheckpoint, "ckpt"));
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kForward, "ckpt"));     // phase differs
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kCheckpoint, "dp"));    // group differs
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kCheckpoint, "ckpt#2"));  // names are exact
+
+  const auto p = FaultInjection::parse({"skip-collective:rank=0,step=7,phase=backward"});
+  CHECK(p.describe() == "skip-collective:rank=0,step=7,phase=backward");
+  CHECK(p.skip_selects(0, 7, Phase::kBackward, "anything"));
+
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,phase=lunch"}),
+                    Catch::Contains("'skip-collective:rank=1,step=2,phase=lunch': phase 'lunch' is not one of setup, "
+                                    "resume, data, forward, backward, optimizer, ckpt, eval, finish") &&
+                        Catch::Contains("skip-collective:rank=R,step=S[,phase=P][,group=G]"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group="}), Catch::Contains("group= is empty"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group=a,group=b"}),
+                    Catch::Contains("key 'group' given twice"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,phase=ckpt"}), Catch::Contains("missing key 'step'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5,phase=ckpt"}), Catch::Contains("unknown key 'phase'"));
 }
 
 TEST_CASE("comm: bus bandwidth follows the nccl-tests factors", "[comm]") {

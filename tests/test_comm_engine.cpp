@@ -1,9 +1,10 @@
 // The comm engine over the in-process fake transport (fake_transport.hpp), no MPI: every collective
 // at 1, 2, 3 and 4 ranks against a serial computation (the canonical all-reduce bitwise against the
 // binary tree of communicator.hpp, computed here independently), split groups with their own names,
-// sequence numbers and recorders, phases on the records, and a collective timeout with the flight
-// record it writes. Each case runs its ranks as threads and checks on the test's thread what they
-// saw; timeouts are 200 ms, so every case takes well under a second.
+// sequence numbers and recorders, phases on the records, a collective timeout with the flight
+// record it writes, and skip-collective injection with its phase= and group= selectors. Each case
+// runs its ranks as threads and checks on the test's thread what they saw; timeouts are 200 ms, so
+// every case takes well under a second.
 #include <catch2/catch.hpp>
 
 #include <barrier>
@@ -413,6 +414,120 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
     CHECK(ckpt["entries"].back()["op"] == "Barrier");
     CHECK(ckpt["entries"].back()["phase"] == "ckpt");
     CHECK(ckpt["entries"].back()["state"] == "completed");
+  }
+}
+
+TEST_CASE("comm engine: skip-collective with group= and phase= skips one collective of a split group", "[comm]") {
+  const int W = 2;
+  const std::string dir = test::temp_dir("engine-skip-group");
+  struct Seen {
+    std::string dp_error, ckpt_error;
+    std::int64_t ckpt_step = 0;
+  };
+  std::vector<Seen> seen(W);
+  auto world = std::make_shared<test::FakeWorld>(W);
+  PhaseScope phase(Phase::kForward);
+  test::run_ranks(W, [&](int r) {
+    Seen& s = seen[std::size_t(r)];
+    auto dp = make_communicator(world->transport(r), failing_options("dp", dir));
+    // Set on the parent before the split: the child inherits it (and the step).
+    dp->set_fault_injection(FaultInjection::parse({"skip-collective:rank=1,step=3,phase=ckpt,group=ckpt"}));
+    dp->set_step(3);
+    auto ckpt = dp->split(0, r, "ckpt", Phase::kCheckpoint);  // dp seq 1, step 3, phase forward: not selected
+    s.ckpt_step = ckpt->step();
+    float x = 1.0f, y = 1.0f;
+    try {
+      dp->all_reduce(&x, 1);  // dp seq 2, step 3, phase forward: not selected
+    } catch (const CommunicationError& e) {
+      s.dp_error = e.what();
+    }
+    try {
+      ckpt->all_reduce(&y, 1);  // ckpt seq 1, step 3, phase ckpt: rank 1 skips it
+    } catch (const CommunicationError& e) {
+      s.ckpt_error = e.what();
+    }
+  });
+  for (int r = 0; r < W; ++r) {
+    INFO("rank " << r);
+    const Seen& s = seen[std::size_t(r)];
+    CHECK(s.ckpt_step == 3);
+    CHECK(s.dp_error.empty());
+    CHECK_THAT(s.ckpt_error, Catch::StartsWith("collective timeout: AllReduce(seq=1, group=ckpt, numel=1, bytes=4, timeout_ms=200)"));
+    CHECK((s.ckpt_error.find("(this rank skipped it: fault injection)") != std::string::npos) == (r == 1));
+    const auto j = read_json(dir + "/flight.rank" + std::to_string(r) + ".json");
+    CHECK(j["timed_out_group"] == "ckpt");
+    CHECK(j["trigger"]["phase"] == "ckpt");
+    CHECK(j["trigger"]["step"] == 3);
+    CHECK(j["trigger"]["skipped_by_fault_injection"] == (r == 1));
+    const auto dp = group_of(j, "dp");
+    CHECK(dp["last_completed_seq"] == 2);
+    CHECK(dp["entries"].back()["state"] == "completed");
+    const auto ckpt = group_of(j, "ckpt");
+    CHECK(ckpt["last_enqueued_seq"] == 1);
+    CHECK(ckpt["last_started_seq"] == (r == 1 ? 0 : 1));  // the skipping rank is one behind
+    CHECK(ckpt["entries"].back()["state"] == (r == 1 ? "skipped" : "timed_out"));
+  }
+}
+
+TEST_CASE("comm engine: skip-collective with phase= waits for that process-wide phase, an unmatched selector skips nothing",
+          "[comm]") {
+  const int W = 2;
+  const std::string dir = test::temp_dir("engine-skip-phase");
+  struct Seen {
+    std::string forward_error, backward_error, other_error;
+  };
+  std::vector<Seen> seen(W);
+  auto world = std::make_shared<test::FakeWorld>(W);
+  std::barrier sync(W);
+  PhaseScope phase(Phase::kForward);
+  test::run_ranks(W, [&](int r) {
+    Seen& s = seen[std::size_t(r)];
+    // A selector that matches no group: everything completes.
+    auto other = make_communicator(world->transport(r), failing_options("other", dir));
+    other->set_fault_injection(FaultInjection::parse({"skip-collective:rank=0,step=5,group=tp"}));
+    other->set_step(5);
+    float z = 1.0f;
+    try {
+      other->all_reduce(&z, 1);
+      other->barrier();
+    } catch (const CommunicationError& e) {
+      s.other_error = e.what();
+    }
+    auto dp = make_communicator(world->transport(r), failing_options("dp", dir));
+    dp->set_fault_injection(FaultInjection::parse({"skip-collective:rank=0,step=5,phase=backward"}));
+    dp->set_step(5);
+    float x = 1.0f;
+    try {
+      dp->all_reduce(&x, 1);  // forward: not selected
+    } catch (const CommunicationError& e) {
+      s.forward_error = e.what();
+    }
+    sync.arrive_and_wait();
+    if (r == 0) set_phase(Phase::kBackward);  // the trainer's thread moving on, for every rank here
+    sync.arrive_and_wait();
+    try {
+      dp->all_reduce(&x, 1);  // backward: rank 0 skips it
+    } catch (const CommunicationError& e) {
+      s.backward_error = e.what();
+    }
+  });
+  for (int r = 0; r < W; ++r) {
+    INFO("rank " << r);
+    const Seen& s = seen[std::size_t(r)];
+    CHECK(s.other_error.empty());
+    CHECK(s.forward_error.empty());
+    CHECK_THAT(s.backward_error, Catch::StartsWith("collective timeout: AllReduce(seq=2, group=dp,"));
+    const auto j = read_json(dir + "/flight.rank" + std::to_string(r) + ".json");
+    CHECK(j["timed_out_group"] == "dp");
+    CHECK(j["trigger"]["phase"] == "backward");
+    CHECK(j["trigger"]["skipped_by_fault_injection"] == (r == 0));
+    CHECK(group_names(j) == std::vector<std::string>{"other", "dp"});
+    const auto dp = group_of(j, "dp");
+    CHECK(dp["entries"][0]["phase"] == "forward");
+    CHECK(dp["entries"][0]["state"] == "completed");
+    CHECK(dp["entries"][1]["phase"] == "backward");
+    CHECK(dp["entries"][1]["state"] == (r == 0 ? "skipped" : "timed_out"));
+    CHECK(group_of(j, "other")["last_completed_seq"] == 2);
   }
 }
 

@@ -48,6 +48,14 @@ double thread_cpu_seconds() {
 
 enum class Status { kQueued, kStarted, kCompleted, kFailed };
 
+// The fault injection of a communicator, shared with the groups split from it afterwards, so that
+// a skip-collective skips one collective among all of them.
+struct FaultPlan {
+  explicit FaultPlan(FaultInjection f) : spec(std::move(f)) {}
+  const FaultInjection spec;
+  std::atomic<bool> skip_used{false};
+};
+
 struct Core;
 
 class EngineWork final : public Work {
@@ -255,10 +263,14 @@ void EngineWork::wait() { wait_until(enqueued_ + core_->options.timeout); }
 
 class EngineCommunicator final : public Communicator {
  public:
-  EngineCommunicator(std::unique_ptr<Transport> transport, CommOptions options)
+  // `step` and `faults`: a split child's, from its parent; a root starts at -1 with none.
+  EngineCommunicator(std::unique_ptr<Transport> transport, CommOptions options, std::int64_t step,
+                     std::shared_ptr<FaultPlan> faults)
       : core_(std::make_shared<Core>()),
         transport_(std::move(transport)),
-        driver_(*transport_, core_->waiters, [this] { return should_abandon(); }) {
+        driver_(*transport_, core_->waiters, [this] { return should_abandon(); }),
+        step_(step),
+        faults_(std::move(faults)) {
     Core& c = *core_;
     c.options = std::move(options);
     if (c.options.timeout.count() <= 0) throw UsageError("collective timeout must be positive");
@@ -323,17 +335,14 @@ class EngineCommunicator final : public Communicator {
     CommOptions child = core_->options;
     child.name = name;
     if (phase) child.phase = phase;
-    return std::make_unique<EngineCommunicator>(std::move(work->split_result), std::move(child));
+    return std::make_unique<EngineCommunicator>(std::move(work->split_result), std::move(child), step_.load(), faults_);
   }
 
   CollectiveHandle submit(const Request& r) override {
     validate(r);
     auto work = make_work(r);
-    if (faults_.skip && faults_.skip->rank == core_->world_rank && faults_.skip->step == step_.load() &&
-        skipped_step_ != step_.load()) {
-      work->skip = true;
-      skipped_step_ = step_.load();
-    }
+    if (faults_ && faults_->spec.skip_selects(core_->world_rank, work->entry.step, work->entry.phase, core_->name))
+      work->skip = !faults_->skip_used.exchange(true);  // the first selected only
     enqueue(work);
     return CollectiveHandle(work);
   }
@@ -342,10 +351,10 @@ class EngineCommunicator final : public Communicator {
   std::int64_t step() const override { return step_.load(); }
   void set_fault_injection(const FaultInjection& faults) override {
     faults.validate(core_->world_size);
-    faults_ = faults;
+    faults_ = faults.any() ? std::make_shared<FaultPlan>(faults) : nullptr;
   }
   void maybe_delay() override {
-    const auto ms = faults_.delay_ms_for(core_->world_rank);
+    const auto ms = faults_ ? faults_->spec.delay_ms_for(core_->world_rank) : 0;
     if (ms > 0) std::this_thread::sleep_for(milliseconds(ms));
   }
 
@@ -561,9 +570,8 @@ class EngineCommunicator final : public Communicator {
   comm_detail::Driver driver_;            // idem
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
   std::atomic<std::uint64_t> next_seq_{1};
-  std::atomic<std::int64_t> step_{-1};
-  FaultInjection faults_;
-  std::int64_t skipped_step_ = -1;
+  std::atomic<std::int64_t> step_;
+  std::shared_ptr<FaultPlan> faults_;  // null: no injection (the default)
   std::thread comm_thread_, watchdog_;
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
@@ -574,7 +582,7 @@ class EngineCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_communicator(std::unique_ptr<Transport> transport, CommOptions options) {
   if (!transport) throw UsageError("make_communicator: no transport");
-  return std::make_unique<EngineCommunicator>(std::move(transport), std::move(options));
+  return std::make_unique<EngineCommunicator>(std::move(transport), std::move(options), -1, nullptr);
 }
 
 }  // namespace shardtrain

@@ -168,8 +168,10 @@ class Communicator {
   // this group (queued like any operation, recorded as "Split"); blocks until done. The child is
   // named `name` (a name a live group of this rank already has gets "#2", "#3"...), counts its own
   // sequence numbers from 1 and has its own flight recorder (with the same capacity). It inherits
-  // timeout, run_dir, on_fatal, teardown_grace, the all-reduce algorithm, and the fixed phase
-  // unless `phase` gives one; not the fault injection.
+  // timeout, run_dir, on_fatal, teardown_grace, the all-reduce algorithm, the fixed phase unless
+  // `phase` gives one, the step (set_step) as it is now, and the fault injection: shared, so a
+  // skip-collective skips one collective among this communicator and its splits (select the
+  // child's with group=NAME or phase=NAME); set_fault_injection on the child replaces it there.
   // color < 0: this rank joins no group and gets nullptr.
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name,
                                               std::optional<Phase> phase = std::nullopt) = 0;
@@ -225,9 +227,11 @@ class Communicator {
 
   // ---- step, faults, accounting, records ----
   // The trainer's step number, stamped on every later record; drives skip-collective injection.
+  // Per communicator (a group working beside the step loop sets the step it works for).
   virtual void set_step(std::int64_t step) = 0;
   virtual std::int64_t step() const = 0;
-  // Faults for this communicator (off by default; validated against world_size(), UsageError).
+  // Faults for this communicator and the groups split from it later (off by default; validated
+  // against world_size(), UsageError). An empty FaultInjection turns injection off.
   virtual void set_fault_injection(const FaultInjection& faults) = 0;
   // Sleeps the configured delay when this rank is the delay:rank (once per step, by the trainer).
   virtual void maybe_delay() = 0;
