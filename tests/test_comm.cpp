@@ -19,6 +19,8 @@
 using namespace shardtrain;
 using std::chrono::milliseconds;
 using test::bitwise_equal;
+using test::int_values;  // small integers: every sum below is exact, whatever order MPI adds in
+using test::tree_sum;
 
 namespace {
 
@@ -33,14 +35,6 @@ int world_size() {
   return w;
 }
 
-// Small integers: every sum below is exact in float, whatever order MPI adds in.
-template <typename T>
-std::vector<T> int_values(std::size_t n, int rank, int salt) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = T(int((rank * 7 + i * 3 + salt) % 11) - 5);
-  return v;
-}
-
 std::unique_ptr<Communicator> world_comm(const std::string& name = "world",
                                          AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto) {
   test::ensure_mpi();
@@ -49,17 +43,6 @@ std::unique_ptr<Communicator> world_comm(const std::string& name = "world",
   o.timeout = milliseconds(60000);
   o.all_reduce = all_reduce;
   return make_mpi_communicator(MPI_COMM_WORLD, o);
-}
-
-// Serial binary tree over inputs[lo, hi) (hi - lo a power of two): left + right at every level.
-template <typename T>
-std::vector<T> tree_sum(const std::vector<std::vector<T>>& inputs, std::size_t lo, std::size_t hi) {
-  if (hi - lo == 1) return inputs[lo];
-  const std::size_t mid = lo + (hi - lo) / 2;
-  auto a = tree_sum(inputs, lo, mid);
-  const auto b = tree_sum(inputs, mid, hi);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] + b[i];
-  return a;
 }
 
 template <typename T>

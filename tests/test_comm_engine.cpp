@@ -26,6 +26,8 @@
 using namespace shardtrain;
 using std::chrono::milliseconds;
 using test::bitwise_equal;
+using test::int_values;  // small integers: every sum below is exact in any order
+using test::tree_sum;    // the canonical tree over the ranks' inputs, computed serially
 
 namespace {
 
@@ -37,29 +39,11 @@ CommOptions options(const std::string& name, AllReduceAlgorithm all_reduce = All
   return o;
 }
 
-// Small integers: every sum below is exact in any order.
-template <typename T>
-std::vector<T> int_values(std::size_t n, int rank, int salt) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = T(int((rank * 7 + i * 3 + salt) % 11) - 5);
-  return v;
-}
-
 // Rank r's input for the bitwise checks: values of varied magnitude, so the order of additions shows.
 std::vector<float> tree_input(std::size_t n, int rank) {
   auto v = test::random_floats(n, 4242 + unsigned(rank), -1.0f, 1.0f);
   for (std::size_t i = 0; i < n; ++i) v[i] *= std::ldexp(1.0f, int((i + std::size_t(rank)) % 9));
   return v;
-}
-
-// communicator.hpp's canonical order over ranks [lo, hi): lower half + upper half, recursively.
-std::vector<float> tree_sum(const std::vector<std::vector<float>>& x, int lo, int hi) {
-  if (hi - lo == 1) return x[std::size_t(lo)];
-  const int mid = lo + (hi - lo) / 2;
-  auto a = tree_sum(x, lo, mid);
-  const auto b = tree_sum(x, mid, hi);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] + b[i];
-  return a;
 }
 
 bool power_of_two(int n) { return (n & (n - 1)) == 0; }
@@ -153,7 +137,7 @@ TEST_CASE("comm engine: every collective matches a serial computation at 1, 2, 3
       for (std::size_t i = 0; i < n; ++i) sum_f[i] += f[i], sum_d[i] += d[i], sum_i[i] += k[i];
       tree_inputs.push_back(tree_input(n, q));
     }
-    const auto tree = tree_sum(tree_inputs, 0, W);
+    const auto tree = tree_sum(tree_inputs, 0, std::size_t(W));
     for (int r = 0; r < W; ++r) {
       INFO("rank " << r);
       const Seen& s = seen[std::size_t(r)];

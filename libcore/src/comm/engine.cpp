@@ -46,7 +46,7 @@ double thread_cpu_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-enum class Status { kQueued, kStarted, kCompleted, kFailed };
+enum class Status { kPending, kCompleted, kFailed };  // pending: queued or in flight
 
 // The fault injection of a communicator, shared with the groups split from it afterwards, so that
 // a skip-collective skips one collective among all of them.
@@ -67,7 +67,6 @@ class EngineWork final : public Work {
   void wait(milliseconds timeout) override;
   void wait() override;
   std::uint64_t seq() const override { return seq_; }
-  CollectiveOp op() const override { return req_.op; }
 
   const Communicator::Request& request() const { return req_; }
   Clock::time_point enqueued() const { return enqueued_; }
@@ -79,10 +78,11 @@ class EngineWork final : public Work {
   int split_color = 0, split_key = 0;
   std::unique_ptr<Transport> split_result;  // kSplit: the child's transport (null: no group)
 
+  // Settles the work once (completed or failed) and wakes its waiters.
   void set_status(Status s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (status_ == Status::kCompleted || status_ == Status::kFailed) return;
+      if (status_ != Status::kPending) return;
       status_ = s;
     }
     cv_.notify_all();
@@ -97,7 +97,7 @@ class EngineWork final : public Work {
   Clock::time_point enqueued_;
   std::mutex mu_;
   std::condition_variable cv_;
-  Status status_ = Status::kQueued;
+  Status status_ = Status::kPending;
 };
 
 // State shared by the communicator object, its two threads and the handles it gave out (a handle
@@ -232,9 +232,8 @@ void EngineWork::wait_until(Clock::time_point deadline) {
     ~Waiting() { n.fetch_sub(1); }
   } waiting(core_->waiters);
   std::unique_lock<std::mutex> lock(mu_);
-  while (status_ != Status::kCompleted && status_ != Status::kFailed) {
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && status_ != Status::kCompleted &&
-        status_ != Status::kFailed) {
+  while (status_ == Status::kPending) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && status_ == Status::kPending) {
       lock.unlock();
       const std::string message = core_->fail_timeout(*this, "wait");
       core_->teardown_pause();
@@ -461,7 +460,8 @@ class EngineCommunicator final : public Communicator {
         req = t.ibarrier();
         break;
       case CollectiveOp::kSplit:
-        // Blocking (MPI has no non-blocking split); the watchdog still reports a hang here.
+        // Blocking (Transport::split; MPI has no non-blocking split); the watchdog still reports a
+        // hang here, but the thread stays stuck in it.
         w.split_result = t.split(w.split_color, w.split_key);
         return true;
     }
@@ -484,7 +484,6 @@ class EngineCommunicator final : public Communicator {
         break;
       }
       core_->recorder->mark(w->record_id, FlightState::kStarted);
-      w->set_status(Status::kStarted);
       const auto t0 = Clock::now();
       const double cpu0 = thread_cpu_seconds();
       const bool done = execute(*w);

@@ -65,7 +65,7 @@
 
 namespace shardtrain {
 
-// One submitted operation, as seen by its submitter. Implemented by each transport.
+// One submitted operation, as seen by its submitter. Implemented by the comm engine.
 class Work {
  public:
   virtual ~Work() = default;
@@ -78,7 +78,6 @@ class Work {
   virtual void wait(std::chrono::milliseconds timeout) = 0;
   virtual void wait() = 0;  // until the collective timeout
   virtual std::uint64_t seq() const = 0;
-  virtual CollectiveOp op() const = 0;
 };
 
 // Value handle of a submitted operation (copyable; empty when default-constructed).
@@ -144,7 +143,8 @@ struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};
   double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication)
   int group_size = 1;
-  std::string all_reduce_algorithm = "mpi";  // what all_reduce on float data runs: "halving" or "mpi"
+  // What all_reduce on float data runs: "halving", or the transport's library_name() ("mpi").
+  std::string all_reduce_algorithm = "mpi";
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log

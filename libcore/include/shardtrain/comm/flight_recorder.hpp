@@ -72,7 +72,6 @@ class FlightRecorder {
  public:
   FlightRecorder(FlightGroup group, std::size_t capacity = 2048);
 
-  std::size_t capacity() const { return capacity_; }
   const std::string& name() const { return group_.name; }  // fixed at construction
 
   // Appends an entry (state queued, t_enqueue = now, id assigned), overwriting the oldest when full.
