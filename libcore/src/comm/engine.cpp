@@ -72,7 +72,8 @@ class EngineWork final : public Work {
   Clock::time_point enqueued() const { return enqueued_; }
 
   // Set by the communicator before the work is queued.
-  FlightEntry entry;         // as recorded at submission
+  std::int64_t step = -1;       // as recorded at submission
+  Phase phase = Phase::kSetup;  // idem
   std::uint64_t record_id = 0;  // its ticket in the group's recorder
   bool skip = false;  // fault injection: never issue
   int split_color = 0, split_key = 0;
@@ -156,14 +157,13 @@ struct Core {
     const double elapsed = std::chrono::duration<double>(Clock::now() - w.enqueued()).count();
     if (!w.skip) recorder->mark(w.record_id, FlightState::kTimedOut);
     const std::string path = dump_path();
-    const FlightEntry entry = w.entry;
     std::string message = "collective timeout: " + describe(w) + " after " + format_seconds(elapsed) + " s";
     if (w.skip) message += " (this rank skipped it: fault injection)";
     const nlohmann::json trigger = {{"group", name},
                                     {"seq", w.seq()},
                                     {"op", op_name(w.request().op)},
-                                    {"step", entry.step},
-                                    {"phase", phase_name(entry.phase)},
+                                    {"step", w.step},
+                                    {"phase", phase_name(w.phase)},
                                     {"elapsed_s", elapsed},
                                     {"timeout_ms", options.timeout.count()},
                                     {"detected_by", detected_by},
@@ -340,7 +340,7 @@ class EngineCommunicator final : public Communicator {
   CollectiveHandle submit(const Request& r) override {
     validate(r);
     auto work = make_work(r);
-    if (faults_ && faults_->spec.skip_selects(core_->world_rank, work->entry.step, work->entry.phase, core_->name))
+    if (faults_ && faults_->spec.skip_selects(core_->world_rank, work->step, work->phase, core_->name))
       work->skip = !faults_->skip_used.exchange(true);  // the first selected only
     enqueue(work);
     return CollectiveHandle(work);
@@ -408,8 +408,9 @@ class EngineCommunicator final : public Communicator {
     e.root = r.root;
     e.step = step_.load();
     e.phase = core_->options.phase.value_or(current_phase());
-    work->record_id = core_->recorder->record(e);
-    work->entry = std::move(e);
+    work->step = e.step;
+    work->phase = e.phase;
+    work->record_id = core_->recorder->record(std::move(e));
     return work;
   }
 
