@@ -292,7 +292,9 @@ class EngineCommunicator final : public Communicator {
     c.recorder = register_flight_recorder(c.world_rank, std::move(group), c.options.recorder_capacity);
     c.name = c.recorder->name();
     c.stats.group_size = c.size;
-    c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : transport_->library_name();
+    library_ = transport_->library_name();
+    max_count_ = transport_->max_count();
+    c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : library_;
     comm_thread_ = std::thread([this] { run_queue(); });
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
@@ -369,10 +371,10 @@ class EngineCommunicator final : public Communicator {
   void validate(const Request& r) const {
     const Core& c = *core_;
     if (c.failed.load()) throw CommunicationError(core_->current_failure());
-    if (r.count > transport_->max_count())
+    if (r.count > max_count_)
       throw UsageError(std::string(op_name(r.op)) + " on group " + c.name + ": " + std::to_string(r.count) +
-                       " elements exceed the " + transport_->library_name() + " transport's count limit (" +
-                       std::to_string(transport_->max_count()) + "); split the buffer");
+                       " elements exceed the " + library_ + " transport's count limit (" +
+                       std::to_string(max_count_) + "); split the buffer");
     if (r.count > 0 && (!r.recv || !r.send))
       throw UsageError(std::string(op_name(r.op)) + " on group " + c.name + ": null buffer");
     if (r.op == CollectiveOp::kAllReduceCanonical) {
@@ -566,8 +568,10 @@ class EngineCommunicator final : public Communicator {
   }
 
   std::shared_ptr<Core> core_;
-  std::unique_ptr<Transport> transport_;  // used by the communication thread only
+  std::unique_ptr<Transport> transport_;  // used by the communication thread only (after construction)
   comm_detail::Driver driver_;            // idem
+  std::string library_;                   // transport_->library_name(), for the submitting thread
+  std::size_t max_count_ = 0;             // transport_->max_count(), idem
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
   std::atomic<std::uint64_t> next_seq_{1};
   std::atomic<std::int64_t> step_;

@@ -7,9 +7,10 @@
 //
 // A transport is one group of ranks (like an MPI communicator): `size()` ranks numbered 0..size-1.
 //
-// Threads: the engine calls a transport from its communication thread only, one call at a time,
-// after constructing it on the caller's thread; a transport needs no locking of its own state
-// beyond what its library requires for several transports running at once in one process.
+// Threads: the engine reads a transport's identity (rank() ... max_count()) once, on the thread
+// creating the communicator, and makes every other call from its communication thread, one at a
+// time; a transport needs no locking of its own state beyond what its library requires for several
+// transports running at once in one process.
 //
 // Non-blocking calls
 //   * isend/irecv and the i* collectives start an operation and return a TransportRequest at once.
