@@ -72,7 +72,12 @@ int check_main(const std::string& mpiexec, int np, const std::string& self, cons
     expect(in.good(), path + " exists");
     if (!in.good()) continue;
     const auto j = nlohmann::json::parse(in);
-    const auto& g = j["groups"][0];
+    expect(j["timed_out_group"] == "dp", "rank " + std::to_string(r) + ": timed_out_group = " + j["timed_out_group"].dump());
+    nlohmann::json g;  // the "dp" group among every group of the rank
+    for (const auto& group : j["groups"])
+      if (group["name"] == "dp") g = group;
+    expect(g.is_object(), "rank " + std::to_string(r) + ": the record holds group dp");
+    if (!g.is_object()) continue;
     const int want = r == np - 1 ? 1 : 2;  // seq 1 = step 0; seq 2 = step 1, skipped by rank np-1
     expect(g["last_started_seq"] == want, "rank " + std::to_string(r) + ": last_started_seq = " +
                                               g["last_started_seq"].dump() + " (expected " + std::to_string(want) +

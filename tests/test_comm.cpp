@@ -19,6 +19,8 @@
 using namespace shardtrain;
 using std::chrono::milliseconds;
 using test::bitwise_equal;
+using test::int_values;  // small integers: every sum below is exact, whatever order MPI adds in
+using test::tree_sum;
 
 namespace {
 
@@ -33,14 +35,6 @@ int world_size() {
   return w;
 }
 
-// Small integers: every sum below is exact in float, whatever order MPI adds in.
-template <typename T>
-std::vector<T> int_values(std::size_t n, int rank, int salt) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = T(int((rank * 7 + i * 3 + salt) % 11) - 5);
-  return v;
-}
-
 std::unique_ptr<Communicator> world_comm(const std::string& name = "world",
                                          AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto) {
   test::ensure_mpi();
@@ -49,17 +43,6 @@ std::unique_ptr<Communicator> world_comm(const std::string& name = "world",
   o.timeout = milliseconds(60000);
   o.all_reduce = all_reduce;
   return make_mpi_communicator(MPI_COMM_WORLD, o);
-}
-
-// Serial binary tree over inputs[lo, hi) (hi - lo a power of two): left + right at every level.
-template <typename T>
-std::vector<T> tree_sum(const std::vector<std::vector<T>>& inputs, std::size_t lo, std::size_t hi) {
-  if (hi - lo == 1) return inputs[lo];
-  const std::size_t mid = lo + (hi - lo) / 2;
-  auto a = tree_sum(inputs, lo, mid);
-  const auto b = tree_sum(inputs, mid, hi);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] + b[i];
-  return a;
 }
 
 template <typename T>
@@ -224,8 +207,10 @@ TEST_CASE("comm: sequence numbers advance per group and the flight recorder reco
   auto none = comm->split(r == 0 ? -1 : 0, 0, "rest");
   CHECK((r == 0) == (none == nullptr));
 
+  // Each group records its own operations.
+  CHECK(half->recorder() != comm->recorder());
   const auto entries = comm->recorder()->snapshot();
-  REQUIRE(entries.size() >= 5);
+  REQUIRE(entries.size() == 4);  // AllReduce, Barrier, Split, Split
   CHECK(entries[0].group == "dp");
   CHECK(entries[0].seq == 1);
   CHECK(entries[0].op == CollectiveOp::kAllReduce);
@@ -237,22 +222,33 @@ TEST_CASE("comm: sequence numbers advance per group and the flight recorder reco
   CHECK(entries[0].t_start <= entries[0].t_end);
   CHECK(entries[1].op == CollectiveOp::kBarrier);
   CHECK(entries[2].op == CollectiveOp::kSplit);
-  CHECK(entries[3].group == "half");
-  CHECK(entries[3].seq == 1);
-  CHECK(entries[3].dtype == DType::kFloat64);
-  const auto j = comm->recorder()->to_json(r, W, "requested", nullptr);
+  CHECK(entries[3].op == CollectiveOp::kSplit);
+  const auto child = half->recorder()->snapshot();
+  REQUIRE(child.size() == 1);
+  CHECK(child[0].group == "half");
+  CHECK(child[0].seq == 1);
+  CHECK(child[0].dtype == DType::kFloat64);
+  CHECK(child[0].id > entries[2].id);  // ids order the entries of all groups of the rank
+  CHECK(child[0].id < entries[3].id);
+  // The rank's record holds every live group: dp, half and (except on rank 0) rest.
+  const auto j = flight_record_json(r, W, "requested", nullptr);
   CHECK(j["format"] == "shardtrain-flight-record");
+  CHECK(j["timed_out_group"].is_null());
+  REQUIRE(j["groups"].size() == (r == 0 ? 2u : 3u));
   CHECK(j["groups"][0]["name"] == "dp");
   CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  CHECK(j["groups"][0]["entries"].size() == 4);
   CHECK(j["groups"][1]["name"] == "half");
   CHECK(j["groups"][1]["world_ranks"].size() == std::size_t(half->size()));
   CHECK(j["groups"][1]["world_ranks"][half->rank()] == r);
+  CHECK(j["groups"][1]["entries"][0]["seq"] == 1);
 }
 
 TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
-  FlightRecorder rec(4);
-  rec.register_group("g", 0, 1, {0});
-  CHECK(rec.register_group("g", 0, 1, {0}) == "g#2");
+  FlightGroup g;
+  g.name = "g";
+  g.world_ranks = {0};
+  FlightRecorder rec(g, 4);
   for (int i = 1; i <= 6; ++i) {
     FlightEntry e;
     e.group = "g";
@@ -269,11 +265,40 @@ TEST_CASE("comm: the flight recorder ring keeps the newest entries", "[comm]") {
   CHECK(s.back().state == FlightState::kQueued);
   CHECK(s[2].state == FlightState::kStarted);
   CHECK(rec.dropped() == 2);
-  const auto j = rec.to_json(0, 1, "requested", nullptr);
-  CHECK(j["groups"][0]["last_enqueued_seq"] == 6);
-  CHECK(j["groups"][0]["last_started_seq"] == 5);
-  CHECK(j["groups"][0]["last_completed_seq"] == 4);
+  const auto j = rec.to_json();
+  CHECK(j["name"] == "g");
+  CHECK(j["last_enqueued_seq"] == 6);
+  CHECK(j["last_started_seq"] == 5);
+  CHECK(j["last_completed_seq"] == 4);
+  CHECK(j["capacity"] == 4);
+  CHECK(j["dropped"] == 2);
   CHECK(j["entries"][3]["t_start"].is_null());
+}
+
+TEST_CASE("comm: the registry keeps group names unique among a rank's live groups", "[comm]") {
+  const int rank = 1000;  // a world rank no communicator of this process has
+  auto group = [](int world_rank) {
+    FlightGroup g;
+    g.name = "g";
+    g.world_ranks = {world_rank};
+    return g;
+  };
+  auto a = register_flight_recorder(rank, group(rank), 4);
+  auto b = register_flight_recorder(rank, group(rank), 4);
+  auto other = register_flight_recorder(rank + 1, group(rank + 1), 4);
+  CHECK(a->name() == "g");
+  CHECK(b->name() == "g#2");
+  CHECK(other->name() == "g");  // another rank's groups do not count
+  CHECK(flight_record_json(rank, 2000, "requested", nullptr)["groups"].size() == 2);
+  retire_flight_recorder(a.get());
+  auto c = register_flight_recorder(rank, group(rank), 4);
+  CHECK(c->name() == "g");  // free again
+  const auto j = flight_record_json(rank, 2000, "requested", nullptr);
+  REQUIRE(j["groups"].size() == 2);
+  CHECK(j["groups"][0]["name"] == "g#2");  // creation order
+  CHECK(j["groups"][1]["name"] == "g");
+  for (const auto& r : {b, c, other}) retire_flight_recorder(r.get());
+  CHECK(flight_record_json(rank, 2000, "requested", nullptr)["groups"].empty());
 }
 
 TEST_CASE("comm: canonical all-reduce is bitwise the serial micro-batch tree at any power-of-two size",
@@ -384,18 +409,23 @@ TEST_CASE("comm: a skipped collective times out on every rank with a flight reco
       CHECK(j["format"] == "shardtrain-flight-record");
       CHECK(j["rank"] == q);
       CHECK(j["world_size"] == W);
+      CHECK(j["format_version"] == 2);
       CHECK(j["reason"] == "timeout");
+      CHECK(j["timed_out_group"] == "victim");
       CHECK(j["trigger"]["seq"] == 2);
       CHECK(j["trigger"]["op"] == "AllReduce");
+      CHECK(j["trigger"]["step"] == 3);
+      REQUIRE(j["groups"].size() == 1);
       const auto& g = j["groups"][0];
       CHECK(g["name"] == "victim");
       CHECK(g["last_enqueued_seq"] == 2);
       CHECK(g["last_completed_seq"] == 1);
       // The skipping rank never issued seq 2: one sequence number behind the others.
       CHECK(g["last_started_seq"] == (q == skipper ? 1 : 2));
-      const auto& last = j["entries"].back();
+      const auto& last = g["entries"].back();
       CHECK(last["seq"] == 2);
       CHECK(last["step"] == 3);
+      CHECK(last["phase"] == j["trigger"]["phase"]);
       CHECK(last["state"] == (q == skipper ? "skipped" : "timed_out"));
       CHECK(j["trigger"]["skipped_by_fault_injection"] == (q == skipper));
       if (q == skipper) CHECK(j["trigger"]["detected_by"] == "watchdog");
@@ -445,6 +475,40 @@ TEST_CASE("comm: fault-injection specs parse strictly", "[comm]") {
   CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5", "delay:rank=0,ms=1"}), Catch::Contains("delay given twice"));
   CHECK_THROWS_AS(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(1), UsageError);
   CHECK_NOTHROW(FaultInjection::parse({"skip-collective:rank=1,step=2"}).validate(2));
+}
+
+TEST_CASE("comm: skip-collective takes optional phase= and group= selectors", "[comm]") {
+  const auto plain = FaultInjection::parse({"skip-collective:rank=1,step=2"});
+  CHECK_FALSE(plain.skip->phase);
+  CHECK_FALSE(plain.skip->group);
+  CHECK(plain.skip_selects(1, 2, Phase::kForward, "dp"));
+  CHECK(plain.skip_selects(1, 2, Phase::kCheckpoint, "ckpt"));
+  CHECK_FALSE(plain.skip_selects(0, 2, Phase::kForward, "dp"));  // another rank
+  CHECK_FALSE(plain.skip_selects(1, 3, Phase::kForward, "dp"));  // another step
+
+  const auto f = FaultInjection::parse({"skip-collective:group=ckpt,phase=ckpt,step=2,rank=1"});
+  REQUIRE(f.skip);
+  CHECK(f.skip->phase == Phase::kCheckpoint);
+  CHECK(f.skip->group == "ckpt");
+  CHECK(f.describe() == "skip-collective:rank=1,step=2,phase=ckpt,group=ckpt");
+  CHECK(f.skip_selects(1, 2, Phase::kCheckpoint, "ckpt"));
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kForward, "ckpt"));     // phase differs
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kCheckpoint, "dp"));    // group differs
+  CHECK_FALSE(f.skip_selects(1, 2, Phase::kCheckpoint, "ckpt#2"));  // names are exact
+
+  const auto p = FaultInjection::parse({"skip-collective:rank=0,step=7,phase=backward"});
+  CHECK(p.describe() == "skip-collective:rank=0,step=7,phase=backward");
+  CHECK(p.skip_selects(0, 7, Phase::kBackward, "anything"));
+
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,phase=lunch"}),
+                    Catch::Contains("'skip-collective:rank=1,step=2,phase=lunch': phase 'lunch' is not one of setup, "
+                                    "resume, data, forward, backward, optimizer, ckpt, eval, finish") &&
+                        Catch::Contains("skip-collective:rank=R,step=S[,phase=P][,group=G]"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group="}), Catch::Contains("group= is empty"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group=a,group=b"}),
+                    Catch::Contains("key 'group' given twice"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,phase=ckpt"}), Catch::Contains("missing key 'step'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5,phase=ckpt"}), Catch::Contains("unknown key 'phase'"));
 }
 
 TEST_CASE("comm: bus bandwidth follows the nccl-tests factors", "[comm]") {

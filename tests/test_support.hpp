@@ -35,6 +35,28 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
 // Deterministic pseudo-random test inputs (uniform in [lo, hi)), seeded.
 std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f);
 
+// Small integers in [-5, 5], a function of (rank, index, salt): sums of a few of them are exact in
+// any order, so collective results can be compared exactly whatever order a library adds in.
+template <typename T>
+std::vector<T> int_values(std::size_t n, int rank, int salt) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = T(int((rank * 7 + i * 3 + salt) % 11) - 5);
+  return v;
+}
+
+// The canonical binary tree of contract 2 (communicator.hpp), serially, over inputs[lo, hi)
+// (hi - lo a power of two): left half + right half at every level. Written here independently
+// of the library's algorithms, as the reference they are checked against.
+template <typename T>
+std::vector<T> tree_sum(const std::vector<std::vector<T>>& inputs, std::size_t lo, std::size_t hi) {
+  if (hi - lo == 1) return inputs[lo];
+  const std::size_t mid = lo + (hi - lo) / 2;
+  auto a = tree_sum(inputs, lo, mid);
+  const auto b = tree_sum(inputs, mid, hi);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] + b[i];
+  return a;
+}
+
 // Same size and the same bytes (so -0.0 != 0.0 and NaN payloads count).
 template <typename T>
 bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {

@@ -27,8 +27,8 @@ import json, sys
 d = sys.argv[1]
 def last_started(r):
     rec = json.load(open(f"{d}/flight.rank{r}.json"))
-    groups = rec["groups"] if isinstance(rec.get("groups"), list) else list(rec["groups"].values())
-    g = [g for g in groups if g.get("name", g.get("group")) == "dp"][0]
+    assert rec["timed_out_group"] == "dp", f"rank {r}: timed_out_group {rec['timed_out_group']}"
+    g = [g for g in rec["groups"] if g["name"] == "dp"][0]
     return g["last_started_seq"]
 s0, s1 = last_started(0), last_started(1)
 print(f"  flight records: rank 0 last started seq {s0}, rank 1 {s1}")

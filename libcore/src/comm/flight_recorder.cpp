@@ -3,12 +3,46 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
-#include "shardtrain/base/log.hpp"
 #include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/log.hpp"
 
 namespace shardtrain {
+namespace {
+
+// Entry ids: one counter for the process, so the entries of all groups of a rank interleave in
+// submission order.
+std::atomic<std::uint64_t> g_next_entry_id{0};
+
+// The live recorders, by world rank, in registration order.
+struct Registry {
+  std::mutex mu;
+  struct Item {
+    int world_rank;
+    std::weak_ptr<FlightRecorder> recorder;
+    const FlightRecorder* key;
+  };
+  std::vector<Item> items;
+  std::mutex dump_mu;  // one dump at a time: two groups of a rank timing out together share a file
+
+  std::vector<std::shared_ptr<FlightRecorder>> of_rank(int world_rank) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::shared_ptr<FlightRecorder>> out;
+    for (const auto& it : items)
+      if (it.world_rank == world_rank)
+        if (auto r = it.recorder.lock()) out.push_back(std::move(r));
+    return out;
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
 
 const char* flight_state_name(FlightState s) {
   switch (s) {
@@ -26,11 +60,12 @@ nlohmann::json FlightEntry::to_json() const {
   auto t = [](double x) -> nlohmann::json { return x > 0 ? nlohmann::json(x) : nlohmann::json(nullptr); };
   return {{"id", id},       {"seq", seq},        {"op", op_name(op)},   {"group", group},
           {"dtype", dtype_name(dtype)}, {"numel", numel}, {"bytes", bytes}, {"root", root},
-          {"step", step},   {"state", flight_state_name(state)},
+          {"step", step},   {"phase", phase_name(phase)}, {"state", flight_state_name(state)},
           {"t_enqueue", t(t_enqueue)}, {"t_start", t(t_start)}, {"t_end", t(t_end)}};
 }
 
-FlightRecorder::FlightRecorder(std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {
+FlightRecorder::FlightRecorder(FlightGroup group, std::size_t capacity)
+    : capacity_(std::max<std::size_t>(capacity, 1)), group_(std::move(group)) {
   ring_.reserve(capacity_);
 }
 
@@ -39,71 +74,103 @@ double FlightRecorder::now() {
   return double(duration_cast<microseconds>(system_clock::now().time_since_epoch()).count()) * 1e-6;
 }
 
-std::string FlightRecorder::register_group(const std::string& name, int rank, int size, std::vector<int> world_ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string unique = name;
-  for (int k = 2;; ++k) {
-    bool taken = false;
-    for (const auto& g : groups_) taken |= (g.name == unique);
-    if (!taken) break;
-    unique = name + "#" + std::to_string(k);
-  }
-  FlightGroup g;
-  g.name = unique;
-  g.rank = rank;
-  g.size = size;
-  g.world_ranks = std::move(world_ranks);
-  groups_.push_back(std::move(g));
-  return unique;
-}
-
 std::uint64_t FlightRecorder::record(FlightEntry entry) {
   std::lock_guard<std::mutex> lock(mu_);
-  entry.id = next_id_++;
+  entry.id = g_next_entry_id.fetch_add(1, std::memory_order_relaxed);
   entry.state = FlightState::kQueued;
   entry.t_enqueue = now();
-  for (auto& g : groups_)
-    if (g.name == entry.group) g.last_enqueued = std::max(g.last_enqueued, entry.seq);
+  group_.last_enqueued = std::max(group_.last_enqueued, entry.seq);
   if (ring_.size() < capacity_) ring_.push_back(std::move(entry));
-  else ring_[entry.id % capacity_] = std::move(entry);
-  return next_id_ - 1;
+  else ring_[next_ticket_ % capacity_] = std::move(entry);
+  return next_ticket_++;
 }
 
-void FlightRecorder::mark(std::uint64_t id, FlightState state) {
+void FlightRecorder::mark(std::uint64_t ticket, FlightState state) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (id >= next_id_ || next_id_ - id > capacity_) return;  // unknown or overwritten
-  FlightEntry& e = ring_[id % capacity_];
+  if (ticket >= next_ticket_ || next_ticket_ - ticket > capacity_) return;  // unknown or overwritten
+  FlightEntry& e = ring_[ticket % capacity_];
   e.state = state;
   const double t = now();
   if (state == FlightState::kStarted) e.t_start = t;
   if (state == FlightState::kCompleted || state == FlightState::kTimedOut || state == FlightState::kAborted) e.t_end = t;
-  for (auto& g : groups_) {
-    if (g.name != e.group) continue;
-    if (state == FlightState::kStarted) g.last_started = std::max(g.last_started, e.seq);
-    if (state == FlightState::kCompleted) g.last_completed = std::max(g.last_completed, e.seq);
-  }
+  if (state == FlightState::kStarted) group_.last_started = std::max(group_.last_started, e.seq);
+  if (state == FlightState::kCompleted) group_.last_completed = std::max(group_.last_completed, e.seq);
+}
+
+std::vector<FlightEntry> FlightRecorder::entries_locked() const {
+  std::vector<FlightEntry> out;
+  out.reserve(ring_.size());
+  for (std::uint64_t t = dropped_locked(); t < next_ticket_; ++t) out.push_back(ring_[t % capacity_]);
+  return out;
 }
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<FlightEntry> out;
-  out.reserve(ring_.size());
-  const std::uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 0;
-  for (std::uint64_t id = first; id < next_id_; ++id) out.push_back(ring_[id % capacity_]);
-  return out;
+  return entries_locked();
 }
 
 std::uint64_t FlightRecorder::dropped() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return next_id_ > capacity_ ? next_id_ - capacity_ : 0;
+  return dropped_locked();
 }
 
-nlohmann::json FlightRecorder::to_json(int world_rank, int world_size, const std::string& reason,
-                                       const nlohmann::json& trigger) const {
-  const auto entries = snapshot();
+FlightGroup FlightRecorder::group() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return group_;
+}
+
+nlohmann::json FlightRecorder::to_json() const {
+  std::unique_lock<std::mutex> lock(mu_);  // one consistent picture
+  const FlightGroup g = group_;
+  const std::uint64_t dropped_now = dropped_locked();
+  const auto list = entries_locked();
+  lock.unlock();
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : list) entries.push_back(e.to_json());
+  return {{"name", g.name},
+          {"rank", g.rank},
+          {"size", g.size},
+          {"world_ranks", g.world_ranks},
+          {"phase", g.phase ? nlohmann::json(phase_name(*g.phase)) : nlohmann::json(nullptr)},
+          {"last_enqueued_seq", g.last_enqueued},
+          {"last_started_seq", g.last_started},
+          {"last_completed_seq", g.last_completed},
+          {"capacity", capacity_},
+          {"dropped", dropped_now},
+          {"entries", entries}};
+}
+
+std::shared_ptr<FlightRecorder> register_flight_recorder(int world_rank, FlightGroup group, std::size_t capacity) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  const std::string wanted = group.name;
+  for (int k = 2;; ++k) {
+    bool taken = false;
+    for (const auto& it : reg.items) {
+      if (it.world_rank != world_rank) continue;
+      if (auto r = it.recorder.lock()) taken |= r->name() == group.name;
+    }
+    if (!taken) break;
+    group.name = wanted + "#" + std::to_string(k);
+  }
+  auto recorder = std::make_shared<FlightRecorder>(std::move(group), capacity);
+  reg.items.push_back({world_rank, recorder, recorder.get()});
+  return recorder;
+}
+
+void retire_flight_recorder(const FlightRecorder* recorder) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  reg.items.erase(std::remove_if(reg.items.begin(), reg.items.end(),
+                                 [&](const Registry::Item& it) { return it.key == recorder || it.recorder.expired(); }),
+                  reg.items.end());
+}
+
+nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
+                                  const nlohmann::json& trigger) {
   nlohmann::json j;
   j["format"] = "shardtrain-flight-record";
-  j["format_version"] = 1;
+  j["format_version"] = 2;
   j["rank"] = world_rank;
   j["world_size"] = world_size;
   char host[256] = {0};
@@ -112,32 +179,19 @@ nlohmann::json FlightRecorder::to_json(int world_rank, int world_size, const std
   j["pid"] = static_cast<long>(getpid());
   j["code_version"] = code_version();
   j["reason"] = reason;
-  j["dumped_at"] = now();
+  j["dumped_at"] = FlightRecorder::now();
+  j["timed_out_group"] = trigger.is_object() && trigger.contains("group") ? trigger["group"] : nlohmann::json(nullptr);
   j["trigger"] = trigger;
-  j["capacity"] = capacity_;
-  j["dropped"] = dropped();
   nlohmann::json groups = nlohmann::json::array();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& g : groups_)
-      groups.push_back({{"name", g.name},
-                        {"rank", g.rank},
-                        {"size", g.size},
-                        {"world_ranks", g.world_ranks},
-                        {"last_enqueued_seq", g.last_enqueued},
-                        {"last_started_seq", g.last_started},
-                        {"last_completed_seq", g.last_completed}});
-  }
+  for (const auto& r : registry().of_rank(world_rank)) groups.push_back(r->to_json());
   j["groups"] = groups;
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& e : entries) list.push_back(e.to_json());
-  j["entries"] = list;
   return j;
 }
 
-void FlightRecorder::dump(const std::string& path, int world_rank, int world_size, const std::string& reason,
-                          const nlohmann::json& trigger) const {
-  write_json_file(path, to_json(world_rank, world_size, reason, trigger));
+void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
+                         const nlohmann::json& trigger) {
+  std::lock_guard<std::mutex> lock(registry().dump_mu);
+  write_json_file(path, flight_record_json(world_rank, world_size, reason, trigger));
 }
 
 }  // namespace shardtrain

@@ -1,7 +1,7 @@
 // Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
 // per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
-// This header is the transport-independent interface; comm_mpi.hpp creates the MPI implementation
-// (CPU ranks), a NCCL one will follow behind the same interface.
+// This header is the interface; one engine implements it over any Transport (transport.hpp:
+// make_communicator), and mpi.hpp creates it over MPI (CPU ranks); NCCL will follow as a transport.
 //
 // Execution model
 //   * Every call submits an operation to the communicator's queue and returns a CollectiveHandle at
@@ -18,7 +18,8 @@
 //     --collective-timeout, default 300 s) counted from its submission.
 //   * The first operation found late, by a waiting caller or by the watchdog thread (which checks
 //     in-flight work every min(1 s, timeout/10), so a rank blocked elsewhere is caught too):
-//       1. is marked timed_out in the flight recorder, which is written as JSON to
+//       1. is marked timed_out in its group's flight recorder, and the flight record of the rank
+//          (every live group of it, flight_recorder.hpp) is written as JSON to
 //          <run_dir>/flight.rank<R>.json (R = world rank; docs/FORMATS.md "Flight record");
 //       2. one line goes to stderr:
 //          [rank R/W] collective timeout: AllReduce(seq=1208, group=dp, numel=..., bytes=...,
@@ -31,11 +32,16 @@
 //       4. `on_fatal`, if set, is called once from the watchdog thread `teardown_grace` after the
 //          timeout was detected (so a rank stuck outside wait() still ends). The library itself
 //          never exits: a tool passes a hook that ends the job (mpi_abort_on_fatal() in
-//          comm_mpi.hpp calls MPI_Abort(MPI_COMM_WORLD, 4)); the tool main also MPI_Aborts when
+//          mpi.hpp calls MPI_Abort(MPI_COMM_WORLD, 4)); the tool main also MPI_Aborts when
 //          the CommunicationError reaches it, whichever comes first.
 //     An operation stuck inside the transport cannot be cancelled: it is abandoned (its buffers may
 //     still be written by the transport until the process ends; keep them alive), and the job is
 //     expected to end. A failed communicator cannot be repaired; restart from the last checkpoint.
+//
+// Groups: split() makes a sub-group with its own name, sequence numbers and flight recorder.
+//
+// Phases and steps: every record carries the step (set_step) and the phase (phase.hpp) at
+// submission: the communicator's fixed CommOptions::phase when set, else the process-wide one.
 //
 // Thread safety: submit from one thread at a time per communicator (the trainer's thread);
 // handles may be waited on from any thread. set_step/maybe_delay from the submitting thread.
@@ -46,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,10 +61,11 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/comm/phase.hpp"
 
 namespace shardtrain {
 
-// One submitted operation, as seen by its submitter. Implemented by each transport.
+// One submitted operation, as seen by its submitter. Implemented by the comm engine.
 class Work {
  public:
   virtual ~Work() = default;
@@ -70,7 +78,6 @@ class Work {
   virtual void wait(std::chrono::milliseconds timeout) = 0;
   virtual void wait() = 0;  // until the collective timeout
   virtual std::uint64_t seq() const = 0;
-  virtual CollectiveOp op() const = 0;
 };
 
 // Value handle of a submitted operation (copyable; empty when default-constructed).
@@ -113,14 +120,18 @@ struct CommOptions {
   std::string name = "world";                      // group name in records and messages
   std::chrono::milliseconds timeout{300000};       // collective timeout (--collective-timeout)
   std::string run_dir = ".";                       // where flight.rank<R>.json is written
-  std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per rank)
+  std::size_t recorder_capacity = 2048;            // flight-recorder ring entries (per group)
   FatalHook on_fatal;                              // see "Timeouts" above; empty: none
   std::chrono::milliseconds teardown_grace{2000};  // detection -> throw from wait() / on_fatal
   // kHalvingDoubling on a group (or split sub-group) whose size is not a power of two: UsageError.
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  // The phase stamped on every record of this communicator (and of its splits, unless split()
+  // gives another); none: the process-wide current_phase() at each submission. For a group whose
+  // work runs beside the step loop (the asynchronous checkpoint writer's: Phase::kCheckpoint).
+  std::optional<Phase> phase;
 };
 
-// Per-operation accounting of one communicator. Times in seconds, bytes as in comm_types.hpp.
+// Per-operation accounting of one communicator. Times in seconds, bytes as in types.hpp.
 struct OpStats {
   std::uint64_t calls = 0;
   std::uint64_t bytes = 0;
@@ -132,7 +143,8 @@ struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};
   double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication)
   int group_size = 1;
-  std::string all_reduce_algorithm = "mpi";  // what all_reduce on float data runs: "halving" or "mpi"
+  // What all_reduce on float data runs: "halving", or the transport's library_name() ("mpi").
+  std::string all_reduce_algorithm = "mpi";
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log
@@ -153,10 +165,16 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
 
   // Sub-groups: ranks passing the same color form a group, ordered by (key, rank). Collective over
-  // this group (queued like any operation, recorded as "Split"); blocks until done. The child
-  // inherits timeout, run_dir, on_fatal and the flight recorder; not the fault injection.
+  // this group (queued like any operation, recorded as "Split"); blocks until done. The child is
+  // named `name` (a name a live group of this rank already has gets "#2", "#3"...), counts its own
+  // sequence numbers from 1 and has its own flight recorder (with the same capacity). It inherits
+  // timeout, run_dir, on_fatal, teardown_grace, the all-reduce algorithm, the fixed phase unless
+  // `phase` gives one, the step (set_step) as it is now, and the fault injection: shared, so a
+  // skip-collective skips one collective among this communicator and its splits (select the
+  // child's with group=NAME or phase=NAME); set_fault_injection on the child replaces it there.
   // color < 0: this rank joins no group and gets nullptr.
-  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name,
+                                              std::optional<Phase> phase = std::nullopt) = 0;
 
   // ---- asynchronous collectives (see the execution model above) ----
   // Sum over the group, in place: data[0..n).
@@ -209,9 +227,11 @@ class Communicator {
 
   // ---- step, faults, accounting, records ----
   // The trainer's step number, stamped on every later record; drives skip-collective injection.
+  // Per communicator (a group working beside the step loop sets the step it works for).
   virtual void set_step(std::int64_t step) = 0;
   virtual std::int64_t step() const = 0;
-  // Faults for this communicator (off by default; validated against world_size(), UsageError).
+  // Faults for this communicator and the groups split from it later (off by default; validated
+  // against world_size(), UsageError). An empty FaultInjection turns injection off.
   virtual void set_fault_injection(const FaultInjection& faults) = 0;
   // Sleeps the configured delay when this rank is the delay:rank (once per step, by the trainer).
   virtual void maybe_delay() = 0;
@@ -222,9 +242,8 @@ class Communicator {
   virtual CommStats stats() const = 0;
   // True once a timeout has failed this communicator.
   virtual bool failed() const = 0;
+  // This group's recorder (the rank's whole record: flight_record_json in flight_recorder.hpp).
   virtual std::shared_ptr<FlightRecorder> recorder() const = 0;
-  // Writes the flight record now (reason "requested"); returns the path.
-  virtual std::string dump_flight_record(const std::string& reason = "requested") = 0;
 
   // A submitted operation; `send`/`recv` as in the typed calls above (`count` is n or block).
   struct Request {

@@ -1,29 +1,35 @@
-// The flight recorder (contract 6): a per-rank ring buffer of the most recent collectives of every
-// communicator group on this rank, so a hang can be diagnosed after the fact (hang-diagnose reads
-// the dumps of all ranks and names the rank that is behind). Modelled on PyTorch c10d's
-// flight recorder. Thread-safe: the communication thread, the watchdog and the caller all write it.
+// The flight recorder (contract 6): for each communicator group, a ring buffer of its most recent
+// operations, so a hang can be diagnosed after the fact (hang-diagnose reads the dumps of all ranks
+// and names the rank that is behind). Modelled on PyTorch c10d's flight recorder. Thread-safe: the
+// communication thread, the watchdog and the caller all write it.
 //
-// One recorder is shared by a root communicator and every group split from it. Each entry has a
-// recorder-wide id (0, 1, 2, ... in enqueue order) and its group's sequence number (1, 2, ... per
-// group, counting every operation submitted on that group, including Split). Times are unix
-// seconds (system clock, microsecond resolution) so records of different ranks line up.
+// Every group (a root communicator and each group split from it) has its own recorder: its own
+// ring, sequence numbers (1, 2, ... counting every operation submitted on it, including Split) and
+// counters. A process-wide registry lists the live groups' recorders by world rank, so that one
+// rank's dump holds every group of the rank: when an operation of one group times out, the other
+// groups' last entries show what the rank was doing meanwhile. Entry ids order the entries of all
+// groups of a rank by submission. Times are unix seconds (system clock, microsecond resolution)
+// so records of different ranks line up.
 //
 // Dump format: docs/FORMATS.md "Flight record", shardtrain-flight-record(5).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/comm/types.hpp"
 
 namespace shardtrain {
 
 // Lifecycle of one recorded operation:
-//   queued    -> submitted by the caller, not yet issued to the transport (MPI)
+//   queued    -> submitted by the caller, not yet issued to the transport
 //   started   -> issued; in flight
 //   completed -> finished on this rank
 //   timed_out -> exceeded the collective timeout (the trigger of a dump)
@@ -33,58 +39,57 @@ enum class FlightState : int { kQueued = 0, kStarted, kCompleted, kTimedOut, kSk
 const char* flight_state_name(FlightState s);
 
 struct FlightEntry {
-  std::uint64_t id = 0;      // recorder-wide, assigned by record()
+  std::uint64_t id = 0;      // assigned by record(): increasing in submission order over all groups
+                             // of the process (so of the rank), not consecutive within one group
   std::uint64_t seq = 0;     // per group, from 1
   CollectiveOp op = CollectiveOp::kAllReduce;
   std::string group;         // group name (Communicator::name())
   DType dtype = DType::kFloat32;
   std::uint64_t numel = 0;   // elements of the caller's buffer (all-reduce, broadcast), of the
                              // per-rank block (reduce-scatter output, all-gather input)
-  std::uint64_t bytes = 0;   // nccl-tests size (comm_types.hpp): what the byte accounting counts
+  std::uint64_t bytes = 0;   // nccl-tests size (types.hpp): what the byte accounting counts
   int root = -1;             // broadcast root (group rank), -1 otherwise
   std::int64_t step = -1;    // Communicator::set_step value at submission (-1: never set)
+  Phase phase = Phase::kSetup;  // at submission: the group's fixed phase, else the process-wide one
   double t_enqueue = 0, t_start = 0, t_end = 0;  // unix seconds; 0 = not reached
   FlightState state = FlightState::kQueued;
   nlohmann::json to_json() const;
 };
 
-// Identity of a group as recorded in a dump.
+// Identity of a group as recorded in a dump, and its counters.
 struct FlightGroup {
   std::string name;
   int rank = 0, size = 1;            // this rank in the group, group size
   std::vector<int> world_ranks;      // world rank of each group rank
+  std::optional<Phase> phase;        // the group's fixed phase (CommOptions::phase); none: process-wide
   std::uint64_t last_enqueued = 0;   // highest seq submitted (0: none)
   std::uint64_t last_started = 0;    // highest seq issued to the transport
   std::uint64_t last_completed = 0;  // highest seq completed
 };
 
+// One group's recorder.
 class FlightRecorder {
  public:
-  explicit FlightRecorder(std::size_t capacity = 2048);
+  FlightRecorder(FlightGroup group, std::size_t capacity = 2048);
 
-  std::size_t capacity() const { return capacity_; }
+  const std::string& name() const { return group_.name; }  // fixed at construction
 
-  // Registers a group; returns the name actually used (a repeated name gets "#2", "#3" ...).
-  std::string register_group(const std::string& name, int rank, int size, std::vector<int> world_ranks);
-
-  // Appends an entry (state queued, t_enqueue = now), overwriting the oldest when full. Returns its id.
+  // Appends an entry (state queued, t_enqueue = now, id assigned), overwriting the oldest when full.
+  // Returns the ticket that mark() takes.
   std::uint64_t record(FlightEntry entry);
 
-  // State changes by id; stamping t_start (started) or t_end (completed, timed_out, aborted).
-  // An id already overwritten by newer entries is ignored (group counters still advance).
-  void mark(std::uint64_t id, FlightState state);
+  // State changes by ticket; stamping t_start (started) or t_end (completed, timed_out, aborted).
+  // A ticket already overwritten by newer entries is ignored (the group counters still advance).
+  void mark(std::uint64_t ticket, FlightState state);
 
-  // Entries oldest first; entries overwritten so far.
+  // Entries oldest first; entries overwritten so far; identity and counters now.
   std::vector<FlightEntry> snapshot() const;
   std::uint64_t dropped() const;
+  FlightGroup group() const;
 
-  // The whole record as JSON (see FORMATS.md). `trigger` describes why it was dumped (may be null).
-  nlohmann::json to_json(int world_rank, int world_size, const std::string& reason,
-                         const nlohmann::json& trigger) const;
-
-  // Writes to_json(...) to `path` atomically (temporary file + rename). Throws IoError.
-  void dump(const std::string& path, int world_rank, int world_size, const std::string& reason,
-            const nlohmann::json& trigger) const;
+  // This group's object in a dump (FORMATS.md "groups[]"): identity, counters, capacity, dropped,
+  // entries.
+  nlohmann::json to_json() const;
 
   // Unix time now, seconds.
   static double now();
@@ -92,9 +97,32 @@ class FlightRecorder {
  private:
   std::size_t capacity_;
   mutable std::mutex mu_;
-  std::vector<FlightEntry> ring_;  // ring_[id % capacity_]
-  std::uint64_t next_id_ = 0;
-  std::vector<FlightGroup> groups_;
+  FlightGroup group_;
+  std::vector<FlightEntry> entries_locked() const;  // oldest first; mu_ held
+  std::uint64_t dropped_locked() const { return next_ticket_ > capacity_ ? next_ticket_ - capacity_ : 0; }
+
+  std::vector<FlightEntry> ring_;  // ring_[ticket % capacity_]
+  std::uint64_t next_ticket_ = 0;
 };
+
+// ---- the rank's flight record: every live group in one file ----
+
+// A recorder for a new group of `world_rank`, listed in the registry until retired. Its name is
+// group.name, or, when a live group of that rank already has that name, the name with "#2", "#3"...
+// (the first free one): names stay unique within a dump, and agree across ranks that create the
+// same groups in the same order.
+std::shared_ptr<FlightRecorder> register_flight_recorder(int world_rank, FlightGroup group, std::size_t capacity);
+// Takes a recorder out of the registry (its communicator is gone); unknown ones are ignored.
+void retire_flight_recorder(const FlightRecorder* recorder);
+
+// The flight record of `world_rank`: every live group registered for it, in creation order
+// (FORMATS.md). `trigger` is the operation that timed out (its "group" becomes the top-level
+// "timed_out_group") or null for a dump asked for by the program ("requested").
+nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
+                                  const nlohmann::json& trigger);
+// Writes flight_record_json(...) to `path` atomically (temporary file + rename; dumps of one
+// process are serialised). Throws IoError.
+void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
+                         const nlohmann::json& trigger);
 
 }  // namespace shardtrain

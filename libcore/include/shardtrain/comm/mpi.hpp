@@ -1,4 +1,5 @@
-// The MPI implementation of Communicator (comm.hpp) for CPU ranks.
+// Communicator (communicator.hpp) over MPI, for CPU ranks: the comm engine (transport.hpp) with the
+// MPI transport (libcore/src/comm/mpi_transport.cpp, the only file of the layer that calls MPI).
 //
 // Thread level: MPI must be initialised with MPI_THREAD_MULTIPLE (the tool main and the tests do):
 // each communicator runs its MPI calls on its own communication thread, several communicators

@@ -44,7 +44,7 @@ struct TrainOptions {
   double memory_budget = 0;      // bytes per rank (0: none); over it, refuse before training (zero.hpp)
   std::string tool = "ddp-train";  // the "tool" field of the summary
   double bucket_mb = 4.0;        // gradient bucket size for the overlapped all-reduce (MiB)
-  std::string allreduce = "auto";  // fast-mode all-reduce algorithm: auto | halving | mpi (comm.hpp)
+  std::string allreduce = "auto";  // fast-mode all-reduce algorithm: auto | halving | mpi (communicator.hpp)
   double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
   int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
   std::vector<std::string> inject;    // fault injection specs (tests): skip-collective:..., delay:...

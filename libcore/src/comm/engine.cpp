@@ -1,40 +1,27 @@
-// MPI communicator: a queue of operations run in order on one communication thread per
-// communicator, non-blocking MPI driven by MPI_Test, a watchdog thread for timeouts. See comm.hpp
-// and comm_mpi.hpp for the contracts.
-#include "shardtrain/comm/mpi.hpp"
-
+// The comm engine: Communicator (communicator.hpp) over any Transport (transport.hpp). A queue of
+// operations run in order on one communication thread per communicator, a watchdog thread for
+// timeouts, sequence numbers, the flight recorder, fault injection and accounting. No library calls
+// here: they are the transport's.
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <climits>
-#include <ctime>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include "shardtrain/base/log.hpp"
+#include "algorithms.hpp"
+#include "shardtrain/comm/transport.hpp"
 
 namespace shardtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::kFloat32: return MPI_FLOAT;
-    case DType::kFloat64: return MPI_DOUBLE;
-    case DType::kInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    case DType::kUInt64: return MPI_UINT64_T;
-    case DType::kUInt8: return MPI_UINT8_T;
-  }
-  return MPI_BYTE;
-}
 
 std::string format_seconds(double s) {
   char buf[32];
@@ -44,7 +31,7 @@ std::string format_seconds(double s) {
 
 bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-// Bytes an operation moves, as comm_types.hpp counts them: its elements, times the group size for
+// Bytes an operation moves, as types.hpp counts them: its elements, times the group size for
 // reduce-scatter (the input) and all-gather (the output).
 std::uint64_t transfer_bytes(const Communicator::Request& r, int group_size) {
   const std::uint64_t bytes = r.count * dtype_size(r.dtype);
@@ -59,41 +46,47 @@ double thread_cpu_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-enum class Status { kQueued, kStarted, kCompleted, kFailed };
+enum class Status { kPending, kCompleted, kFailed };  // pending: queued or in flight
+
+// The fault injection of a communicator, shared with the groups split from it afterwards, so that
+// a skip-collective skips one collective among all of them.
+struct FaultPlan {
+  explicit FaultPlan(FaultInjection f) : spec(std::move(f)) {}
+  const FaultInjection spec;
+  std::atomic<bool> skip_used{false};
+};
 
 struct Core;
 
-class MpiWork final : public Work {
+class EngineWork final : public Work {
  public:
-  MpiWork(std::shared_ptr<Core> core, const Communicator::Request& req, std::uint64_t seq)
+  EngineWork(std::shared_ptr<Core> core, const Communicator::Request& req, std::uint64_t seq)
       : core_(std::move(core)), req_(req), seq_(seq), enqueued_(Clock::now()) {}
 
   bool test() override;
   void wait(milliseconds timeout) override;
   void wait() override;
   std::uint64_t seq() const override { return seq_; }
-  CollectiveOp op() const override { return req_.op; }
 
   const Communicator::Request& request() const { return req_; }
   Clock::time_point enqueued() const { return enqueued_; }
 
   // Set by the communicator before the work is queued.
-  std::uint64_t record_id = 0;
-  bool skip = false;             // fault injection: never issue
+  std::int64_t step = -1;       // as recorded at submission
+  Phase phase = Phase::kSetup;  // idem
+  std::uint64_t record_id = 0;  // its ticket in the group's recorder
+  bool skip = false;  // fault injection: never issue
   int split_color = 0, split_key = 0;
-  MPI_Comm split_result = MPI_COMM_NULL;
+  std::unique_ptr<Transport> split_result;  // kSplit: the child's transport (null: no group)
 
+  // Settles the work once (completed or failed) and wakes its waiters.
   void set_status(Status s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (status_ == Status::kCompleted || status_ == Status::kFailed) return;
+      if (status_ != Status::kPending) return;
       status_ = s;
     }
     cv_.notify_all();
-  }
-  Status status() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
   }
 
  private:
@@ -105,7 +98,7 @@ class MpiWork final : public Work {
   Clock::time_point enqueued_;
   std::mutex mu_;
   std::condition_variable cv_;
-  Status status_ = Status::kQueued;
+  Status status_ = Status::kPending;
 };
 
 // State shared by the communicator object, its two threads and the handles it gave out (a handle
@@ -116,15 +109,12 @@ struct Core {
   int rank = 0, size = 1, world_rank = 0, world_size = 1;
   CommOptions options;
   std::shared_ptr<FlightRecorder> recorder;
-  MPI_Comm comm = MPI_COMM_NULL;
-  int tag_span = 1;  // distinct sequence numbers in halving/doubling tags
-  bool halving_all_reduce = false;  // all_reduce on float data runs halving_doubling (CommOptions::all_reduce)
   std::atomic<int> waiters{0};  // callers blocked in wait(): the communication thread then yields instead of napping
 
   // Queue, guarded by mu. The head is the operation running (or next to run).
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::shared_ptr<MpiWork>> queue;
+  std::deque<std::shared_ptr<EngineWork>> queue;
   bool stop = false;
   Clock::time_point stop_time;
 
@@ -134,7 +124,6 @@ struct Core {
   std::string failure_message;
   Clock::time_point fail_time;
   bool fatal_called = false;
-  bool comm_leaked = false;  // an abandoned MPI request still references `comm`
 
   // Accounting.
   mutable std::mutex stats_mu;
@@ -152,7 +141,7 @@ struct Core {
     std::fflush(stderr);
   }
 
-  std::string describe(const MpiWork& w) const {
+  std::string describe(const EngineWork& w) const {
     const auto& r = w.request();
     std::ostringstream s;
     s << op_name(r.op) << "(seq=" << w.seq() << ", group=" << name << ", numel=" << r.count
@@ -162,7 +151,7 @@ struct Core {
 
   // The one failure path: the first late operation dumps, prints, and fails the communicator.
   // Returns the failure message (the first one, whoever detected it).
-  std::string fail_timeout(MpiWork& w, const char* detected_by) {
+  std::string fail_timeout(EngineWork& w, const char* detected_by) {
     std::lock_guard<std::mutex> lock(fail_mu);
     if (failed.load()) return failure_message;
     const double elapsed = std::chrono::duration<double>(Clock::now() - w.enqueued()).count();
@@ -170,12 +159,17 @@ struct Core {
     const std::string path = dump_path();
     std::string message = "collective timeout: " + describe(w) + " after " + format_seconds(elapsed) + " s";
     if (w.skip) message += " (this rank skipped it: fault injection)";
-    nlohmann::json trigger = {{"group", name},          {"seq", w.seq()},
-                              {"op", op_name(w.request().op)}, {"elapsed_s", elapsed},
-                              {"timeout_ms", options.timeout.count()}, {"detected_by", detected_by},
-                              {"skipped_by_fault_injection", w.skip}};
+    const nlohmann::json trigger = {{"group", name},
+                                    {"seq", w.seq()},
+                                    {"op", op_name(w.request().op)},
+                                    {"step", w.step},
+                                    {"phase", phase_name(w.phase)},
+                                    {"elapsed_s", elapsed},
+                                    {"timeout_ms", options.timeout.count()},
+                                    {"detected_by", detected_by},
+                                    {"skipped_by_fault_injection", w.skip}};
     try {
-      recorder->dump(path, world_rank, world_size, "timeout", trigger);
+      write_flight_record(path, world_rank, world_size, "timeout", trigger);
       message += "; flight record: " + path;
     } catch (const std::exception& e) {
       message += "; flight record NOT written: " + std::string(e.what());
@@ -185,7 +179,7 @@ struct Core {
     fail_time = Clock::now();
     failed.store(true);
     // Wake the communication thread and every waiter.
-    std::vector<std::shared_ptr<MpiWork>> pending;
+    std::vector<std::shared_ptr<EngineWork>> pending;
     {
       std::lock_guard<std::mutex> qlock(mu);
       pending.assign(queue.begin(), queue.end());
@@ -201,7 +195,7 @@ struct Core {
                          : "communicator '" + name + "' was destroyed before this operation completed";
   }
 
-  // Sleeps until `teardown_grace` has passed since the failure (see comm.hpp, "Timeouts").
+  // Sleeps until `teardown_grace` has passed since the failure (see communicator.hpp, "Timeouts").
   void teardown_pause() {
     Clock::time_point until;
     {
@@ -218,7 +212,7 @@ struct Core {
   }
 };
 
-bool MpiWork::test() {
+bool EngineWork::test() {
   std::unique_lock<std::mutex> lock(mu_);
   if (status_ == Status::kCompleted) return true;
   if (status_ == Status::kFailed) {
@@ -230,7 +224,7 @@ bool MpiWork::test() {
   return false;
 }
 
-void MpiWork::wait_until(Clock::time_point deadline) {
+void EngineWork::wait_until(Clock::time_point deadline) {
   const auto t0 = Clock::now();
   struct Waiting {  // counted for the communication thread's polling (Core::waiters)
     std::atomic<int>& n;
@@ -238,9 +232,8 @@ void MpiWork::wait_until(Clock::time_point deadline) {
     ~Waiting() { n.fetch_sub(1); }
   } waiting(core_->waiters);
   std::unique_lock<std::mutex> lock(mu_);
-  while (status_ != Status::kCompleted && status_ != Status::kFailed) {
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && status_ != Status::kCompleted &&
-        status_ != Status::kFailed) {
+  while (status_ == Status::kPending) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && status_ == Status::kPending) {
       lock.unlock();
       const std::string message = core_->fail_timeout(*this, "wait");
       core_->teardown_pause();
@@ -255,7 +248,7 @@ void MpiWork::wait_until(Clock::time_point deadline) {
   if (!ok) throw CommunicationError(core_->current_failure());
 }
 
-void MpiWork::wait(milliseconds timeout) {
+void EngineWork::wait(milliseconds timeout) {
   const auto by_collective = enqueued_ + core_->options.timeout;
   const auto now = Clock::now();
   // Avoid overflow for huge `timeout`.
@@ -263,52 +256,50 @@ void MpiWork::wait(milliseconds timeout) {
   wait_until(std::min(by_caller, by_collective));
 }
 
-void MpiWork::wait() { wait_until(enqueued_ + core_->options.timeout); }
+void EngineWork::wait() { wait_until(enqueued_ + core_->options.timeout); }
 
 // ---------------------------------------------------------------------------------------------
 
-class MpiCommunicator final : public Communicator {
+class EngineCommunicator final : public Communicator {
  public:
-  // Adopts `comm` (already private to this communicator).
-  MpiCommunicator(MPI_Comm comm, CommOptions options, std::shared_ptr<FlightRecorder> recorder)
-      : core_(std::make_shared<Core>()) {
+  // `step` and `faults`: a split child's, from its parent; a root starts at -1 with none.
+  EngineCommunicator(std::unique_ptr<Transport> transport, CommOptions options, std::int64_t step,
+                     std::shared_ptr<FaultPlan> faults)
+      : core_(std::make_shared<Core>()),
+        transport_(std::move(transport)),
+        driver_(*transport_, core_->waiters, [this] { return should_abandon(); }),
+        step_(step),
+        faults_(std::move(faults)) {
     Core& c = *core_;
-    c.comm = comm;
     c.options = std::move(options);
     if (c.options.timeout.count() <= 0) throw UsageError("collective timeout must be positive");
-    MPI_Comm_rank(comm, &c.rank);
-    MPI_Comm_size(comm, &c.size);
+    c.rank = transport_->rank();
+    c.size = transport_->size();
+    c.world_rank = transport_->world_rank();
+    c.world_size = transport_->world_size();
     const AllReduceAlgorithm algorithm = c.options.all_reduce;
-    if (algorithm == AllReduceAlgorithm::kHalvingDoubling && !is_power_of_two(c.size)) {
-      MPI_Comm_free(&c.comm);  // every rank of this group refuses alike
+    if (algorithm == AllReduceAlgorithm::kHalvingDoubling && !is_power_of_two(c.size))
       throw UsageError("--allreduce halving needs a power-of-two number of ranks in group '" + c.options.name +
                        "' (it has " + std::to_string(c.size) + "); use --allreduce auto or mpi");
-    }
-    c.halving_all_reduce = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
-                           (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
-    MPI_Comm_rank(MPI_COMM_WORLD, &c.world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c.world_size);
-    // World rank of every group rank.
-    MPI_Group group, world;
-    MPI_Comm_group(comm, &group);
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    std::vector<int> local(c.size), global(c.size);
-    for (int i = 0; i < c.size; ++i) local[i] = i;
-    MPI_Group_translate_ranks(group, c.size, local.data(), world, global.data());
-    MPI_Group_free(&group);
-    MPI_Group_free(&world);
-    int* tag_ub = nullptr;
-    int found = 0;
-    MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &found);
-    c.tag_span = std::max(1, (found && tag_ub ? *tag_ub : 32767) / 64 - 1);
-    c.recorder = recorder ? std::move(recorder) : std::make_shared<FlightRecorder>(c.options.recorder_capacity);
-    c.name = c.recorder->register_group(c.options.name, c.rank, c.size, std::move(global));
+    halving_all_reduce_ = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
+                          (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
+    FlightGroup group;
+    group.name = c.options.name;
+    group.rank = c.rank;
+    group.size = c.size;
+    group.world_ranks = transport_->world_ranks();
+    group.phase = c.options.phase;
+    c.recorder = register_flight_recorder(c.world_rank, std::move(group), c.options.recorder_capacity);
+    c.name = c.recorder->name();
     c.stats.group_size = c.size;
+    library_ = transport_->library_name();
+    max_count_ = transport_->max_count();
+    c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : library_;
     comm_thread_ = std::thread([this] { run_queue(); });
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
 
-  ~MpiCommunicator() override {
+  ~EngineCommunicator() override {
     {
       std::lock_guard<std::mutex> lock(core_->mu);
       core_->stop = true;
@@ -322,14 +313,9 @@ class MpiCommunicator final : public Communicator {
     }
     watchdog_cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
-    bool leaked;
-    {
-      std::lock_guard<std::mutex> lock(core_->fail_mu);
-      leaked = core_->comm_leaked;
-    }
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!leaked && !finalized) MPI_Comm_free(&core_->comm);
+    retire_flight_recorder(core_->recorder.get());  // no longer a live group of this rank
+    // transport_ goes last (declared before the threads' state): abandoned already if work was
+    // given up, so its destructor frees only what no pending request references.
   }
 
   int rank() const override { return core_->rank; }
@@ -339,26 +325,25 @@ class MpiCommunicator final : public Communicator {
   const std::string& name() const override { return core_->name; }
   milliseconds timeout() const override { return core_->options.timeout; }
 
-  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name,
+                                      std::optional<Phase> phase) override {
     auto work = make_work({CollectiveOp::kSplit, DType::kUInt8, nullptr, nullptr, 0, -1});
     work->split_color = color;
     work->split_key = key;
     enqueue(work);
     work->wait();
-    if (work->split_result == MPI_COMM_NULL) return nullptr;
+    if (!work->split_result) return nullptr;
     CommOptions child = core_->options;
     child.name = name;
-    return std::make_unique<MpiCommunicator>(work->split_result, child, core_->recorder);
+    if (phase) child.phase = phase;
+    return std::make_unique<EngineCommunicator>(std::move(work->split_result), std::move(child), step_.load(), faults_);
   }
 
   CollectiveHandle submit(const Request& r) override {
     validate(r);
     auto work = make_work(r);
-    if (faults_.skip && faults_.skip->rank == core_->world_rank && faults_.skip->step == step_.load() &&
-        skipped_step_ != step_.load()) {
-      work->skip = true;
-      skipped_step_ = step_.load();
-    }
+    if (faults_ && faults_->spec.skip_selects(core_->world_rank, work->step, work->phase, core_->name))
+      work->skip = !faults_->skip_used.exchange(true);  // the first selected only
     enqueue(work);
     return CollectiveHandle(work);
   }
@@ -367,35 +352,29 @@ class MpiCommunicator final : public Communicator {
   std::int64_t step() const override { return step_.load(); }
   void set_fault_injection(const FaultInjection& faults) override {
     faults.validate(core_->world_size);
-    faults_ = faults;
+    faults_ = faults.any() ? std::make_shared<FaultPlan>(faults) : nullptr;
   }
   void maybe_delay() override {
-    const auto ms = faults_.delay_ms_for(core_->world_rank);
+    const auto ms = faults_ ? faults_->spec.delay_ms_for(core_->world_rank) : 0;
     if (ms > 0) std::this_thread::sleep_for(milliseconds(ms));
   }
 
   std::uint64_t next_seq() const override { return next_seq_.load(); }
   CommStats stats() const override {
     std::lock_guard<std::mutex> lock(core_->stats_mu);
-    CommStats s = core_->stats;
-    s.all_reduce_algorithm = core_->halving_all_reduce ? "halving" : "mpi";
-    return s;
+    return core_->stats;
   }
   bool failed() const override { return core_->failed.load(); }
   std::shared_ptr<FlightRecorder> recorder() const override { return core_->recorder; }
-  std::string dump_flight_record(const std::string& reason) override {
-    const std::string path = core_->dump_path();
-    core_->recorder->dump(path, core_->world_rank, core_->world_size, reason, nullptr);
-    return path;
-  }
 
  private:
   void validate(const Request& r) const {
     const Core& c = *core_;
     if (c.failed.load()) throw CommunicationError(core_->current_failure());
-    if (r.count > std::size_t(INT_MAX))
+    if (r.count > max_count_)
       throw UsageError(std::string(op_name(r.op)) + " on group " + c.name + ": " + std::to_string(r.count) +
-                       " elements exceed the MPI count limit (" + std::to_string(INT_MAX) + "); split the buffer");
+                       " elements exceed the " + library_ + " transport's count limit (" +
+                       std::to_string(max_count_) + "); split the buffer");
     if (r.count > 0 && (!r.recv || !r.send))
       throw UsageError(std::string(op_name(r.op)) + " on group " + c.name + ": null buffer");
     if (r.op == CollectiveOp::kAllReduceCanonical) {
@@ -419,8 +398,8 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  std::shared_ptr<MpiWork> make_work(const Request& r) {
-    auto work = std::make_shared<MpiWork>(core_, r, next_seq_.fetch_add(1));
+  std::shared_ptr<EngineWork> make_work(const Request& r) {
+    auto work = std::make_shared<EngineWork>(core_, r, next_seq_.fetch_add(1));
     FlightEntry e;
     e.seq = work->seq();
     e.op = r.op;
@@ -430,11 +409,14 @@ class MpiCommunicator final : public Communicator {
     e.bytes = transfer_bytes(r, core_->size);
     e.root = r.root;
     e.step = step_.load();
-    work->record_id = core_->recorder->record(e);
+    e.phase = core_->options.phase.value_or(current_phase());
+    work->step = e.step;
+    work->phase = e.phase;
+    work->record_id = core_->recorder->record(std::move(e));
     return work;
   }
 
-  void enqueue(const std::shared_ptr<MpiWork>& work) {
+  void enqueue(const std::shared_ptr<EngineWork>& work) {
     {
       std::lock_guard<std::mutex> lock(core_->mu);
       core_->queue.push_back(work);
@@ -453,129 +435,45 @@ class MpiCommunicator final : public Communicator {
     return core_->stop && Clock::now() - core_->stop_time > kDrain;
   }
 
-  // Drives requests to completion with MPI_Testall; false when abandoned. While the compute thread
-  // computes, after a short spin the thread sleeps between tests (backing off to kMaxPollSleep): a
-  // rank's communication thread shares its core with the compute thread, and yield-spinning there
-  // took ~6% of a training step at W = 2 (measured with scripts/bench-ddp.sh); a test every
-  // <= 100 us still drives Open MPI's non-blocking collectives well within a bucket's time. While a
-  // caller is blocked in wait(), its compute thread needs no core, so the thread only yields
-  // between tests (every nap there would be exposed communication time); yielding rather than
-  // spinning leaves the core to other ranks when ranks are oversubscribed.
-  bool progress(MPI_Request* reqs, int n) {
-    static constexpr auto kMaxPollSleep = std::chrono::microseconds(100);
-    int spins = 0;
-    auto nap = std::chrono::microseconds(5);
-    for (;;) {
-      int flag = 0;
-      MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-      if (flag) return true;
-      if ((spins & 255) == 255 && should_abandon()) return false;
-      if (++spins <= 32) continue;
-      if (core_->waiters.load(std::memory_order_relaxed) > 0) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, kMaxPollSleep);
-      }
-    }
-  }
-
-  // Recursive halving then doubling over point-to-point messages, in place; false when abandoned.
-  // The canonical all-reduce (comm.hpp: lower + upper at every level, so bitwise the same on every
-  // rank and for any grouping of a power-of-two tree) and, with --allreduce auto/halving, the fast
-  // one.
-  template <typename T>
-  bool halving_doubling(T* data, std::size_t n, std::uint64_t seq) {
-    const Core& c = *core_;
-    const int W = c.size, r = c.rank;
-    if (W == 1) return true;
-    const MPI_Datatype type = mpi_type(dtype_of<T>());
-    const int tag_base = 64 * int(seq % std::uint64_t(c.tag_span));
-    if (scratch_.size() < (n / 2 + 1) * sizeof(T)) scratch_.resize((n / 2 + 1) * sizeof(T));
-    T* tmp = reinterpret_cast<T*>(scratch_.data());
-    std::array<std::pair<std::size_t, std::size_t>, 32> parents;  // one per halving round: log2(W) <= 31
-    int depth = 0;
-    std::size_t lo = 0, hi = n;
-    int round = 0;
-    // Recursive halving: after the round with pair distance d, this rank holds, for its half of the
-    // parent range, the sum over the aligned block of 2d ranks containing it (lower + upper).
-    for (int d = 1; d < W; d <<= 1, ++round) {
-      const int partner = r ^ d;
-      const bool lower = (r & d) == 0;
-      const std::size_t mid = lo + (hi - lo) / 2;
-      parents[depth++] = {lo, hi};
-      const std::size_t keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
-      const std::size_t send_lo = lower ? mid : lo, send_hi = lower ? hi : mid;
-      MPI_Request reqs[2];
-      MPI_Irecv(tmp, int(keep_hi - keep_lo), type, partner, tag_base + round, c.comm, &reqs[0]);
-      MPI_Isend(data + send_lo, int(send_hi - send_lo), type, partner, tag_base + round, c.comm, &reqs[1]);
-      if (!progress(reqs, 2)) return false;
-      T* mine = data + keep_lo;
-      const std::size_t m = keep_hi - keep_lo;
-      if (lower)
-        for (std::size_t i = 0; i < m; ++i) mine[i] = mine[i] + tmp[i];
-      else
-        for (std::size_t i = 0; i < m; ++i) mine[i] = tmp[i] + mine[i];
-      lo = keep_lo;
-      hi = keep_hi;
-    }
-    // Recursive doubling: exchange finished pieces, distance W/2 ... 1 (copies only).
-    for (int d = W / 2; d >= 1; d >>= 1, ++round) {
-      const auto [plo, phi] = parents[--depth];
-      const int partner = r ^ d;
-      const bool lower = (r & d) == 0;
-      const std::size_t mid = plo + (phi - plo) / 2;
-      const std::size_t other_lo = lower ? mid : plo, other_hi = lower ? phi : mid;
-      MPI_Request reqs[2];
-      MPI_Irecv(data + other_lo, int(other_hi - other_lo), type, partner, tag_base + round, c.comm, &reqs[0]);
-      MPI_Isend(data + lo, int(hi - lo), type, partner, tag_base + round, c.comm, &reqs[1]);
-      if (!progress(reqs, 2)) return false;
-      lo = plo;
-      hi = phi;
-    }
-    return true;
-  }
-
   // Runs one operation; false when abandoned.
-  bool execute(MpiWork& w) {
+  bool execute(EngineWork& w) {
     const Request& r = w.request();
-    const Core& c = *core_;
-    const MPI_Datatype type = mpi_type(r.dtype);
-    const int n = int(r.count);
-    MPI_Request req = MPI_REQUEST_NULL;
+    Transport& t = *transport_;
+    const bool floating = r.dtype == DType::kFloat32 || r.dtype == DType::kFloat64;
+    TransportRequest req;
     switch (r.op) {
       case CollectiveOp::kAllReduce:
-        if (!c.halving_all_reduce || (r.dtype != DType::kFloat32 && r.dtype != DType::kFloat64)) {
-          MPI_Iallreduce(MPI_IN_PLACE, r.recv, n, type, MPI_SUM, c.comm, &req);
+        if (!halving_all_reduce_ || !floating) {
+          req = t.iall_reduce(r.recv, r.count, r.dtype);
           break;
         }
         [[fallthrough]];  // floating-point data on a halving communicator
       case CollectiveOp::kAllReduceCanonical:  // validate() allows float32 and float64 only
-        return r.dtype == DType::kFloat32 ? halving_doubling(static_cast<float*>(r.recv), r.count, w.seq())
-                                          : halving_doubling(static_cast<double*>(r.recv), r.count, w.seq());
+        return driver_.halving_doubling(r.recv, r.count, r.dtype, w.seq());
       case CollectiveOp::kReduceScatter:
-        MPI_Ireduce_scatter_block(r.send, r.recv, n, type, MPI_SUM, c.comm, &req);
+        req = t.ireduce_scatter(r.send, r.recv, r.count, r.dtype);
         break;
       case CollectiveOp::kAllGather:
-        MPI_Iallgather(r.send, n, type, r.recv, n, type, c.comm, &req);
+        req = t.iall_gather(r.send, r.recv, r.count, r.dtype);
         break;
       case CollectiveOp::kBroadcast:
-        MPI_Ibcast(r.recv, n, type, r.root, c.comm, &req);
+        req = t.ibroadcast(r.recv, r.count, r.dtype, r.root);
         break;
       case CollectiveOp::kBarrier:
-        MPI_Ibarrier(c.comm, &req);
+        req = t.ibarrier();
         break;
       case CollectiveOp::kSplit:
-        // Blocking (MPI has no non-blocking split); the watchdog still reports a hang here.
-        MPI_Comm_split(c.comm, w.split_color < 0 ? MPI_UNDEFINED : w.split_color, w.split_key, &w.split_result);
+        // Blocking (Transport::split; MPI has no non-blocking split); the watchdog still reports a
+        // hang here, but the thread stays stuck in it.
+        w.split_result = t.split(w.split_color, w.split_key);
         return true;
     }
-    return progress(&req, 1);
+    return driver_.drive(&req, 1);
   }
 
   void run_queue() {
     for (;;) {
-      std::shared_ptr<MpiWork> w;
+      std::shared_ptr<EngineWork> w;
       {
         std::unique_lock<std::mutex> lock(core_->mu);
         core_->cv.wait(lock, [&] { return core_->stop || core_->failed.load() || !core_->queue.empty(); });
@@ -589,15 +487,11 @@ class MpiCommunicator final : public Communicator {
         break;
       }
       core_->recorder->mark(w->record_id, FlightState::kStarted);
-      w->set_status(Status::kStarted);
       const auto t0 = Clock::now();
       const double cpu0 = thread_cpu_seconds();
       const bool done = execute(*w);
       if (!done) {
-        {
-          std::lock_guard<std::mutex> lock(core_->fail_mu);
-          core_->comm_leaked = true;
-        }
+        transport_->abandon();
         if (!core_->failed.load()) core_->recorder->mark(w->record_id, FlightState::kAborted);
         w->set_status(Status::kFailed);
         break;
@@ -619,7 +513,7 @@ class MpiCommunicator final : public Communicator {
       w->set_status(Status::kCompleted);
     }
     // Whatever is left never ran: fail it (the records stay "queued", or "skipped").
-    std::deque<std::shared_ptr<MpiWork>> rest;
+    std::deque<std::shared_ptr<EngineWork>> rest;
     {
       std::lock_guard<std::mutex> lock(core_->mu);
       rest.swap(core_->queue);
@@ -660,7 +554,7 @@ class MpiCommunicator final : public Communicator {
         }
         continue;
       }
-      std::shared_ptr<MpiWork> head;
+      std::shared_ptr<EngineWork> head;
       {
         std::lock_guard<std::mutex> ql(core_->mu);
         if (!core_->queue.empty()) head = core_->queue.front();
@@ -674,12 +568,14 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::shared_ptr<Core> core_;
+  std::unique_ptr<Transport> transport_;  // used by the communication thread only (after construction)
+  comm_detail::Driver driver_;            // idem
+  std::string library_;                   // transport_->library_name(), for the submitting thread
+  std::size_t max_count_ = 0;             // transport_->max_count(), idem
+  bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
   std::atomic<std::uint64_t> next_seq_{1};
-  std::atomic<std::int64_t> step_{-1};
-  FaultInjection faults_;
-  std::int64_t skipped_step_ = -1;
-  std::vector<unsigned char> scratch_;  // halving_doubling's receive buffer (communication thread only; kept
-                                       // between calls so large reductions do not allocate and fault in pages each time)
+  std::atomic<std::int64_t> step_;
+  std::shared_ptr<FaultPlan> faults_;  // null: no injection (the default)
   std::thread comm_thread_, watchdog_;
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
@@ -688,76 +584,9 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::uint64_t CommStats::total_bytes() const {
-  std::uint64_t b = 0;
-  for (const auto& s : per_op) b += s.bytes;
-  return b;
-}
-
-double CommStats::total_busy_s() const {
-  double t = 0;
-  for (const auto& s : per_op) t += s.busy_s;
-  return t;
-}
-
-double CommStats::total_cpu_s() const {
-  double t = 0;
-  for (const auto& s : per_op) t += s.cpu_s;
-  return t;
-}
-
-nlohmann::json CommStats::to_json() const {
-  nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < kNumCollectiveOps; ++i) {
-    const auto& s = per_op[i];
-    if (s.calls == 0) continue;
-    const auto op = static_cast<CollectiveOp>(i);
-    const double algbw = s.busy_s > 0 ? double(s.bytes) / s.busy_s : 0.0;
-    j[op_name(op)] = {{"calls", s.calls},
-                      {"bytes", s.bytes},
-                      {"busy_s", s.busy_s},
-                      {"cpu_s", s.cpu_s},
-                      {"algbw_GBps", algbw * 1e-9},
-                      {"busbw_GBps", bus_bandwidth(op, s.bytes, s.busy_s, group_size) * 1e-9}};
-  }
-  j["group_size"] = group_size;
-  j["total_bytes"] = total_bytes();
-  j["total_busy_s"] = total_busy_s();
-  j["total_cpu_s"] = total_cpu_s();
-  j["wait_s"] = wait_s;
-  j["allreduce_algorithm"] = all_reduce_algorithm;
-  return j;
-}
-
-AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text) {
-  if (text == "auto") return AllReduceAlgorithm::kAuto;
-  if (text == "halving") return AllReduceAlgorithm::kHalvingDoubling;
-  if (text == "mpi") return AllReduceAlgorithm::kLibrary;
-  throw UsageError("--allreduce '" + text + "' is not one of auto, halving, mpi");
-}
-
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions options) {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized)
-    throw UsageError("MPI communicator: MPI is not initialised (call MPI_Init_thread with MPI_THREAD_MULTIPLE first)");
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) {
-    const char* names[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"};
-    const char* got = provided >= 0 && provided <= 3 ? names[provided] : "unknown";
-    throw UsageError(std::string("MPI communicator needs MPI_THREAD_MULTIPLE (a communication thread and a watchdog "
-                                 "per communicator); this MPI library provided ") +
-                     got + ": use an MPI built with thread support (Open MPI: --enable-mpi-thread-multiple)");
-  }
-  MPI_Comm comm = MPI_COMM_NULL;
-  if (MPI_Comm_dup(base, &comm) != MPI_SUCCESS) throw CommunicationError("MPI_Comm_dup failed");
-  return std::make_unique<MpiCommunicator>(comm, std::move(options), nullptr);
-}
-
-FatalHook mpi_abort_on_fatal() {
-  return [](const CommunicationError&) { MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kCommunication)); };
+std::unique_ptr<Communicator> make_communicator(std::unique_ptr<Transport> transport, CommOptions options) {
+  if (!transport) throw UsageError("make_communicator: no transport");
+  return std::make_unique<EngineCommunicator>(std::move(transport), std::move(options), -1, nullptr);
 }
 
 }  // namespace shardtrain

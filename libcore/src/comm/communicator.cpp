@@ -1,0 +1,54 @@
+// The transport-independent parts of communicator.hpp: accounting and the --allreduce names.
+#include "shardtrain/comm/communicator.hpp"
+
+namespace shardtrain {
+
+std::uint64_t CommStats::total_bytes() const {
+  std::uint64_t b = 0;
+  for (const auto& s : per_op) b += s.bytes;
+  return b;
+}
+
+double CommStats::total_busy_s() const {
+  double t = 0;
+  for (const auto& s : per_op) t += s.busy_s;
+  return t;
+}
+
+double CommStats::total_cpu_s() const {
+  double t = 0;
+  for (const auto& s : per_op) t += s.cpu_s;
+  return t;
+}
+
+nlohmann::json CommStats::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    const auto& s = per_op[i];
+    if (s.calls == 0) continue;
+    const auto op = static_cast<CollectiveOp>(i);
+    const double algbw = s.busy_s > 0 ? double(s.bytes) / s.busy_s : 0.0;
+    j[op_name(op)] = {{"calls", s.calls},
+                      {"bytes", s.bytes},
+                      {"busy_s", s.busy_s},
+                      {"cpu_s", s.cpu_s},
+                      {"algbw_GBps", algbw * 1e-9},
+                      {"busbw_GBps", bus_bandwidth(op, s.bytes, s.busy_s, group_size) * 1e-9}};
+  }
+  j["group_size"] = group_size;
+  j["total_bytes"] = total_bytes();
+  j["total_busy_s"] = total_busy_s();
+  j["total_cpu_s"] = total_cpu_s();
+  j["wait_s"] = wait_s;
+  j["allreduce_algorithm"] = all_reduce_algorithm;
+  return j;
+}
+
+AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text) {
+  if (text == "auto") return AllReduceAlgorithm::kAuto;
+  if (text == "halving") return AllReduceAlgorithm::kHalvingDoubling;
+  if (text == "mpi") return AllReduceAlgorithm::kLibrary;
+  throw UsageError("--allreduce '" + text + "' is not one of auto, halving, mpi");
+}
+
+}  // namespace shardtrain

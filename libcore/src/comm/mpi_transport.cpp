@@ -1,0 +1,169 @@
+// The MPI transport (transport.hpp) and make_mpi_communicator (mpi.hpp): every MPI call of the comm
+// layer is in this file.
+#include <climits>
+#include <cstring>
+#include <type_traits>
+
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/comm/transport.hpp"
+
+namespace shardtrain {
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return MPI_FLOAT;
+    case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kInt32: return MPI_INT32_T;
+    case DType::kInt64: return MPI_INT64_T;
+    case DType::kUInt64: return MPI_UINT64_T;
+    case DType::kUInt8: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+// TransportRequest <-> MPI_Request: the handle is stored bit for bit (a pointer in Open MPI, an int
+// in MPICH).
+static_assert(sizeof(MPI_Request) <= sizeof(TransportRequest::word) && std::is_trivially_copyable_v<MPI_Request>);
+TransportRequest wrap(MPI_Request r) {
+  TransportRequest t;
+  std::memcpy(&t.word, &r, sizeof r);
+  return t;
+}
+MPI_Request unwrap(TransportRequest t) {
+  MPI_Request r;
+  std::memcpy(&r, &t.word, sizeof r);
+  return r;
+}
+
+class MpiTransport final : public Transport {
+ public:
+  // Adopts `comm` (private to this transport: a duplicate or a split result).
+  explicit MpiTransport(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+    // World rank of every group rank.
+    MPI_Group group, world;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> local(size_);
+    world_ranks_.resize(size_);
+    for (int i = 0; i < size_; ++i) local[i] = i;
+    MPI_Group_translate_ranks(group, size_, local.data(), world, world_ranks_.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    int* tag_ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &found);
+    max_tag_ = found && tag_ub ? *tag_ub : 32767;
+  }
+
+  ~MpiTransport() override {
+    // An abandoned request still references the communicator: freeing it would be erroneous, and
+    // after MPI_Finalize nothing may be freed.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!abandoned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int world_rank() const override { return world_rank_; }
+  int world_size() const override { return world_size_; }
+  std::vector<int> world_ranks() const override { return world_ranks_; }
+  const char* library_name() const override { return "mpi"; }
+  int max_tag() const override { return max_tag_; }
+  std::size_t max_count() const override { return std::size_t(INT_MAX); }  // MPI counts are int
+
+  TransportRequest isend(const void* data, std::size_t count, DType dtype, int peer, int tag) override {
+    MPI_Request r;
+    MPI_Isend(data, int(count), mpi_type(dtype), peer, tag, comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest irecv(void* data, std::size_t count, DType dtype, int peer, int tag) override {
+    MPI_Request r;
+    MPI_Irecv(data, int(count), mpi_type(dtype), peer, tag, comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest iall_reduce(void* data, std::size_t count, DType dtype) override {
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(dtype), MPI_SUM, comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest ireduce_scatter(const void* in, void* out, std::size_t block, DType dtype) override {
+    MPI_Request r;
+    MPI_Ireduce_scatter_block(in, out, int(block), mpi_type(dtype), MPI_SUM, comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest iall_gather(const void* in, void* out, std::size_t block, DType dtype) override {
+    MPI_Request r;
+    MPI_Iallgather(in, int(block), mpi_type(dtype), out, int(block), mpi_type(dtype), comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest ibroadcast(void* data, std::size_t count, DType dtype, int root) override {
+    MPI_Request r;
+    MPI_Ibcast(data, int(count), mpi_type(dtype), root, comm_, &r);
+    return wrap(r);
+  }
+  TransportRequest ibarrier() override {
+    MPI_Request r;
+    MPI_Ibarrier(comm_, &r);
+    return wrap(r);
+  }
+
+  bool test_all(TransportRequest* requests, int n) override {
+    static constexpr int kMax = 4;  // the engine tests at most two at once (a send and a receive)
+    MPI_Request r[kMax];
+    if (n > kMax) throw CommunicationError("MPI transport: test_all of more than 4 requests");
+    for (int i = 0; i < n; ++i) r[i] = unwrap(requests[i]);
+    int flag = 0;
+    MPI_Testall(n, r, &flag, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < n; ++i) requests[i] = wrap(r[i]);  // MPI_REQUEST_NULL once spent
+    return flag != 0;
+  }
+
+  std::unique_ptr<Transport> split(int color, int key) override {
+    MPI_Comm child = MPI_COMM_NULL;
+    MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child);
+    if (child == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiTransport>(child);
+  }
+
+  void abandon() override { abandoned_ = true; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1, world_rank_ = 0, world_size_ = 1, max_tag_ = 32767;
+  std::vector<int> world_ranks_;
+  bool abandoned_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions options) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    throw UsageError("MPI communicator: MPI is not initialised (call MPI_Init_thread with MPI_THREAD_MULTIPLE first)");
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    const char* names[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"};
+    const char* got = provided >= 0 && provided <= 3 ? names[provided] : "unknown";
+    throw UsageError(std::string("MPI communicator needs MPI_THREAD_MULTIPLE (a communication thread and a watchdog "
+                                 "per communicator); this MPI library provided ") +
+                     got + ": use an MPI built with thread support (Open MPI: --enable-mpi-thread-multiple)");
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (MPI_Comm_dup(base, &comm) != MPI_SUCCESS) throw CommunicationError("MPI_Comm_dup failed");
+  return make_communicator(std::make_unique<MpiTransport>(comm), std::move(options));
+}
+
+FatalHook mpi_abort_on_fatal() {
+  return [](const CommunicationError&) { MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kCommunication)); };
+}
+
+}  // namespace shardtrain
