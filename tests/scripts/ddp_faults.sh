@@ -3,7 +3,9 @@
 # non-zero within timeout + 10 s and the flight records show the skipping rank one sequence number
 # behind the others; (2) with a delay injected, the summary names that rank as the slowest;
 # (3) an injection without --inject is impossible (the option is the only way in), and a bad
-# spec is refused with exit 2.
+# spec is refused with exit 2; (4) a rank that skips a checkpoint-commit collective
+# (phase=ckpt) makes every rank exit within the timeout, and the dumps name the "ckpt" group's
+# sequence number, the step and the phase.
 #
 # Usage: ddp_faults.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
@@ -48,3 +50,41 @@ rc=0
 train 2 "$WORK/badspec" --d-model 32 --steps 2 --global-batch 4 --micro-batch 2 --inject skip-collective:rank=x 2>/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "a malformed --inject exited $rc, expected 2"
 pass "malformed --inject refused with exit 2"
+
+# (4) Hang in a checkpoint commit: rank 1 skips its first checkpoint collective of step 1 (the save
+# after step 2 completes); 2 s timeout. The save runs on the "ckpt" group (its own sequence numbers).
+start=$(date +%s.%N)
+rc=0
+train 2 "$WORK/ckpt_hang" --d-model 32 --steps 6 --global-batch 4 --micro-batch 2 --ckpt-every 2 \
+  --collective-timeout $timeout_s --inject skip-collective:rank=1,step=1,phase=ckpt 2>/dev/null || rc=$?
+elapsed=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+echo "  checkpoint hang run: exit $rc after ${elapsed}s"
+[ "$rc" -ne 0 ] || fail "the job hung in a checkpoint commit exited 0"
+python3 -c "import sys; sys.exit(0 if $elapsed <= $timeout_s + 10 else 1)" || fail "took ${elapsed}s > timeout + 10 s"
+grep -m1 "collective timeout: .*group=ckpt" "$WORK/ckpt_hang.log" ||
+  { cat "$WORK/ckpt_hang.log" >&2; fail "no timeout line naming the ckpt group"; }
+for r in 0 1; do [ -s "$WORK/ckpt_hang/flight.rank$r.json" ] || fail "rank $r wrote no flight record"; done
+python3 - "$WORK/ckpt_hang" <<'PY' || fail "the dumps do not name the ckpt group's sequence number, step and phase"
+import json, sys
+d = sys.argv[1]
+dumps = [json.load(open(f"{d}/flight.rank{r}.json")) for r in (0, 1)]
+def ckpt_group(dump):
+    return [g for g in dump["groups"] if g["name"] == "ckpt"][0]
+skipped = [e for e in ckpt_group(dumps[1])["entries"] if e["state"] == "skipped"]
+assert len(skipped) == 1, f"rank 1 should show one skipped ckpt entry, has {skipped}"
+s = skipped[0]
+assert s["phase"] == "ckpt" and s["step"] == 1, f"skipped entry {s}"
+started = [ckpt_group(x)["last_started_seq"] for x in dumps]
+print(f"  ckpt group: rank 1 skipped seq {s['seq']} ({s['op']}, step {s['step']}, phase {s['phase']}); "
+      f"last started seq rank 0 {started[0]}, rank 1 {started[1]}")
+assert started[1] == s["seq"] - 1 and started[0] >= s["seq"], "rank 1 is not the one behind on the ckpt group"
+timed_out = [x["timed_out_group"] for x in dumps]
+print(f"  timed_out_group per rank: {timed_out}")
+assert "ckpt" in timed_out, "no rank names the ckpt group as the one that timed out"
+for x in dumps:
+    if x["timed_out_group"] == "ckpt":
+        assert x["trigger"]["phase"] == "ckpt", x["trigger"]
+dp = [g for g in dumps[0]["groups"] if g["name"] == "dp"][0]
+assert dp["entries"], "the dp group's record is in the dump too"
+PY
+pass "skip-collective in a checkpoint commit: all ranks exit within timeout + 10 s, the dumps name the ckpt group's seq"

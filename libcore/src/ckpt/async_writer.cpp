@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/ckpt/write.hpp"
 #include "snapshot.hpp"
 
@@ -19,6 +20,8 @@ struct AsyncCheckpointWriter::Impl {
   // The writer's group (split from the job's communicator). Only the background save submits to
   // it, and one save runs at a time, which is the Communicator's one-submitting-thread rule.
   std::unique_ptr<Communicator> comm;
+  // The job's communicator: its step when a save is requested is stamped on the save's records.
+  const Communicator* job_comm = nullptr;
   // The save in flight (std::async: a thread per save; get() returns after that thread finished).
   std::future<SaveResult> pending;
   // The last snapshot's buffer, reused by the next save(). The background save hands it back
@@ -33,8 +36,10 @@ struct AsyncCheckpointWriter::Impl {
   }
 
   void start(Snapshot snapshot, double wait_s) {
-    pending = std::async(std::launch::async, [this, snap = std::move(snapshot), wait_s]() mutable {
+    const std::int64_t step = job_comm->step();
+    pending = std::async(std::launch::async, [this, snap = std::move(snapshot), wait_s, step]() mutable {
       try {
+        comm->set_step(step);  // from the group's one submitting thread
         SaveResult r = save_checkpoint(dir, snap.manifest, snap.tensors, snap.views(), *comm, options);
         r.snapshot_s = snap.snapshot_s;
         r.wait_s = wait_s;
@@ -52,7 +57,9 @@ AsyncCheckpointWriter::AsyncCheckpointWriter(std::string ckpt_dir, Communicator&
     : impl_(std::make_unique<Impl>()) {
   impl_->dir = std::move(ckpt_dir);
   impl_->options = options;
-  impl_->comm = comm.split(0, comm.rank(), "ckpt");  // every rank, in the job's order
+  // Every rank, in the job's order; a fixed phase, since its thread runs beside the step loop.
+  impl_->comm = comm.split(0, comm.rank(), "ckpt", Phase::kCheckpoint);
+  impl_->job_comm = &comm;
 }
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {

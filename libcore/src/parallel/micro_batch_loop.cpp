@@ -5,6 +5,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/parallel/tree_sum.hpp"
 
 namespace shardtrain {
@@ -52,10 +53,12 @@ StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const Optimiz
   Stopwatch watch;
   for (int m = 0; m < micro_batches; ++m) {
     watch.restart();
+    set_phase(Phase::kForward);  // stamped on the flight records of the collectives below (ZeRO's gathers)
     model.forward(tokens + std::size_t(m) * micro_batch * seq, micro_batch);
     const double loss_sum = model.loss(dloss_scale);
     backend.synchronize();
     r.timing.forward_s += watch.lap();
+    set_phase(Phase::kBackward);
     hooks.before_backward(m);
     model.backward();
     backend.synchronize();
@@ -66,6 +69,7 @@ StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const Optimiz
   r.loss_sum = hooks.finish_reduction(local_loss.total());
 
   watch.restart();
+  set_phase(Phase::kOptimizer);
   r.grad_norm = std::sqrt(hooks.gradient_norm_squared());
   require_finite(step, r.loss_sum, r.grad_norm);
   r.clip_scale = clip_factor(r.grad_norm, optimizer.grad_clip);

@@ -1,15 +1,17 @@
 #include "checkpoint_saver.hpp"
 
-#include <mpi.h>
-
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/model/train_state.hpp"
 
 namespace shardtrain {
 
 CheckpointSaver::CheckpointSaver(Job& job) : job_(job), ckpt_tensors_(checkpoint_tensors(job.strategy->registry())) {
   save_options_.keep = job.options.keep;
-  if (!job.options.async_ckpt) return;
+  if (!job.options.async_ckpt) {
+    ckpt_comm_ = job.comm->split(0, job.rank, "ckpt", Phase::kCheckpoint);
+    return;
+  }
   async_writer_ = std::make_unique<ckpt::AsyncCheckpointWriter>(job.ckpt_dir, *job.comm, save_options_);
   std::size_t bytes = 0;
   for (const auto& piece : job.strategy->checkpoint_pieces()) bytes += std::size_t(piece.count) * sizeof(float);
@@ -49,10 +51,12 @@ double CheckpointSaver::save(std::int64_t completed, const data::SamplerState& s
   const ckpt::CheckpointManifest m = manifest_after(completed, state, lr);
   const auto pieces = job_.strategy->checkpoint_pieces();
   const Stopwatch stall;
+  const PhaseScope phase(Phase::kCheckpoint);
   if (async_writer_) {
     async_writer_->save(m, ckpt_tensors_, pieces);
   } else {
-    ckpt::save_checkpoint(job_.ckpt_dir, m, ckpt_tensors_, pieces, *job_.comm, save_options_);  // logs the commit
+    ckpt_comm_->set_step(job_.comm->step());
+    ckpt::save_checkpoint(job_.ckpt_dir, m, ckpt_tensors_, pieces, *ckpt_comm_, save_options_);  // logs the commit
   }
   return stall.seconds();
 }

@@ -33,6 +33,9 @@ class CheckpointSaver {
   const std::vector<ckpt::TensorSpec> ckpt_tensors_;
   ckpt::SaveOptions save_options_;
   std::unique_ptr<ckpt::AsyncCheckpointWriter> async_writer_;  // null without --async-ckpt
+  // Synchronous saves: the "ckpt" group (its own sequence numbers and flight record, phase ckpt),
+  // as the asynchronous writer has; null with --async-ckpt.
+  std::unique_ptr<Communicator> ckpt_comm_;
 };
 
 }  // namespace shardtrain

@@ -1,6 +1,7 @@
 #include "holdout_phase.hpp"
 
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/train/evaluation.hpp"
 
 namespace shardtrain {
@@ -11,6 +12,7 @@ bool evaluation_due(const TrainOptions& o, std::int64_t step, bool last) {
 
 HoldoutEvaluation evaluate_current_model(Job& job) {
   const Stopwatch watch;
+  const PhaseScope phase(Phase::kEvaluation);
   HoldoutEvaluation evaluation;
   job.strategy->with_full_model(
       [&](GptModel& model) { evaluation.result = evaluate_holdout(model, job.data, job.options.eval_samples); });

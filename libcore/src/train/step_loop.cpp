@@ -7,6 +7,7 @@
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/base/stop_signals.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/parallel/replicas.hpp"
 
 namespace shardtrain {
@@ -51,6 +52,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
   const TrainOptions& o = job_.options;
   const Stopwatch step_clock;
   job_.comm->set_step(step);
+  set_phase(Phase::kData);
   job_.comm->maybe_delay();
   auto batch = loader_.next();
   const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.micro_batch,

@@ -15,6 +15,7 @@
 #include "resume.hpp"
 #include "shardtrain/base/stop_signals.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/phase.hpp"
 #include "shardtrain/data/batch_loader.hpp"
 #include "step_loop.hpp"
 
@@ -22,7 +23,10 @@ namespace shardtrain {
 
 nlohmann::json run_training(const TrainOptions& options) {
   const Stopwatch job_clock;
+  // The phase each rank is in, stamped on every collective's flight record (comm/phase.hpp).
+  set_phase(Phase::kSetup);
   Job job = set_up_job(options);
+  set_phase(Phase::kResume);
   const ResumePoint start = resume(job);
   job.identity.checkpoint_id = start.checkpoint_id;
   if (start.step >= options.steps) return nothing_to_do(job, start);
@@ -35,6 +39,7 @@ nlohmann::json run_training(const TrainOptions& options) {
   const MfuBasis mfu = announce_job(job);
 
   const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
+  set_phase(Phase::kFinish);
   return finish_job(job, start, loop, step_log, mfu, job_clock);
 }
 
