@@ -1,5 +1,7 @@
 #include "shardtrain/backend/peak.hpp"
 
+#include "shardtrain/base/stopwatch.hpp"
+
 #include <algorithm>
 #include <chrono>
 
@@ -14,10 +16,10 @@ double measure_matmul_peak_flops(Backend& backend, int repeats) {
   backend.synchronize();
   double best = 1e30;
   for (int i = 0; i < repeats; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     backend.matmul_forward(out.data(), a.data(), w.data(), nullptr, n, n, n);
     backend.synchronize();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, watch.seconds());
   }
   return 2.0 * n * n * n / best;
 }

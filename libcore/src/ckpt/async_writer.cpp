@@ -5,13 +5,13 @@
 
 #include "internal.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/comm/phase.hpp"
 #include "shardtrain/ckpt/write.hpp"
 #include "snapshot.hpp"
 
 namespace shardtrain::ckpt {
 
-using detail::now_seconds;
 using detail::Snapshot;
 
 struct AsyncCheckpointWriter::Impl {
@@ -30,9 +30,9 @@ struct AsyncCheckpointWriter::Impl {
 
   // Waits for the in-flight save, rethrows its failure; returns the seconds waited.
   double wait_previous() {
-    const double t0 = now_seconds();
+    const Stopwatch watch;
     if (pending.valid()) pending.get();
-    return now_seconds() - t0;
+    return watch.seconds();
   }
 
   void start(Snapshot snapshot, double wait_s) {
@@ -79,10 +79,10 @@ void AsyncCheckpointWriter::reserve(std::size_t bytes) {
 double AsyncCheckpointWriter::save(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
                                    const std::vector<PieceView>& pieces) {
   // Wait for the previous save before copying, so two snapshots never coexist in memory.
-  const double t0 = now_seconds();
+  const Stopwatch held;
   const double wait_s = impl_->wait_previous();
   impl_->start(Snapshot::take(manifest, tensors, pieces, std::move(impl_->spare)), wait_s);
-  return now_seconds() - t0;  // the whole time the caller was held
+  return held.seconds();  // the whole time the caller was held
 }
 
 std::optional<SaveResult> AsyncCheckpointWriter::poll() {

@@ -136,8 +136,4 @@ std::string sha256_file(const std::string& path) {
   return to_hex(hash.digest());
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace shardtrain::ckpt::detail

@@ -37,7 +37,4 @@ std::string piece_dataset_name(const std::string& tensor, std::int64_t offset);
 // Hex SHA-256 of a file's bytes; throws IoError naming the file.
 std::string sha256_file(const std::string& path);
 
-// Wall-clock seconds since an arbitrary epoch (steady clock).
-double now_seconds();
-
 }  // namespace shardtrain::ckpt::detail

@@ -7,12 +7,13 @@
 
 #include "internal.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 
 namespace shardtrain::ckpt::detail {
 
 Snapshot Snapshot::take(const CheckpointManifest& manifest, const std::vector<TensorSpec>& tensors,
                         const std::vector<PieceView>& pieces, SnapshotArena reuse) {
-  const double t0 = now_seconds();
+  const Stopwatch watch;
   std::map<std::string, DType> dtypes;
   for (const auto& t : tensors) dtypes[t.name] = t.dtype;
   Snapshot s;
@@ -45,7 +46,7 @@ Snapshot Snapshot::take(const CheckpointManifest& manifest, const std::vector<Te
   } else {
     copy_range(0, total);
   }
-  s.snapshot_s = now_seconds() - t0;
+  s.snapshot_s = watch.seconds();
   return s;
 }
 

@@ -25,6 +25,7 @@
 #include "shardtrain/ckpt/commit.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/sha256.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
@@ -37,7 +38,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoint pieces are written as raw little-endian bytes");
 
 using detail::H5Id;
-using detail::now_seconds;
 using detail::broadcast_string;
 using detail::all_gather_strings;
 using detail::encode_error;
@@ -137,7 +137,7 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
     std::string name;
   };
   std::vector<RawWrite> raw;
-  double t0 = now_seconds();
+  Stopwatch phase_clock;
   {
     H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) throw IoError(path + ": cannot create the checkpoint file" + what_to_do);
@@ -201,10 +201,9 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
     }
     if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
   }
-  out.write_s = now_seconds() - t0;
+  out.write_s = phase_clock.lap();
 
   // fsync in a helper thread while this thread hashes the file (from the page cache) and the pieces.
-  t0 = now_seconds();
   std::exception_ptr sync_error;
   std::thread syncer([&] {
     try {
@@ -229,7 +228,7 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
   std::error_code ec;
   out.file.bytes = std::int64_t(fs::file_size(path, ec));
   if (ec) throw IoError(path + ": cannot stat after writing: " + ec.message());
-  out.sync_s = now_seconds() - t0;
+  out.sync_s = phase_clock.seconds();
   return out;
 }
 
@@ -383,7 +382,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
                            const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
                            Communicator& comm, const SaveOptions& options) {
   detail::quiet_hdf5();
-  const double t_start = now_seconds();
+  const Stopwatch total_clock;
   const int rank = comm.rank(), size = comm.size();
   SaveResult result;
   result.step = manifest_in.step;
@@ -454,7 +453,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
     report = {{"ok", false}, {"kind", dynamic_cast<const UsageError*>(&e) ? "usage" : "io"},
               {"error", "rank " + std::to_string(rank) + ": " + e.what()}};
   }
-  const double t_commit = now_seconds();
+  const Stopwatch commit_clock;
   const auto reports = all_gather_strings(report.dump(), comm);  // rank 0 uses them
 
   // Phase 3 (rank 0): index and commit; then everyone learns the outcome.
@@ -474,9 +473,8 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
   if (status.rfind("OK:", 0) != 0) throw_encoded(status);
   result.bytes_total = std::stoll(status.substr(3));
   result.path = final_dir;
-  const double t_end = now_seconds();
-  result.commit_s = t_end - t_commit;
-  result.total_s = t_end - t_start;
+  result.commit_s = commit_clock.seconds();
+  result.total_s = total_clock.seconds();
   if (rank == 0 && options.keep > 0) {
     // After the outcome is out, so the other ranks do not wait for the deletions.
     try {

@@ -17,12 +17,12 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 
 namespace shardtrain::data {
 
 namespace {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // A rejected input line: its class (for counting) and a one-line reason.
 struct Reject {
@@ -151,7 +151,8 @@ class Prep {
   }
 
   nlohmann::json run() {
-    t0_ = last_progress_ = Clock::now();
+    elapsed_.restart();
+    since_progress_.restart();
     for (const auto& path : o_.jsonl_inputs) read_jsonl(path);
     for (const auto& path : o_.text_inputs) read_text_path(path);
     if (writer_->num_documents() == 0)
@@ -162,7 +163,7 @@ class Prep {
       rejects_.close();
       if (!rejects_) throw IoError("cannot write the rejects file " + *o_.skip_bad);
     }
-    double seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+    double seconds = elapsed_.seconds();
     nlohmann::json by_class = nlohmann::json::object();
     for (const auto& [cls, n] : reject_classes_) by_class[cls] = n;
     nlohmann::json sources = nlohmann::json::array();
@@ -205,10 +206,9 @@ class Prep {
 
   void progress(const LineReader& r, const std::string& path) {
     if (o_.progress_interval_s <= 0) return;
-    auto now = Clock::now();
-    if (std::chrono::duration<double>(now - last_progress_).count() < o_.progress_interval_s) return;
-    last_progress_ = now;
-    double elapsed = std::chrono::duration<double>(now - t0_).count();
+    if (since_progress_.seconds() < o_.progress_interval_s) return;
+    since_progress_.restart();
+    double elapsed = elapsed_.seconds();
     std::string of = r.size() ? " / " + fmt_mb(*r.size()) + " (" +
                                     fmt1(100.0 * double(r.bytes_read()) / double(std::max<uint64_t>(*r.size(), 1))) + "%)"
                               : "";
@@ -419,7 +419,7 @@ class Prep {
   std::vector<SourceRecord> sources_;
   TimeRange event_range_, avail_range_;
   uint64_t input_bytes_ = 0;
-  Clock::time_point t0_, last_progress_;
+  Stopwatch elapsed_, since_progress_;  // the whole run; since the last progress line
 };
 }  // namespace
 

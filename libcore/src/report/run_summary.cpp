@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/stopwatch.hpp"
 
 namespace shardtrain {
 
@@ -85,9 +86,9 @@ double bare_allreduce_busbw(Communicator& comm, std::size_t n) {
   double best = 1e30;
   for (int i = 0; i < 3; ++i) {
     comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     comm.all_reduce(buf.data(), n);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, watch.seconds());
   }
   return bus_bandwidth(CollectiveOp::kAllReduce, n * sizeof(float), best, world);
 }
