@@ -502,7 +502,7 @@ TEST_CASE("comm: skip-collective takes optional phase= and group= selectors", "[
 
   CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,phase=lunch"}),
                     Catch::Contains("'skip-collective:rank=1,step=2,phase=lunch': phase 'lunch' is not one of setup, "
-                                    "resume, data, forward, backward, optimizer, ckpt, eval, finish") &&
+                                    "resume, data, forward, backward, optimizer, step-end, ckpt, eval, finish") &&
                         Catch::Contains("skip-collective:rank=R,step=S[,phase=P][,group=G]"));
   CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group="}), Catch::Contains("group= is empty"));
   CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group=a,group=b"}),

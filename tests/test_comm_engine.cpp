@@ -401,6 +401,39 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
   }
 }
 
+TEST_CASE("comm engine: an operation the transport refuses fails the group like a timeout, with a dump", "[comm]") {
+  // The ranks disagree on a broadcast's length (a bug the fake transport detects on the receiving
+  // rank): that rank's group must fail with the transport's message and a flight record, not end
+  // the process from the communication thread.
+  const std::string dir = test::temp_dir("engine-transport-error");
+  std::string error;
+  bool failed = false;
+  auto world = std::make_shared<test::FakeWorld>(2);
+  test::run_ranks(2, [&](int r) {
+    auto dp = make_communicator(world->transport(r), failing_options("dp", dir));
+    dp->set_step(7);
+    std::vector<float> data(r == 0 ? 8 : 4, 1.0f);
+    try {
+      dp->broadcast(data.data(), data.size(), 0);
+    } catch (const CommunicationError& e) {
+      if (r == 1) error = e.what();
+    }
+    if (r == 1) failed = dp->failed();
+  });
+  CHECK_THAT(error, Catch::StartsWith("collective failed: Broadcast(seq=1, group=dp, numel=4, ") &&
+                        Catch::Contains("fake transport: a message of 32 bytes where 16 were expected") &&
+                        Catch::EndsWith("flight record: " + dir + "/flight.rank1.json"));
+  CHECK(failed);
+  const auto j = read_json(dir + "/flight.rank1.json");
+  CHECK(j["reason"] == "error");
+  CHECK(j["timed_out_group"] == "dp");
+  CHECK(j["trigger"]["seq"] == 1);
+  CHECK(j["trigger"]["step"] == 7);
+  CHECK(j["trigger"]["detected_by"] == "transport");
+  CHECK_THAT(j["trigger"]["error"].get<std::string>(), Catch::Contains("32 bytes where 16"));
+  CHECK(group_of(j, "dp")["entries"].back()["state"] == "aborted");
+}
+
 TEST_CASE("comm engine: skip-collective with group= and phase= skips one collective of a split group", "[comm]") {
   const int W = 2;
   const std::string dir = test::temp_dir("engine-skip-group");
@@ -518,15 +551,16 @@ TEST_CASE("comm engine: skip-collective with phase= waits for that process-wide 
 TEST_CASE("comm engine: phase names round-trip and bad names are refused naming the choices", "[comm]") {
   const Phase all[] = {Phase::kSetup,      Phase::kResume,     Phase::kData,
                        Phase::kForward,    Phase::kBackward,   Phase::kOptimizer,
-                       Phase::kCheckpoint, Phase::kEvaluation, Phase::kFinish};
-  const char* names[] = {"setup", "resume", "data", "forward", "backward", "optimizer", "ckpt", "eval", "finish"};
+                       Phase::kStepEnd,    Phase::kCheckpoint, Phase::kEvaluation, Phase::kFinish};
+  const char* names[] = {"setup",     "resume",   "data", "forward", "backward",
+                         "optimizer", "step-end", "ckpt", "eval",    "finish"};
   for (int i = 0; i < kNumPhases; ++i) {
     CHECK(std::string(phase_name(all[i])) == names[i]);
     CHECK(parse_phase(names[i]) == all[i]);
   }
   CHECK_THROWS_AS(parse_phase("lunch"), UsageError);
   CHECK_THROWS_WITH(parse_phase("lunch"),
-                    "phase 'lunch' is not one of setup, resume, data, forward, backward, optimizer, ckpt, eval, finish");
+                    "phase 'lunch' is not one of setup, resume, data, forward, backward, optimizer, step-end, ckpt, eval, finish");
   CHECK_THROWS_AS(parse_phase(""), UsageError);
   CHECK_THROWS_AS(parse_phase("Forward"), UsageError);  // names are exact
 }

@@ -149,17 +149,24 @@ struct Core {
     return s.str();
   }
 
-  // The one failure path: the first late operation dumps, prints, and fails the communicator.
-  // Returns the failure message (the first one, whoever detected it).
-  std::string fail_timeout(EngineWork& w, const char* detected_by) {
+  // A late operation: see fail().
+  std::string fail_timeout(EngineWork& w, const char* detected_by) { return fail(w, detected_by, ""); }
+
+  // The one failure path: the first late operation (`error` empty) or the first operation the
+  // transport refused (`error`: the transport's message) dumps, prints, and fails the communicator,
+  // so waiters throw and on_fatal ends the job as for a timeout. Returns the failure message (the
+  // first one, whoever detected it).
+  std::string fail(EngineWork& w, const char* detected_by, const std::string& error) {
     std::lock_guard<std::mutex> lock(fail_mu);
     if (failed.load()) return failure_message;
     const double elapsed = std::chrono::duration<double>(Clock::now() - w.enqueued()).count();
-    if (!w.skip) recorder->mark(w.record_id, FlightState::kTimedOut);
+    if (!w.skip) recorder->mark(w.record_id, error.empty() ? FlightState::kTimedOut : FlightState::kAborted);
     const std::string path = dump_path();
-    std::string message = "collective timeout: " + describe(w) + " after " + format_seconds(elapsed) + " s";
+    std::string message = error.empty()
+                              ? "collective timeout: " + describe(w) + " after " + format_seconds(elapsed) + " s"
+                              : "collective failed: " + describe(w) + ": " + error;
     if (w.skip) message += " (this rank skipped it: fault injection)";
-    const nlohmann::json trigger = {{"group", name},
+    nlohmann::json trigger = {{"group", name},
                                     {"seq", w.seq()},
                                     {"op", op_name(w.request().op)},
                                     {"step", w.step},
@@ -168,8 +175,9 @@ struct Core {
                                     {"timeout_ms", options.timeout.count()},
                                     {"detected_by", detected_by},
                                     {"skipped_by_fault_injection", w.skip}};
+    if (!error.empty()) trigger["error"] = error;
     try {
-      write_flight_record(path, world_rank, world_size, "timeout", trigger);
+      write_flight_record(path, world_rank, world_size, error.empty() ? "timeout" : "error", trigger);
       message += "; flight record: " + path;
     } catch (const std::exception& e) {
       message += "; flight record NOT written: " + std::string(e.what());
@@ -489,7 +497,14 @@ class EngineCommunicator final : public Communicator {
       core_->recorder->mark(w->record_id, FlightState::kStarted);
       const auto t0 = Clock::now();
       const double cpu0 = thread_cpu_seconds();
-      const bool done = execute(*w);
+      bool done = false;
+      try {
+        done = execute(*w);
+      } catch (const std::exception& e) {  // the transport refused it (transport.hpp, "Failure")
+        transport_->abandon();
+        core_->fail(*w, "transport", e.what());
+        break;
+      }
       if (!done) {
         transport_->abandon();
         if (!core_->failed.load()) core_->recorder->mark(w->record_id, FlightState::kAborted);

@@ -7,8 +7,8 @@
 namespace shardtrain {
 namespace {
 
-constexpr const char* kNames[kNumPhases] = {"setup",     "resume", "data", "forward", "backward",
-                                            "optimizer", "ckpt",   "eval", "finish"};
+constexpr const char* kNames[kNumPhases] = {"setup",     "resume",   "data", "forward", "backward",
+                                            "optimizer", "step-end", "ckpt", "eval",    "finish"};
 
 std::atomic<Phase> g_phase{Phase::kSetup};
 

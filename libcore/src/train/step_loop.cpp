@@ -35,6 +35,11 @@ StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, 
     : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu) {}
 
 LoopRecords StepLoop::run(std::int64_t first_step) {
+  // Step 0's communication columns count from here: the set-up's and the resume's collectives on
+  // this group (the split, the resume verdict, which waits for rank 0's validation) stay out.
+  const CommStats before = job_.comm->stats();
+  comm_busy_before_ = before.total_busy_s();
+  comm_cpu_before_ = before.total_cpu_s();
   job_.comm->barrier();  // start the clocks together
   const Stopwatch train_clock;
   for (std::int64_t step = first_step; step < job_.options.steps; ++step) {
@@ -58,6 +63,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
   const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.micro_batch,
                                                double(job_.tokens_per_step()));
   StepRecord rec = record_of(step, batch.wait_s, r);
+  set_phase(Phase::kStepEnd);
   if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
     check_replicas(*job_.comm, job_.strategy->registry(), job_.strategy->replicated_parameters(), step);
   charge_communication(rec);

@@ -31,6 +31,7 @@ nlohmann::json run_training(const TrainOptions& options) {
   job.identity.checkpoint_id = start.checkpoint_id;
   if (start.step >= options.steps) return nothing_to_do(job, start);
 
+  set_phase(Phase::kSetup);  // the loop's set-up: the checkpoint group's split, the step log, the peak
   data::BatchLoader loader(job.data, options.seed, start.sampler, job.model.seq_len, options.micro_batch,
                            job.grad_accum, job.rank, job.world);
   CheckpointSaver saver(job);

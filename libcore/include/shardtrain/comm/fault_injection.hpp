@@ -5,7 +5,7 @@
 //   skip-collective:rank=R,step=S[,phase=P][,group=G]
 //       World rank R does not issue the first collective submitted with step S (the communicator's
 //       Communicator::set_step) whose phase is P (phase.hpp names: setup, resume, data, forward,
-//       backward, optimizer, ckpt, eval, finish; the phase stamped on its record) and whose group
+//       backward, optimizer, step-end, ckpt, eval, finish; the phase stamped on its record) and whose group
 //       is named G (Communicator::name()); phase and group are optional selectors, any when left
 //       out. The collective is recorded as "skipped" and blocks that communicator's queue like a
 //       rank stuck before issuing it, so its peers (and R itself) hit the collective timeout: the

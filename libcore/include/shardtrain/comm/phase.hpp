@@ -11,10 +11,12 @@
 
 namespace shardtrain {
 
-enum class Phase { kSetup, kResume, kData, kForward, kBackward, kOptimizer, kCheckpoint, kEvaluation, kFinish };
-inline constexpr int kNumPhases = 9;
+// kStepEnd: between a step's update and the next step's data (the replica check, the stop-signal
+// agreement), so that a hang there is not blamed on the optimizer.
+enum class Phase { kSetup, kResume, kData, kForward, kBackward, kOptimizer, kStepEnd, kCheckpoint, kEvaluation, kFinish };
+inline constexpr int kNumPhases = 10;
 
-// "setup", "resume", "data", "forward", "backward", "optimizer", "ckpt", "eval", "finish": the names
+// "setup", "resume", "data", "forward", "backward", "optimizer", "step-end", "ckpt", "eval", "finish": the names
 // in flight records, fault-injection specs and messages.
 const char* phase_name(Phase phase);
 // The inverse of phase_name; UsageError naming the text and every choice otherwise.
