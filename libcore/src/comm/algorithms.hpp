@@ -18,8 +18,6 @@ class Driver {
   // destroyed and its drain time passed).
   Driver(Transport& transport, const std::atomic<int>& waiters, std::function<bool()> abandon);
 
-  Transport& transport() { return transport_; }
-
   // Polls requests[0..n) until all complete (true) or abandon() says so (false).
   bool drive(TransportRequest* requests, int n);
 

@@ -114,11 +114,6 @@ std::uint64_t FlightRecorder::dropped() const {
   return dropped_locked();
 }
 
-FlightGroup FlightRecorder::group() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return group_;
-}
-
 nlohmann::json FlightRecorder::to_json() const {
   std::unique_lock<std::mutex> lock(mu_);  // one consistent picture
   const FlightGroup g = group_;

@@ -36,20 +36,6 @@ void validate_options(const TrainOptions& o) {
   o.optimizer.validate();
 }
 
-}  // namespace
-
-CommOptions comm_options_for(const TrainOptions& o, const std::string& group_name) {
-  CommOptions comm_options;
-  comm_options.name = group_name;
-  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
-  comm_options.run_dir = o.run_dir;
-  comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
-  comm_options.on_fatal = mpi_abort_on_fatal();
-  return comm_options;
-}
-
-namespace {
-
 // The data-parallel group: every rank of the job, with the options' timeout, algorithm and faults.
 std::unique_ptr<Communicator> make_data_parallel_comm(const TrainOptions& o) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "dp"));
@@ -123,6 +109,16 @@ RunIdentity identity_of(const nlohmann::json& run_config, const data::TrainingDa
 }
 
 }  // namespace
+
+CommOptions comm_options_for(const TrainOptions& o, const std::string& group_name) {
+  CommOptions comm_options;
+  comm_options.name = group_name;
+  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
+  comm_options.run_dir = o.run_dir;
+  comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
+  comm_options.on_fatal = mpi_abort_on_fatal();
+  return comm_options;
+}
 
 Job set_up_job(const TrainOptions& o) {
   validate_options(o);

@@ -82,10 +82,9 @@ class FlightRecorder {
   // A ticket already overwritten by newer entries is ignored (the group counters still advance).
   void mark(std::uint64_t ticket, FlightState state);
 
-  // Entries oldest first; entries overwritten so far; identity and counters now.
+  // Entries oldest first; entries overwritten so far.
   std::vector<FlightEntry> snapshot() const;
   std::uint64_t dropped() const;
-  FlightGroup group() const;
 
   // This group's object in a dump (FORMATS.md "groups[]"): identity, counters, capacity, dropped,
   // entries.
