@@ -325,6 +325,7 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
   std::vector<Seen> seen(W);
   auto world = std::make_shared<test::FakeWorld>(W);
   std::barrier sync(W);
+  forget_flight_triggers();  // earlier tests' dumps of these ranks
   PhaseScope phase(Phase::kBackward);
   test::run_ranks(W, [&](int r) {
     Seen& s = seen[std::size_t(r)];
@@ -369,8 +370,13 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
 
     const auto j = read_json(dir + "/flight.rank" + std::to_string(r) + ".json");
     CHECK(j["format"] == "shardtrain-flight-record");
-    CHECK(j["format_version"] == 2);
+    CHECK(j["format_version"] == 3);
     CHECK(j["rank"] == r);
+    REQUIRE(j["triggers"].size() == 1);  // this rank's only dump so far
+    CHECK(j["triggers"][0]["reason"] == "timeout");
+    CHECK(j["triggers"][0]["trigger"] == j["trigger"]);
+    CHECK(j["now"]["phase"] == "backward");  // the process-wide phase the test set
+    CHECK(j["phases"].back()["phase"] == "backward");
     CHECK(j["world_size"] == W);
     CHECK(j["reason"] == "timeout");
     CHECK(j["timed_out_group"] == "dp");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/log.hpp"
@@ -26,6 +27,12 @@ struct Registry {
   };
   std::vector<Item> items;
   std::mutex dump_mu;  // one dump at a time: two groups of a rank timing out together share a file
+  // Every dump written so far, per world rank (guarded by dump_mu): a later dump keeps them.
+  std::map<int, nlohmann::json> triggers;
+  // The groups of each rank's last dump (guarded by dump_mu): a group gone since (its communicator
+  // destroyed while the rank unwound from a failure) stays in later dumps, marked not live.
+  std::map<int, nlohmann::json> last_groups;
+  std::string job_id;  // guarded by mu
 
   std::vector<std::shared_ptr<FlightRecorder>> of_rank(int world_rank) {
     std::lock_guard<std::mutex> lock(mu);
@@ -64,8 +71,7 @@ nlohmann::json FlightEntry::to_json() const {
           {"t_enqueue", t(t_enqueue)}, {"t_start", t(t_start)}, {"t_end", t(t_end)}};
 }
 
-FlightRecorder::FlightRecorder(FlightGroup group, std::size_t capacity)
-    : capacity_(std::max<std::size_t>(capacity, 1)), group_(std::move(group)) {
+FlightRecorder::FlightRecorder(FlightGroup group, std::size_t capacity) : capacity_(capacity), group_(std::move(group)) {
   ring_.reserve(capacity_);
 }
 
@@ -75,6 +81,7 @@ double FlightRecorder::now() {
 }
 
 std::uint64_t FlightRecorder::record(FlightEntry entry) {
+  if (capacity_ == 0) return 0;  // off
   std::lock_guard<std::mutex> lock(mu_);
   entry.id = g_next_entry_id.fetch_add(1, std::memory_order_relaxed);
   entry.state = FlightState::kQueued;
@@ -86,6 +93,7 @@ std::uint64_t FlightRecorder::record(FlightEntry entry) {
 }
 
 void FlightRecorder::mark(std::uint64_t ticket, FlightState state) {
+  if (capacity_ == 0) return;  // off
   std::lock_guard<std::mutex> lock(mu_);
   if (ticket >= next_ticket_ || next_ticket_ - ticket > capacity_) return;  // unknown or overwritten
   FlightEntry& e = ring_[ticket % capacity_];
@@ -161,11 +169,46 @@ void retire_flight_recorder(const FlightRecorder* recorder) {
                   reg.items.end());
 }
 
-nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
-                                  const nlohmann::json& trigger) {
+void set_flight_job_id(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().job_id = job_id;
+}
+
+std::string flight_job_id() {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return registry().job_id;
+}
+
+namespace {
+
+// A reason that says why the rank failed, rather than a snapshot on demand.
+bool is_failure_reason(const std::string& reason) { return reason == "timeout" || reason == "error" || reason == "exit"; }
+
+// `now` and `phases` (FORMATS.md): where the rank is outside its collectives.
+void add_phase_state(nlohmann::json& j) {
+  const auto transitions = phase_history();
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& t : transitions) phases.push_back({{"phase", phase_name(t.phase)}, {"step", t.step}, {"t", t.t}});
+  j["now"] = {{"phase", phase_name(current_phase())},
+              {"step", current_step()},
+              {"since", transitions.empty() ? nlohmann::json(nullptr) : nlohmann::json(transitions.back().t)}};
+  j["phases"] = std::move(phases);
+}
+
+// The dump's cause among all its triggers: the first failure, else the latest one.
+const nlohmann::json& cause_of(const nlohmann::json& triggers) {
+  for (const auto& t : triggers)
+    if (is_failure_reason(t["reason"].get<std::string>())) return t;
+  return triggers.back();
+}
+
+nlohmann::json record_json(int world_rank, int world_size, const nlohmann::json& triggers) {
+  const nlohmann::json& cause = cause_of(triggers);
+  const nlohmann::json& trigger = cause["trigger"];
   nlohmann::json j;
   j["format"] = "shardtrain-flight-record";
-  j["format_version"] = 2;
+  j["format_version"] = 3;
+  j["job_id"] = flight_job_id();
   j["rank"] = world_rank;
   j["world_size"] = world_size;
   char host[256] = {0};
@@ -173,20 +216,58 @@ nlohmann::json flight_record_json(int world_rank, int world_size, const std::str
   j["hostname"] = host;
   j["pid"] = static_cast<long>(getpid());
   j["code_version"] = code_version();
-  j["reason"] = reason;
-  j["dumped_at"] = FlightRecorder::now();
+  j["reason"] = cause["reason"];
+  j["dumped_at"] = triggers.back()["at"];
   j["timed_out_group"] = trigger.is_object() && trigger.contains("group") ? trigger["group"] : nlohmann::json(nullptr);
   j["trigger"] = trigger;
+  j["triggers"] = triggers;
+  add_phase_state(j);
   nlohmann::json groups = nlohmann::json::array();
-  for (const auto& r : registry().of_rank(world_rank)) groups.push_back(r->to_json());
+  for (const auto& r : registry().of_rank(world_rank)) {
+    groups.push_back(r->to_json());
+    groups.back()["live"] = true;
+  }
+  if (auto it = registry().last_groups.find(world_rank); it != registry().last_groups.end())
+    for (const auto& old : it->second) {
+      const bool replaced = std::any_of(groups.begin(), groups.end(), [&](const nlohmann::json& g) { return g["name"] == old["name"]; });
+      if (replaced) continue;
+      groups.push_back(old);
+      groups.back()["live"] = false;
+    }
   j["groups"] = groups;
   return j;
+}
+
+nlohmann::json trigger_record(const std::string& reason, const nlohmann::json& trigger) {
+  return {{"reason", reason}, {"at", FlightRecorder::now()}, {"trigger", trigger}};
+}
+
+}  // namespace
+
+nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
+                                  const nlohmann::json& trigger) {
+  std::lock_guard<std::mutex> lock(registry().dump_mu);
+  nlohmann::json triggers = registry().triggers.count(world_rank) ? registry().triggers[world_rank]
+                                                                   : nlohmann::json::array();
+  triggers.push_back(trigger_record(reason, trigger));
+  return record_json(world_rank, world_size, triggers);
 }
 
 void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
                          const nlohmann::json& trigger) {
   std::lock_guard<std::mutex> lock(registry().dump_mu);
-  write_json_file(path, flight_record_json(world_rank, world_size, reason, trigger));
+  nlohmann::json& triggers = registry().triggers[world_rank];
+  if (!triggers.is_array()) triggers = nlohmann::json::array();
+  triggers.push_back(trigger_record(reason, trigger));
+  const nlohmann::json record = record_json(world_rank, world_size, triggers);
+  registry().last_groups[world_rank] = record["groups"];
+  write_json_file(path, record);
+}
+
+void forget_flight_triggers() {
+  std::lock_guard<std::mutex> lock(registry().dump_mu);
+  registry().triggers.clear();
+  registry().last_groups.clear();
 }
 
 }  // namespace shardtrain

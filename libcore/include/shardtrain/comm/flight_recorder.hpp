@@ -70,6 +70,8 @@ struct FlightGroup {
 // One group's recorder.
 class FlightRecorder {
  public:
+  // capacity 0: off (record and mark do nothing; the dump shows the group with no entries and
+  // zero counters): the switch that measures the recorder's cost.
   FlightRecorder(FlightGroup group, std::size_t capacity = 2048);
 
   const std::string& name() const { return group_.name; }  // fixed at construction
@@ -114,14 +116,25 @@ std::shared_ptr<FlightRecorder> register_flight_recorder(int world_rank, FlightG
 // Takes a recorder out of the registry (its communicator is gone); unknown ones are ignored.
 void retire_flight_recorder(const FlightRecorder* recorder);
 
-// The flight record of `world_rank`: every live group registered for it, in creation order
-// (FORMATS.md). `trigger` is the operation that timed out (its "group" becomes the top-level
-// "timed_out_group") or null for a dump asked for by the program ("requested").
+// The job's identity in every dump ("job_id": the same on every rank of one launch, so dumps of
+// different jobs are never read together); "" until set.
+void set_flight_job_id(const std::string& job_id);
+std::string flight_job_id();
+
+// The flight record of `world_rank` (FORMATS.md, format_version 3): every live group registered
+// for it in creation order (then the groups of its previous dump that are gone since, "live":
+// false, so a dump written while the rank unwinds loses nothing), the process's phase state (`now`, `phases`), and every trigger this
+// rank's dumps had so far plus this one (`triggers`). `reason` is timeout, error, exit, signal or
+// requested; `trigger` its object (for a timeout or error the operation: its "group" becomes
+// "timed_out_group"), or null. The top-level reason and trigger are the first failure's (timeout,
+// error, exit) when there was one, else this one's.
 nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
                                   const nlohmann::json& trigger);
-// Writes flight_record_json(...) to `path` atomically (temporary file + rename; dumps of one
-// process are serialised). Throws IoError.
+// Writes the record to `path` atomically (temporary file + rename; dumps of one process are
+// serialised) and remembers the trigger for the rank's later dumps. Throws IoError.
 void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
                          const nlohmann::json& trigger);
+// Forgets the remembered triggers (a new job in the same process: the trainer's tests).
+void forget_flight_triggers();
 
 }  // namespace shardtrain
