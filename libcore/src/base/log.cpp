@@ -19,6 +19,7 @@ void set_log_identity(int rank, int world_size) {
   g_world = world_size;
 }
 int log_world_size() { return g_world; }
+int log_rank() { return g_rank; }
 
 std::string log_prefix() {
   return "[rank " + std::to_string(g_rank) + "/" + std::to_string(g_world) + "] ";

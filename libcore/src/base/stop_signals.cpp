@@ -1,25 +1,49 @@
 #include "shardtrain/base/stop_signals.hpp"
 
+#include <atomic>
+
 namespace shardtrain {
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+volatile std::sig_atomic_t g_last_signal = 0;
+std::atomic<std::uint64_t> g_dump_requests{0};  // lock-free on every target we build for
+std::atomic<bool> g_honoured{false};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "the signal handler needs a lock-free counter");
+
+extern "C" void on_job_signal(int signal) {
+  g_last_signal = signal;
+  if (signal != SIGUSR2) g_stop_signal = signal;
+  g_dump_requests.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
-StopSignals::StopSignals() {
+JobSignals::JobSignals() {
   g_stop_signal = 0;
+  g_last_signal = 0;
+  g_dump_requests.store(0);
   struct sigaction action {};
-  action.sa_handler = on_stop_signal;
+  action.sa_handler = on_job_signal;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, &old_term_);
   sigaction(SIGUSR1, &action, &old_usr1_);
+  sigaction(SIGUSR2, &action, &old_usr2_);
 }
 
-StopSignals::~StopSignals() {
+JobSignals::~JobSignals() {
   sigaction(SIGTERM, &old_term_, nullptr);
   sigaction(SIGUSR1, &old_usr1_, nullptr);
+  sigaction(SIGUSR2, &old_usr2_, nullptr);
 }
 
+std::uint64_t JobSignals::dump_requests() { return g_dump_requests.load(std::memory_order_relaxed); }
+int JobSignals::last_signal() { return g_last_signal; }
+
+StopSignals::StopSignals() {
+  g_stop_signal = 0;
+  g_honoured.store(true);
+}
+StopSignals::~StopSignals() { g_honoured.store(false); }
 int StopSignals::received() { return g_stop_signal; }
+bool StopSignals::honoured() { return g_honoured.load(); }
 
 }  // namespace shardtrain

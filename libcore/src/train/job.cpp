@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "shardtrain/backend/peak.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
+#include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/data/sampler.hpp"
 #include "shardtrain/parallel/memory.hpp"
@@ -41,6 +43,19 @@ std::unique_ptr<Communicator> make_data_parallel_comm(const TrainOptions& o) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "dp"));
   if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
   return comm;
+}
+
+// The job's identity in every flight record (FORMATS.md "job_id"): rank 0 draws it, every rank
+// takes it, so hang-diagnose can refuse dumps of different launches read together.
+std::string agree_on_job_id(Communicator& comm) {
+  std::uint64_t id[2] = {0, 0};
+  if (comm.rank() == 0) {
+    std::random_device entropy;
+    id[0] = (std::uint64_t(entropy()) << 32) ^ entropy();
+    id[1] = std::uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  comm.broadcast(id, 2, 0);
+  return hex64(id[0] ^ fnv1a64(std::to_string(id[1])));
 }
 
 // options.model with vocab 0 resolved to the dataset's; refuses a vocabulary smaller than the data's.
@@ -117,6 +132,7 @@ CommOptions comm_options_for(const TrainOptions& o, const std::string& group_nam
   comm_options.run_dir = o.run_dir;
   comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
   comm_options.on_fatal = mpi_abort_on_fatal();
+  comm_options.recorder_capacity = std::size_t(o.flight_entries);
   return comm_options;
 }
 
@@ -126,6 +142,7 @@ Job set_up_job(const TrainOptions& o) {
   if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
   auto comm = make_data_parallel_comm(o);
+  set_flight_job_id(agree_on_job_id(*comm));
   const int world = comm->size(), rank = comm->rank();
   auto data = data::TrainingData::open(o.data_path, data::SelectionOptions{o.cutoff, o.eval_from, o.model.seq_len});
   const ModelConfig model = model_config_for(o, data);

@@ -5,27 +5,42 @@
 //   step loop (step_loop.hpp)   one step at a time, with checkpoints (checkpoint_saver.hpp) and the
 //                               hold-out evaluation (holdout_phase.hpp) -> LoopRecords
 //   finish (finish.hpp)         cross-rank measurements, params.h5, summary (rank 0)
+// Around them, contract 6: the phase each rank is in (comm/phase.hpp), its flight record on
+// SIGUSR2 or a stop signal (comm/signal_dumps.hpp) and when it leaves on an error, and the phase
+// faults of --inject.
 #include "shardtrain/train/trainer.hpp"
 
+#include <optional>
 #include <string>
 
 #include "checkpoint_saver.hpp"
 #include "finish.hpp"
 #include "job.hpp"
 #include "resume.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/log.hpp"
 #include "shardtrain/base/stop_signals.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/fault_injection.hpp"
+#include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/phase.hpp"
+#include "shardtrain/comm/signal_dumps.hpp"
 #include "shardtrain/data/batch_loader.hpp"
 #include "step_loop.hpp"
 
 namespace shardtrain {
+namespace {
 
-nlohmann::json run_training(const TrainOptions& options) {
+std::string flight_record_path(const TrainOptions& o, int rank) {
+  return o.run_dir + "/flight.rank" + std::to_string(rank) + ".json";
+}
+
+nlohmann::json train(const TrainOptions& options, std::optional<SignalDumpWatcher>& dumps) {
   const Stopwatch job_clock;
-  // The phase each rank is in, stamped on every collective's flight record (comm/phase.hpp).
   set_phase(Phase::kSetup);
   Job job = set_up_job(options);
+  dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world);
+  const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
   set_phase(Phase::kResume);
   const ResumePoint start = resume(job);
   job.identity.checkpoint_id = start.checkpoint_id;
@@ -42,6 +57,36 @@ nlohmann::json run_training(const TrainOptions& options) {
   const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
   set_phase(Phase::kFinish);
   return finish_job(job, start, loop, step_log, mfu, job_clock);
+}
+
+// The record of a rank leaving on an error (reason "exit"; a timeout's own dump stays the cause).
+void dump_on_exit(const TrainOptions& o, const std::string& message, ExitCode code) {
+  const std::string path = flight_record_path(o, log_rank());
+  try {
+    write_flight_record(path, log_rank(), log_world_size(), "exit",
+                        {{"error", message}, {"exit_code", static_cast<int>(code)}});
+  } catch (const std::exception& e) {
+    log_line("flight record NOT written to " + path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+nlohmann::json run_training(const TrainOptions& options) {
+  forget_flight_triggers();  // a new job (tests run several in one process)
+  set_current_step(-1);
+  set_phase_history_enabled(options.flight_entries > 0);
+  const JobSignals signals;                 // SIGUSR2 dumps; a stop signal dumps too (stop_signals.hpp)
+  std::optional<SignalDumpWatcher> dumps;  // from the job's set-up on (it knows the rank)
+  try {
+    return train(options, dumps);
+  } catch (const Error& e) {
+    if (dumps) dump_on_exit(options, e.what(), e.code());  // before the set-up: a bad option, nothing to record
+    throw;
+  } catch (const std::exception& e) {
+    if (dumps) dump_on_exit(options, e.what(), ExitCode::kInternal);
+    throw;
+  }
 }
 
 }  // namespace shardtrain

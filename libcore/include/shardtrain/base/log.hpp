@@ -7,6 +7,7 @@ namespace shardtrain {
 
 void set_log_identity(int rank, int world_size);
 int log_world_size();
+int log_rank();
 
 // The "[rank R/W] " prefix.
 std::string log_prefix();
