@@ -409,7 +409,7 @@ TEST_CASE("comm: a skipped collective times out on every rank with a flight reco
       CHECK(j["format"] == "shardtrain-flight-record");
       CHECK(j["rank"] == q);
       CHECK(j["world_size"] == W);
-      CHECK(j["format_version"] == 2);
+      CHECK(j["format_version"] == 3);
       CHECK(j["reason"] == "timeout");
       CHECK(j["timed_out_group"] == "victim");
       CHECK(j["trigger"]["seq"] == 2);
@@ -434,15 +434,48 @@ TEST_CASE("comm: a skipped collective times out on every rank with a flight reco
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST_CASE("comm: delay injection sleeps on the named rank only", "[mpi][comm]") {
-  auto comm = world_comm();
-  comm->set_fault_injection(FaultInjection::parse({"delay:rank=0,ms=120"}));
-  const auto t0 = std::chrono::steady_clock::now();
-  comm->maybe_delay();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (comm->world_rank() == 0) CHECK(s >= 0.11);
-  else CHECK(s < 0.1);
-  CHECK_THROWS_AS(comm->set_fault_injection(FaultInjection::parse({"delay:rank=64,ms=1"})), UsageError);
+TEST_CASE("faults: a delay sleeps on the named rank, in the named phase only", "[comm]") {
+  const auto f = FaultInjection::parse({"delay:rank=0,ms=120,phase=backward"});
+  auto entering = [](Phase p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    set_phase(p);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  {
+    const PhaseFaultGuard on_rank0(f, 0);
+    CHECK(entering(Phase::kBackward) >= 0.11);
+    CHECK(entering(Phase::kForward) < 0.1);
+  }
+  {
+    const PhaseFaultGuard on_rank1(f, 1);
+    CHECK(entering(Phase::kBackward) < 0.1);
+  }
+  CHECK(entering(Phase::kBackward) < 0.1);  // the guard is gone
+  CHECK(FaultInjection::parse({"slow-data:rank=2,ms=5"}).delay_ms_for(2, Phase::kData) == 5);
+  CHECK(FaultInjection::parse({"slow-data:rank=2,ms=5"}).delay_ms_for(2, Phase::kForward) == 0);
+  CHECK_THROWS_WITH(FaultInjection::parse({"slow-data:rank=2,ms=5", "delay:rank=1,ms=3"}), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"slow-data:rank=2,ms=5,phase=forward"}), Catch::Contains("unknown key 'phase'"));
+  CHECK_THROWS_AS(FaultInjection::parse({"delay:rank=64,ms=1"}).validate(4), UsageError);
+}
+
+TEST_CASE("faults: hang, kill and wrong-count parse, describe and validate", "[comm]") {
+  const auto f = FaultInjection::parse({"hang:rank=1,step=4", "kill:step=2,rank=3,phase=ckpt",
+                                        "wrong-count:rank=0,step=7,phase=backward,group=dp"});
+  REQUIRE(f.hang);
+  CHECK(f.hang->phase == Phase::kForward);  // the default
+  CHECK(f.hang->step == 4);
+  REQUIRE(f.kill);
+  CHECK(f.kill->phase == Phase::kCheckpoint);
+  REQUIRE(f.wrong_count);
+  CHECK(f.wrong_count->selects(0, 7, Phase::kBackward, "dp"));
+  CHECK_FALSE(f.wrong_count->selects(0, 7, Phase::kForward, "dp"));
+  CHECK(f.describe() == "wrong-count:rank=0,step=7,phase=backward,group=dp hang:rank=1,step=4,phase=forward "
+                        "kill:rank=3,step=2,phase=ckpt");
+  CHECK_THROWS_AS(f.validate(3), UsageError);  // kill names rank 3
+  CHECK_NOTHROW(f.validate(4));
+  CHECK_THROWS_WITH(FaultInjection::parse({"hang:rank=1"}), Catch::Contains("missing key 'step'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"hang:rank=1,step=2,group=dp"}), Catch::Contains("unknown key 'group'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"kill:rank=1,step=2,phase=lunch"}), Catch::Contains("phase 'lunch'"));
 }
 
 TEST_CASE("comm: --allreduce names parse strictly", "[comm]") {
@@ -460,9 +493,9 @@ TEST_CASE("comm: fault-injection specs parse strictly", "[comm]") {
   CHECK(f.skip->step == 10);
   REQUIRE(f.delay);
   CHECK(f.delay->ms == 50);
-  CHECK(f.delay_ms_for(1) == 50);
-  CHECK(f.delay_ms_for(0) == 0);
-  CHECK(f.describe() == "skip-collective:rank=3,step=10 delay:rank=1,ms=50");
+  CHECK(f.delay_ms_for(1, Phase::kData) == 50);
+  CHECK(f.delay_ms_for(0, Phase::kData) == 0);
+  CHECK(f.describe() == "skip-collective:rank=3,step=10 delay:rank=1,ms=50,phase=data");
   CHECK(FaultInjection{}.describe() == "none");
   CHECK_FALSE(FaultInjection{}.any());
   CHECK_THROWS_WITH(FaultInjection::parse({"explode:rank=1"}), Catch::Contains("unknown fault kind 'explode'"));
@@ -508,7 +541,7 @@ TEST_CASE("comm: skip-collective takes optional phase= and group= selectors", "[
   CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,step=2,group=a,group=b"}),
                     Catch::Contains("key 'group' given twice"));
   CHECK_THROWS_WITH(FaultInjection::parse({"skip-collective:rank=1,phase=ckpt"}), Catch::Contains("missing key 'step'"));
-  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5,phase=ckpt"}), Catch::Contains("unknown key 'phase'"));
+  CHECK_THROWS_WITH(FaultInjection::parse({"delay:rank=1,ms=5,group=dp"}), Catch::Contains("unknown key 'group'"));
 }
 
 TEST_CASE("comm: bus bandwidth follows the nccl-tests factors", "[comm]") {

@@ -54,6 +54,7 @@ struct FaultPlan {
   explicit FaultPlan(FaultInjection f) : spec(std::move(f)) {}
   const FaultInjection spec;
   std::atomic<bool> skip_used{false};
+  std::atomic<bool> wrong_count_used{false};
 };
 
 struct Core;
@@ -347,8 +348,13 @@ class EngineCommunicator final : public Communicator {
     return std::make_unique<EngineCommunicator>(std::move(work->split_result), std::move(child), step_.load(), faults_);
   }
 
-  CollectiveHandle submit(const Request& r) override {
-    validate(r);
+  CollectiveHandle submit(const Request& request) override {
+    validate(request);
+    Request r = request;
+    if (faults_ && faults_->spec.wrong_count &&
+        faults_->spec.wrong_count->selects(core_->world_rank, step_.load(), current_phase_of_group(), core_->name) &&
+        r.count > 0 && !faults_->wrong_count_used.exchange(true))
+      r.count -= 1;  // this rank disagrees with its peers on the size (fault injection)
     auto work = make_work(r);
     if (faults_ && faults_->spec.skip_selects(core_->world_rank, work->step, work->phase, core_->name))
       work->skip = !faults_->skip_used.exchange(true);  // the first selected only
@@ -361,10 +367,6 @@ class EngineCommunicator final : public Communicator {
   void set_fault_injection(const FaultInjection& faults) override {
     faults.validate(core_->world_size);
     faults_ = faults.any() ? std::make_shared<FaultPlan>(faults) : nullptr;
-  }
-  void maybe_delay() override {
-    const auto ms = faults_ ? faults_->spec.delay_ms_for(core_->world_rank) : 0;
-    if (ms > 0) std::this_thread::sleep_for(milliseconds(ms));
   }
 
   std::uint64_t next_seq() const override { return next_seq_.load(); }
@@ -406,6 +408,9 @@ class EngineCommunicator final : public Communicator {
     }
   }
 
+  // The phase stamped on this group's records: its fixed one, else the process-wide one.
+  Phase current_phase_of_group() const { return core_->options.phase.value_or(current_phase()); }
+
   std::shared_ptr<EngineWork> make_work(const Request& r) {
     auto work = std::make_shared<EngineWork>(core_, r, next_seq_.fetch_add(1));
     FlightEntry e;
@@ -417,7 +422,7 @@ class EngineCommunicator final : public Communicator {
     e.bytes = transfer_bytes(r, core_->size);
     e.root = r.root;
     e.step = step_.load();
-    e.phase = core_->options.phase.value_or(current_phase());
+    e.phase = current_phase_of_group();
     work->step = e.step;
     work->phase = e.phase;
     work->record_id = core_->recorder->record(std::move(e));

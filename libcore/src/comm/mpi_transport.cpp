@@ -1,7 +1,9 @@
 // The MPI transport (transport.hpp) and make_mpi_communicator (mpi.hpp): every MPI call of the comm
 // layer is in this file.
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "shardtrain/comm/mpi.hpp"
@@ -36,10 +38,24 @@ MPI_Request unwrap(TransportRequest t) {
   return r;
 }
 
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, std::size_t(std::max(length, 0)));
+}
+
+// A call that returned an error (the communicator returns errors rather than aborting, so a
+// refused operation fails its group and dumps the flight record like a timeout).
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw CommunicationError(std::string(call) + " failed: " + mpi_error_text(code));
+}
+
 class MpiTransport final : public Transport {
  public:
   // Adopts `comm` (private to this transport: a duplicate or a split result).
   explicit MpiTransport(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &size_);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
@@ -79,48 +95,60 @@ class MpiTransport final : public Transport {
 
   TransportRequest isend(const void* data, std::size_t count, DType dtype, int peer, int tag) override {
     MPI_Request r;
-    MPI_Isend(data, int(count), mpi_type(dtype), peer, tag, comm_, &r);
+    check(MPI_Isend(data, int(count), mpi_type(dtype), peer, tag, comm_, &r), "MPI_Isend");
     return wrap(r);
   }
   TransportRequest irecv(void* data, std::size_t count, DType dtype, int peer, int tag) override {
     MPI_Request r;
-    MPI_Irecv(data, int(count), mpi_type(dtype), peer, tag, comm_, &r);
+    check(MPI_Irecv(data, int(count), mpi_type(dtype), peer, tag, comm_, &r), "MPI_Irecv");
+    receives_.push_back({r, count, dtype, peer});
     return wrap(r);
   }
   TransportRequest iall_reduce(void* data, std::size_t count, DType dtype) override {
     MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(dtype), MPI_SUM, comm_, &r);
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(dtype), MPI_SUM, comm_, &r), "MPI_Iallreduce");
     return wrap(r);
   }
   TransportRequest ireduce_scatter(const void* in, void* out, std::size_t block, DType dtype) override {
     MPI_Request r;
-    MPI_Ireduce_scatter_block(in, out, int(block), mpi_type(dtype), MPI_SUM, comm_, &r);
+    check(MPI_Ireduce_scatter_block(in, out, int(block), mpi_type(dtype), MPI_SUM, comm_, &r), "MPI_Ireduce_scatter_block");
     return wrap(r);
   }
   TransportRequest iall_gather(const void* in, void* out, std::size_t block, DType dtype) override {
     MPI_Request r;
-    MPI_Iallgather(in, int(block), mpi_type(dtype), out, int(block), mpi_type(dtype), comm_, &r);
+    check(MPI_Iallgather(in, int(block), mpi_type(dtype), out, int(block), mpi_type(dtype), comm_, &r), "MPI_Iallgather");
     return wrap(r);
   }
   TransportRequest ibroadcast(void* data, std::size_t count, DType dtype, int root) override {
     MPI_Request r;
-    MPI_Ibcast(data, int(count), mpi_type(dtype), root, comm_, &r);
+    check(MPI_Ibcast(data, int(count), mpi_type(dtype), root, comm_, &r), "MPI_Ibcast");
     return wrap(r);
   }
   TransportRequest ibarrier() override {
     MPI_Request r;
-    MPI_Ibarrier(comm_, &r);
+    check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
     return wrap(r);
   }
 
   bool test_all(TransportRequest* requests, int n) override {
     static constexpr int kMax = 4;  // the engine tests at most two at once (a send and a receive)
-    MPI_Request r[kMax];
+    MPI_Request r[kMax] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     if (n > kMax) throw CommunicationError("MPI transport: test_all of more than 4 requests");
     for (int i = 0; i < n; ++i) r[i] = unwrap(requests[i]);
+    MPI_Request before[kMax];  // the handles as posted: MPI_Testall replaces spent ones by MPI_REQUEST_NULL
+    std::copy(r, r + kMax, before);
     int flag = 0;
-    MPI_Testall(n, r, &flag, MPI_STATUSES_IGNORE);
+    MPI_Status status[kMax];
+    const int code = MPI_Testall(n, r, &flag, status);
     for (int i = 0; i < n; ++i) requests[i] = wrap(r[i]);  // MPI_REQUEST_NULL once spent
+    if (code == MPI_ERR_IN_STATUS) {
+      for (int i = 0; i < n; ++i)
+        if (status[i].MPI_ERROR != MPI_SUCCESS && status[i].MPI_ERROR != MPI_ERR_PENDING)
+          throw CommunicationError(failed_request_text(before[i], status[i]));
+    }
+    check(code, "MPI_Testall");
+    if (flag)
+      for (int i = 0; i < n; ++i) check_received_count(before[i], status[i]);
     return flag != 0;
   }
 
@@ -134,6 +162,48 @@ class MpiTransport final : public Transport {
   void abandon() override { abandoned_ = true; }
 
  private:
+  // A posted receive, until it completes: what it expects, so a message of another size (ranks
+  // that disagree on a collective's size) is an error rather than silently short data.
+  struct Receive {
+    MPI_Request request;
+    std::size_t count;
+    DType dtype;
+    int peer;
+  };
+
+  // Takes the completed `request` out of receives_ and checks that its message had the expected
+  // size; a send is not a receive and passes.
+  void check_received_count(MPI_Request request, const MPI_Status& status) {
+    auto it = std::find_if(receives_.begin(), receives_.end(), [&](const Receive& x) { return x.request == request; });
+    if (it == receives_.end()) return;
+    const Receive expected = *it;
+    receives_.erase(it);
+    int got = 0;
+    MPI_Get_count(&status, mpi_type(expected.dtype), &got);
+    if (got != int(expected.count))
+      throw CommunicationError(size_disagreement("received " + std::to_string(got), expected));
+  }
+
+  std::string failed_request_text(MPI_Request request, const MPI_Status& status) {
+    auto it = std::find_if(receives_.begin(), receives_.end(), [&](const Receive& x) { return x.request == request; });
+    if (it != receives_.end() && status.MPI_ERROR == MPI_ERR_TRUNCATE)
+      return size_disagreement("received a longer message", *it);
+    return "MPI request failed: " + mpi_error_text(status.MPI_ERROR);
+  }
+
+  // "<what> from group rank P, expected N float32 elements: the ranks disagree on this collective's size"
+  static std::string size_disagreement(std::string what, const Receive& expected) {
+    what += " from group rank ";
+    what += std::to_string(expected.peer);
+    what += ", expected ";
+    what += std::to_string(expected.count);
+    what += ' ';
+    what += dtype_name(expected.dtype);
+    what += " elements: the ranks disagree on this collective's size";
+    return what;
+  }
+
+  std::vector<Receive> receives_;  // communication thread only
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1, world_rank_ = 0, world_size_ = 1, max_tag_ = 32767;
   std::vector<int> world_ranks_;

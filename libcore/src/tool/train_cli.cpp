@@ -47,7 +47,15 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
   app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
   app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
-  app.add_option("--inject", o.inject, "Fault injection for tests: skip-collective:rank=R,step=S[,phase=P][,group=G] or delay:rank=R,ms=M");
+  app.add_option("--inject", o.inject,
+                 "Fault injection for tests (repeatable): skip-collective:rank=R,step=S[,phase=P][,group=G], "
+                 "wrong-count:rank=R,step=S[,phase=P][,group=G], hang:rank=R,step=S[,phase=P], "
+                 "kill:rank=R,step=S[,phase=P], delay:rank=R,ms=M[,phase=P], slow-data:rank=R,ms=M");
+  app.add_option("--flight-entries", o.flight_entries,
+                 "Flight-recorder entries kept per communicator group; 0 turns the recorder and the phase history off "
+                 "(to measure their cost; hang-diagnose then has nothing to read)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
 }
 

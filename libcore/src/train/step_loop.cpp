@@ -14,10 +14,10 @@ namespace shardtrain {
 namespace {
 
 // The step's columns the strategy measured.
-StepRecord record_of(std::int64_t step, double data_wait_s, const StepResult& r) {
+StepRecord record_of(std::int64_t step, double data_s, const StepResult& r) {
   StepRecord rec;
   rec.step = step;
-  rec.data_s = data_wait_s;
+  rec.data_s = data_s;
   rec.fwd_s = r.timing.forward_s;
   rec.bwd_s = r.timing.backward_s;
   rec.comm_exposed_s = r.timing.comm_exposed_s;
@@ -57,12 +57,14 @@ bool StepLoop::run_one_step(std::int64_t step) {
   const TrainOptions& o = job_.options;
   const Stopwatch step_clock;
   job_.comm->set_step(step);
+  set_current_step(step);
+  const Stopwatch data_clock;  // the whole data phase: the prefetch wait and anything else the rank does there
   set_phase(Phase::kData);
-  job_.comm->maybe_delay();
   auto batch = loader_.next();
+  const double data_s = data_clock.seconds();
   const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.micro_batch,
                                                double(job_.tokens_per_step()));
-  StepRecord rec = record_of(step, batch.wait_s, r);
+  StepRecord rec = record_of(step, data_s, r);
   set_phase(Phase::kStepEnd);
   if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
     check_replicas(*job_.comm, job_.strategy->registry(), job_.strategy->replicated_parameters(), step);

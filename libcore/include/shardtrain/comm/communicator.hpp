@@ -44,7 +44,7 @@
 // submission: the communicator's fixed CommOptions::phase when set, else the process-wide one.
 //
 // Thread safety: submit from one thread at a time per communicator (the trainer's thread);
-// handles may be waited on from any thread. set_step/maybe_delay from the submitting thread.
+// handles may be waited on from any thread. set_step from the submitting thread.
 #pragma once
 #include <array>
 #include <chrono>
@@ -231,10 +231,10 @@ class Communicator {
   virtual void set_step(std::int64_t step) = 0;
   virtual std::int64_t step() const = 0;
   // Faults for this communicator and the groups split from it later (off by default; validated
-  // against world_size(), UsageError). An empty FaultInjection turns injection off.
+  // against world_size(), UsageError): the collective ones, skip-collective and wrong-count (the
+  // phase faults act through PhaseFaultGuard, fault_injection.hpp). An empty FaultInjection turns
+  // injection off.
   virtual void set_fault_injection(const FaultInjection& faults) = 0;
-  // Sleeps the configured delay when this rank is the delay:rank (once per step, by the trainer).
-  virtual void maybe_delay() = 0;
 
   // Sequence number the next submitted operation will get (the first is 1).
   virtual std::uint64_t next_seq() const = 0;

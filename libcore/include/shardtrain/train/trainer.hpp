@@ -47,7 +47,8 @@ struct TrainOptions {
   std::string allreduce = "auto";  // fast-mode all-reduce algorithm: auto | halving | mpi (communicator.hpp)
   double collective_timeout_s = 300;  // a collective not done by then dumps the flight record, exits 4
   int check_replicas = 0;        // compare parameter hashes across ranks every N steps (0: off)
-  std::vector<std::string> inject;    // fault injection specs (tests): skip-collective:..., delay:...
+  std::vector<std::string> inject;    // fault injection specs (tests): comm/fault_injection.hpp
+  int flight_entries = 2048;          // flight-recorder ring per group; 0: recorder and phase history off
   std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
   // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time
   // limit) makes every rank save at the next step boundary and stop cleanly.
