@@ -56,7 +56,7 @@ const Ms kHealthy = {2, 20, 40, 10, 5, 0, 3};  // an 80 ms step
 
 }  // namespace
 
-TEST_CASE("straggler: a rank slow in data is named in data only; its waiting peers are not", "[straggler]") {
+TEST_CASE("straggler: a rank slow in data is named in data only, its waiting peers are not", "[straggler]") {
   // Rank 1 spends 60 ms more in data; ranks 0 and 2 wait those 60 ms at the gradient reduction.
   // Every step is 140 ms. data: fastest 2 ms, rank 1 relative 2/62 = 0.032, lost 60 ms >= 7 ms
   // (5% of 140). comm_exposed: ranks 0 and 2 relative 10/70 = 0.143, held back by rule b.
@@ -84,7 +84,7 @@ TEST_CASE("straggler: a rank slow in data is named in data only; its waiting pee
   CHECK(format_straggler_names(report) == "stragglers: rank 1 data (relative 0.03, +60 ms/step)");
 }
 
-TEST_CASE("straggler: noise on a tiny section is not named; a real optimizer straggler is, not its waiters",
+TEST_CASE("straggler: noise on a tiny section is not named, a real optimizer straggler is and its waiter is not",
           "[straggler]") {
   // Rank 1's optimizer takes 7.5 ms against 5 ms (relative 0.667); rank 0 waits the 2.5 ms in the
   // step-end agreement ("other": 5.5 ms against 3, relative 0.545). Both steps are 82.5 ms.
@@ -166,7 +166,7 @@ TEST_CASE("straggler: a section that runs on few steps is scored over the steps 
   CHECK(report["waited_for"].is_null());  // equal exposed communication
 }
 
-TEST_CASE("straggler: one rank alone has no relative stragglers; options are validated", "[straggler]") {
+TEST_CASE("straggler: one rank alone has no relative stragglers, options are validated", "[straggler]") {
   const nlohmann::json report = report_of({steady(kHealthy, 20)});
   CHECK(report["stragglers"].empty());
   CHECK(report["waited_for"].is_null());
