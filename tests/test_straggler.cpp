@@ -98,6 +98,8 @@ TEST_CASE("straggler: noise on a tiny section is not named, a real optimizer str
   REQUIRE(noisy["not_named"].size() == 2);
   for (const auto& held : noisy["not_named"]) CHECK(held["why"].get<std::string>().rfind("rule a", 0) == 0);
   CHECK(format_straggler_names(noisy).empty());
+  const std::string table = format_straggler_table(noisy);
+  CHECK(table.find("no stragglers\nnot named: 2 low scores losing under 5% of the median step") != std::string::npos);
 
   // min_share 1% (floor 0.825 ms): rank 1 is named in optimizer; rank 0's "other" is the wait for
   // it (rule c: 2.5 ms >= half of 2.5 ms).

@@ -366,7 +366,16 @@ std::string format_straggler_table(const nlohmann::json& report) {
   };
   for (const auto& c : report["stragglers"]) out += "straggler: " + describe(c) + "\n";
   if (report["stragglers"].empty()) out += "no stragglers\n";
-  for (const auto& c : report["not_named"]) out += "not named: " + describe(c) + " (" + c["why"].get<std::string>() + ")\n";
+  int noise = 0;  // rule a: counted, not listed (on a healthy run most low scores are tiny sections)
+  for (const auto& c : report["not_named"]) {
+    const std::string why = c["why"].get<std::string>();
+    if (why.rfind("rule a", 0) == 0) ++noise;
+    else out += "not named: " + describe(c) + " (" + why + ")\n";
+  }
+  if (noise > 0)
+    out += "not named: " + std::to_string(noise) + " low score" + (noise == 1 ? "" : "s") +
+           " losing under " + fixed(100 * report["min_share"].get<double>(), "%.0f") +
+           "% of the median step (rule a; listed in not_named)\n";
   if (!report["waited_for"].is_null())
     out += "waited for at the gradient reduction: rank " + std::to_string(report["waited_for"].get<int>()) + "\n";
   return out;

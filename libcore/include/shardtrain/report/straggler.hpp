@@ -131,7 +131,8 @@ nlohmann::json straggler_report_from_run_dir(const std::string& run_dir, const S
 
 // A text table of a report: one row per rank, one column per section, each cell
 // "relative/individual" ("-": not scored, "*" marks a named straggler), then one line per named
-// straggler, the held-back candidates and waited_for.
+// straggler, the candidates held back by rules b and c (those of rule a only counted) and
+// waited_for.
 std::string format_straggler_table(const nlohmann::json& report);
 // One line naming the stragglers of a report, e.g.
 // "stragglers: rank 1 other (relative 0.08, +152 ms/step)"; "" when none is named.
