@@ -47,6 +47,8 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
   app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
   app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
+  app.add_option("--straggler-threshold", o.straggler_threshold, "A straggler score below this names a straggler, in (0, 1]")->capture_default_str();
+  app.add_option("--straggler-window", o.straggler_window, "Steps per window of the individual straggler score (>= 2)")->capture_default_str();
   app.add_option("--inject", o.inject,
                  "Fault injection for tests (repeatable): skip-collective:rank=R,step=S[,phase=P][,group=G], "
                  "wrong-count:rank=R,step=S[,phase=P][,group=G], hang:rank=R,step=S[,phase=P], "

@@ -8,6 +8,7 @@
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/train/evaluation.hpp"
+#include "straggler_watch.hpp"
 
 namespace shardtrain {
 namespace {
@@ -22,6 +23,7 @@ struct RunMeasurements {
   std::string params_path;
   nlohmann::json memory;                    // this rank's peaks (strategy->memory_report())
   nlohmann::json memory_by_rank;            // every rank's peaks (ZeRO shards differ by rank through padding)
+  nlohmann::json stragglers;                // straggler scores of the whole run (report/straggler.hpp)
 };
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
@@ -54,6 +56,7 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   const auto& strategy = job.strategy;
   RunMeasurements m;
   m.rank_medians = gather_rank_medians(*job.comm, loop.records);
+  m.stragglers = gather_straggler_report(job, loop.records);
   m.median_step_s = steady_median_step_s(loop.records);
   m.throughput = double(job.tokens_per_step()) / m.median_step_s;
   m.comm_stats = job.comm->stats();
@@ -100,6 +103,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"final_loss", records.back().loss},
       {"per_rank_medians", per_rank_table(m.rank_medians)},
       {"slowest_rank", slowest_rank(m.rank_medians)},
+      {"stragglers", m.stragglers},
       {"exposed_comm_fraction", m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s},
       {"communication", comm_json},
       {"memory_bytes_rank0", m.memory},
@@ -121,6 +125,8 @@ nlohmann::json finish_job(Job& job, const ResumePoint& start, const LoopRecords&
   if (job.baseline) add_scaling(summary, *job.baseline, measured.throughput, job.world);
   write_json_file(summary_path(job.options), summary);
   log_line_rank0(summary_paragraph(summary));
+  const std::string stragglers = format_straggler_names(measured.stragglers);
+  if (!stragglers.empty()) log_line_rank0("run " + stragglers);
   return summary;
 }
 

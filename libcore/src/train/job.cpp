@@ -35,6 +35,10 @@ void validate_options(const TrainOptions& o) {
   if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
   if (o.zero_stage < 0 || o.zero_stage > 3)
     throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
+  if (!(o.straggler_threshold > 0 && o.straggler_threshold <= 1))
+    throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(o.straggler_threshold) + ")");
+  if (o.straggler_window < 2)
+    throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(o.straggler_window) + ")");
   o.optimizer.validate();
 }
 

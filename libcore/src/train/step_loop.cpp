@@ -4,6 +4,7 @@
 #include <string>
 
 #include "holdout_phase.hpp"
+#include "straggler_watch.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/base/stop_signals.hpp"
 #include "shardtrain/base/stopwatch.hpp"
@@ -89,7 +90,10 @@ bool StepLoop::run_one_step(std::int64_t step) {
   }
   step_log_.append(rec);
   out_.records.push_back(rec);
-  if ((step + 1) % o.log_every == 0 || last || step == 0) print_step_line(rec);
+  if ((step + 1) % o.log_every == 0 || last || step == 0) {
+    print_step_line(rec);
+    log_live_stragglers(job_, out_.records);  // collective: every rank logs at the same steps
+  }
   if (stop)
     log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
   return stop;

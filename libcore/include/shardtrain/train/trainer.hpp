@@ -50,6 +50,9 @@ struct TrainOptions {
   std::vector<std::string> inject;    // fault injection specs (tests): comm/fault_injection.hpp
   int flight_entries = 2048;          // flight-recorder ring per group; 0: recorder and phase history off
   std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
+  // Straggler scores (report/straggler.hpp): live at each progress line and in the summary.
+  double straggler_threshold = 0.75;  // a score below it names a straggler; in (0, 1]
+  int straggler_window = 10;          // steps per window of the individual score; >= 2
   // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time
   // limit) makes every rank save at the next step boundary and stop cleanly.
   std::string ckpt_dir;          // "" -> <run_dir>/checkpoints
