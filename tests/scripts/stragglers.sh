@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Straggler scores end to end through ddp-train: with rank 1 sleeping 150 ms a step
-# (--inject delay:rank=1,ms=150), at W = 2 and W = 4 (oversubscribed), the summary's "stragglers"
-# names rank 1 in section "other" and no other (rank, section), waited_for is rank 1, and rank 0's
-# live lines at the log steps name rank 1 other and nobody else.
-# The injected sleep runs before the batch is asked for (StepLoop::run_one_step calls
-# Communicator::maybe_delay() before BatchLoader::next()), so it is in step_s and in no timing
-# column: "other" (step_s minus the six columns) is where it lands, not data_s.
+# Straggler scores end to end through ddp-train: one rank sleeps 150 ms a step in one section
+# (--inject slow-data:rank=R,ms=150: the data loader; delay:rank=R,ms=150,phase=P: on entering
+# phase P), at W = 2 and W = 4 (oversubscribed). The summary's "stragglers" names exactly that
+# rank in that section and no other (rank, section), waited_for is that rank, and rank 0's live
+# lines at the log steps name it and nobody else.
 # The delay (150 ms) is far above the noise of 4 ranks on 2 cores, so the checks are deterministic.
 #
 # Usage: stragglers.sh BIN_DIR WORK_DIR
@@ -13,31 +11,40 @@ BIN_DIR=$1 WORK=$2
 . "$(dirname "$0")/common.sh"
 
 steps=24 log_every=8 window=5
-for np in 2 4; do
-  dir="$WORK/w$np"
+# check_straggler NP RANK SECTION SPEC
+check_straggler() {
+  local np=$1 slow=$2 section=$3 spec=$4
+  local dir="$WORK/w${np}_$section"
   # common.sh's train() fixes --log-every; this test needs its own.
   mpirun -np "$np" --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 \
     --d-model 32 --peak-gflops 100 --steps $steps --global-batch 8 --micro-batch 2 --ckpt-every 8 \
-    --log-every $log_every --straggler-window $window --inject delay:rank=1,ms=150 --run-dir "$dir" \
-    >"$dir.log" 2>&1 || { cat "$dir.log" >&2; fail "W=$np: ddp-train failed"; }
-  python3 - "$dir/summary.json" "$np" <<'PY' || fail "W=$np: the summary does not name exactly rank 1 in other"
+    --log-every $log_every --straggler-window $window --inject "$spec" --run-dir "$dir" \
+    >"$dir.log" 2>&1 || { cat "$dir.log" >&2; fail "W=$np $spec: ddp-train failed"; }
+  echo "  W=$np --inject $spec"
+  python3 - "$dir/summary.json" "$np" "$slow" "$section" <<'PY' || fail "W=$np: the summary does not name exactly rank $slow in $section"
 import json, sys
 s = json.load(open(sys.argv[1]))["stragglers"]
+np_, slow, section = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 named = sorted({(x["rank"], x["section"]) for x in s["stragglers"]})
 print(f"  summary stragglers: {[(x['rank'], x['section'], x['score'], round(x['value'], 3), round(1e3 * x['lost_s'], 1)) for x in s['stragglers']]}")
 print(f"  not named: {[(x['rank'], x['section'], x['score'], x['why'][:6]) for x in s['not_named']]}; waited_for {s['waited_for']}")
-assert named == [(1, "other")], f"named {named}, expected only (1, other)"
-assert s["waited_for"] == 1, f"waited_for {s['waited_for']}"
+assert named == [(slow, section)], f"named {named}, expected only ({slow}, {section})"
+assert s["waited_for"] == slow, f"waited_for {s['waited_for']}"
 assert s["threshold"] == 0.75 and s["window"] == 5, (s["threshold"], s["window"])
-assert len(s["ranks"]) == int(sys.argv[2]), "one row per rank"
+assert len(s["ranks"]) == np_, "one row per rank"
 PY
   # Rank 0's live lines: at steps 8, 16 and 24 (step 1 has fewer than `window` steps recorded).
+  local live
   live=$(grep -E "step [0-9]+ stragglers: " "$dir.log" || true)
   echo "$live" | sed 's/^/  live: /'
   [ "$(echo "$live" | grep -c 'stragglers: ')" -eq $((steps / log_every)) ] ||
     { cat "$dir.log" >&2; fail "W=$np: expected $((steps / log_every)) live straggler lines"; }
-  echo "$live" | grep -qvE "stragglers: rank 1 other \([a-z]+ [0-9.]+, \+[0-9]+ ms/step\)$" &&
-    fail "W=$np: a live line names something other than rank 1 other"
-  echo "$live" | grep -q "step $steps stragglers: rank 1 other" || fail "W=$np: no live line at the last step"
-  pass "W=$np: summary and live lines name rank 1 in other, nobody else"
-done
+  echo "$live" | grep -qvE "stragglers: rank $slow $section \([a-z]+ [0-9.]+, \+[0-9]+ ms/step\)$" &&
+    fail "W=$np: a live line names something other than rank $slow $section"
+  echo "$live" | grep -q "step $steps stragglers: rank $slow $section" || fail "W=$np: no live line at the last step"
+  pass "W=$np: summary and live lines name rank $slow in $section, nobody else"
+}
+
+check_straggler 2 1 data slow-data:rank=1,ms=150
+check_straggler 4 1 data slow-data:rank=1,ms=150
+check_straggler 4 2 backward delay:rank=2,ms=150,phase=backward
