@@ -192,6 +192,7 @@ class Diagnoser {
     if (!out_.mismatches.empty()) judge_mismatch(out_.mismatches.front());
     else if (blocked) judge_hang(*blocked);
     else if (first_exit_) judge_error_exit(*first_exit_);
+    else if (!out_.missing_ranks.empty()) judge_missing();
     else if (triggered_) conclude(Verdict::kHang, "a rank reported a collective timeout or transport error, but the "
                                                   "dumps show no collective left incomplete");
     else no_hang();
@@ -252,7 +253,10 @@ class Diagnoser {
   // Whether a group's blocked collective is a hang for these dumps (contract 6).
   bool hangs(const Block& b) const {
     const bool stalled = b.longest_wait > timeout_s_;
-    if (triggered_ || first_exit_) return b.peer_missing() || stalled || trigger_groups_.count(b.info.group) > 0;
+    // A rank without a dump while others wrote theirs ended abnormally (dumps come from failures
+    // and signals): the job did not end well, as with a trigger.
+    if (triggered_ || first_exit_ || !out_.missing_ranks.empty())
+      return b.peer_missing() || stalled || trigger_groups_.count(b.info.group) > 0;
     return (b.peer_missing() && b.longest_wait > options_.min_wait_s) || stalled;
   }
 
@@ -273,6 +277,18 @@ class Diagnoser {
   }
 
   // ---- verdicts ----
+
+  // No collective left incomplete, but ranks left no dump: they died (killed, crashed) before the
+  // others got stuck on them, so they are the evidence.
+  void judge_missing() {
+    const std::vector<int>& missing = out_.missing_ranks;
+    if (missing.size() == 1)
+      return blame(Verdict::kHang, missing[0], "no-dump",
+                   "rank " + std::to_string(missing[0]) + " left no dump (killed or crashed before it could write "
+                   "one) while every other rank wrote one; no collective was left waiting on it yet");
+    ambiguous(missing, "ranks " + rank_list(missing) + " left no dump (killed or crashed) and no collective shows "
+                       "which of them failed first");
+  }
 
   // A snapshot of a live job may show collectives in flight: name them, they are not a hang.
   void no_hang() {
@@ -407,8 +423,8 @@ class Diagnoser {
   void judge_hang(const Block& b) {
     const BlockedCollective& info = b.info;
     out_.explanation.push_back("The first collective not completed by every member is " + describe(info) +
-                               ": joined by rank(s) " + rank_list(info.joined) + ", not joined by " +
-                               rank_list(info.not_joined) +
+                               ": joined by rank(s) " + rank_list(info.joined) +
+                               (info.not_joined.empty() ? "" : ", not joined by " + rank_list(info.not_joined)) +
                                (info.no_dump.empty() ? "" : ", no dump from " + rank_list(info.no_dump)) + ".");
     for (int r : info.not_joined) {
       auto& status = out_.ranks[std::size_t(r)];

@@ -6,7 +6,8 @@
 //                               hold-out evaluation (holdout_phase.hpp) -> LoopRecords
 //   finish (finish.hpp)         cross-rank measurements, params.h5, summary (rank 0)
 // Around them, contract 6: the phase each rank is in (comm/phase.hpp), its flight record on
-// SIGUSR2 or a stop signal (comm/signal_dumps.hpp) and when it leaves on an error, and the phase
+// SIGUSR2 or a stop signal, or when it stays in one phase past the collective timeout
+// (comm/dump_watcher.hpp), and when it leaves on an error, and the phase
 // faults of --inject.
 #include "shardtrain/train/trainer.hpp"
 
@@ -24,7 +25,7 @@
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/phase.hpp"
-#include "shardtrain/comm/signal_dumps.hpp"
+#include "shardtrain/comm/dump_watcher.hpp"
 #include "shardtrain/data/batch_loader.hpp"
 #include "step_loop.hpp"
 
@@ -35,11 +36,11 @@ std::string flight_record_path(const TrainOptions& o, int rank) {
   return o.run_dir + "/flight.rank" + std::to_string(rank) + ".json";
 }
 
-nlohmann::json train(const TrainOptions& options, std::optional<SignalDumpWatcher>& dumps) {
+nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& dumps) {
   const Stopwatch job_clock;
   set_phase(Phase::kSetup);
   Job job = set_up_job(options);
-  dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world);
+  dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world, job.comm->timeout());
   const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
   set_phase(Phase::kResume);
   const ResumePoint start = resume(job);
@@ -77,7 +78,7 @@ nlohmann::json run_training(const TrainOptions& options) {
   set_current_step(-1);
   set_phase_history_enabled(options.flight_entries > 0);
   const JobSignals signals;                 // SIGUSR2 dumps; a stop signal dumps too (stop_signals.hpp)
-  std::optional<SignalDumpWatcher> dumps;  // from the job's set-up on (it knows the rank)
+  std::optional<DumpWatcher> dumps;  // from the job's set-up on (it knows the rank)
   try {
     return train(options, dumps);
   } catch (const Error& e) {

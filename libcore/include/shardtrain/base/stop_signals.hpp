@@ -6,7 +6,7 @@
 //                     a handler, once the flight record is written (below).
 //   SIGUSR2           "write your flight record now", without stopping (mpirun forwards SIGUSR1
 //                     and SIGUSR2 to every rank, so `kill -USR2 <mpirun pid>` dumps them all).
-// Every one of the three also asks for a flight-record dump (comm/signal_dumps.hpp), so a rank
+// Every one of the three also asks for a flight-record dump (comm/dump_watcher.hpp), so a rank
 // that a launcher kills with SIGTERM after another rank failed leaves its record first.
 #pragma once
 #include <csignal>
