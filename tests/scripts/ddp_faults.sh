@@ -5,7 +5,10 @@
 # (3) an injection without --inject is impossible (the option is the only way in), and a bad
 # spec is refused with exit 2; (4) a rank that skips a checkpoint-commit collective
 # (phase=ckpt) makes every rank exit within the timeout, and the dumps name the "ckpt" group's
-# sequence number, the step and the phase.
+# sequence number, the step and the phase; (5) SIGUSR2 to mpirun makes every rank write its flight
+# record (reason signal, its phase and step) while the job goes on to exit 0, and hang-diagnose
+# finds no hang in those snapshots; (6) a rank leaving on an error (a non-finite loss) writes its
+# record (reason exit, the message), and hang-diagnose names the error.
 #
 # Usage: ddp_faults.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
@@ -88,3 +91,52 @@ dp = [g for g in dumps[0]["groups"] if g["name"] == "dp"][0]
 assert dp["entries"], "the dp group's record is in the dump too"
 PY
 pass "skip-collective in a checkpoint commit: all ranks exit within timeout + 10 s, the dumps name the ckpt group's seq"
+
+# (5) Dumps on demand: SIGUSR2 to mpirun (forwarded to every rank) while the job runs.
+dir="$WORK/usr2"
+mkdir -p "$dir"
+mpirun -np 2 --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 32 \
+  --peak-gflops 100 --log-every 1000 --steps 40 --global-batch 4 --micro-batch 2 --inject delay:rank=0,ms=100 \
+  --run-dir "$dir" >"$dir.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do  # until both ranks are in the step loop (a step record each)
+  [ -s "$dir/steps.rank0.jsonl" ] && [ -s "$dir/steps.rank1.jsonl" ] && break
+  sleep 0.1
+done
+kill -USR2 $launcher
+rc=0
+wait $launcher || rc=$?
+[ "$rc" -eq 0 ] || { cat "$dir.log" >&2; fail "the job exited $rc after SIGUSR2, expected 0"; }
+python3 - "$dir" <<'PY' || { cat "$dir.log" >&2; fail "SIGUSR2 did not leave both ranks' records"; }
+import json, sys
+for r in (0, 1):
+    d = json.load(open(f"{sys.argv[1]}/flight.rank{r}.json"))
+    assert d["reason"] == "signal" and d["trigger"] == {"signal": "SIGUSR2"}, (r, d["reason"], d["trigger"])
+    assert d["now"]["step"] >= 0 and d["now"]["phase"] in ("data", "forward", "backward", "optimizer", "step-end", "ckpt"), d["now"]
+    assert d["phases"] and d["groups"], "the record has phases and groups"
+    print(f"  rank {r}: SIGUSR2 record at step {d['now']['step']} in {d['now']['phase']}, {len(d['phases'])} phase transitions")
+PY
+rc=0
+out=$("$BIN_DIR/hang-diagnose" "$dir") || rc=$?
+[ "$rc" -eq 0 ] || { echo "$out" >&2; fail "hang-diagnose on SIGUSR2 snapshots of a healthy job exited $rc, expected 0"; }
+echo "$out" | grep "^verdict"
+pass "SIGUSR2: every rank wrote its record, the job went on to exit 0, hang-diagnose finds no hang"
+
+# (6) An error exit writes the record: a learning rate that makes the loss non-finite at step 1.
+dir="$WORK/nan"
+mkdir -p "$dir"
+rc=0
+train 2 "$dir" --d-model 32 --steps 4 --global-batch 4 --micro-batch 2 --lr 1e30 --warmup 0 2>/dev/null || rc=$?
+[ "$rc" -ne 0 ] || fail "the non-finite run exited 0"
+rc=0
+out=$("$BIN_DIR/hang-diagnose" --json "$dir") || rc=$?
+[ "$rc" -eq 1 ] || { echo "$out" >&2; fail "hang-diagnose exited $rc on error-exit records, expected 1"; }
+python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+assert d['verdict'] == 'error-exit', d['verdict']
+assert 'non-finite loss' in d['culprit']['evidence'], d['culprit']
+assert all(x['reason'] == 'exit' for x in d['dumps']) and len(d['dumps']) == 2, d['dumps']
+print('  ' + d['culprit']['evidence'])
+" "$out" || fail "the error-exit records do not name the error"
+pass "an error exit writes every rank's record (reason exit) and hang-diagnose names the error"

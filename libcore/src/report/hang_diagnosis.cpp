@@ -350,8 +350,17 @@ class Diagnoser {
               std::to_string(m.seq) + ", unlike the same collective in earlier steps (" + history->dump() + ")");
   }
 
+  // The first rank to exit on an error is named; when others exited with the same message the
+  // error was the job's (a NaN every rank computed), and the evidence says so.
   void judge_error_exit(const RankDump& d) {
-    blame(Verdict::kErrorExit, d.rank, "error-exit", "rank " + std::to_string(d.rank) + " exited with error: " + d.error_message());
+    std::vector<int> same;
+    for (const auto& other : job_.set().dumps)
+      if (other.reason == "exit" && other.error_message() == d.error_message()) same.push_back(other.rank);
+    std::string evidence = "rank " + std::to_string(d.rank) + " exited with error: " + d.error_message();
+    if (same.size() > 1)
+      evidence += " (ranks " + rank_list(same) + " exited with this error; rank " + std::to_string(d.rank) +
+                  " first: an error of the whole job, not of one rank)";
+    blame(Verdict::kErrorExit, d.rank, "error-exit", evidence);
   }
 
   // The chain of 4.: who each non-joiner was waiting for, until ranks that were not waiting.
