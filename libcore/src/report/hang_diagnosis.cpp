@@ -158,7 +158,9 @@ std::optional<Wait> waiting_in(const RankDump& d, const std::string& except = ""
     if (e && !in_flight_state(e->state)) continue;  // skipped or aborted: not waiting there
     const std::optional<double> begin = e ? e->t_begin() : std::nullopt;
     if (best && !(begin && (!best_begin || *begin < *best_begin))) continue;
-    best = Wait{g.name, seq, e, begin ? d.dumped_at - *begin : 0};
+    // A timed-out wait ended at its timeout (t_end), not at a later dump of the rank.
+    const double until = e && e->state == "timed_out" && e->t_end ? *e->t_end : d.dumped_at;
+    best = Wait{g.name, seq, e, begin ? until - *begin : 0};
     best_begin = begin;
   }
   return best;
@@ -242,10 +244,15 @@ class Diagnoser {
 
   static std::string doing(const RankDump& d) {
     std::string text = d.reason == "exit" ? "exited with error: " + d.error_message() + "; " : "";
+    if (d.reason == "error" && d.trigger.is_object() && d.trigger.contains("error"))
+      text = "its transport failed " + d.trigger.value("group", std::string("?")) + " seq " +
+             std::to_string(d.trigger.value("seq", 0)) + " " + d.trigger.value("op", std::string("?")) + ": " +
+             d.trigger["error"].get<std::string>();
     for (const auto& g : d.groups)
       for (const auto& e : g.entries)
         if (e.state == "skipped" && e.seq > g.last_completed)
           text += "skipped " + g.name + " seq " + std::to_string(e.seq) + " " + describe(&e) + "; ";
+    if (d.reason == "error" && !text.empty()) return text;  // its wait ended there, with the error
     const std::optional<Wait> w = waiting_in(d);
     return text + (w ? describe(*w) : outside_collective(d));
   }
