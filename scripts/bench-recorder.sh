@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): what the flight recorder and the phase marking cost a training step
-# (issue 11: at most 1%). Two data-parallel ranks train the same job with the recorder on
-# (--flight-entries 2048, the default) and off (--flight-entries 0: no entries, no phase history),
-# alternating on/off runs so that the machine's drift hits both alike; each run's figure is its
-# median step time after warm-up (summary.json), and the result is the median over runs of each,
-# and their ratio. Two configurations: the foundation model (the benchmark size of
-# docs/PERFORMANCE.md), and a small model with 64 KB buckets, many collectives per step (the
-# recorder's worst case: its cost is per collective and per phase change, not per FLOP).
+# (issue 11: at most 1%), two ways in one run:
+#  1. per call: the recorder's cost per recorded collective and set_phase's per phase change
+#     (tests/test_recorder_bench.cpp), times a step's collectives (the summary's communication
+#     calls over its steps) and phase changes (data, forward and backward per micro-batch,
+#     optimizer, step-end), over the measured median step: a bound that machine noise cannot blur;
+#  2. end to end: two data-parallel ranks train the same job with the recorder on
+#     (--flight-entries 2048, the default) and off (--flight-entries 0: no entries, no phase
+#     history), alternating on/off runs so that the machine's drift hits both alike; each run's
+#     figure is its median step after warm-up, reported as the median over runs and the median of
+#     the on/off ratio of each pair.
+# Two configurations: the foundation model (the benchmark size of docs/PERFORMANCE.md), and a small
+# model with 64 KB buckets, many collectives per step (the recorder's worst case: its cost is per
+# collective and per phase change, not per FLOP).
 #
-# Usage: scripts/bench-recorder.sh [ROUNDS]   (default 5 on/off pairs per configuration)
+# Usage: scripts/bench-recorder.sh [ROUNDS]   (default 5 on/off pairs of the foundation model, 3x as many small)
 . "$(dirname "$0")/bench-common.sh"
 rounds=${1:-5}
 small=(--data "$here/data/fortunes.h5" --layers 2 --d-model 64 --heads 2 --seq-len 64 --micro-batch 4
@@ -22,22 +28,39 @@ run_pair() {
       local dir="$tmp/$name-$round-$entries"
       mpirun -np 2 --bind-to core "$build/bin/ddp-train" "$@" --steps "$steps" --global-batch "$batch" \
         --flight-entries "$entries" --run-dir "$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; exit 1; }
-      printf '%s\t%s\t%s\t%s\n' "$name" "$round" "$entries" "$(json "$dir/summary.json" "d['median_step_s']")"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$entries" "$(json "$dir/summary.json" "d['median_step_s']")" \
+        "$(json "$dir/summary.json" "sum(v['calls'] for v in d['communication'].values() if isinstance(v, dict) and 'calls' in v) / d['steps']")" \
+        "$(json "$dir/summary.json" "d['config']['grad_accum']")"
     done
   done
 }
 
+SHARDTRAIN_RECORDER_BENCH=1 "$build/tests/shardtrain_tests" "[recorder-bench]" | grep _ns_ | tee "$tmp/per_call.txt"
 {
   run_pair foundation 12 32 "${foundation[@]}"
-  run_pair small-buckets 60 16 "${small[@]}"
+  rounds=$((3 * rounds)) run_pair small-buckets 60 16 "${small[@]}"  # short runs: three times the pairs
 } | tee "$tmp/rows.tsv"
 
-python3 - "$tmp/rows.tsv" <<'PY'
+python3 - "$tmp/rows.tsv" "$tmp/per_call.txt" <<'PY'
 import statistics as st, sys
 rows = [line.split("\t") for line in open(sys.argv[1]).read().split("\n") if line]
-print("# configuration: median step with the recorder on / off (ms), cost = on/off - 1")
+per_call = dict(line.split() for line in open(sys.argv[2]) if line.strip())
+ns_collective = float(per_call["recorder_ns_per_collective"])
+ns_phase = float(per_call["phase_ns_per_change_on"]) - float(per_call["phase_ns_per_change_off"])
+print(f"# per call: {ns_collective:.0f} ns a recorded collective, {ns_phase:.0f} ns a phase change (history on - off)")
+print("# configuration: step, collectives and phase changes per step, per-call cost share; "
+      "end to end: median step on / off, median of pair ratios - 1")
 for name in dict.fromkeys(r[0] for r in rows):
-    on = st.median(float(r[3]) for r in rows if r[0] == name and r[2] == "2048")
-    off = st.median(float(r[3]) for r in rows if r[0] == name and r[2] == "0")
-    print(f"{name}: on {1e3 * on:.2f} ms, off {1e3 * off:.2f} ms, cost {100 * (on / off - 1):+.2f}%")
+    mine = [r for r in rows if r[0] == name]
+    on = [float(r[3]) for r in mine if r[2] == "2048"]
+    off = [float(r[3]) for r in mine if r[2] == "0"]
+    calls = st.median(float(r[4]) for r in mine if r[2] == "2048")
+    phases = 3 + 2 * int(mine[0][5])  # data, (forward, backward) x grad_accum, optimizer, step-end
+    step = st.median(on)
+    modelled = (calls * ns_collective + phases * ns_phase) * 1e-9 / step
+    ratios = [a / b for a, b in zip(on, off)]
+    print(f"{name}: step {1e3 * step:.2f} ms, {calls:.1f} collectives + {phases} phase changes a step, "
+          f"per-call cost {100 * modelled:.4f}% of the step; end to end on {1e3 * st.median(on):.2f} ms, "
+          f"off {1e3 * st.median(off):.2f} ms, pair ratio {100 * (st.median(ratios) - 1):+.2f}% "
+          f"(pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)})")
 PY

@@ -38,6 +38,13 @@ bool Driver::drive(TransportRequest* requests, int n) {
   }
 }
 
+void Driver::abandon_scratch() {
+  if (scratch_.empty()) return;
+  // Deliberately never freed: see the header. One buffer per failed communicator, at most.
+  new std::vector<unsigned char>(std::move(scratch_));
+  scratch_ = {};
+}
+
 bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq) {
   return dtype == DType::kFloat32 ? halving_doubling_typed(static_cast<float*>(data), n, seq)
                                   : halving_doubling_typed(static_cast<double*>(data), n, seq);

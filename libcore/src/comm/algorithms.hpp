@@ -29,6 +29,11 @@ class Driver {
   // messages of consecutive operations never match. False when abandoned.
   bool halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq);
 
+  // The transport gave up its requests (Transport::abandon): a receive still posted into the
+  // scratch buffer may yet be written by the library, so the buffer is left allocated for the rest
+  // of the process rather than freed with this driver. Later calls get a new one.
+  void abandon_scratch();
+
  private:
   template <typename T>
   bool halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq);

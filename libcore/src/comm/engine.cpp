@@ -507,11 +507,13 @@ class EngineCommunicator final : public Communicator {
         done = execute(*w);
       } catch (const std::exception& e) {  // the transport refused it (transport.hpp, "Failure")
         transport_->abandon();
+        driver_.abandon_scratch();
         core_->fail(*w, "transport", e.what());
         break;
       }
       if (!done) {
         transport_->abandon();
+        driver_.abandon_scratch();
         if (!core_->failed.load()) core_->recorder->mark(w->record_id, FlightState::kAborted);
         w->set_status(Status::kFailed);
         break;

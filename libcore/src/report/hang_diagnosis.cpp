@@ -77,11 +77,17 @@ std::uint64_t first_incomplete(const DumpGroup* g) {
   return seq;
 }
 
+// When a rank's wait on `e` ended, as far as its dump tells: a timed-out wait at its timeout
+// (t_end), not at a later dump of the rank (its exit, a signal); otherwise the dump.
+double waited_until(const DumpEntry& e, double dumped_at) {
+  return e.state == "timed_out" && e.t_end ? *e.t_end : dumped_at;
+}
+
 // A group's blocked collective, with when its joiners began waiting.
 struct Block {
   BlockedCollective info;
   std::optional<double> began;  // earliest t_start/t_enqueue among the joiners
-  double longest_wait = 0;      // longest dumped_at - began over the joiners (0: unknown)
+  double longest_wait = 0;      // longest wait (waited_until - began) over the joiners (0: unknown)
   bool peer_missing() const { return !info.not_joined.empty() || !info.no_dump.empty(); }
 };
 
@@ -119,7 +125,7 @@ std::optional<Block> blocked_in_group(const Job& job, const std::string& name) {
     if (e && (!exemplar || exemplar->state == "skipped")) exemplar = e;
     if (e && e->t_begin()) {
       b.began = b.began ? std::min(*b.began, *e->t_begin()) : *e->t_begin();
-      b.longest_wait = std::max(b.longest_wait, d->dumped_at - *e->t_begin());
+      b.longest_wait = std::max(b.longest_wait, waited_until(*e, d->dumped_at) - *e->t_begin());
     }
   }
   if (exemplar) {
@@ -158,9 +164,7 @@ std::optional<Wait> waiting_in(const RankDump& d, const std::string& except = ""
     if (e && !in_flight_state(e->state)) continue;  // skipped or aborted: not waiting there
     const std::optional<double> begin = e ? e->t_begin() : std::nullopt;
     if (best && !(begin && (!best_begin || *begin < *best_begin))) continue;
-    // A timed-out wait ended at its timeout (t_end), not at a later dump of the rank.
-    const double until = e && e->state == "timed_out" && e->t_end ? *e->t_end : d.dumped_at;
-    best = Wait{g.name, seq, e, begin ? until - *begin : 0};
+    best = Wait{g.name, seq, e, begin ? (e ? waited_until(*e, d.dumped_at) : d.dumped_at) - *begin : 0};
     best_begin = begin;
   }
   return best;
