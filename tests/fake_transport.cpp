@@ -89,18 +89,6 @@ class FakeTransport final : public Transport {
     };
     return add(std::move(p));
   }
-  TransportRequest ibroadcast(void* data, std::size_t count, DType dtype, int root) override {
-    const std::size_t bytes = count * dtype_size(dtype);
-    const std::uint64_t tag = next_collective_++;
-    if (rank_ == root) {
-      for (int q = 0; q < size(); ++q)
-        if (q != rank_) send(q, kCollective, tag, copy_bytes(data, bytes));
-      return {};
-    }
-    Pending p;
-    p.expect.push_back({key(root, kCollective, tag), data, bytes});
-    return add(std::move(p));
-  }
   TransportRequest ibarrier() override { return add(exchange({}, 0)); }
 
   bool test_all(TransportRequest* requests, int n) override {

@@ -119,9 +119,12 @@ run_case hang_ckpt "hang:rank=$culprit,step=1,phase=ckpt" outside-collective
 run_case kill_first "kill:rank=$culprit,step=0" no-dump
 run_case kill_middle "kill:rank=$culprit,step=3,phase=optimizer" no-dump
 run_case kill_ckpt "kill:rank=$culprit,step=1,phase=ckpt" no-dump
-# At W=2 the first step's mismatch has no majority and no history: ambiguous, both ranks named.
+# At W=2 a mismatch at the first collective of its kind has no majority and no history to decide
+# by: ambiguous, both ranks named.
 run_case count_first "wrong-count:rank=$culprit,step=0,phase=backward" "$([ "$W" -eq 2 ] && echo ambiguous || echo mismatch)"
 run_case count_middle "wrong-count:rank=$culprit,step=3,phase=backward" mismatch
+# The checkpoint group is new at the first save: no history either.
+run_case count_ckpt "wrong-count:rank=$culprit,step=1,phase=ckpt" "$([ "$W" -eq 2 ] && echo ambiguous || echo mismatch)"
 
 # Dumps of two different jobs are refused (exit 2, the file named).
 mixed="$WORK/mixed"

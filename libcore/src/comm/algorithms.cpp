@@ -38,6 +38,21 @@ bool Driver::drive(TransportRequest* requests, int n) {
   }
 }
 
+bool Driver::linear_broadcast(void* data, std::size_t count, DType dtype, int root, std::uint64_t seq) {
+  Transport& t = transport_;
+  const int tag = 64 * int(seq % std::uint64_t(tag_span_));
+  if (t.rank() != root) {
+    TransportRequest req = t.irecv(data, count, dtype, root, tag);
+    return drive(&req, 1);
+  }
+  for (int peer = 0; peer < t.size(); ++peer) {
+    if (peer == root) continue;
+    TransportRequest req = t.isend(data, count, dtype, peer, tag);
+    if (!drive(&req, 1)) return false;
+  }
+  return true;
+}
+
 void Driver::abandon_scratch() {
   if (scratch_.empty()) return;
   // Deliberately never freed: see the header. One buffer per failed communicator, at most.

@@ -29,6 +29,13 @@ class Driver {
   // messages of consecutive operations never match. False when abandoned.
   bool halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq);
 
+  // Broadcast of data[0..count) from group rank `root`, in point-to-point messages (the root sends
+  // to each rank in turn). Control data only (ids, names, checkpoint manifests): unlike a library
+  // broadcast, whose behaviour with mismatched counts is undefined (Open MPI's ends the process),
+  // each receive checks the message's size against its own count (transport.hpp), so ranks that
+  // disagree fail the group and dump their records. Tags from `seq`. False when abandoned.
+  bool linear_broadcast(void* data, std::size_t count, DType dtype, int root, std::uint64_t seq);
+
   // The transport gave up its requests (Transport::abandon): a receive still posted into the
   // scratch buffer may yet be written by the library, so the buffer is left allocated for the rest
   // of the process rather than freed with this driver. Later calls get a new one.

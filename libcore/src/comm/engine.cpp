@@ -469,9 +469,8 @@ class EngineCommunicator final : public Communicator {
       case CollectiveOp::kAllGather:
         req = t.iall_gather(r.send, r.recv, r.count, r.dtype);
         break;
-      case CollectiveOp::kBroadcast:
-        req = t.ibroadcast(r.recv, r.count, r.dtype, r.root);
-        break;
+      case CollectiveOp::kBroadcast:  // control data: the engine's size-checked broadcast
+        return driver_.linear_broadcast(r.recv, r.count, r.dtype, r.root, w.seq());
       case CollectiveOp::kBarrier:
         req = t.ibarrier();
         break;

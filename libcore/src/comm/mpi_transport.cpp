@@ -119,11 +119,6 @@ class MpiTransport final : public Transport {
     check(MPI_Iallgather(in, int(block), mpi_type(dtype), out, int(block), mpi_type(dtype), comm_, &r), "MPI_Iallgather");
     return wrap(r);
   }
-  TransportRequest ibroadcast(void* data, std::size_t count, DType dtype, int root) override {
-    MPI_Request r;
-    check(MPI_Ibcast(data, int(count), mpi_type(dtype), root, comm_, &r), "MPI_Ibcast");
-    return wrap(r);
-  }
   TransportRequest ibarrier() override {
     MPI_Request r;
     check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");

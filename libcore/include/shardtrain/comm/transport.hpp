@@ -1,8 +1,8 @@
 // Transport (libcore `comm`): what the comm engine needs from a communication library, and nothing
 // more. The engine (make_communicator below) owns everything else a Communicator does: the queue and
 // its communication thread, sequence numbers, the flight recorder, the watchdog and timeouts, fault
-// injection, accounting, and the halving/doubling algorithms (canonical and fast) built on the
-// point-to-point calls here. So a transport is small: MPI (mpi.hpp, CPU ranks), an in-process fake
+// injection, accounting, and the algorithms built on the point-to-point calls here: halving/doubling
+// all-reduce (canonical and fast) and the size-checked broadcast of control data. So a transport is small: MPI (mpi.hpp, CPU ranks), an in-process fake
 // for tests (tests/fake_transport.hpp), NCCL to follow.
 //
 // A transport is one group of ranks (like an MPI communicator): `size()` ranks numbered 0..size-1.
@@ -26,7 +26,9 @@
 //   * Point-to-point messages between two ranks with the same tag arrive in the order sent. Tags are
 //     0..max_tag(); collectives never match point-to-point messages.
 //
-// Failure: a call the library refuses throws CommunicationError. A request that never completes is
+// Failure: a call the library refuses throws CommunicationError, and so does a completed receive
+// whose message had another size than its count (ranks that disagree on an operation's size must
+// fail, not read short data). A request that never completes is
 // the engine's business (timeout); the engine then calls abandon() and never touches the transport
 // again except to destroy it.
 #pragma once
@@ -77,8 +79,6 @@ class Transport {
   virtual TransportRequest ireduce_scatter(const void* in, void* out, std::size_t block, DType dtype) = 0;
   // Concatenation in rank order: in[block] -> out[size() * block]. No overlap.
   virtual TransportRequest iall_gather(const void* in, void* out, std::size_t block, DType dtype) = 0;
-  // data[0..count) of group rank `root` to every rank.
-  virtual TransportRequest ibroadcast(void* data, std::size_t count, DType dtype, int root) = 0;
   virtual TransportRequest ibarrier() = 0;
 
   // True when all of requests[0..n) have completed (then they are spent); false otherwise, with
