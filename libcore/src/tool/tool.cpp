@@ -23,6 +23,7 @@ int run_tool(CLI::App& app, int argc, char** argv, ToolOptions options, const st
     return code == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
   int world = 1, rank = 0;
+  if (options.needs_mpi_after_parse) options.needs_mpi = options.needs_mpi || options.needs_mpi_after_parse();
   if (options.needs_mpi) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -19,6 +19,8 @@ namespace shardtrain {
 
 struct ToolOptions {
   bool needs_mpi = false;  // initialise MPI (MPI_THREAD_MULTIPLE requested) before the body
+  // Asked after parsing when set (a tool whose subcommands differ): true initialises MPI as above.
+  std::function<bool()> needs_mpi_after_parse;
 };
 
 int run_tool(CLI::App& app, int argc, char** argv, ToolOptions options, const std::function<int()>& body);
