@@ -1,13 +1,42 @@
-// scale-bench collectives subcommands (scale_bench.hpp). SCAFFOLD: replaced by the real subcommands before this reaches main.
-#include "shardtrain/base/error.hpp"
+// scale-bench collectives: the Communicator's and bare MPI's collectives swept over sizes
+// (report/collective_sweep.hpp). Options + one call; rank 0 prints.
+#include <iostream>
+
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/report/collective_sweep.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 
 namespace shardtrain::scale_bench {
 
 Subcommand add_collectives_command(CLI::App& parent) {
+  auto options = std::make_shared<SweepOptions>();
+  auto json_path = std::make_shared<std::string>();
   Subcommand c;
-  c.app = parent.add_subcommand("collectives", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench collectives: not built yet"); };
+  c.needs_mpi = true;
+  c.app = parent.add_subcommand(
+      "collectives",
+      "Under mpirun: all-reduce, reduce-scatter, all-gather and broadcast through the Communicator (fast and\n"
+      "deterministic) and bare MPI, over sizes: time, algbw, busbw (nccl-tests definitions) and #wrong");
+  c.app->add_option("--min-bytes", options->min_bytes, "Smallest operation size in bytes")->capture_default_str();
+  c.app->add_option("--max-bytes", options->max_bytes, "Largest operation size in bytes")->capture_default_str();
+  c.app->add_option("--factor", options->factor, "Each size is the previous times this")->capture_default_str();
+  c.app->add_option("--ops", options->ops, "Collectives: all_reduce reduce_scatter all_gather broadcast")
+      ->capture_default_str();
+  c.app->add_option("--iterations", options->iterations, "Timed operations per size (0: as many as fit ~0.2 s, 2..50)")
+      ->capture_default_str();
+  c.app->add_option("--warmup", options->warmup, "Untimed operations per size first")->capture_default_str();
+  c.app->add_option("--json", *json_path, "Also write the rows as JSON to FILE (format shardtrain-collectives)");
+  c.run = [options, json_path] {
+    const auto rows = run_collective_sweep(*options);
+    if (log_rank() == 0) {
+      std::cout << sweep_table(rows);
+      if (!json_path->empty()) write_json_file(*json_path, sweep_json(rows));
+    }
+    for (const auto& r : rows)
+      if (r.wrong > 0) return 1;  // a wrong result is a failure verdict
+    return 0;
+  };
   return c;
 }
 

@@ -1,0 +1,55 @@
+// The collectives sweep of `scale-bench collectives` (issue 12): nccl-tests-style timings of
+// all-reduce, reduce-scatter, all-gather and broadcast over a range of sizes, through the project's
+// Communicator (the fast all-reduce, and the deterministic one for all-reduce) and through bare MPI
+// (the blocking MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast), with a
+// correctness check per size.
+//
+// Definitions (nccl-tests, comm/types.hpp): `bytes` is the operation's size: the whole buffer of
+// an all-reduce or broadcast, the whole W-block input of a reduce-scatter, the whole W-block output
+// of an all-gather (float32 elements, bytes / 4 of them). time_s is the mean time of one operation
+// over the timed iterations on the slowest rank; algbw = bytes / time_s; busbw = algbw x the op's
+// bus factor (2(W-1)/W all-reduce, (W-1)/W reduce-scatter and all-gather, 1 broadcast).
+// `wrong` counts the elements, over all ranks, that differ from the exact expected result of one
+// run on fresh data (small integers, so every sum is exact in float32 whatever the order).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shardtrain {
+
+struct SweepOptions {
+  std::uint64_t min_bytes = 8;
+  std::uint64_t max_bytes = 256ull << 20;
+  int factor = 2;              // each size is the previous times this (>= 2)
+  std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+  int iterations = 0;          // timed operations per size; 0: as many as fit ~0.2 s (2..50)
+  int warmup = 1;              // untimed operations per size first
+  // Throws UsageError naming the bad field (sizes, factor, an unknown op name).
+  void validate() const;
+};
+
+struct SweepRow {
+  std::string op;    // "AllReduce", "ReduceScatter", "AllGather", "Broadcast" (op_name)
+  std::string impl;  // "communicator-fast", "communicator-deterministic" or "mpi"
+  int ranks = 1;
+  std::uint64_t bytes = 0;  // the operation's size (see above)
+  int iterations = 0;
+  double time_s = 0, algbw_GBps = 0, busbw_GBps = 0;
+  std::uint64_t wrong = 0;
+};
+
+// Runs the sweep over MPI_COMM_WORLD (collective: every rank calls it with the same options; MPI
+// initialised with MPI_THREAD_MULTIPLE). Every rank returns the same rows, in sweep order.
+std::vector<SweepRow> run_collective_sweep(const SweepOptions& options);
+
+// {"format": "shardtrain-collectives", "format_version": 1, "ranks": W, "rows": [{"op", "impl",
+//  "ranks", "bytes", "iterations", "time_s", "algbw_GBps", "busbw_GBps", "wrong"}]}
+nlohmann::json sweep_json(const std::vector<SweepRow>& rows);
+// One table per op, nccl-tests style: size, then time / algbw / busbw / #wrong per implementation,
+// and the Communicator's busbw over bare MPI's.
+std::string sweep_table(const std::vector<SweepRow>& rows);
+
+}  // namespace shardtrain
