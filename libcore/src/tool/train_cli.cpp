@@ -62,7 +62,9 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
 }
 
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {
-  return run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
+  ToolOptions options;
+  options.needs_mpi = true;
+  return run_tool(app, argc, argv, options, [&] {
     finish_training_options(o, cli);
     run_training(o);
     return 0;

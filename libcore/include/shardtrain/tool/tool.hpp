@@ -4,7 +4,9 @@
 //   int main(int argc, char** argv) {
 //     CLI::App app{"what the tool does"};
 //     ... options ...
-//     return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] { return body(); });
+//     shardtrain::ToolOptions options;
+//     options.needs_mpi = true;
+//     return shardtrain::run_tool(app, argc, argv, options, [&] { return body(); });
 //   }
 //
 // Exit codes (error.hpp): 0 success, 1 failure verdict, 2 usage/bad input (also CLI11 parse
