@@ -395,7 +395,8 @@ RunSample read_run(const std::string& run_dir) {
     if (!stats.is_object() || !op_from_name(name, &op) || !is_payload_op(op) || op == CollectiveOp::kBroadcast) continue;
     const double calls = number(stats, "calls", where + " communication." + name);
     const double bytes = number(stats, "bytes", where + " communication." + name);
-    if (calls > 0 && bytes > 0) r.collectives.push_back({op, bytes / calls, calls / steps});
+    // Fewer calls than steps: end-of-run traffic (the summary's own gathers), not the step's.
+    if (calls >= steps && bytes > 0) r.collectives.push_back({op, bytes / calls, calls / steps});
   }
   return r;
 }
@@ -544,7 +545,7 @@ std::string Plan::text() const {
                   std::to_string(config.seq_len) + ": " + fmt("%.0f", double(config.parameter_count())) +
                   " parameters), gradient accumulation " + std::to_string(grad_accum) + ", compute " +
                   fmt("%.3f", compute_s * 1e3) + " ms per rank per step\n";
-  s += "tensor parallelism: not built yet (not planned)\n";
+  s += "tensor parallelism: not built yet, so no layout uses it\n";
   char line[320];
   std::snprintf(line, sizeof(line), "%4s %-7s %12s %12s %10s %10s %12s  %s\n", "rank", "layout", "memory_GB",
                 "state_GB", "step_ms", "comm_ms", "tokens/s", "verdict");

@@ -115,7 +115,9 @@ struct RunSample {
   double step_s = 0;           // median_step_s
   double tokens_per_step = 0;  // global tokens of one step: throughput_tokens_per_s x median_step_s
   double comm_total_s = 0, comm_exposed_s = 0;  // rank 0's medians (per_rank_medians)
-  std::vector<StepCollective> collectives;      // communication.<op>: calls / steps, bytes / calls
+  // communication.<op>: calls / steps, bytes / calls, for the all-reduces, reduce-scatters and
+  // all-gathers issued at least once per step (fewer calls than steps are end-of-run traffic).
+  std::vector<StepCollective> collectives;
 };
 RunSample read_run(const std::string& run_dir);
 
