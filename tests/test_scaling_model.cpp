@@ -42,7 +42,7 @@ struct Noise {
   Noise(std::uint32_t seed, double s) : gen(seed), sigma(s) {}
   double uniform() { return (double(gen()) + 0.5) / 4294967296.0; }
   double factor() {
-    const double z = std::sqrt(-2 * std::log(uniform())) * std::cos(2 * M_PI * uniform());
+    const double z = std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
     return 1 + sigma * z;
   }
 };
