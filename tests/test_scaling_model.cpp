@@ -321,6 +321,9 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5", "--compute-ms", "120",
                          "--grad-bytes", "1e9", "--buckets", "25"}) == 0);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 2);
+  CHECK(run_scale_bench({"fit", "--collectives", (dir / "other.json").string(), "--overlap=-0.5", "-o",
+                         (dir / "o.json").string()}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--model", model}) == 2);
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
   fs::remove_all(dir);

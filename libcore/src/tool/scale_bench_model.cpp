@@ -109,7 +109,10 @@ Subcommand add_fit_command(CLI::App& parent) {
       ->capture_default_str();
   c.app->add_option("--overlap", st->o.overlap, "Fix the overlap in [0, 1] (default: measured from the runs)");
   c.app->add_option("-o,--output", st->out, "Model file to write ('-': standard output)")->required();
-  c.run = [st]() -> int {
+  CLI::App* app = c.app;
+  c.run = [st, app]() -> int {
+    if (app->count("--overlap") && !(st->o.overlap >= 0 && st->o.overlap <= 1))
+      throw UsageError("--overlap " + std::to_string(st->o.overlap) + " is not in [0, 1]");
     const scaling::StepModel m = scaling::fit_model(st->o);
     if (st->out == "-") print_json(m.to_json());
     else {
