@@ -1,27 +1,189 @@
-// scale-bench model subcommands (scale_bench.hpp). SCAFFOLD: replaced by the real subcommands before this reaches main.
+// scale-bench fit, predict, plan (scale_bench.hpp): options + one call into the scaling model
+// (report/scaling_model.hpp). None needs MPI.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/report/scaling_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 
 namespace shardtrain::scale_bench {
+namespace {
+
+// The model parameters any of predict and plan may take on the command line; each one given
+// overrides the model file's.
+struct ModelOverrides {
+  std::string model_path, example;
+  double busbw_GBps = 0, alpha_us = 0, compute_ms = 0, overlap = 0, straggler = 0, tokens_per_step = 0;
+  double grad_bytes = 0, buckets = 1;
+  std::string scaling;
+  CLI::App* app = nullptr;
+
+  void add(CLI::App* a, bool with_workload) {
+    app = a;
+    a->add_option("--model", model_path, "Model file written by 'scale-bench fit'");
+    a->add_option("--busbw-GBps", busbw_GBps, "Bus bandwidth (nccl-tests definition), GB/s (10^9 bytes/s)");
+    a->add_option("--alpha-us", alpha_us, "Latency of one ring step, microseconds");
+    a->add_option("--compute-ms", compute_ms,
+                  with_workload ? "Compute of one step on one rank at W=1, milliseconds"
+                                : "Compute of one step on one rank at --ranks, milliseconds (default: from FLOPs and --peak-gflops)");
+    a->add_option("--overlap", overlap, "Share of communication hidden behind backward, in [0, 1]");
+    a->add_option("--straggler", straggler, "Straggler coefficient s: the step waits compute x s x log2 W more");
+    if (!with_workload) return;
+    a->add_option("--example", example, "Start from a built-in model instead of --model: seed-lab")
+        ->check(CLI::IsMember({"seed-lab"}));
+    a->add_option("--scaling", scaling, "weak (each rank keeps its batch) or strong (the batch is divided)")
+        ->check(CLI::IsMember({"weak", "strong"}));
+    a->add_option("--tokens-per-step", tokens_per_step, "Tokens of one step at W=1");
+    a->add_option("--grad-bytes", grad_bytes, "Replace the model's collectives by one all-reduce of this many bytes per step ...");
+    a->add_option("--buckets", buckets, "... issued as this many equal all-reduce calls (default 1)");
+  }
+
+  scaling::StepModel build() const {
+    scaling::StepModel m;
+    if (!model_path.empty() && !example.empty()) throw UsageError("give --model or --example, not both");
+    if (!example.empty()) m = scaling::seed_lab_model();
+    if (!model_path.empty()) {
+      std::FILE* f = std::fopen(model_path.c_str(), "rb");
+      if (!f) throw UsageError("--model '" + model_path + "': cannot open the file");
+      std::fclose(f);
+      nlohmann::json j;
+      try {
+        std::ifstream in(model_path);
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        throw UsageError("--model '" + model_path + "': not valid JSON (" + e.what() + ")");
+      }
+      m = scaling::StepModel::from_json(j, model_path);
+    }
+    nlohmann::json given = nlohmann::json::object();
+    auto set = [&](const char* flag, double value, double scale, double& field) {
+      if (app->count(flag)) field = value * scale, given[flag] = value;
+    };
+    set("--busbw-GBps", busbw_GBps, 1e9, m.busbw_Bps);
+    set("--alpha-us", alpha_us, 1e-6, m.alpha_s);
+    set("--compute-ms", compute_ms, 1e-3, m.compute_s);
+    set("--overlap", overlap, 1, m.overlap);
+    set("--straggler", straggler, 1, m.straggler);
+    if (app->get_option_no_throw("--tokens-per-step")) set("--tokens-per-step", tokens_per_step, 1, m.tokens_per_step);
+    if (app->get_option_no_throw("--scaling") && app->count("--scaling")) {
+      m.scaling = scaling == "weak" ? scaling::Scaling::kWeak : scaling::Scaling::kStrong;
+      given["--scaling"] = scaling;
+    }
+    if (app->get_option_no_throw("--grad-bytes") && (app->count("--grad-bytes") || app->count("--buckets"))) {
+      if (!app->count("--grad-bytes")) throw UsageError("--buckets needs --grad-bytes");
+      if (!(grad_bytes >= 0) || !(buckets >= 1)) throw UsageError("--grad-bytes must be >= 0 and --buckets >= 1");
+      m.collectives = {{CollectiveOp::kAllReduce, grad_bytes / buckets, buckets}};
+      given["--grad-bytes"] = grad_bytes;
+      given["--buckets"] = buckets;
+    }
+    if (!given.empty()) m.inputs["command_line"] = given;
+    if (!model_path.empty()) m.inputs["model_file"] = model_path;
+    return m;
+  }
+};
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace
 
 Subcommand add_fit_command(CLI::App& parent) {
+  struct State {
+    scaling::FitOptions o;
+    std::string out;
+  };
+  auto st = std::make_shared<State>();
   Subcommand c;
-  c.app = parent.add_subcommand("fit", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench fit: not built yet"); };
+  c.app = parent.add_subcommand("fit", "Fit the step model: busbw and alpha from a collectives sweep, compute time,\n"
+                                       "straggler coefficient and overlap from run folders; write it as JSON.");
+  c.app->add_option("--collectives", st->o.collectives_path, "Collectives sweep ('scale-bench collectives --json')")->required();
+  c.app->add_option("--runs", st->o.run_dirs, "Run folders (or their summary.json) of ddp-train/fsdp-train runs");
+  c.app->add_option("--impl", st->o.impl, "Sweep rows of this implementation (default: communicator-fast, or the only one)");
+  c.app->add_option("--scaling", st->o.scaling, "weak, strong or auto (from the runs' tokens per step)")
+      ->check(CLI::IsMember({"auto", "weak", "strong"}))
+      ->capture_default_str();
+  c.app->add_option("--overlap", st->o.overlap, "Fix the overlap in [0, 1] (default: measured from the runs)");
+  c.app->add_option("-o,--output", st->out, "Model file to write ('-': standard output)")->required();
+  CLI::App* app = c.app;
+  c.run = [st, app]() -> int {
+    if (app->count("--overlap") && !(st->o.overlap >= 0 && st->o.overlap <= 1))
+      throw UsageError("--overlap " + std::to_string(st->o.overlap) + " is not in [0, 1]");
+    const scaling::StepModel m = scaling::fit_model(st->o);
+    if (st->out == "-") print_json(m.to_json());
+    else {
+      write_json_file(st->out, m.to_json());
+      std::printf("fit: busbw %.3f GB/s, alpha %.2f us, compute %.3f ms, straggler %.4f, overlap %.2f (%s scaling) -> %s\n",
+                  m.busbw_Bps / 1e9, m.alpha_s * 1e6, m.compute_s * 1e3, m.straggler, m.overlap,
+                  scaling::scaling_name(m.scaling), st->out.c_str());
+    }
+    return 0;
+  };
   return c;
 }
 
 Subcommand add_predict_command(CLI::App& parent) {
+  struct State {
+    ModelOverrides model;
+    std::string workers = "1,2,4,8,16";
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
   Subcommand c;
-  c.app = parent.add_subcommand("predict", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench predict: not built yet"); };
+  c.app = parent.add_subcommand("predict", "The step model's deterministic simulation: step time, speedup and\n"
+                                           "E(W) = throughput_W / (W x throughput_1) at each W, with the terms.");
+  st->model.add(c.app, true);
+  c.app->add_option("--workers", st->workers, "World sizes, comma separated")->capture_default_str();
+  c.app->add_flag("--json", st->json, "Print JSON instead of the table");
+  c.run = [st]() -> int {
+    const scaling::StepModel m = st->model.build();
+    const std::vector<int> workers = scaling::parse_workers(st->workers);
+    if (st->json) print_json(scaling::prediction_json(m, workers));
+    else std::fputs(scaling::prediction_table(m, workers).c_str(), stdout);
+    return 0;
+  };
   return c;
 }
 
 Subcommand add_plan_command(CLI::App& parent) {
+  struct State {
+    ModelOverrides model;
+    scaling::PlanOptions o;
+    std::string memory;
+    double peak_gflops = 100;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
   Subcommand c;
-  c.app = parent.add_subcommand("plan", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench plan: not built yet"); };
+  c.app = parent.add_subcommand("plan", "Every data-parallel layout (DDP, ZeRO-1/2/3) with its memory per rank,\n"
+                                        "whether it fits the budget and its predicted throughput, ranked.");
+  c.app->add_option("--params", st->o.params, "Parameters of the model (a GPT-2 shape is assumed)")->required();
+  c.app->add_option("--ranks", st->o.ranks, "Data-parallel ranks")->required();
+  c.app->add_option("--memory-per-rank", st->memory, "Memory budget per rank: bytes, or 8GB, 80GiB, ...")->required();
+  c.app->add_option("--micro-batch", st->o.micro_batch, "Sequences per micro-batch")->capture_default_str();
+  c.app->add_option("--seq-len", st->o.seq_len, "Context length")->capture_default_str();
+  c.app->add_option("--vocab", st->o.vocab, "Vocabulary size")->capture_default_str();
+  c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
+  c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();
+  c.app->add_flag("--deterministic", st->o.deterministic, "Plan for --deterministic reductions (tree buffers)");
+  st->model.add(c.app, false);
+  c.app->add_flag("--json", st->json, "Print JSON instead of the table");
+  c.run = [st]() -> int {
+    st->o.memory_per_rank = scaling::parse_bytes(st->memory, "--memory-per-rank");
+    st->o.peak_flops = st->peak_gflops * 1e9;
+    st->o.model = st->model.build();
+    if (!st->model.app->count("--compute-ms")) st->o.model.compute_s = 0;  // a model file's compute is for its own workload
+    if (!(st->o.model.busbw_Bps > 0))
+      throw UsageError("plan needs the link: --model FILE, or --busbw-GBps and --alpha-us");
+    const scaling::Plan plan = scaling::plan_layouts(st->o);
+    if (st->json) print_json(plan.to_json());
+    else std::fputs(plan.text().c_str(), stdout);
+    return 0;
+  };
   return c;
 }
 

@@ -1,0 +1,330 @@
+// The alpha-beta step model (report/scaling_model.hpp) and scale-bench fit/predict/plan.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/parallel/memory.hpp"
+#include "shardtrain/report/scaling_model.hpp"
+#include "shardtrain/tool/scale_bench.hpp"
+#include "shardtrain/tool/tool.hpp"
+
+namespace fs = std::filesystem;
+using namespace shardtrain;
+using namespace shardtrain::scaling;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("shardtrain_scaling_model_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p);
+  out << text;
+}
+
+// Gaussian noise of relative standard deviation `sigma`, from the raw (portable) mt19937 stream.
+struct Noise {
+  std::mt19937 gen;
+  double sigma;
+  Noise(std::uint32_t seed, double s) : gen(seed), sigma(s) {}
+  double uniform() { return (double(gen()) + 0.5) / 4294967296.0; }
+  double factor() {
+    const double z = std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+    return 1 + sigma * z;
+  }
+};
+
+// Runs scale-bench's subcommands in-process (the tool's own run_tool): the exit code.
+int run_scale_bench(std::vector<std::string> args) {
+  namespace sb = shardtrain::scale_bench;
+  CLI::App app{"scale-bench", "scale-bench"};
+  app.require_subcommand(1);
+  const std::vector<sb::Subcommand> commands = {sb::add_fit_command(app), sb::add_predict_command(app),
+                                                sb::add_plan_command(app)};
+  args.insert(args.begin(), "scale-bench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return run_tool(app, int(argv.size()), argv.data(), {}, [&] {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.run();
+    return 99;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("seed-lab: the model reproduces the lab's speedups within 1% at every W", "[scaling-model]") {
+  const StepModel m = seed_lab_model();
+  for (const auto& [w, lab] : seed_lab_speedups()) {
+    const StepTerms t = predict(m, w);
+    INFO("W = " << w << ": model " << t.speedup << "x, lab " << lab << "x");
+    CHECK(std::fabs(t.speedup / lab - 1) < 0.01);
+    CHECK(t.efficiency == Approx(t.speedup / w));
+  }
+  // The straggler term is needed: without it W = 16 misses by more than 1%.
+  StepModel no_straggler = m;
+  no_straggler.straggler = 0;
+  CHECK(std::fabs(predict(no_straggler, 16).speedup / 13.2 - 1) > 0.01);
+  // And the latency term: without alpha W = 16 misses by more than 1%.
+  StepModel no_alpha = m;
+  no_alpha.alpha_s = 0;
+  CHECK(std::fabs(predict(no_alpha, 16).speedup / 13.2 - 1) > 0.01);
+}
+
+TEST_CASE("predict: the terms of one small case worked by hand", "[scaling-model]") {
+  StepModel m;
+  m.compute_s = 0.1;
+  m.scaling = Scaling::kWeak;
+  m.tokens_per_step = 1000;
+  m.collectives = {{CollectiveOp::kAllReduce, 1e9, 1}, {CollectiveOp::kAllGather, 4e8, 2}};
+  m.busbw_Bps = 1e10;
+  m.alpha_s = 1e-5;
+  m.overlap = 0.5;
+  m.straggler = 0.1;
+  const StepTerms t = predict(m, 4);
+  // all-reduce: 2(3)/4 x 1e9 / 1e10 + 2(3) x 1e-5 = 0.15 + 0.00006; all-gather twice: 2 x (3/4 x 0.04 + 3e-5)
+  CHECK(t.comm_s == Approx(0.15006 + 2 * 0.03003).epsilon(1e-12));
+  CHECK(t.exposed_comm_s == Approx(0.5 * 0.21012).epsilon(1e-12));
+  CHECK(t.compute_s == Approx(0.1));
+  CHECK(t.straggler_s == Approx(0.1 * 0.1 * 2).epsilon(1e-12));
+  CHECK(t.step_s == Approx(0.1 + 0.10506 + 0.02).epsilon(1e-12));
+  CHECK(t.tokens_per_s == Approx(4000 / 0.22506).epsilon(1e-12));
+  CHECK(t.speedup == Approx((4000 / 0.22506) / (1000 / 0.1)).epsilon(1e-12));
+  CHECK(t.efficiency == Approx(t.speedup / 4).epsilon(1e-12));
+  const StepTerms one = predict(m, 1);  // no communication, no straggler at one rank
+  CHECK(one.step_s == Approx(0.1));
+  CHECK(one.speedup == Approx(1.0));
+  m.scaling = Scaling::kStrong;  // the batch divided: compute 0.025 at W = 4, tokens stay 1000
+  const StepTerms s = predict(m, 4);
+  CHECK(s.compute_s == Approx(0.025));
+  CHECK(s.step_s == Approx(0.025 + 0.10506 + 0.025 * 0.2).epsilon(1e-12));
+  CHECK(s.speedup == Approx((1000 / s.step_s) / (1000 / 0.1)).epsilon(1e-12));
+}
+
+TEST_CASE("predict: the table and JSON show the inputs and every W", "[scaling-model]") {
+  const StepModel m = seed_lab_model();
+  const std::string table = prediction_table(m, {1, 2, 16});
+  CHECK(table.find("busbw 10.000 GB/s") != std::string::npos);
+  CHECK(table.find("alpha 30.00 us") != std::string::npos);
+  CHECK(table.find("16 x AllReduce of 2097152 bytes") != std::string::npos);
+  const nlohmann::json j = prediction_json(m, {1, 2, 16});
+  REQUIRE(j["rows"].size() == 3);
+  CHECK(j["rows"][2]["workers"] == 16);
+  CHECK(j["rows"][2]["speedup"].get<double>() == Approx(predict(m, 16).speedup));
+  const StepModel back = StepModel::from_json(m.to_json(), "roundtrip");
+  CHECK(predict(back, 8).step_s == predict(m, 8).step_s);
+}
+
+TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[scaling-model]") {
+  // Known parameters: busbw 12 GB/s, alpha 25 us, compute 120 ms (weak scaling), straggler 0.1,
+  // overlap 0.3; the runs' step: 8 all-reduces of 4 MiB. Every measured time (each sweep row, each
+  // run's median step) is multiplied by 1 + 0.02 z, z standard normal (seeded). The sweep: 3 ops
+  // x W 2/4/8 x 10 sizes 1 KiB..256 MiB; the runs: W 1..64, kRepeats runs each (the straggler
+  // coefficient is a slope in log2 W: fewer runs or a narrower W range leave it noisier than 5%).
+  StepModel truth;
+  truth.compute_s = 0.120;
+  truth.scaling = Scaling::kWeak;
+  truth.tokens_per_step = 4096;
+  truth.collectives = {{CollectiveOp::kAllReduce, 4.0 * 1024 * 1024, 8}};
+  truth.busbw_Bps = 12e9;
+  truth.alpha_s = 25e-6;
+  truth.overlap = 0.3;
+  truth.straggler = 0.1;
+  const int kSteps = 20, kRepeats = 8;
+  double worst[5] = {0, 0, 0, 0, 0};  // busbw, alpha, compute, straggler, prediction
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    Noise noise(seed, 0.02);
+    const fs::path dir = fresh_dir("fit_" + std::to_string(seed));
+    nlohmann::json rows = nlohmann::json::array();
+    for (const char* op : {"AllReduce", "ReduceScatter", "AllGather"})
+      for (int w : {2, 4, 8})
+        for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 4) {
+          const CollectiveOp o = std::string(op) == "AllReduce" ? CollectiveOp::kAllReduce
+                                 : std::string(op) == "AllGather" ? CollectiveOp::kAllGather
+                                                                  : CollectiveOp::kReduceScatter;
+          const double t = collective_seconds(o, bytes, w, truth.busbw_Bps, truth.alpha_s) * noise.factor();
+          rows.push_back({{"op", op}, {"impl", "communicator-fast"}, {"ranks", w}, {"bytes", bytes}, {"time_s", t},
+                          {"algbw_GBps", 0}, {"busbw_GBps", 0}, {"wrong", 0}});
+          rows.push_back({{"op", op}, {"impl", "mpi"}, {"ranks", w}, {"bytes", bytes}, {"time_s", 10 * t},
+                          {"algbw_GBps", 0}, {"busbw_GBps", 0}, {"wrong", 0}});  // another impl: ignored
+        }
+    write_text(dir / "coll.json", nlohmann::json({{"format", "shardtrain-collectives"}, {"rows", rows}}).dump());
+    FitOptions fo;
+    fo.collectives_path = (dir / "coll.json").string();
+    for (int w : {1, 2, 4, 8, 16, 32, 64})
+      for (int rep = 0; rep < kRepeats; ++rep) {
+        const StepTerms t = predict(truth, w);
+        const double step = t.step_s * noise.factor();
+        const fs::path run = dir / ("run_w" + std::to_string(w) + "_" + std::to_string(rep));
+        fs::create_directories(run);
+        nlohmann::json comm = {{"group_size", w}};
+        if (w > 1) {
+          comm["AllReduce"] = {{"calls", 8 * kSteps}, {"bytes", 8.0 * kSteps * 4 * 1024 * 1024}};
+          comm["Broadcast"] = {{"calls", 1}, {"bytes", 1e6}};  // start-up: not a step's
+        }
+        const nlohmann::json summary = {
+            {"world_size", w},
+            {"median_step_s", step},
+            {"steps", kSteps},
+            {"throughput_tokens_per_s", w * truth.tokens_per_step / step},
+            {"communication", comm},
+            {"per_rank_medians",
+             {{"comm_total_s", {{"median", t.comm_s}}}, {"comm_exposed_s", {{"median", t.exposed_comm_s}}}}}};
+        write_text(run / "summary.json", summary.dump());
+        fo.run_dirs.push_back(run.string());
+      }
+    const StepModel fit = fit_model(fo);
+    CHECK(fit.scaling == Scaling::kWeak);
+    CHECK(fit.overlap == Approx(0.3));
+    CHECK(fit.inputs["collectives"]["impl"] == "communicator-fast");
+    REQUIRE(fit.collectives.size() == 1);
+    CHECK(fit.collectives[0].calls == Approx(8));
+    const double e[4] = {fit.busbw_Bps / truth.busbw_Bps - 1, fit.alpha_s / truth.alpha_s - 1,
+                         fit.compute_s / truth.compute_s - 1, fit.straggler / truth.straggler - 1};
+    for (int i = 0; i < 4; ++i) {
+      INFO("seed " << seed << " parameter " << i << " relative error " << e[i]);
+      CHECK(std::fabs(e[i]) < 0.05);
+      worst[i] = std::max(worst[i], std::fabs(e[i]));
+    }
+    for (int w : {1, 2, 4, 8, 16, 32, 64}) {
+      const double pe = predict(fit, w).step_s / predict(truth, w).step_s - 1;
+      INFO("seed " << seed << " W " << w << " prediction error " << pe);
+      CHECK(std::fabs(pe) < 0.02);
+      worst[4] = std::max(worst[4], std::fabs(pe));
+    }
+    fs::remove_all(dir);
+  }
+  if (std::getenv("SCALING_MODEL_VERBOSE"))
+    std::printf("fit proof, worst of 20 seeds: busbw %.2f%%, alpha %.2f%%, compute %.2f%%, straggler %.2f%%, "
+                "step prediction %.2f%%\n",
+                100 * worst[0], 100 * worst[1], 100 * worst[2], 100 * worst[3], 100 * worst[4]);
+}
+
+TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with reasons", "[scaling-model]") {
+  StepModel link;  // no latency: the layouts differ by their traffic alone
+  link.busbw_Bps = 10e9;
+  link.alpha_s = 0;
+  PlanOptions o;
+  o.params = 1.3e9;
+  o.ranks = 8;
+  o.micro_batch = 1;
+  o.seq_len = 1024;
+  o.vocab = 50257;
+  o.model = link;
+  o.memory_per_rank = 1e15;  // everything fits
+  const ModelConfig cfg = model_for_parameter_count(o.params, o.vocab, o.seq_len);
+  CHECK(std::fabs(double(cfg.parameter_count()) / o.params - 1) < 0.05);
+  const Plan all = plan_layouts(o);
+  REQUIRE(all.rows.size() == 4);
+  for (const auto& r : all.rows) {
+    const MemoryEstimate e = estimate_memory(cfg, r.zero_stage, 8, 1, 1, false);
+    CHECK(r.memory.total() == e.total());
+    CHECK(r.fits);
+  }
+  const double P = double(cfg.parameter_count());
+  const auto row = [](const Plan& p, const std::string& name) -> const PlanRow& {
+    for (const auto& r : p.rows)
+      if (r.layout == name) return r;
+    throw std::runtime_error("no row " + name);
+  };
+  CHECK(row(all, "DDP").memory.model_state == 16 * P);  // the formula of PERFORMANCE.md
+  for (std::size_t i = 1; i < all.rows.size(); ++i)
+    CHECK(all.rows[i - 1].predicted.tokens_per_s >= all.rows[i].predicted.tokens_per_s);
+  CHECK(all.rows.back().layout == "ZeRO-3");  // 1.5x the traffic of the others
+  CHECK(row(all, "ZeRO-3").predicted.comm_s == Approx(1.5 * row(all, "DDP").predicted.comm_s));
+  CHECK(row(all, "ZeRO-1").predicted.comm_s == Approx(row(all, "DDP").predicted.comm_s));
+  // With latency, the fewer calls win: DDP's 4 MiB buckets (ceil(4P / 4 MiB) all-reduces, 2(W-1)
+  // ring steps each) against ZeRO-1's L + 2 reduce-scatters and all-gathers (W-1 steps each).
+  o.model.alpha_s = 20e-6;
+  const Plan lat = plan_layouts(o);
+  const double buckets = std::ceil(4 * P / (4.0 * 1024 * 1024));
+  CHECK(row(lat, "DDP").predicted.comm_s - row(all, "DDP").predicted.comm_s == Approx(buckets * 14 * 20e-6));
+  CHECK(row(lat, "ZeRO-1").predicted.comm_s - row(all, "ZeRO-1").predicted.comm_s ==
+        Approx(2 * (cfg.n_layer + 2) * 7 * 20e-6));
+  CHECK(lat.rows.front().layout == "ZeRO-1");
+  o.model.alpha_s = 0;
+  CHECK(all.text().find("tensor parallelism: not built yet") != std::string::npos);
+
+  // A budget between ZeRO-3's need and ZeRO-2's: only ZeRO-3 fits, the others say why.
+  const double z3 = row(all, "ZeRO-3").memory.total(), z2 = row(all, "ZeRO-2").memory.total();
+  REQUIRE(z3 < z2);
+  o.memory_per_rank = (z3 + z2) / 2;
+  const Plan tight = plan_layouts(o);
+  CHECK(tight.rows.front().layout == "ZeRO-3");
+  CHECK(tight.rows.front().fits);
+  for (std::size_t i = 1; i < tight.rows.size(); ++i) {
+    const auto& r = tight.rows[i];
+    CHECK_FALSE(r.fits);
+    char expect[128];
+    std::snprintf(expect, sizeof(expect), "needs %.2f GB per rank, budget %.2f GB", r.memory.total() / 1e9,
+                  o.memory_per_rank / 1e9);
+    CHECK(r.reason == expect);
+  }
+  const nlohmann::json j = tight.to_json();
+  CHECK(j["tensor_parallelism"] == "not built yet");
+  CHECK(j["layouts"][0]["layout"] == "ZeRO-3");
+}
+
+TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing", "[scaling-model]") {
+  CHECK(parse_workers("1,2,4") == std::vector<int>{1, 2, 4});
+  CHECK_THROWS_WITH(parse_workers("0"), Catch::Contains("--workers") && Catch::Contains("not in [1"));
+  CHECK_THROWS_WITH(parse_workers("two"), Catch::Contains("'two' is not a whole number"));
+  CHECK_THROWS_WITH(parse_workers("1,,2"), Catch::Contains("is not a whole number"));
+  CHECK_THROWS_WITH(parse_workers(""), Catch::Contains("--workers is empty"));
+  CHECK_THROWS_AS(parse_workers("4x"), UsageError);
+  CHECK_THROWS_WITH(parse_bytes("-8GB", "--memory-per-rank"), Catch::Contains("--memory-per-rank") && Catch::Contains("positive"));
+  CHECK(parse_bytes("8GB", "x") == 8e9);
+  CHECK(parse_bytes("1GiB", "x") == 1073741824.0);
+  CHECK_THROWS_WITH(parse_bytes("8 parsecs", "--memory-per-rank"), Catch::Contains("unknown unit"));
+
+  const fs::path dir = fresh_dir("bad");
+  CHECK_THROWS_WITH(read_collectives((dir / "missing.json").string(), ""), Catch::Contains("missing.json") && Catch::Contains("cannot open"));
+  write_text(dir / "broken.json", "{\"format\": \"shardtrain-collectives\", \"rows\": [");
+  CHECK_THROWS_WITH(read_collectives((dir / "broken.json").string(), ""), Catch::Contains("broken.json") && Catch::Contains("not valid JSON"));
+  write_text(dir / "other.json", "{\"format\": \"something\"}");
+  CHECK_THROWS_WITH(read_collectives((dir / "other.json").string(), ""), Catch::Contains("not a collectives sweep"));
+  write_text(dir / "notime.json", R"({"format":"shardtrain-collectives","rows":[{"op":"AllReduce","impl":"mpi","ranks":2,"bytes":8}]})");
+  CHECK_THROWS_WITH(read_collectives((dir / "notime.json").string(), ""), Catch::Contains("missing field 'time_s'"));
+  CHECK_THROWS_WITH(StepModel::from_json(nlohmann::json{{"format", "shardtrain-scaling-model"}}, "m.json"),
+                    Catch::Contains("m.json") && Catch::Contains("compute_s"));
+  CHECK_THROWS_WITH(read_run((dir / "norun").string()), Catch::Contains("norun/summary.json"));
+
+  PlanOptions p;
+  p.params = 1e8;
+  p.ranks = 2;
+  p.memory_per_rank = -8e9;
+  p.model.busbw_Bps = 1e9;
+  CHECK_THROWS_WITH(plan_layouts(p), Catch::Contains("--memory-per-rank must be > 0"));
+
+  // Through the subcommands: exit 2 for each, 0 for good input.
+  const std::string model = (dir / "model.json").string();
+  write_text(dir / "model.json", seed_lab_model().to_json().dump());
+  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "1,2"}) == 0);
+  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "0"}) == 2);
+  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "x"}) == 2);
+  CHECK(run_scale_bench({"predict", "--model", (dir / "missing.json").string()}) == 2);
+  CHECK(run_scale_bench({"predict", "--model", (dir / "broken.json").string()}) == 2);
+  CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5"}) == 2);  // no compute
+  CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5", "--compute-ms", "120",
+                         "--grad-bytes", "1e9", "--buckets", "25"}) == 0);
+  CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 2);
+  CHECK(run_scale_bench({"fit", "--collectives", (dir / "other.json").string(), "--overlap=-0.5", "-o",
+                         (dir / "o.json").string()}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
+  fs::remove_all(dir);
+}
