@@ -510,6 +510,8 @@ std::string report_markdown(const ScalingReport& report) {
 
 ScalingReport write_scaling_report(const std::vector<std::string>& run_dirs, const ScalingReportOptions& options) {
   require_gnuplot();  // before any work: a missing plotter is a one-line error, not half a report
+  if (!options.model_path.empty() && !std::ifstream(options.model_path))  // a typo is not "no prediction"
+    throw IoError(options.model_path + ": cannot read the --model file");
   std::vector<ScalingRun> runs;
   for (const auto& dir : run_dirs) runs.push_back(read_scaling_run(dir));
   ScalingReport report = build_scaling_report(std::move(runs));
