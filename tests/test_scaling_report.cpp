@@ -89,11 +89,12 @@ TEST_CASE("E(W) = throughput_W / (W x throughput_1), with the formula line", "[s
 TEST_CASE("the formula prefers a point that is not oversubscribed", "[scaling-report]") {
   // 2 CPUs: W=4 is oversubscribed, so the line quotes W=2 (E = 1800 / (2 x 1000) = 0.900).
   const ScalingReport r = build_scaling_report(
-      {run_of(summary_of(1, 1000, 8), "w1"), run_of(summary_of(2, 1800, 16), "w2"), run_of(summary_of(4, 1200, 32), "w4")});
+      {run_of(summary_of(1, 1000, 8), "w1"), run_of(summary_of(2, 1800, 16), "w2"), run_of(summary_of(4, 1200, 32, {0.001, 0.03, 0.06, 0.05}), "w4")});
   CHECK_FALSE(r.points[1].oversubscribed);
   CHECK(r.points[2].oversubscribed);
   CHECK(r.formula == "E(2) = 1,800 / (2 x 1,000) = 0.900");
   CHECK(has_action(r.points[2], "oversubscribed (4 ranks on 2 CPUs)"));
+  CHECK(r.points[2].actions.size() == 1);  // no node or batch advice from a time-shared run
   CHECK_FALSE(has_action(r.points[1], "oversubscribed"));
   const std::string md = report_markdown(r);
   CHECK(md.find("**oversubscribed** (4 ranks, 2 CPUs)") != std::string::npos);

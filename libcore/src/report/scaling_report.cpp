@@ -133,10 +133,13 @@ std::vector<std::string> actions_for(const ScalingRun& run, const ScalingPoint& 
                                      ScalingMode mode, const ActionThresholds& t) {
   std::vector<std::string> out;
   const int w = run.world_size;
-  if (p.oversubscribed)
+  if (p.oversubscribed) {  // time-sharing makes every other limit look worse: advise nothing from it
     out.push_back("oversubscribed (" + std::to_string(w) + " ranks on " + std::to_string(run.host_cpus) +
-                  " CPUs): ranks take turns on cores, so this is not hardware scaling; measure W=" +
-                  std::to_string(w) + " on a host with at least " + std::to_string(w) + " cores");
+                  " CPUs): ranks take turns on cores, so this is not hardware scaling and its stragglers, exposed "
+                  "communication and compute times are artefacts of that; measure W=" + std::to_string(w) +
+                  " on a host with at least " + std::to_string(w) + " cores");
+    return out;
+  }
   if (p.exposed_comm_share > t.exposed_comm_share)
     out.push_back("exposed communication " + percent(p.exposed_comm_share) +
                   " of a step: overlap the all-reduce with backward (fast mode) and tune --bucket-mb "
