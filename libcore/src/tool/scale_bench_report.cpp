@@ -1,20 +1,64 @@
-// scale-bench report subcommands (scale_bench.hpp). SCAFFOLD: replaced by the real subcommands before this reaches main.
-#include "shardtrain/base/error.hpp"
+// scale-bench run and scale-bench report (scale_bench.hpp): options, then one call into libcore
+// (tool/scale_launch.hpp, report/scaling_report.hpp). Neither needs MPI in this process: `run`
+// starts its jobs under mpirun as child processes.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardtrain/report/scaling_report.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
+#include "shardtrain/tool/scale_launch.hpp"
 
 namespace shardtrain::scale_bench {
 
 Subcommand add_run_command(CLI::App& parent) {
+  struct Args {
+    std::string workers;
+    ScaleRunOptions options;
+  };
+  auto args = std::make_shared<Args>();
   Subcommand c;
-  c.app = parent.add_subcommand("run", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench run: not built yet"); };
+  c.app = parent.add_subcommand(
+      "run", "Train at each W of --workers (mpirun -np W BIN_DIR/<tool> TRAIN-ARGS --run-dir OUT/w<W>), then report.");
+  c.app->add_option("--workers", args->workers, "World sizes, comma-separated (e.g. 1,2,4)")->required();
+  c.app->add_flag("--strong", args->options.strong,
+                  "Strong scaling: one global batch for all W (default: weak, --global-batch x W / first W)");
+  c.app->add_option("--tool", args->options.tool, "Training tool beside scale-bench")
+      ->check(CLI::IsMember({"ddp-train", "fsdp-train"}))
+      ->capture_default_str();
+  c.app->add_option("--out", args->options.out_dir, "Folder of the run folders w<W>, their logs and the report")
+      ->capture_default_str();
+  c.app->add_option("--model", args->options.model_path, "Scaling model file for the predicted column (see report)");
+  c.app->add_option("train-args", args->options.train_args, "After --: the training tool's options (no --run-dir)");
+  c.run = [args] {
+    args->options.workers = parse_workers(args->workers);
+    run_scaling_series(args->options);
+    std::cout << "scale-bench run: report in " << args->options.out_dir << "/report.md" << std::endl;
+    return 0;
+  };
   return c;
 }
 
 Subcommand add_report_command(CLI::App& parent) {
+  struct Args {
+    std::vector<std::string> run_dirs;
+    ScalingReportOptions options;
+  };
+  auto args = std::make_shared<Args>();
   Subcommand c;
-  c.app = parent.add_subcommand("report", "(not built yet)");
-  c.run = [] () -> int { throw UsageError("scale-bench report: not built yet"); };
+  c.app = parent.add_subcommand("report", "Scaling report of run folders: report.json, report.md, SVG plots.");
+  c.app->add_option("run-dirs", args->run_dirs, "Run folders (each with summary.json), one per W")->required();
+  c.app->add_option("--out", args->options.out_dir, "Output folder")->capture_default_str();
+  c.app->add_option("--model", args->options.model_path, "Scaling model file for the predicted column");
+  c.run = [args] {
+    const ScalingReport report = write_scaling_report(args->run_dirs, args->options);
+    if (!args->options.model_path.empty()) std::cerr << "scale-bench report: " << report.prediction_note << std::endl;
+    if (report.has_base) std::cout << report.formula << "\n";
+    else std::cout << "no W=1 run: speedup and E(W) not computed\n";
+    std::cout << "scale-bench report: " << args->options.out_dir << "/report.md" << std::endl;
+    return 0;
+  };
   return c;
 }
 

@@ -1,8 +1,10 @@
 #include "finish.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardtrain/base/log.hpp"
@@ -27,6 +29,15 @@ struct RunMeasurements {
 };
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
+
+// The machine rank 0 ran on and its processor count (online CPUs, as std::thread reports them), so
+// a report can tell a run of more ranks than cores (oversubscribed: ranks take turns on a core)
+// from hardware scaling.
+nlohmann::json host_json() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return {{"hostname", std::string(name)}, {"cpus", int(std::thread::hardware_concurrency())}};
+}
 
 // The median step time after warm-up (the first step pays for allocation and primitive creation).
 double steady_median_step_s(const std::vector<StepRecord>& records) {
@@ -87,6 +98,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"layout", job.strategy->describe()},
       {"parameters", double(job.model.parameter_count())},
       {"world_size", job.world},
+      {"host", host_json()},
       {"steps", std::int64_t(records.size())},
       {"first_step", start.step},
       {"stopped_by_signal", loop.stopped_by_signal},
