@@ -31,7 +31,9 @@ constexpr int kTimeoutMs = 1000;
 int rank_main(int argc, char** argv, const std::string& dir) {
   CLI::App app{"comm_hang_helper rank"};
   app.allow_extras();
-  return shardtrain::run_tool(app, argc, argv, {.needs_mpi = true}, [&] {
+  shardtrain::ToolOptions tool_options;
+  tool_options.needs_mpi = true;
+  return shardtrain::run_tool(app, argc, argv, tool_options, [&] {
     shardtrain::CommOptions o;
     o.name = "dp";
     o.timeout = std::chrono::milliseconds(kTimeoutMs);

@@ -43,6 +43,24 @@ TEST_CASE("each tool's --help options are all in its man page and bad options ex
     std::set<std::string> options;
     const std::regex option_re("(--[a-z][a-z0-9-]*)");
     for (std::sregex_iterator it(help.begin(), help.end(), option_re), end; it != end; ++it) options.insert((*it)[1]);
+    // A tool with subcommands (scale-bench): each subcommand's options are in the page too.
+    const auto subcommands_at = help.find("SUBCOMMANDS:");
+    if (subcommands_at != std::string::npos) {
+      std::istringstream lines(help.substr(subcommands_at));
+      std::string line;
+      std::getline(lines, line);
+      const std::regex sub_re("^  ([a-z][a-z0-9-]*)\\b.*");
+      std::smatch m;
+      int subcommands = 0;
+      while (std::getline(lines, line) && std::regex_match(line, m, sub_re)) {
+        const std::string sub_help = run_capture(shardtrain::test::tool_path(tool) + " " + m[1].str() + " --help", &status);
+        CHECK(status == 0);
+        for (std::sregex_iterator it(sub_help.begin(), sub_help.end(), option_re), end; it != end; ++it)
+          options.insert((*it)[1]);
+        ++subcommands;
+      }
+      CHECK(subcommands > 1);
+    }
     CHECK(options.size() > 1);
     for (const auto& opt : options) {
       INFO("option " << opt);
