@@ -113,3 +113,20 @@ expect_usage "--workers 0" run --workers 0 --out "$WORK/bad" -- "${args[@]}"
 expect_usage "--workers 1,,2" run --workers 1,,2 --out "$WORK/bad" -- "${args[@]}"
 [ ! -e "$WORK/bad/report.json" ] || fail "a refused report wrote report.json"
 pass "bad inputs exit 2 naming the folder or the option"
+
+# --model: the model's E(W) beside every measured point, and its curve in the efficiency plot.
+"$BIN_DIR/scale-bench" predict --example seed-lab --json >"$WORK/seed.json"
+python3 -c "import json, sys; json.dump(json.load(open(sys.argv[1]))['model'], open(sys.argv[2], 'w'))" \
+  "$WORK/seed.json" "$WORK/model.json"
+"$BIN_DIR/scale-bench" report --out "$WORK/predicted" --model "$WORK/model.json" "$out/w1" "$out/w2" "$out/w4" >/dev/null
+python3 - "$WORK/predicted" "$WORK/seed.json" <<'PY' || fail "the report does not show the model's prediction"
+import json, sys
+points = json.load(open(f"{sys.argv[1]}/report.json"))["points"]
+seed = {row["workers"]: row["efficiency"] for row in json.load(open(sys.argv[2]))["rows"]}
+for p in points:
+    w = p["world_size"]
+    print(f"  W={w}: measured E {p['efficiency']:.3f}, predicted {p['predicted_efficiency']:.3f} (model: {seed[w]:.3f})")
+    assert abs(p["predicted_efficiency"] - seed[w]) < 1e-9, "the report's prediction is not the model's"
+assert "model prediction" in open(f"{sys.argv[1]}/efficiency.gp").read(), "no prediction curve in the plot"
+PY
+pass "--model fills the predicted column and draws the model's curve"

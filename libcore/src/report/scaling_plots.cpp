@@ -41,10 +41,14 @@ std::string script_head(const std::string& svg, const std::string& title) {
 // because these plots are only drawn with a W = 1 run (every point then has E and S).
 std::string points_data(const ScalingReport& r, bool speedup) {
   std::ostringstream d;
-  d << "# W " << (speedup ? "speedup" : "efficiency") << " oversubscribed label\n";
-  for (std::size_t i = 0; i < r.points.size(); ++i)
+  d << "# W " << (speedup ? "speedup" : "efficiency") << " oversubscribed label predicted ('?': no model)\n";
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    const auto& predicted = r.points[i].predicted_efficiency;
     d << r.runs[i].world_size << " " << (speedup ? *r.points[i].speedup : *r.points[i].efficiency) << " "
-      << (r.points[i].oversubscribed ? 1 : 0) << " \"" << point_label(r, i) << "\"\n";
+      << (r.points[i].oversubscribed ? 1 : 0) << " \"" << point_label(r, i) << "\" ";
+    if (predicted) d << (speedup ? *predicted * r.runs[i].world_size : *predicted) << "\n";
+    else d << "?\n";
+  }
   return d.str();
 }
 
@@ -64,12 +68,18 @@ std::string points_script(const ScalingReport& r, const std::string& dir, const 
   g << script_head(dir + "/" + name + ".svg", what + ", " + mode_name(r.mode) + " scaling")
     << "set xlabel 'W (ranks)'\nset ylabel '" << (speedup ? "S(W)" : "E(W)") << "'\n"
     << "set logscale x 2\nset xrange [0.8:" << max_w * 1.3 << "]\nset yrange [0:" << max_y * 1.2 << "]\n"
-    << "set key top left box opaque\n"
+    << "set key top left box opaque\nset datafile missing '?'\n"
     << "plot " << (speedup ? "x" : "1") << " with lines dt 2 lw 2 lc rgb 'gray40' title 'ideal',\\\n"
     << "  '" << dat << "' using 1:($3==0?$2:1/0) with linespoints pt 7 ps 1.3 lw 2 lc rgb '#1f77b4' title 'measured',\\\n"
     << "  '" << dat << "' using 1:($3==1?$2:1/0) with points pt 4 ps 1.6 lw 2 lc rgb '#d62728' "
     << "title 'oversubscribed (ranks > CPUs): not hardware scaling',\\\n"
-    << "  '" << dat << "' using 1:2:4 with labels offset 0,-1.3 font ',9' notitle\n";
+    << "  '" << dat << "' using 1:2:4 with labels offset 0,-1.3 font ',9' notitle";
+  bool predicted = false;
+  for (const auto& p : r.points) predicted = predicted || p.predicted_efficiency.has_value();
+  if (predicted)
+    g << ",\\\n  '" << dat << "' using 1:5 with linespoints dt 3 pt 6 ps 1.3 lw 2 lc rgb '#2ca02c' "
+      << "title 'model prediction (scale-bench fit)'";
+  g << "\n";
   return g.str();
 }
 

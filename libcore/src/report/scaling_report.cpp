@@ -10,6 +10,7 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/report/scaling_model.hpp"
 #include "shardtrain/report/telemetry.hpp"
 
 namespace shardtrain {
@@ -430,7 +431,7 @@ nlohmann::json report_json(const ScalingReport& report) {
           {"tolerance", {{"relative", kRecomputeTolerance},
                          {"why", "summary: rank 0's median step; recomputation: median of the per-step slowest "
                                  "rank; they differ by the ranks' skew at the step boundary"}}},
-          {"prediction", {{"available", false},
+          {"prediction", {{"available", !report.model_path.empty()},
                           {"model", report.model_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.model_path)},
                           {"note", report.prediction_note}}},
           {"points", points}};
@@ -511,6 +512,27 @@ std::string report_markdown(const ScalingReport& report) {
   return md.str();
 }
 
+// The model's E(W) beside each measured point (scale-bench fit's model file: its compute, link,
+// collectives, overlap and straggler), and the note that says where it came from.
+static void add_predictions(ScalingReport& report, const std::string& model_path) {
+  std::ifstream in(model_path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(model_path + ": not a scaling model (JSON: " + e.what() + ")");
+  }
+  const scaling::StepModel model = scaling::StepModel::from_json(j, model_path);
+  for (std::size_t i = 0; i < report.runs.size(); ++i)
+    report.points[i].predicted_efficiency = scaling::predict(model, report.runs[i].world_size).efficiency;
+  std::ostringstream note;
+  note << "Predicted E(W) from the model " << model_path << " (scale-bench fit): compute "
+       << model.compute_s * 1e3 << " ms at W=1, busbw " << model.busbw_Bps / 1e9 << " GB/s, alpha "
+       << model.alpha_s * 1e6 << " us, overlap " << model.overlap << ", straggler " << model.straggler << ", "
+       << scaling::scaling_name(model.scaling) << " scaling.";
+  report.prediction_note = note.str();
+}
+
 ScalingReport write_scaling_report(const std::vector<std::string>& run_dirs, const ScalingReportOptions& options) {
   require_gnuplot();  // before any work: a missing plotter is a one-line error, not half a report
   if (!options.model_path.empty() && !std::ifstream(options.model_path))  // a typo is not "no prediction"
@@ -519,12 +541,11 @@ ScalingReport write_scaling_report(const std::vector<std::string>& run_dirs, con
   for (const auto& dir : run_dirs) runs.push_back(read_scaling_run(dir));
   ScalingReport report = build_scaling_report(std::move(runs));
   report.model_path = options.model_path;
-  report.prediction_note =
-      options.model_path.empty()
-          ? "No --model given: the predicted column is empty."
-          : "Prediction is not available: --model " + options.model_path +
-                " was accepted, but the scaling model (scaling_model.hpp) is not integrated into this report yet; "
-                "the predicted column is left empty.";
+  if (options.model_path.empty()) {
+    report.prediction_note = "No --model given: the predicted column is empty.";
+  } else {
+    add_predictions(report, options.model_path);
+  }
   fs::create_directories(options.out_dir);
   const auto plots = write_scaling_plots(report, options.out_dir);
   nlohmann::json json = report_json(report);

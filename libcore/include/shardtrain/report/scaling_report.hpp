@@ -97,7 +97,7 @@ struct ScalingPoint {
   std::optional<double> throughput_deviation;       // |log - summary| / summary
   std::optional<double> efficiency_deviation;       // |log E - E| / E
   bool within_tolerance = true;                     // both deviations <= kRecomputeTolerance (when known)
-  std::optional<double> predicted_efficiency;       // from --model; empty while prediction is unavailable
+  std::optional<double> predicted_efficiency;       // the --model file's E(W) (scaling_model.hpp); empty without one
   std::string slowest_section;                      // where the slowest rank loses most (W = 1: its largest)
   double exposed_comm_share = 0;                    // max over ranks of exposed comm / step
   std::vector<std::string> actions;                 // what limits this point and what to try
@@ -113,7 +113,7 @@ struct ScalingReport {
   bool has_base = false;               // a W = 1 run exists: E and S are computed
   std::string formula;                 // "E(2) = 17,683 / (2 x 9,157) = 0.966" (empty without a base)
   std::string model_path;              // --model as given ("" when none)
-  std::string prediction_note;         // why the predicted column is empty
+  std::string prediction_note;         // the model used for the predicted column, or why it is empty
 };
 
 // Checks the runs belong together (UsageError naming the run folders otherwise: another training
@@ -136,7 +136,7 @@ void require_gnuplot();
 
 struct ScalingReportOptions {
   std::string out_dir = ".";
-  std::string model_path;  // --model (accepted; prediction not integrated yet, see prediction_note)
+  std::string model_path;  // --model: a scale-bench fit model file; predicted E per W
 };
 // The whole subcommand: reads the run folders, builds, writes report.json, report.md and the
 // plots into out_dir, and returns the report.
