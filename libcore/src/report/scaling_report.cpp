@@ -79,14 +79,7 @@ std::vector<nlohmann::json> read_step_records(const fs::path& path) {
 }
 
 std::optional<LogThroughput> throughput_from_run_dir(const std::string& run_dir) {
-  static const std::regex kName(R"(steps\.rank(\d+)\.jsonl)");
-  std::map<int, fs::path> logs;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, kName)) logs[std::stoi(m[1].str())] = entry.path();
-  }
+  const std::map<int, std::string> logs = find_step_logs(run_dir);
   if (logs.empty()) return std::nullopt;
   std::vector<std::vector<nlohmann::json>> ranks;
   for (const auto& [rank, path] : logs) ranks.push_back(read_step_records(path));

@@ -297,16 +297,7 @@ nlohmann::json straggler_report(const std::vector<RankProfile>& ranks, const Str
 }
 
 RunSamples read_run_samples(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  static const std::regex kName(R"(steps\.rank(\d+)\.jsonl)");
-  std::map<int, fs::path> logs;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, kName)) logs[std::stoi(m[1].str())] = entry.path();
-  }
-  if (ec) throw IoError(run_dir + ": cannot list the run folder (" + ec.message() + ")");
+  const std::map<int, std::string> logs = find_step_logs(run_dir);
   if (logs.empty()) throw IoError(run_dir + ": no step log (steps.rank<R>.jsonl) in this folder; is it a run folder?");
   RunSamples out;
   for (const auto& [rank, path] : logs) {

@@ -1,6 +1,8 @@
 #include "shardtrain/report/telemetry.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <regex>
 #include <chrono>
 #include <cstdio>
 
@@ -53,5 +55,19 @@ SeriesStats SeriesStats::of(std::vector<double> v) {
 }
 
 nlohmann::json SeriesStats::to_json() const { return {{"min", min}, {"median", median}, {"max", max}}; }
+
+std::map<int, std::string> find_step_logs(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  static const std::regex kName(R"(steps\.rank(\d+)\.jsonl)");
+  std::map<int, std::string> logs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, m, kName)) logs[std::stoi(m[1].str())] = entry.path().string();
+  }
+  if (ec) throw IoError(run_dir + ": cannot list the run folder (" + ec.message() + ")");
+  return logs;
+}
 
 }  // namespace shardtrain

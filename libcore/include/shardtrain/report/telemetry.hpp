@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,10 @@ constexpr int timing_column(std::string_view name) {
     if (name == kTimingColumns[c].name) return c;
   return -1;
 }
+
+// The step logs of a run folder, RUN_DIR/steps.rank<R>.jsonl, by rank R (empty: none). Throws
+// IoError when the folder cannot be listed.
+std::map<int, std::string> find_step_logs(const std::string& run_dir);
 
 // Appends one JSON object per line to `path`, flushed per line so a killed run keeps its log.
 class StepLog {
