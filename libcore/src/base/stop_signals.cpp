@@ -6,13 +6,20 @@ namespace shardtrain {
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_last_signal = 0;
+volatile std::sig_atomic_t g_unhonoured_stop = 0;  // a stop signal that came while no StopSignals scope was alive
 std::atomic<std::uint64_t> g_dump_requests{0};  // lock-free on every target we build for
 std::atomic<bool> g_honoured{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler reads the honoured flag");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "the signal handler needs a lock-free counter");
 
 extern "C" void on_job_signal(int signal) {
   g_last_signal = signal;
-  if (signal != SIGUSR2) g_stop_signal = signal;
+  // Decided now, not when a thread gets to it: the step loop may end (and its scope with it) in
+  // between, and a stop it honoured must not then end the process.
+  if (signal != SIGUSR2) {
+    if (g_honoured.load(std::memory_order_relaxed)) g_stop_signal = signal;
+    else g_unhonoured_stop = signal;
+  }
   g_dump_requests.fetch_add(1, std::memory_order_relaxed);
 }
 }  // namespace
@@ -20,6 +27,7 @@ extern "C" void on_job_signal(int signal) {
 JobSignals::JobSignals() {
   g_stop_signal = 0;
   g_last_signal = 0;
+  g_unhonoured_stop = 0;
   g_dump_requests.store(0);
   struct sigaction action {};
   action.sa_handler = on_job_signal;
@@ -37,6 +45,7 @@ JobSignals::~JobSignals() {
 
 std::uint64_t JobSignals::dump_requests() { return g_dump_requests.load(std::memory_order_relaxed); }
 int JobSignals::last_signal() { return g_last_signal; }
+int JobSignals::unhonoured_stop_signal() { return g_unhonoured_stop; }
 
 StopSignals::StopSignals() {
   g_stop_signal = 0;
@@ -44,6 +53,5 @@ StopSignals::StopSignals() {
 }
 StopSignals::~StopSignals() { g_honoured.store(false); }
 int StopSignals::received() { return g_stop_signal; }
-bool StopSignals::honoured() { return g_honoured.load(); }
 
 }  // namespace shardtrain

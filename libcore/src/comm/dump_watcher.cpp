@@ -68,10 +68,10 @@ void DumpWatcher::run() {
 
 void DumpWatcher::dump_for_signal(int signal) {
   write_record(path_, world_rank_, world_size_, "signal", {{"signal", signal_name(signal)}}, signal_name(signal));
-  if (signal != SIGUSR2 && !StopSignals::honoured()) {
-    // Not in the step loop: the stop signal ends the process, as it would have without a handler.
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
+  if (const int stop = JobSignals::unhonoured_stop_signal(); stop != 0) {
+    // It came outside the step loop: it ends the process, as it would have without a handler.
+    std::signal(stop, SIG_DFL);
+    std::raise(stop);
   }
 }
 

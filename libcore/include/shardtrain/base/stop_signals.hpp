@@ -25,6 +25,8 @@ class JobSignals {
   // Signals received since construction (each asks for one dump), and the latest one's number.
   static std::uint64_t dump_requests();
   static int last_signal();
+  // A stop signal that arrived while no StopSignals scope was alive (it ends the process), or 0.
+  static int unhonoured_stop_signal();
 
  private:
   struct sigaction old_term_ {}, old_usr1_ {}, old_usr2_ {};
@@ -39,8 +41,6 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
   // The stop signal number received since construction, or 0.
   static int received();
-  // Whether a StopSignals scope is alive (a stop signal outside one ends the process).
-  static bool honoured();
 };
 
 }  // namespace shardtrain
