@@ -77,9 +77,9 @@ void DumpWatcher::dump_for_signal(int signal) {
 
 void DumpWatcher::dump_if_stalled() {
   if (stall_after_.count() <= 0) return;
-  const auto history = phase_history();
-  if (history.empty()) return;
-  const PhaseTransition& now = history.back();
+  const std::optional<PhaseTransition> last = last_phase_transition();  // polled every 20 ms: no copy of the history
+  if (!last) return;
+  const PhaseTransition& now = *last;
   if (now.t == stalled_since_) return;  // this phase entry was dumped already
   const double in_phase_s = FlightRecorder::now() - now.t;
   if (in_phase_s * 1000.0 < double(stall_after_.count())) return;

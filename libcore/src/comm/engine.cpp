@@ -351,7 +351,7 @@ class EngineCommunicator final : public Communicator {
   CollectiveHandle submit(const Request& request) override {
     validate(request);
     Request r = request;
-    if (faults_ && faults_->spec.wrong_count &&
+    if (faults_ && faults_->spec.wrong_count &&  // phase only looked up when a wrong-count fault is set
         faults_->spec.wrong_count->selects(core_->world_rank, step_.load(), current_phase_of_group(), core_->name) &&
         r.count > 0 && !faults_->wrong_count_used.exchange(true))
       r.count -= 1;  // this rank disagrees with its peers on the size (fault injection)

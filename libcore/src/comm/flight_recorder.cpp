@@ -244,21 +244,29 @@ nlohmann::json trigger_record(const std::string& reason, const nlohmann::json& t
 
 }  // namespace
 
+namespace {
+
+// The rank's remembered triggers plus this one (dump_mu held).
+nlohmann::json triggers_with(int world_rank, const std::string& reason, const nlohmann::json& trigger) {
+  auto it = registry().triggers.find(world_rank);
+  nlohmann::json triggers = it != registry().triggers.end() ? it->second : nlohmann::json::array();
+  triggers.push_back(trigger_record(reason, trigger));
+  return triggers;
+}
+
+}  // namespace
+
 nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
                                   const nlohmann::json& trigger) {
   std::lock_guard<std::mutex> lock(registry().dump_mu);
-  nlohmann::json triggers = registry().triggers.count(world_rank) ? registry().triggers[world_rank]
-                                                                   : nlohmann::json::array();
-  triggers.push_back(trigger_record(reason, trigger));
-  return record_json(world_rank, world_size, triggers);
+  return record_json(world_rank, world_size, triggers_with(world_rank, reason, trigger));
 }
 
 void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
                          const nlohmann::json& trigger) {
   std::lock_guard<std::mutex> lock(registry().dump_mu);
   nlohmann::json& triggers = registry().triggers[world_rank];
-  if (!triggers.is_array()) triggers = nlohmann::json::array();
-  triggers.push_back(trigger_record(reason, trigger));
+  triggers = triggers_with(world_rank, reason, trigger);
   const nlohmann::json record = record_json(world_rank, world_size, triggers);
   registry().last_groups[world_rank] = record["groups"];
   write_json_file(path, record);

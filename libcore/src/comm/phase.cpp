@@ -78,6 +78,13 @@ std::vector<PhaseTransition> phase_history() {
   return out;
 }
 
+std::optional<PhaseTransition> last_phase_transition() {
+  History& h = history();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.count == 0) return std::nullopt;
+  return h.ring[(h.count - 1) % kPhaseHistory];
+}
+
 void set_phase_history_enabled(bool enabled) {
   g_history_enabled.store(enabled);
   if (!enabled) {

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,8 @@ struct PhaseTransition {
 // (empty before the first set_phase, or with the history off).
 inline constexpr int kPhaseHistory = 64;
 std::vector<PhaseTransition> phase_history();
+// The last of them (the current phase's entry), without copying the rest: what a poller needs.
+std::optional<PhaseTransition> last_phase_transition();
 // Off: set_phase keeps no history (the flight recorder's off switch, for measuring its cost).
 void set_phase_history_enabled(bool enabled);
 
