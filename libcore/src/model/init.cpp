@@ -1,5 +1,6 @@
 #include "shardtrain/model/init.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "shardtrain/base/hash.hpp"
@@ -52,9 +53,25 @@ void init_tensor_range(const ParameterInfo& info, std::uint64_t seed, int n_laye
     out[i] = static_cast<float>(stddev * philox_normal(seed, stream, begin + i));
 }
 
+void init_flat_range(const ParameterRegistry& registry, std::uint64_t seed, int n_layer, std::size_t begin,
+                     std::size_t count, float* out) {
+  const std::size_t end = begin + count;
+  for (std::size_t i = 0; i < count; ++i) out[i] = 0.0f;  // padding stays 0
+  for (const auto& t : registry.tensors()) {
+    if (t.offset + t.numel <= begin || t.offset >= end) continue;
+    for (const LogicalRun& run : registry.runs(t)) {
+      const std::size_t lo = std::max(begin, t.offset + run.local_offset);
+      const std::size_t hi = std::min(end, t.offset + run.local_offset + run.count);
+      if (lo >= hi) continue;
+      const std::size_t into_run = lo - (t.offset + run.local_offset);
+      init_tensor_range(t, seed, n_layer, run.logical_offset + into_run, hi - lo, out + (lo - begin));
+    }
+  }
+}
+
 std::vector<float> init_parameters(const ParameterRegistry& registry, std::uint64_t seed, int n_layer) {
   std::vector<float> flat(registry.total());
-  for (const auto& t : registry.tensors()) init_tensor_range(t, seed, n_layer, 0, t.numel, flat.data() + t.offset);
+  init_flat_range(registry, seed, n_layer, 0, flat.size(), flat.data());
   return flat;
 }
 

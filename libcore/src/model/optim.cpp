@@ -1,6 +1,8 @@
 #include "shardtrain/model/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
@@ -42,6 +44,41 @@ double grad_norm_squared(Backend& backend, const ParameterRegistry& registry, co
   double total = 0.0;
   for (const auto& unit : registry.units()) total += backend.sum_squares(grads + unit.begin, unit.size());
   return total;
+}
+
+double tensor_parallel_sum_squares(Backend& backend, const ParameterRegistry& registry, const float* grads,
+                                   std::size_t begin, std::size_t end) {
+  const bool count_replicated = registry.place().rank == 0;
+  double total = 0.0;
+  for (const auto& t : registry.tensors()) {
+    const std::size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo >= hi || (t.split == TpSplit::kReplicated && !count_replicated)) continue;
+    total += backend.sum_squares(grads + (lo - begin), hi - lo);
+  }
+  return total;
+}
+
+double add_tensor_parallel_ranks(double mine, Communicator& tp) {
+  std::vector<double> every(std::size_t(tp.size()));
+  tp.all_gather(&mine, every.data(), 1);
+  double total = 0.0;
+  for (double s : every) total += s;
+  return total;
+}
+
+double tensor_parallel_grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads,
+                                         Communicator& tp) {
+  const std::size_t chunk = Backend::kReductionChunk;
+  double total = 0.0;
+  for (const auto& unit : registry.units()) {
+    double unit_sum = 0.0;
+    for (std::size_t first = unit.begin; first < unit.end; first += chunk) {
+      const std::size_t last = std::min(unit.end, first + chunk);
+      unit_sum += tensor_parallel_sum_squares(backend, registry, grads + first, first, last);
+    }
+    total += unit_sum;
+  }
+  return add_tensor_parallel_ranks(total, tp);
 }
 
 AdamW::AdamW(Backend& backend, const ParameterRegistry& registry, OptimizerConfig config)

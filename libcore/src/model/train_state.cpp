@@ -1,5 +1,7 @@
 #include "shardtrain/model/train_state.hpp"
 
+#include <algorithm>
+
 #include "shardtrain/base/error.hpp"
 
 namespace shardtrain {
@@ -7,7 +9,7 @@ namespace shardtrain {
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry) {
   std::vector<ckpt::TensorSpec> specs;
   for (const char* prefix : kStateTensorPrefixes)
-    for (const auto& t : registry.tensors()) specs.push_back({prefix + t.name, t.shape, ckpt::DType::kFloat32});
+    for (const auto& t : registry.tensors()) specs.push_back({prefix + t.name, t.logical_shape, ckpt::DType::kFloat32});
   return specs;
 }
 
@@ -38,9 +40,70 @@ void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const Parame
   check_tensors(reader, checkpoint_tensors(registry));
 }
 
+std::vector<ckpt::PieceView> tensor_parallel_pieces(const ParameterRegistry& registry, const StateBuffers& state,
+                                                    int dp_size, int dp_rank) {
+  const TensorParallelPlace& place = registry.place();
+  std::vector<ckpt::PieceView> pieces;
+  std::size_t k = 0;
+  for (const float* base : {state.params, state.exp_avg, state.exp_avg_sq}) {
+    for (const auto& t : registry.tensors()) {
+      const bool replicated = t.split == TpSplit::kReplicated;
+      const std::size_t holders = std::size_t(dp_size) * (replicated ? std::size_t(place.size) : 1);
+      const std::size_t part = replicated ? std::size_t(place.rank) * std::size_t(dp_size) + std::size_t(dp_rank)
+                                          : std::size_t(dp_rank);
+      const auto runs = registry.runs(t);
+      std::size_t held = 0;  // the runs' elements, counted in local order
+      for (const auto& run : runs) held += run.count;
+      const std::size_t lo = held * part / holders, hi = held * (part + 1) / holders;
+      std::size_t at = 0;
+      for (const auto& run : runs) {
+        const std::size_t a = std::max(lo, at), b = std::min(hi, at + run.count);
+        if (a < b)
+          pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(run.logical_offset + (a - at)),
+                            std::int64_t(b - a), base + t.offset + run.local_offset + (a - at)});
+        at += run.count;
+      }
+    }
+    ++k;
+  }
+  return pieces;
+}
+
+void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
+                      const std::string& prefix, std::size_t begin, std::size_t end, float* out) {
+  for (std::size_t i = begin; i < end; ++i) out[i - begin] = 0.0f;  // padding
+  std::vector<float> whole;
+  for (const auto& t : registry.tensors()) {
+    if (t.offset + t.numel <= begin || t.offset >= end) continue;
+    const std::string name = prefix + t.name;
+    const auto runs = registry.runs(t);
+    const bool read_whole = runs.size() > 3;  // a run per row: one read of the tensor, then slices
+    if (read_whole) {
+      whole.resize(t.logical_numel());
+      reader.read(name, whole.data());
+    }
+    for (const auto& run : runs) {
+      const std::size_t lo = std::max(begin, t.offset + run.local_offset);
+      const std::size_t hi = std::min(end, t.offset + run.local_offset + run.count);
+      if (lo >= hi) continue;
+      const std::size_t logical = run.logical_offset + (lo - t.offset - run.local_offset);
+      if (read_whole)
+        std::copy(whole.begin() + logical, whole.begin() + logical + (hi - lo), out + (lo - begin));
+      else
+        reader.read_range(name, std::int64_t(logical), std::int64_t(hi - lo), out + (lo - begin));
+    }
+  }
+}
+
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state) {
   const auto specs = checkpoint_tensors(registry);
   check_tensors(reader, specs);
+  if (registry.place().split()) {
+    std::size_t k = 0;
+    for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
+      read_local_range(reader, registry, kStateTensorPrefixes[k++], 0, registry.total(), base);
+    return;
+  }
   std::size_t i = 0;
   for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
     for (const auto& t : registry.tensors()) reader.read(specs[i++].name, base + t.offset);

@@ -1,11 +1,14 @@
 // DDP as a TrainingStrategy: every rank holds the full model and optimizer state; gradients go
 // through the GradientReducer (ddp.hpp); checkpoints spread the replicated state over the ranks.
+// Under tensor parallelism every rank holds its TP position's full local model, replicated over
+// the data-parallel group (`comm`), and the model runs its TP collectives on options.tp_comm.
 #include <vector>
 
 #include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/parallel/strategy.hpp"
+#include "shardtrain/parallel/tensor_parallel.hpp"
 #include "shardtrain/model/train_state.hpp"
 
 namespace shardtrain {
@@ -16,12 +19,13 @@ class DdpStrategy final : public TrainingStrategy {
   DdpStrategy(Backend& backend, Communicator& comm, const ModelConfig& model, const OptimizerConfig& optimizer,
               const StrategyOptions& options)
       : comm_(comm),
-        model_(backend, model, options.micro_batch),
+        model_(backend, model, options.micro_batch, true, options.tp_comm),
         runner_(model_, optimizer),
         reducer_(backend, comm, model_.registry(), model_.grads().data(),
                  options.deterministic ? ReductionMode::kDeterministic : ReductionMode::kFast,
                  static_cast<std::size_t>(options.bucket_mb * 1024 * 1024), options.grad_accum),
-        deterministic_(options.deterministic) {
+        deterministic_(options.deterministic),
+        options_micro_batch_(options.micro_batch) {
     runner_.set_reducer(&reducer_);
     if (backend.device() != DeviceKind::kCpu) {  // host staging for checkpoints on a device backend
       const std::size_t n = model_.registry().total();
@@ -32,8 +36,10 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   std::string describe() const override {
-    return std::string("DDP, ") + (deterministic_ ? "deterministic reduction tree" :
-                                   "fast mode, " + std::to_string(reducer_.buckets().size()) + " gradient buckets");
+    const int tp = model_.place().size;
+    return std::string("DDP") + (tp > 1 ? " x TP " + std::to_string(tp) : std::string()) + ", " +
+           (deterministic_ ? "deterministic reduction tree"
+                           : "fast mode, " + std::to_string(reducer_.buckets().size()) + " gradient buckets");
   }
   const ParameterRegistry& registry() const override { return model_.registry(); }
   int zero_stage() const override { return 0; }
@@ -48,6 +54,8 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    if (model_.place().split())
+      return tensor_parallel_pieces(model_.registry(), host_state(true), comm_.size(), comm_.rank());
     return replicated_pieces(model_.registry(), host_state(true), comm_.size(), comm_.rank());
   }
 
@@ -62,9 +70,16 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   void with_full_model(const std::function<void(GptModel&)>& fn) override {
-    if (comm_.rank() == 0) fn(model_);
+    if (comm_.rank() != 0) return;
+    if (!model_.place().split()) return fn(model_);
+    // TP: the TP group of DP rank 0 gathers its shards; its TP rank 0 (world rank 0) assembles
+    // the logical parameters into an unsplit model.
+    std::unique_ptr<GptModel> full = gather_tensor_parallel_model(model_, options_micro_batch_);
+    if (full) fn(*full);
   }
 
+  // The local parameters: replicas along the DP axis (under TP, the replica check also compares the
+  // replicated tensors along the TP axis).
   std::vector<float> replicated_parameters() override { return model_.download_parameters(); }
 
   nlohmann::json memory_report() const override {
@@ -92,6 +107,7 @@ class DdpStrategy final : public TrainingStrategy {
   StepRunner runner_;
   GradientReducer reducer_;
   bool deterministic_;
+  int options_micro_batch_;
   std::vector<float> host_params_, host_m_, host_v_;
 };
 

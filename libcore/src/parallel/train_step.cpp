@@ -26,6 +26,8 @@ class FlatStepHooks final : public StepHooks {
     return reducer_ ? reducer_->finish(local_loss_sum) : local_loss_sum;
   }
   double gradient_norm_squared() override {
+    if (Communicator* tp = model_.tensor_parallel_comm())
+      return tensor_parallel_grad_norm_squared(model_.backend(), model_.registry(), model_.grads().data(), *tp);
     return grad_norm_squared(model_.backend(), model_.registry(), model_.grads().data());
   }
   void scale_gradients(float factor) override {

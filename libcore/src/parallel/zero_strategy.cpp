@@ -12,6 +12,7 @@
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/ddp.hpp"
+#include "shardtrain/parallel/tensor_parallel.hpp"
 #include "shardtrain/parallel/tree_sum.hpp"
 #include "shardtrain/parallel/zero.hpp"
 
@@ -33,8 +34,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         micro_batch_(options.micro_batch),
         accum_(options.grad_accum),
         optimizer_(optimizer),
-        model_(backend, model, options.micro_batch, false),
-        layout_(model_.registry(), comm.size(), comm.rank()) {
+        model_(backend, model, options.micro_batch, false, options.tp_comm),
+        layout_(model_.registry(), comm.size(), comm.rank()),
+        tp_(model_.tensor_parallel_comm()) {
     optimizer_.validate();
     if (backend.device() != DeviceKind::kCpu)
       throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
@@ -64,7 +66,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   std::string describe() const override {
     std::string s = "ZeRO-" + std::to_string(stage_) + " over " + std::to_string(comm_.size()) + " rank" +
-                    (comm_.size() == 1 ? "" : "s") + ", " + std::to_string(layout_.units().size()) +
+                    (comm_.size() == 1 ? "" : "s") +
+                    (tp_ ? " x TP " + std::to_string(tp_->size()) : std::string()) + ", " + std::to_string(layout_.units().size()) +
                     " units, shards padded to " + std::to_string(comm_.size()) + " x " +
                     std::to_string(Backend::kReductionChunk) + ", " +
                     (deterministic_ ? "deterministic reduction tree" : "fast mode");
@@ -76,7 +79,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   void initialise(std::uint64_t seed) override {
     for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-      init_tensor_range(t, seed, model_.config().n_layer, lo - t.offset, hi - lo, param_ptr(u, lo));
+      (void)t;
+      init_flat_range(model_.registry(), seed, model_.config().n_layer, lo, hi - lo, param_ptr(u, lo));
     });
     gather_full_params();
   }
@@ -91,11 +95,23 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
                                 micro_batches, micro_batch, global_tokens);
   }
 
+  // Under TP a shard of a local tensor maps to its logical runs; a replicated tensor's shards are
+  // the same on every TP rank and written by TP rank 0 only.
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
     std::vector<ckpt::PieceView> pieces;
+    const TensorParallelPlace& place = model_.place();
     for (int k = 0; k < 3; ++k)
       for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo), state_ptr(k, u, lo)});
+        if (t.split == TpSplit::kReplicated && place.rank != 0) return;
+        const float* data = state_ptr(k, u, lo);
+        for (const LogicalRun& run : model_.registry().runs(t)) {
+          const std::size_t a = std::max(lo, t.offset + run.local_offset);
+          const std::size_t b = std::min(hi, t.offset + run.local_offset + run.count);
+          if (a < b)
+            pieces.push_back({kStateTensorPrefixes[k] + t.name,
+                              std::int64_t(run.logical_offset + (a - t.offset - run.local_offset)), std::int64_t(b - a),
+                              data + (a - lo)});
+        }
       });
     return pieces;
   }
@@ -103,18 +119,21 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   void restore(const ckpt::CheckpointReader& reader) override {
     check_checkpoint_tensors(reader, model_.registry());
     for (int k = 0; k < 3; ++k)
-      for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        reader.read_range(kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo),
-                          const_cast<float*>(state_ptr(k, u, lo)));
+      for_each_owned([&](std::size_t u, const ParameterInfo&, std::size_t lo, std::size_t hi) {
+        read_local_range(reader, model_.registry(), kStateTensorPrefixes[k], lo, hi, const_cast<float*>(state_ptr(k, u, lo)));
       });
     gather_full_params();
   }
 
   void with_full_model(const std::function<void(GptModel&)>& fn) override {
     // A temporary full model on rank 0 (hold-out evaluation, params.h5); not part of the step's
-    // memory accounting. Stage 3 gathers every unit (collective on all ranks).
+    // memory accounting. Stage 3 gathers every unit (collective on all ranks). Under TP, DP rank 0
+    // of every TP position assembles its local model, and its TP group gathers the shards into the
+    // unsplit model on world rank 0.
     std::unique_ptr<GptModel> full;
-    if (comm_.rank() == 0) full = std::make_unique<GptModel>(backend_, model_.config(), micro_batch_);
+    if (comm_.rank() == 0)
+      full = tp_ ? std::make_unique<GptModel>(backend_, model_.config(), micro_batch_, true, tp_)
+                 : std::make_unique<GptModel>(backend_, model_.config(), micro_batch_);
     const auto& units = layout_.units();
     DeviceArray<float> tmp;
     for (std::size_t u = 0; u < units.size(); ++u) {
@@ -129,6 +148,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       }
       if (full) backend_.copy_bytes(full->params().data() + s.begin, src, s.size() * sizeof(float));
     }
+    if (full && tp_) full = gather_tensor_parallel_model(*full, micro_batch_);
     if (full) fn(*full);
   }
 
@@ -307,7 +327,10 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       for (std::size_t k = 0; k < s.shard / chunk; ++k) {
         const std::size_t first = s.begin + std::size_t(comm_.rank()) * s.shard + k * chunk;
         if (first >= s.end) break;
-        mine[s.shard_offset / chunk + k] = backend_.sum_squares(g + k * chunk, std::min(chunk, s.end - first));
+        const std::size_t len = std::min(chunk, s.end - first);
+        mine[s.shard_offset / chunk + k] =
+            tp_ ? tensor_parallel_sum_squares(backend_, model_.registry(), g + k * chunk, first, first + len)
+                : backend_.sum_squares(g + k * chunk, len);
       }
     }
     std::vector<double> all(per_rank * comm_.size());
@@ -320,7 +343,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         for (std::size_t k = 0; k < s.shard / chunk; ++k) unit += all[std::size_t(r) * per_rank + s.shard_offset / chunk + k];
       total += unit;
     }
-    return total;
+    return tp_ ? add_tensor_parallel_ranks(total, *tp_) : total;
   }
   void scale_gradients(float factor) override {
     for (std::size_t u = 0; u < layout_.units().size(); ++u)
@@ -401,6 +424,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   MemoryTracker tracker_;
   GptModel model_;
   ShardLayout layout_;
+  Communicator* tp_;  // the model's tensor-parallel group (nullptr: unsplit)
 
   TrackedArray full_params_, param_shard_, full_grads_, grad_shard_, exp_avg_, exp_avg_sq_, gather_staging_;
   std::vector<TrackedArray> gathered_;                 // stage 3: gathered units

@@ -26,7 +26,7 @@ ckpt::CheckpointManifest CheckpointSaver::manifest_after(std::int64_t completed,
   m.tokens_seen = completed * job_.tokens_per_step();
   m.model = job_.model.to_json();
   m.config = job_.run_config;
-  m.layout = {job_.world, job_.world, 1, job_.strategy->zero_stage()};
+  m.layout = {job_.world, job_.mesh.dp_size, job_.mesh.tp_size, job_.strategy->zero_stage()};
   m.global_batch = o.global_batch;
   m.micro_batch = o.micro_batch;
   m.grad_accum = job_.grad_accum;

@@ -20,7 +20,8 @@ struct RunMeasurements {
   std::vector<ColumnMedians> rank_medians;  // every rank's median of each step-log column
   double median_step_s = 0;                 // rank 0's median step after warm-up
   double throughput = 0;                    // tokens per second at that median
-  CommStats comm_stats;
+  CommStats comm_stats;                     // the data-parallel group's
+  CommStats tp_comm_stats;                  // the tensor-parallel group's (TP > 1)
   double bare_busbw = 0;                    // bytes/s of the library all-reduce of the gradient size (yardstick group)
   std::string params_path;
   nlohmann::json memory;                    // this rank's peaks (strategy->memory_report())
@@ -70,7 +71,8 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   m.stragglers = gather_straggler_report(job, loop.records);
   m.median_step_s = steady_median_step_s(loop.records);
   m.throughput = double(job.tokens_per_step()) / m.median_step_s;
-  m.comm_stats = job.comm->stats();
+  m.comm_stats = job.mesh.dp->stats();
+  if (job.mesh.tp) m.tp_comm_stats = job.mesh.tp->stats();
   if (job.world > 1) {  // the library's own all-reduce as a yardstick, on a group of its own, freed right after
     CommOptions yardstick = comm_options_for(job.options, "yardstick");
     yardstick.all_reduce = AllReduceAlgorithm::kLibrary;
@@ -88,6 +90,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
   const TrainOptions& o = job.options;
   nlohmann::json comm_json = m.comm_stats.to_json();
   if (job.world > 1) comm_json["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
+  if (job.mesh.tp) comm_json["tp"] = m.tp_comm_stats.to_json();
   const auto& records = loop.records;
   return {
       {"tool", o.tool},

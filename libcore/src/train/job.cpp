@@ -15,6 +15,7 @@
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/data/sampler.hpp"
+#include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
 
 namespace shardtrain {
@@ -37,16 +38,42 @@ void validate_options(const TrainOptions& o) {
     throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
   if (!(o.straggler_threshold > 0 && o.straggler_threshold <= 1))
     throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(o.straggler_threshold) + ")");
+  if (o.tp < 1) throw UsageError("--tp must be at least 1 (got " + std::to_string(o.tp) + ")");
+  if (o.tp > 1 && o.device != "cpu")
+    throw UsageError("--tp " + std::to_string(o.tp) + " runs on --device cpu in this version (the CUDA backend has "
+                     "no vocabulary-slice kernels yet); use --tp 1 on cuda");
   if (o.straggler_window < 2)
     throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(o.straggler_window) + ")");
   o.optimizer.validate();
 }
 
-// The data-parallel group: every rank of the job, with the options' timeout, algorithm and faults.
-std::unique_ptr<Communicator> make_data_parallel_comm(const TrainOptions& o) {
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "dp"));
+// The job's group: every rank, with the options' timeout, algorithm and faults. Named "dp" when it
+// is the data-parallel group itself (T = 1), "world" when the mesh splits it.
+std::unique_ptr<Communicator> make_job_comm(const TrainOptions& o) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, o.tp > 1 ? "world" : "dp"));
   if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
   return comm;
+}
+
+// Collective: the DP x TP mesh (job.hpp). The splits inherit the job group's options and faults.
+Mesh make_mesh(Communicator& world, int tp) {
+  Mesh mesh;
+  if (world.size() % tp != 0)
+    throw UsageError("--tp " + std::to_string(tp) + " does not divide the world of " + std::to_string(world.size()) +
+                     " ranks; launch a multiple of " + std::to_string(tp) + " ranks (W = DP x TP)");
+  mesh.tp_size = tp;
+  mesh.dp_size = world.size() / tp;
+  mesh.tp_rank = world.rank() % tp;
+  mesh.dp_rank = world.rank() / tp;
+  if (tp == 1) {
+    mesh.dp = &world;
+    return mesh;
+  }
+  mesh.tp_group = world.split(mesh.dp_rank, mesh.tp_rank, "tp");
+  mesh.dp_group = world.split(mesh.tp_rank, mesh.dp_rank, "dp");
+  mesh.dp = mesh.dp_group.get();
+  mesh.tp = mesh.tp_group.get();
+  return mesh;
 }
 
 // The job's identity in every flight record (FORMATS.md "job_id"): rank 0 draws it, every rank
@@ -75,8 +102,8 @@ ModelConfig model_config_for(const TrainOptions& o, const data::TrainingData& da
 
 // --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits.
 void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int world) {
-  const std::string refusal =
-      check_memory_budget(model, o.zero_stage, world, o.micro_batch, o.global_batch, o.deterministic, o.memory_budget);
+  const std::string refusal = check_memory_budget(model, o.zero_stage, world, o.micro_batch, o.global_batch,
+                                                  o.deterministic, o.memory_budget, o.tp);
   if (!refusal.empty()) throw UsageError(refusal);
 }
 
@@ -91,7 +118,7 @@ std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
 }
 
 std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& o, Backend& backend,
-                                                            Communicator& comm, const ModelConfig& model,
+                                                            const Mesh& mesh, const ModelConfig& model,
                                                             int grad_accum) {
   StrategyOptions strategy_options;
   strategy_options.zero_stage = o.zero_stage;
@@ -100,28 +127,31 @@ std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& 
   strategy_options.micro_batch = o.micro_batch;
   strategy_options.grad_accum = grad_accum;
   strategy_options.reshard_after_forward = o.reshard_after_forward;
-  auto strategy = make_strategy(backend, comm, model, o.optimizer, strategy_options);
+  strategy_options.tp_comm = mesh.tp;
+  auto strategy = make_strategy(backend, *mesh.dp, model, o.optimizer, strategy_options);
   strategy->initialise(o.seed);
   return strategy;
 }
 
-nlohmann::json run_config_of(const TrainOptions& o, const ModelConfig& model, int grad_accum, int world) {
+nlohmann::json run_config_of(const TrainOptions& o, const ModelConfig& model, int grad_accum, const Mesh& mesh) {
   return {{"model", model.to_json()},
           {"optimizer", o.optimizer.to_json()},
           {"global_batch", o.global_batch},
           {"micro_batch", o.micro_batch},
           {"grad_accum", grad_accum},
-          {"dp_size", world},
+          {"dp_size", mesh.dp_size},
+          {"tp_size", mesh.tp_size},
           {"deterministic", o.deterministic},
           {"zero_stage", o.zero_stage},
           {"seed", o.seed}};
 }
 
-// The config hash leaves out the layout (dp_size, micro_batch, grad_accum) so that runs of the
-// same training problem on different world sizes share it.
+// The config hash leaves out the layout (dp_size, tp_size, micro_batch, grad_accum) so that runs
+// of the same training problem on different world sizes and meshes share it.
 RunIdentity identity_of(const nlohmann::json& run_config, const data::TrainingData& data) {
   nlohmann::json problem = run_config;
   problem.erase("dp_size");
+  problem.erase("tp_size");
   problem.erase("grad_accum");
   problem.erase("micro_batch");
   return {hex64(fnv1a64(problem.dump())), data.selection_snapshot_id(), code_version(), ""};
@@ -145,21 +175,33 @@ Job set_up_job(const TrainOptions& o) {
   std::optional<Baseline> baseline;
   if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
-  auto comm = make_data_parallel_comm(o);
+  auto comm = make_job_comm(o);
   set_flight_job_id(agree_on_job_id(*comm));
   const int world = comm->size(), rank = comm->rank();
   auto data = data::TrainingData::open(o.data_path, data::SelectionOptions{o.cutoff, o.eval_from, o.model.seq_len});
   const ModelConfig model = model_config_for(o, data);
-  const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, world);
+  validate_tensor_parallel(model, o.tp, world);
+  Mesh mesh = make_mesh(*comm, o.tp);
+  const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, mesh.dp_size);
   require_memory_budget(o, model, world);
   auto backend = make_backend(o, world);
-  auto strategy = make_initialised_strategy(o, *backend, *comm, model, grad_accum);
-  nlohmann::json run_config = run_config_of(o, model, grad_accum, world);
+  auto strategy = make_initialised_strategy(o, *backend, mesh, model, grad_accum);
+  nlohmann::json run_config = run_config_of(o, model, grad_accum, mesh);
   RunIdentity identity = identity_of(run_config, data);
   std::string ckpt_dir = o.ckpt_dir.empty() ? o.run_dir + "/checkpoints" : o.ckpt_dir;
-  return Job{o,          std::move(baseline), std::move(comm),     world,
-             rank,       std::move(data),     model,               grad_accum,
-             std::move(backend), std::move(strategy), std::move(run_config), std::move(identity),
+  return Job{o,
+             std::move(baseline),
+             std::move(comm),
+             std::move(mesh),
+             world,
+             rank,
+             std::move(data),
+             model,
+             grad_accum,
+             std::move(backend),
+             std::move(strategy),
+             std::move(run_config),
+             std::move(identity),
              std::move(ckpt_dir)};
 }
 
@@ -173,8 +215,13 @@ MfuBasis announce_job(const Job& job) {
                  " heads, seq_len " + std::to_string(m.seq_len) + ", vocab " + std::to_string(m.vocab) + ") on " +
                  job.backend->describe() + "; " + job.strategy->describe());
   log_line_rank0("batch: global " + std::to_string(o.global_batch) + " = micro " + std::to_string(o.micro_batch) +
-                 " x grad_accum " + std::to_string(job.grad_accum) + " x dp " + std::to_string(job.world) +
-                 " sequences (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data_path + " (" +
+                 " x grad_accum " + std::to_string(job.grad_accum) + " x dp " + std::to_string(job.mesh.dp_size) +
+                 " sequences" +
+                 (job.mesh.tp_size > 1 ? " on a mesh of dp " + std::to_string(job.mesh.dp_size) + " x tp " +
+                                             std::to_string(job.mesh.tp_size) + " = " + std::to_string(job.world) +
+                                             " ranks"
+                                       : std::string()) +
+                 " (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data_path + " (" +
                  std::to_string(job.data.num_train_samples()) + " train samples, snapshot " +
                  job.data.selection_snapshot_id().substr(0, 12) + ")");
   char peak_line[128];

@@ -23,13 +23,25 @@
 
 namespace shardtrain {
 
+// The DP x TP mesh over the job's W ranks (W = DP x T): the T ranks of a tensor-parallel group are
+// adjacent (world rank = dp_rank * T + tp_rank), so a group stays on one node when ranks fill
+// nodes in order. Each axis is a Communicator group of its own ("dp", "tp": own sequence numbers
+// and flight records). At T = 1 the data-parallel group is the job's group itself (no split).
+struct Mesh {
+  int dp_size = 1, dp_rank = 0, tp_size = 1, tp_rank = 0;
+  std::unique_ptr<Communicator> dp_group, tp_group;  // the splits (T > 1 only)
+  Communicator* dp = nullptr;  // data-parallel group: gradient sums, ZeRO shards, the sampler's ranks
+  Communicator* tp = nullptr;  // tensor-parallel group; nullptr at T = 1
+};
+
 // What set-up built, handed to every later phase. The members are declared in the order they are
 // built, so they are destroyed in reverse: the strategy, which refers to the backend and the
 // communicator, goes first.
 struct Job {
   const TrainOptions& options;
   std::optional<Baseline> baseline;     // --baseline, read before anything else
-  std::unique_ptr<Communicator> comm;   // the data-parallel group: every rank of the job
+  std::unique_ptr<Communicator> comm;   // every rank of the job (named "dp" at T = 1, "world" under TP)
+  Mesh mesh;                            // the DP x TP axes over comm
   int world = 1, rank = 0;
   data::TrainingData data;
   ModelConfig model;                    // options.model, the dataset's vocabulary filled in, validated
@@ -40,7 +52,8 @@ struct Job {
   RunIdentity identity;                 // checkpoint_id is the resume phase's to fill
   std::string ckpt_dir;                 // --ckpt-dir, or <run_dir>/checkpoints
 
-  // Tokens of one step: all ranks together, and this rank's share.
+  // Tokens of one step: all ranks together, and this rank's share (its DP rank's: the T ranks of a
+  // TP group work on the same sequences).
   std::int64_t tokens_per_step() const { return options.global_batch * model.seq_len; }
   std::int64_t rank_tokens_per_step() const { return std::int64_t(grad_accum) * options.micro_batch * model.seq_len; }
 };

@@ -1,5 +1,7 @@
 #include "step_loop.hpp"
 
+#include "shardtrain/parallel/tensor_parallel.hpp"
+
 #include <cstdio>
 #include <string>
 
@@ -38,9 +40,14 @@ StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, 
 LoopRecords StepLoop::run(std::int64_t first_step) {
   // Step 0's communication columns count from here: the set-up's and the resume's collectives on
   // this group (the split, the resume verdict, which waits for rank 0's validation) stay out.
-  const CommStats before = job_.comm->stats();
+  const CommStats before = job_.mesh.dp->stats();
   comm_busy_before_ = before.total_busy_s();
   comm_cpu_before_ = before.total_cpu_s();
+  if (job_.mesh.tp) {
+    const CommStats tp = job_.mesh.tp->stats();
+    tp_busy_before_ = tp.total_busy_s();
+    tp_wait_before_ = tp.wait_s;
+  }
   job_.comm->barrier();  // start the clocks together
   const Stopwatch train_clock;
   for (std::int64_t step = first_step; step < job_.options.steps; ++step) {
@@ -67,8 +74,11 @@ bool StepLoop::run_one_step(std::int64_t step) {
                                                double(job_.tokens_per_step()));
   StepRecord rec = record_of(step, data_s, r);
   set_phase(Phase::kStepEnd);
-  if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0)
-    check_replicas(*job_.comm, job_.strategy->registry(), job_.strategy->replicated_parameters(), step);
+  if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0) {
+    const std::vector<float> params = job_.strategy->replicated_parameters();
+    check_replicas(*job_.mesh.dp, job_.strategy->registry(), params, step);  // along the DP axis
+    if (job_.mesh.tp) check_tensor_parallel_replicas(*job_.mesh.tp, job_.strategy->registry(), params, step);
+  }
   charge_communication(rec);
   saver_.poll();
   const bool stop = every_rank_stops();
@@ -99,12 +109,20 @@ bool StepLoop::run_one_step(std::int64_t step) {
   return stop;
 }
 
+// The data-parallel group's collectives (gradient sums, ZeRO gathers) into comm_*, the TP group's
+// into tp_*.
 void StepLoop::charge_communication(StepRecord& rec) {
-  const CommStats stats = job_.comm->stats();
+  const CommStats stats = job_.mesh.dp->stats();
   rec.comm_total_s = stats.total_busy_s() - comm_busy_before_;
   rec.comm_cpu_s = stats.total_cpu_s() - comm_cpu_before_;
   comm_busy_before_ = stats.total_busy_s();
   comm_cpu_before_ = stats.total_cpu_s();
+  if (!job_.mesh.tp) return;
+  const CommStats tp = job_.mesh.tp->stats();
+  rec.tp_comm_s = tp.total_busy_s() - tp_busy_before_;
+  rec.tp_exposed_s = tp.wait_s - tp_wait_before_;
+  tp_busy_before_ = tp.total_busy_s();
+  tp_wait_before_ = tp.wait_s;
 }
 
 bool StepLoop::every_rank_stops() {

@@ -52,6 +52,7 @@ class StepLoop {
   StepLog& step_log_;
   const MfuBasis mfu_;
   double comm_busy_before_ = 0, comm_cpu_before_ = 0;
+  double tp_busy_before_ = 0, tp_wait_before_ = 0;
   LoopRecords out_;
 };
 

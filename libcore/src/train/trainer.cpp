@@ -49,7 +49,7 @@ nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& du
 
   set_phase(Phase::kSetup);  // the loop's set-up: the checkpoint group's split, the step log, the peak
   data::BatchLoader loader(job.data, options.seed, start.sampler, job.model.seq_len, options.micro_batch,
-                           job.grad_accum, job.rank, job.world);
+                           job.grad_accum, job.mesh.dp_rank, job.mesh.dp_size);
   CheckpointSaver saver(job);
   const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
   StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);

@@ -123,6 +123,35 @@ class Backend {
                                              std::size_t rows, std::size_t vocab,
                                              float dloss_scale) = 0;
 
+  // ---- tensor parallelism: a slice of the vocabulary (Megatron's vocab-parallel embedding and
+  // cross-entropy). This rank holds vocabulary rows [vocab_begin, vocab_begin + vocab_rows) of wte;
+  // its logits are (N, V_local) with V_local >= valid, columns >= valid being padding. The model
+  // sums the per-rank results over the tensor-parallel group between the calls. Backends without
+  // these ops throw UsageError (tensor parallelism is then refused for that device).
+  // out (B*T,C) = (token in the slice ? wte[token - vocab_begin] : 0) + (wpe ? wpe[t] : 0)
+  virtual void embedding_forward_slice(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                                       std::size_t batch, std::size_t seq_len, std::size_t channels,
+                                       std::size_t vocab_begin, std::size_t vocab_rows);
+  // dwte (vocab_rows,C) += scatter of the dout rows of tokens in the slice; dwpe (T,C) += sum over
+  // batch of dout when dwpe is not null
+  virtual void embedding_backward_slice(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                                        std::size_t batch, std::size_t seq_len, std::size_t channels,
+                                        std::size_t vocab_begin, std::size_t vocab_rows);
+  // row_max (N) = max of each row's first `valid` logits (-inf when valid is 0)
+  virtual void crossentropy_slice_max(float* row_max, const float* logits, std::size_t rows, std::size_t vocab_local,
+                                      std::size_t valid);
+  // With the group's row maxima: logits[j] <- exp(logits[j] - global_max) for j < valid, 0 for the
+  // padding; stats[r] = sum of row r's exponentials; stats[rows + r] = logits[target - vocab_begin]
+  // - global_max when the target is in the slice, else 0 (so the group's sum is the target's term).
+  virtual void crossentropy_slice_exp(float* stats, float* logits, const float* global_max, const int32_t* targets,
+                                      std::size_t rows, std::size_t vocab_local, std::size_t valid,
+                                      std::size_t vocab_begin);
+  // With the group's sums of exponentials: logits (holding the exponentials) <- dloss_scale *
+  // (softmax - onehot(target)) over the slice: the gradient of dloss_scale * sum(losses).
+  virtual void crossentropy_slice_backward(float* logits, const float* global_sum_exp, const int32_t* targets,
+                                           std::size_t rows, std::size_t vocab_local, std::size_t vocab_begin,
+                                           float dloss_scale);
+
   // ---- reductions and the optimizer ----
   // Sum of squares in double, over fixed chunks of kReductionChunk elements: each chunk is
   // summed in a fixed order (8 interleaved double lanes: element i of the chunk into lane i % 8,

@@ -11,6 +11,20 @@
 // The model keeps the activations of the last forward for backward, sized for `max_batch`.
 // Gradients *accumulate* into grads() (call zero_grads() at the start of a step), so gradient
 // accumulation over micro-batches is a loop of train_micro_batch calls.
+//
+// Tensor parallelism (Megatron-LM's split; a `tp` communicator of T > 1 ranks): the model holds
+// this rank's local tensors (parameters.hpp: qkv and fc column-parallel, attn.proj and mlp.proj
+// row-parallel, wte and the tied LM head vocab-parallel, the rest replicated) and every rank of
+// the group runs every forward, loss and backward together, with the conjugate pairs:
+//   f (identity forward, all-reduce of the input gradient backward): before qkv, before fc, before
+//     the LM head, each on the LayerNorm output's gradient;
+//   g (all-reduce forward, identity backward): after attn.proj and mlp.proj (their replicated bias
+//     added once, on TP rank 0, before the sum), after the vocab-parallel embedding lookup.
+// The loss is the vocab-parallel cross-entropy: row maxima all-gathered, sums of exponentials and
+// the target logit all-reduced; the (B,T,V) logits are never gathered. Replicated tensors get
+// bitwise-identical gradients on every TP rank because every input to their gradients has been
+// summed by the same all-reduce. The sums over the group run on the tp communicator, so the TP
+// traffic has its own sequence numbers, flight record and accounting.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +32,7 @@
 #include <vector>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/parameters.hpp"
 
@@ -48,7 +63,10 @@ class GptModel {
  public:
   // flat_storage false: no flat parameter/gradient buffers are allocated; a UnitStorage must be
   // set before forward (params(), grads(), set_parameters and the downloads are then unusable).
-  GptModel(Backend& backend, const ModelConfig& config, int max_batch, bool flat_storage = true);
+  // tp: the tensor-parallel group (nullptr or size 1: the unsplit model). Its size must divide
+  // n_head and 4 * d_model (UsageError otherwise).
+  GptModel(Backend& backend, const ModelConfig& config, int max_batch, bool flat_storage = true,
+           Communicator* tp = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ParameterRegistry& registry() const { return registry_; }
@@ -67,7 +85,8 @@ class GptModel {
 
   // Forward over `batch` sequences of tokens (B, T+1); leaves logits (B,T,V) in the activations.
   void forward(const int32_t* tokens, int batch);
-  // Logits of the last forward (B*T*V floats); valid until the loss is computed.
+  // Logits of the last forward (B*T*V floats; under TP this rank's (B,T,Vp/T) slice, padding
+  // columns included); valid until the loss is computed.
   std::vector<float> download_logits() const;
   // Cross-entropy of the last forward's logits against its targets (uploaded by forward with the
   // tokens); replaces the logits by dloss_scale * d(sum of losses)/d(logits). Returns the *sum*
@@ -93,8 +112,12 @@ class GptModel {
 
   // Bytes of activations and gradient scratch held for backward.
   std::size_t activation_bytes() const;
-  // The same, before building a model (memory budgets).
-  static std::size_t activation_bytes_for(const ModelConfig& config, int max_batch);
+  // The same, before building a model (memory budgets), per rank of a TP group of `tp`.
+  static std::size_t activation_bytes_for(const ModelConfig& config, int max_batch, int tp = 1);
+
+  // The tensor-parallel group (nullptr when unsplit) and this rank's place in it.
+  Communicator* tensor_parallel_comm() const { return tp_; }
+  const TensorParallelPlace& place() const { return registry_.place(); }
 
  private:
   struct LayerActivations {
@@ -102,6 +125,9 @@ class GptModel {
         fch_gelu, res3;
   };
   void upload_tokens(const int32_t* tokens, int batch);
+  // Sum over the TP group, in place (no-op when unsplit).
+  void tp_sum(float* data, std::size_t n);
+  double vocab_parallel_loss(float dloss_scale);
   int unit_of(std::size_t offset) const;
   const float* param(std::size_t offset) const {
     if (!storage_) return params_.data() + offset;
@@ -120,7 +146,11 @@ class GptModel {
 
   Backend& backend_;
   ModelConfig config_;
+  Communicator* tp_ = nullptr;
   ParameterRegistry registry_;
+  // Local widths: attention C/T, heads NH/T, MLP 4C/T, vocabulary Vp/T (the unsplit ones at T = 1),
+  // this rank's first vocabulary row and how many of its rows are real (not padding).
+  std::size_t attn_c_, heads_, mlp_c_, vocab_local_, vocab_begin_, vocab_valid_;
   int max_batch_;
   int batch_ = 0;  // B of the last forward
   bool have_dlogits_ = false;
@@ -132,6 +162,7 @@ class GptModel {
   DeviceArray<float> params_, grads_;
   DeviceArray<int32_t> inputs_, targets_;
   DeviceArray<float> encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, scratch_;
+  DeviceArray<float> ce_stats_;  // vocab-parallel cross-entropy: row maxima, then (sum exp, target)
   std::vector<LayerActivations> layers_;
   // Backward scratch.
   DeviceArray<float> dresidual_, dln_, datty_, dqkv_, dgelu_, dfch_;

@@ -23,6 +23,12 @@ double philox_normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t ind
 void init_tensor_range(const ParameterInfo& info, std::uint64_t seed, int n_layer, std::size_t begin,
                        std::size_t count, float* out);
 
+// Elements [begin, begin + count) of the registry's LOCAL flat buffer (tensor parallelism: each
+// local element takes the value of the logical element it stands for, so a TP shard is bitwise the
+// slice of the unsplit tensor; padding elements are 0) into `out` (host memory).
+void init_flat_range(const ParameterRegistry& registry, std::uint64_t seed, int n_layer, std::size_t begin,
+                     std::size_t count, float* out);
+
 // The whole flat parameter vector of a registry (host memory), for unsharded layouts.
 std::vector<float> init_parameters(const ParameterRegistry& registry, std::uint64_t seed, int n_layer);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/parameters.hpp"
 
 namespace shardtrain {
@@ -44,6 +45,24 @@ AdamWArgs adamw_step_args(const OptimizerConfig& config, std::int64_t step, doub
 // added in unit order. A sharded layout whose shards start at multiples of
 // Backend::kReductionChunk within each unit reproduces it bitwise from per-chunk sums.
 double grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads);
+
+// Tensor parallelism. A TP rank "counts" the elements of its split tensors, and of the replicated
+// tensors (identical on every TP rank) only on TP rank 0, so that the counted elements of the T
+// ranks are every logical element once. tensor_parallel_sum_squares is the sum of squares of the
+// counted elements of the local flat range [begin, end) (grads points at element `begin`): the
+// backend's sum_squares of each counted tensor piece, added left to right.
+double tensor_parallel_sum_squares(Backend& backend, const ParameterRegistry& registry, const float* grads,
+                                   std::size_t begin, std::size_t end);
+// The squared global norm under TP, collective over the TP group: per unit, per chunk of
+// Backend::kReductionChunk elements from the unit's start, tensor_parallel_sum_squares; chunk sums
+// added in order, unit sums in order (so a ZeRO layout with chunk-aligned shards reproduces it
+// bitwise from per-chunk sums, as for grad_norm_squared); then the T ranks' values, all-gathered,
+// added in TP-rank order (add_tensor_parallel_ranks). Identical on every rank of the group and
+// independent of the DP size; equal to the unsplit norm to rounding.
+double tensor_parallel_grad_norm_squared(Backend& backend, const ParameterRegistry& registry, const float* grads,
+                                         Communicator& tp);
+// Collective over the TP group: the sum of every TP rank's `mine`, added in rank order.
+double add_tensor_parallel_ranks(double mine, Communicator& tp);
 
 class AdamW {
  public:

@@ -5,6 +5,21 @@
 // Flat layout (llm.c style): wte, wpe, then each block's 12 tensors contiguously
 // (h.L.ln_1.weight ... h.L.mlp.proj.bias), then ln_f.weight, ln_f.bias. A block's tensors are
 // contiguous so a block can later be one sharding unit.
+//
+// Tensor parallelism (Megatron's split over T = TensorParallelPlace::size ranks): a registry built
+// for a place describes THIS rank's local tensors, with the same names and order. Each tensor
+// keeps its logical shape (`logical_shape`, what checkpoints and init see) and says how the local
+// tensor maps onto it (`split`, logical_runs()):
+//   wte.weight        (Vp/T, C), Vp = V rounded up to T     vocabulary rows [r*Vp/T, (r+1)*Vp/T);
+//                                                           rows >= V are padding (never trained,
+//                                                           never in a checkpoint)
+//   attn.qkv.weight   (3C/T, C), attn.qkv.bias (3C/T)       the q, k and v rows of heads
+//                                                           [r*NH/T, (r+1)*NH/T) (column-parallel)
+//   attn.proj.weight  (C, C/T)                              input columns of the same heads (row-parallel)
+//   mlp.fc.weight     (4C/T, C), mlp.fc.bias (4C/T)         rows [r*4C/T, ...) (column-parallel)
+//   mlp.proj.weight   (C, 4C/T)                             input columns [r*4C/T, ...) (row-parallel)
+//   everything else (wpe, LayerNorms, the two proj biases)  replicated: the whole tensor on every rank
+// At T = 1 every tensor is whole and the layout is exactly the unsplit one.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,14 +38,51 @@ enum class InitKind {
   kOnes,            // LayerNorm gains
 };
 
+// How a local tensor relates to its logical tensor under tensor parallelism (see above).
+enum class TpSplit {
+  kReplicated,  // the whole tensor
+  kRows,        // a contiguous band of rows (dim 0)
+  kQkvRows,     // three bands of rows, one in each of the q, k, v thirds of dim 0
+  kColumns,     // a band of columns (dim 1) of every row
+  kVocabRows,   // a band of rows of the padded vocabulary; rows past the logical vocabulary are padding
+};
+
+// This rank's place in the tensor-parallel group: T = size ranks, this one is `rank`.
+struct TensorParallelPlace {
+  int size = 1;
+  int rank = 0;
+  bool split() const { return size > 1; }
+};
+
+// Throws UsageError naming the numbers when `config` cannot be split over `tp` ranks (heads, 4C or
+// the world not divisible). world_size 0: not checked.
+void validate_tensor_parallel(const ModelConfig& config, int tp, int world_size = 0);
+// The vocabulary padded to a multiple of tp (the local wte rows are padded_vocab / tp).
+std::int64_t padded_vocab(const ModelConfig& config, int tp);
+
+// One contiguous run of a local tensor inside its logical tensor (flat, row-major element indices).
+struct LogicalRun {
+  std::size_t local_offset = 0;    // first element in the local tensor
+  std::size_t logical_offset = 0;  // first element in the logical tensor
+  std::size_t count = 0;
+};
+
 struct ParameterInfo {
   std::string name;                  // e.g. "h.3.attn.qkv.weight"
-  std::vector<std::int64_t> shape;   // logical shape, PyTorch layout (Linear weight is (out, in))
+  std::vector<std::int64_t> shape;   // LOCAL shape on this rank (the logical one at T = 1)
   std::size_t offset = 0;            // first element in the flat buffer
   std::size_t numel = 0;             // product of shape
   bool weight_decay = false;         // AdamW decay: matrices and embeddings only
   InitKind init = InitKind::kZeros;
+  std::vector<std::int64_t> logical_shape;  // the unsplit tensor's shape (checkpoints, init)
+  TpSplit split = TpSplit::kReplicated;
+  std::size_t logical_numel() const;
 };
+
+// The runs that map `info`'s local elements onto its logical tensor for `place`, in local order.
+// Local elements in no run are padding (kVocabRows past the vocabulary). Replicated tensors and
+// T = 1: one run covering the whole tensor.
+std::vector<LogicalRun> logical_runs(const ParameterInfo& info, const TensorParallelPlace& place);
 
 // Offsets of one block's tensors in the flat buffer.
 struct BlockOffsets {
@@ -48,7 +100,7 @@ struct ParameterUnit {
 
 class ParameterRegistry {
  public:
-  explicit ParameterRegistry(const ModelConfig& config);
+  explicit ParameterRegistry(const ModelConfig& config, TensorParallelPlace place = {});
 
   const std::vector<ParameterInfo>& tensors() const { return tensors_; }
   std::size_t total() const { return total_; }
@@ -62,14 +114,20 @@ class ParameterRegistry {
   std::size_t lnf_b() const { return lnf_b_; }
   const BlockOffsets& block(int layer) const { return blocks_.at(layer); }
   const std::vector<ParameterUnit>& units() const { return units_; }
+  const TensorParallelPlace& place() const { return place_; }
+  // logical_runs of a tensor of this registry.
+  std::vector<LogicalRun> runs(const ParameterInfo& info) const { return logical_runs(info, place_); }
 
  private:
-  std::size_t add(const std::string& name, std::vector<std::int64_t> shape, bool decay, InitKind init);
+  std::size_t add(const std::string& name, std::vector<std::int64_t> logical_shape, bool decay, InitKind init,
+                  TpSplit split = TpSplit::kReplicated);
 
   std::vector<ParameterInfo> tensors_;
   std::vector<BlockOffsets> blocks_;
   std::vector<ParameterUnit> units_;
   std::size_t total_ = 0, wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  TensorParallelPlace place_;
+  std::int64_t padded_vocab_ = 0;
 };
 
 }  // namespace shardtrain

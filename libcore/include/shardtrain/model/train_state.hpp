@@ -32,11 +32,28 @@ std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& regist
 std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry, const StateBuffers& state,
                                                int world, int rank);
 
+// Tensor parallelism (registry.place().split()): this rank's pieces of the logical state tensors
+// for its local tensors, replicas written once: a split tensor's local shard is held by the
+// `dp_size` ranks of this TP position and each writes 1/dp_size of it (part dp_rank); a replicated
+// tensor is held by all dp_size x T ranks and each writes 1/(dp_size x T) of it. A local shard maps
+// to one or more logical runs (parameters.hpp: qkv three, row-parallel weights one per row); the
+// pieces are those runs cut at the part boundaries, padding left out.
+std::vector<ckpt::PieceView> tensor_parallel_pieces(const ParameterRegistry& registry, const StateBuffers& state,
+                                                    int dp_size, int dp_rank);
+
+// Reads the elements [begin, end) of the registry's LOCAL flat buffer of state part `prefix`
+// (kStateTensorPrefixes) from a checkpoint of any layout: each local element gets the logical
+// element it stands for; padding elements get 0. Row-parallel weights (a run per row) are read
+// whole, once per call, and sliced.
+void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
+                      const std::string& prefix, std::size_t begin, std::size_t end, float* out);
+
 // Throws UsageError naming the checkpoint and tensor when a tensor of the state is missing or has
 // another shape or type (a checkpoint of another model).
 void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry);
 
-// Reads every tensor of the state whole (checksums verified) into the buffers. Throws
+// Reads every tensor of the state (whole: checksums verified; under TP this rank's shards) into the
+// buffers. Throws
 // UsageError naming the checkpoint and tensor when one is missing or has another shape.
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state);
 

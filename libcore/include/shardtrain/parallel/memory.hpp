@@ -56,17 +56,21 @@ class TrackedArray {
 
 // Bytes per rank a layout will need, before building it (--memory-budget): model state by the
 // formulas of ARCHITECTURE.md on the padded layout, the working (gathered) buffers of the
-// schedule, communication staging and activations. Stage 0 is DDP.
+// schedule, communication staging and activations. Stage 0 is DDP. Under tensor parallelism
+// (tp > 1, world = DP x tp) every term is the formula's for the rank's LOCAL model (P/T-ish: the
+// split matrices and wte divided by T, the replicated LayerNorms, wpe and row-parallel biases
+// whole) sharded over the DP = world / tp ranks, and the activations are GptModel's TP terms
+// (the N*C residual-stream tensors replicated, the attention, MLP and logit ones divided by T).
 struct MemoryEstimate {
   double model_state = 0, gathered = 0, communication = 0, activations = 0;
   double total() const { return model_state + gathered + communication + activations; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, int zero_stage, int world, int micro_batch, int grad_accum,
-                               bool deterministic);
+                               bool deterministic, int tp = 1);
 
 // The --memory-budget check: "" when `budget_bytes` (> 0) suffices, else the refusal naming the
-// bytes needed per rank and a stage or world size that fits.
+// bytes needed per rank and a stage, tensor-parallel degree or world size that fits.
 std::string check_memory_budget(const ModelConfig& model, int zero_stage, int world, int micro_batch,
-                                std::int64_t global_batch, bool deterministic, double budget_bytes);
+                                std::int64_t global_batch, bool deterministic, double budget_bytes, int tp = 1);
 
 }  // namespace shardtrain

@@ -68,6 +68,10 @@ struct StrategyOptions {
   int micro_batch = 1;          // sequences per forward (activation buffers)
   int grad_accum = 1;           // micro-batches per rank per step
   bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
+  // Tensor parallelism: the TP group (nullptr: none). The strategy's communicator is then the
+  // data-parallel group of this rank's TP position; the model holds this rank's TP shards
+  // (gpt.hpp) and the strategy lays them out over the DP group as it would a whole model.
+  Communicator* tp_comm = nullptr;
 };
 
 // The DDP strategy (full replicas; ddp.hpp's reducer). The ZeRO strategies come from

@@ -32,6 +32,9 @@ struct StepRecord {
   std::int64_t step = 0;
   double data_s = 0, fwd_s = 0, bwd_s = 0, comm_total_s = 0, comm_exposed_s = 0, opt_s = 0, ckpt_s = 0, step_s = 0;
   double comm_cpu_s = 0;  // CPU time the communication thread spent on this step's collectives
+  // Tensor parallelism: the TP group's collectives of the step (in flight), and the part of it the
+  // compute thread waited for (the TP sums sit on the critical path: exposed unless overlapped).
+  double tp_comm_s = 0, tp_exposed_s = 0;
   std::int64_t tokens = 0;  // tokens this rank processed in the step
   double loss = 0;          // global mean loss of the step
   double lr = 0, grad_norm = 0;
@@ -53,6 +56,8 @@ inline constexpr TimingColumn kTimingColumns[] = {
     {"comm_total_s", &StepRecord::comm_total_s},
     {"comm_exposed_s", &StepRecord::comm_exposed_s},
     {"comm_cpu_s", &StepRecord::comm_cpu_s},
+    {"tp_comm_s", &StepRecord::tp_comm_s},
+    {"tp_exposed_s", &StepRecord::tp_exposed_s},
     {"opt_s", &StepRecord::opt_s},
     {"ckpt_s", &StepRecord::ckpt_s},
     {"step_s", &StepRecord::step_s},

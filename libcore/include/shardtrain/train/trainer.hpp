@@ -40,6 +40,7 @@ struct TrainOptions {
   // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
   bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
   int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)
+  int tp = 1;                    // tensor-parallel degree T: W = DP x T ranks, TP ranks adjacent
   bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
   double memory_budget = 0;      // bytes per rank (0: none); over it, refuse before training (zero.hpp)
   std::string tool = "ddp-train";  // the "tool" field of the summary

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -366,6 +367,86 @@ class CpuBackend final : public Backend {
 #pragma omp simd
       for (std::size_t j = 0; j < V; ++j) l[j] *= inv;
       l[target] -= dloss_scale;
+    }
+  }
+
+  // ---- tensor parallelism: vocabulary slices ----
+  void embedding_forward_slice(float* out, const int32_t* tokens, const float* wte, const float* wpe, std::size_t B,
+                               std::size_t T, std::size_t C, std::size_t vocab_begin,
+                               std::size_t vocab_rows) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t i = 0; i < B * T; ++i) {
+      const std::size_t row = static_cast<std::size_t>(tokens[i]) - vocab_begin;  // wraps when below the slice
+      const float* te = row < vocab_rows ? wte + row * C : nullptr;
+      const float* pe = wpe ? wpe + (i % T) * C : nullptr;
+      float* o = out + i * C;
+      for (std::size_t c = 0; c < C; ++c) o[c] = (te ? te[c] : 0.0f) + (pe ? pe[c] : 0.0f);
+    }
+  }
+
+  void embedding_backward_slice(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, std::size_t B,
+                                std::size_t T, std::size_t C, std::size_t vocab_begin,
+                                std::size_t vocab_rows) override {
+#pragma omp parallel num_threads(threads_)
+    {
+      std::size_t c0, c1;
+      split_range(C, omp_get_num_threads(), omp_get_thread_num(), c0, c1);
+      for (std::size_t i = 0; i < B * T; ++i) {
+        const float* g = dout + i * C;
+        const std::size_t row = static_cast<std::size_t>(tokens[i]) - vocab_begin;
+        if (row < vocab_rows) {
+          float* te = dwte + row * C;
+          for (std::size_t c = c0; c < c1; ++c) te[c] += g[c];
+        }
+        if (dwpe) {
+          float* pe = dwpe + (i % T) * C;
+          for (std::size_t c = c0; c < c1; ++c) pe[c] += g[c];
+        }
+      }
+    }
+  }
+
+  void crossentropy_slice_max(float* row_max, const float* logits, std::size_t rows, std::size_t V,
+                              std::size_t valid) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* l = logits + r * V;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::size_t j = 0; j < valid; ++j) mx = std::max(mx, l[j]);
+      row_max[r] = mx;
+    }
+  }
+
+  void crossentropy_slice_exp(float* stats, float* logits, const float* global_max, const int32_t* targets,
+                              std::size_t rows, std::size_t V, std::size_t valid, std::size_t vocab_begin) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* l = logits + r * V;
+      const float mx = global_max[r];
+      const std::size_t target = static_cast<std::size_t>(targets[r]) - vocab_begin;
+      stats[rows + r] = target < valid ? l[target] - mx : 0.0f;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (std::size_t j = 0; j < valid; ++j) {
+        l[j] = cpu::fast_exp(l[j] - mx);
+        s += l[j];
+      }
+      for (std::size_t j = valid; j < V; ++j) l[j] = 0.0f;
+      stats[r] = s;
+    }
+  }
+
+  void crossentropy_slice_backward(float* logits, const float* global_sum_exp, const int32_t* targets,
+                                   std::size_t rows, std::size_t V, std::size_t vocab_begin,
+                                   float dloss_scale) override {
+#pragma omp parallel for schedule(static) num_threads(threads_)
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* l = logits + r * V;
+      const float inv = dloss_scale / global_sum_exp[r];
+#pragma omp simd
+      for (std::size_t j = 0; j < V; ++j) l[j] *= inv;
+      const std::size_t target = static_cast<std::size_t>(targets[r]) - vocab_begin;
+      if (target < V) l[target] -= dloss_scale;
     }
   }
 
