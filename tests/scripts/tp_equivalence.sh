@@ -2,7 +2,7 @@
 # Tensor parallelism end to end (issue 13), on a vocabulary that no TP degree divides (padding):
 #  (1) fast mode: (DP=1,TP=2), (DP=2,TP=2), (DP=1,TP=4) with ddp-train and ZeRO-2 x TP=2 with
 #      fsdp-train, 20 steps, WITHIN tolerance of (DP=1,TP=1): parameters |a-b| <= 1e-5 + 1e-3 |b|,
-#      losses rtol 1e-5 (TOLERANCE below: why these numbers);
+#      losses rtol 1e-6 (TOLERANCE below: why these numbers);
 #  (2) deterministic: at a fixed TP=2, DP=1 and DP=2 (DDP) and ZeRO-2 at DP=2 are BITWISE equal;
 #  (3) checkpoints hold logical tensors: saved at (DP=2,TP=2), resumed at (DP=4,TP=1) and at
 #      (DP=1,TP=4) WITHIN tolerance of the uninterrupted run; ZeRO-3 x TP=2 -> (DP=2,TP=2) and back;
@@ -13,22 +13,26 @@
 # all-reduce, the vocab-parallel softmax sums, the LayerNorm-input gradient sums): single-step
 # gradient differences are ~1e-6 of each tensor's scale (tests/test_tensor_parallel.cpp), and 20
 # AdamW steps amplify them where the second moment is small (Adam divides by sqrt(v)), as for the
-# fast-mode DDP/ZeRO comparisons (1e-4 relative at 10 steps, zero_equivalence.sh). The script
-# prints equiv-check's measured maxima.
+# fast-mode DDP/ZeRO comparisons (1e-4 relative at 10 steps, zero_equivalence.sh). Measured on
+# this model (2026-12-01): parameters max |a-b| 2.7e-7 .. 4.9e-7 (parameters are ~0.02 in scale;
+# the large relative differences are all on elements near zero, inside atol), losses max relative
+# difference 8.5e-9 .. 1.2e-8 over the 20 steps. atol 1e-5 leaves 20x room for other CPUs' kernel
+# choices; rtol 1e-6 on losses is ten times tighter than Megatron's own 1e-5 loss tests.
 #
 # Usage: tp_equivalence.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
 . "$(dirname "$0")/common.sh"
 # run TOOL NP RUN_DIR [options...]: a 4-head model (TP up to 4) with vocabulary 257 (the synthetic
-# corpus uses 256 ids): 257 is prime, so every TP degree pads the vocabulary.
+# corpus uses fewer ids): 257 is prime, so every TP degree pads the vocabulary. --decay-steps is
+# fixed so that a run stopped early (a checkpoint chain) follows the same learning-rate schedule.
 run() {
   local tool=$1 np=$2 dir=$3; shift 3
   mpirun -np "$np" --oversubscribe "$BIN_DIR/$tool" --data "$DATA" --seq-len 32 --layers 2 --heads 4 --d-model 32 \
-    --vocab 257 --global-batch 8 --micro-batch 2 --peak-gflops 100 --log-every 1000 --run-dir "$dir" "$@" \
+    --vocab 257 --decay-steps 20 --global-batch 8 --micro-batch 2 --peak-gflops 100 --log-every 1000 --run-dir "$dir" "$@" \
     >"$dir.log" 2>&1 || { local rc=$?; cat "$dir.log" >&2; return $rc; }
 }
 TOL_P=(--atol 1e-5 --rtol 1e-3)
-TOL_L=(--rtol 1e-5)
+TOL_L=(--rtol 1e-6)
 within() {  # within A B: parameters and step logs WITHIN the tolerance
   expect_verdict WITHIN "$1/params.h5" "$2/params.h5" "${TOL_P[@]}"
   expect_verdict WITHIN "$1/steps.rank0.jsonl" "$2/steps.rank0.jsonl" "${TOL_L[@]}"
@@ -67,7 +71,7 @@ run fsdp-train 4 "$WORK/z3" --steps 10 "${C[@]}" --tp 2 --zero-stage 3
 run ddp-train 4 "$WORK/z3" --steps 15 "${C[@]}" --tp 2 --resume auto
 run fsdp-train 4 "$WORK/z3" --steps 20 --tp 2 --zero-stage 3 --resume auto
 within "$WORK/z3" "$WORK/tp1"
-run ddp-train 4 "$WORK/det_from22" "${D[@]}" --steps 5 "${C[@]}" --ckpt-every 5 --tp 2
+run ddp-train 4 "$WORK/det_from22" --deterministic --steps 5 --ckpt-every 5 --tp 2
 run ddp-train 2 "$WORK/det_from22" "${D[@]}" --tp 2 --resume auto
 expect_verdict BITWISE "$WORK/det_from22/params.h5" "$WORK/det_dp1tp2/params.h5"
 pass "checkpoints move between (2,2), (4,1), (1,4), ZeRO-3 x TP=2 and back; bitwise when only DP changes"
