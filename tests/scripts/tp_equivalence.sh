@@ -7,7 +7,9 @@
 #  (3) checkpoints hold logical tensors: saved at (DP=2,TP=2), resumed at (DP=4,TP=1) and at
 #      (DP=1,TP=4) WITHIN tolerance of the uninterrupted run; ZeRO-3 x TP=2 -> (DP=2,TP=2) and back;
 #      deterministic (DP=2,TP=2) -> (DP=1,TP=2): BITWISE (only DP changes);
-#  (4) --check-replicas along both axes passes; bad meshes exit 2 naming the numbers.
+#  (4) --check-replicas along both axes passes; bad meshes exit 2 naming the numbers;
+#  (5) a TP collective skipped by rank 3 at (DP=2,TP=2) is a named hang: hang-diagnose blames rank 3
+#      for skipping a collective of its TP group "tp1".
 #
 # TOLERANCE: TP changes the order of fp32 additions (row-parallel partial products summed by the
 # all-reduce, the vocab-parallel softmax sums, the LayerNorm-input gradient sums): single-step
@@ -83,3 +85,19 @@ rc=0; run ddp-train 3 "$WORK/bad_world" --steps 1 --tp 2 2>/dev/null || rc=$?
 [ "$rc" = 2 ] && grep -q "does not divide the world of 3 ranks" "$WORK/bad_world.log" ||
   { cat "$WORK/bad_world.log" >&2; fail "--tp 2 on 3 ranks: exit $rc"; }
 pass "bad meshes refused with exit 2 naming the numbers"
+
+rc=0
+run ddp-train 4 "$WORK/tp_hang" --steps 4 --tp 2 --collective-timeout 3 \
+  --inject skip-collective:rank=3,step=1,group=tp1 2>/dev/null || rc=$?
+[ "$rc" -ne 0 ] || fail "the job with a skipped TP collective exited 0"
+drc=0; "$BIN_DIR/hang-diagnose" --json "$WORK/tp_hang" >"$WORK/tp_hang.json" 2>/dev/null || drc=$?
+[ "$drc" = 1 ] || fail "hang-diagnose on the TP hang exited $drc, expected 1"
+python3 - "$WORK/tp_hang.json" <<'PY' || fail "hang-diagnose did not name rank 3 and group tp1"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["culprit"]
+assert c["rank"] == 3 and c["cause"] == "skipped", c
+assert "skipped tp1 seq" in c["evidence"], c  # the TP group by its own name
+print(f"  hang-diagnose: culprit rank {c['rank']} ({c['cause']}): {c['evidence']}")
+PY
+pass "a skipped TP collective is named: rank 3 skipped in group tp1"

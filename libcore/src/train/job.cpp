@@ -69,8 +69,10 @@ Mesh make_mesh(Communicator& world, int tp) {
     mesh.dp = &world;
     return mesh;
   }
-  mesh.tp_group = world.split(mesh.dp_rank, mesh.tp_rank, "tp");
-  mesh.dp_group = world.split(mesh.tp_rank, mesh.dp_rank, "dp");
+  // Names unique across the job ("tp0" is the TP group of DP rank 0, "dp1" the DP group of TP rank
+  // 1): hang-diagnose matches a group's records across ranks by name.
+  mesh.tp_group = world.split(mesh.dp_rank, mesh.tp_rank, "tp" + std::to_string(mesh.dp_rank));
+  mesh.dp_group = world.split(mesh.tp_rank, mesh.dp_rank, "dp" + std::to_string(mesh.tp_rank));
   mesh.dp = mesh.dp_group.get();
   mesh.tp = mesh.tp_group.get();
   return mesh;

@@ -25,8 +25,10 @@ namespace shardtrain {
 
 // The DP x TP mesh over the job's W ranks (W = DP x T): the T ranks of a tensor-parallel group are
 // adjacent (world rank = dp_rank * T + tp_rank), so a group stays on one node when ranks fill
-// nodes in order. Each axis is a Communicator group of its own ("dp", "tp": own sequence numbers
-// and flight records). At T = 1 the data-parallel group is the job's group itself (no split).
+// nodes in order. Each axis is a Communicator group of its own, with its own sequence numbers and
+// flight record, named uniquely in the job: "tp<d>" is the TP group of DP rank d, "dp<t>" the DP
+// group of TP rank t (the job's group is then "world"). At T = 1 the data-parallel group is the
+// job's group itself, named "dp" (no split).
 struct Mesh {
   int dp_size = 1, dp_rank = 0, tp_size = 1, tp_rank = 0;
   std::unique_ptr<Communicator> dp_group, tp_group;  // the splits (T > 1 only)

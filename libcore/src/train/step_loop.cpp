@@ -64,7 +64,9 @@ LoopRecords StepLoop::run(std::int64_t first_step) {
 bool StepLoop::run_one_step(std::int64_t step) {
   const TrainOptions& o = job_.options;
   const Stopwatch step_clock;
-  job_.comm->set_step(step);
+  job_.comm->set_step(step);  // every group's records carry the step (and --inject step= matches it)
+  if (job_.mesh.dp != job_.comm.get()) job_.mesh.dp->set_step(step);
+  if (job_.mesh.tp) job_.mesh.tp->set_step(step);
   set_current_step(step);
   const Stopwatch data_clock;  // the whole data phase: the prefetch wait and anything else the rank does there
   set_phase(Phase::kData);
