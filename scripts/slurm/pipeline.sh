@@ -18,22 +18,25 @@
 #            promote, 1 reject (the Slurm job shows FAILED: read the record, docs/RUNBOOK.md)
 #
 # Options: --input FILE (JSONL for data-prep), --cutoff RFC3339, --name NAME (run/<name>),
-#   --np N (ranks, default 2), --steps S (default 200), --registry DIR (default run/registry),
+#   --np N (ranks, default 2), --steps S (default 200), --seq-len L (default 256), --model "..." (the
+#   model and batch options, default the demo's), --registry DIR (default run/registry),
 #   --policy FILE (default scripts/release-policy.json), --train-args "..." (extra ddp-train options),
 #   --no-proof (skip the proof stage), --local, --stage NAME, --bin DIR (default build/bin).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 input="" cutoff="" name="" np=2 steps=200 registry="$here/run/registry" policy="$here/scripts/release-policy.json"
-train_args="" proof=1 local=0 stage="" bin="$here/build/bin"
+train_args="" proof=1 local=0 stage="" bin="$here/build/bin" seq_len=256
+model_args="--layers 4 --d-model 256 --heads 4 --global-batch 16 --micro-batch 8 --eval-samples 128"
 args=("$@")
 while (($#)); do
   case "$1" in
     --input) input=$2; shift 2 ;; --cutoff) cutoff=$2; shift 2 ;; --name) name=$2; shift 2 ;;
     --np) np=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --registry) registry=$2; shift 2 ;;
+    --seq-len) seq_len=$2; shift 2 ;; --model) model_args=$2; shift 2 ;;
     --policy) policy=$2; shift 2 ;; --train-args) train_args=$2; shift 2 ;; --no-proof) proof=0; shift ;;
     --local) local=1; shift ;; --stage) stage=$2; shift 2 ;; --bin) bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pipeline.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +44,7 @@ done
   { echo "pipeline.sh: --input, --cutoff and --name are required (see --help)" >&2; exit 2; }
 run="$here/run/$name"
 data="$run/data.h5"
-model=(--seq-len 256 --layers 4 --d-model 256 --heads 4 --global-batch 16 --micro-batch 8 --eval-samples 128)
+read -r -a model <<<"--seq-len $seq_len $model_args"
 say() { echo "pipeline.sh [$name]: $*"; }
 
 run_stage() {
@@ -62,7 +65,7 @@ run_stage() {
       "$bin/scale-bench" report "$run" --out "$run/evidence/scaling" ;;
     decide)
       if [ ! -f "$registry/baselines/bigram.json" ]; then
-        "$bin/release-gate" baseline bigram --registry "$registry" --data "$data" --cutoff "$cutoff" --order 2 --seq-len 256
+        "$bin/release-gate" baseline bigram --registry "$registry" --data "$data" --cutoff "$cutoff" --order 2 --seq-len "$seq_len"
       fi
       local base=bigram
       [ -f "$registry/last-known-good" ] && base=last-known-good

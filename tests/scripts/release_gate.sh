@@ -113,6 +113,18 @@ pass "no kill-and-resume evidence: rejected (evidence:kill_resume)"
 [ "$("$gate" history --registry "$reg" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" -eq 5 ] ||
   fail "history does not list the 5 records"
 
+# --dry-run decides and writes nothing; eval --out writes the JSON, the Markdown and the diagram.
+n=$(ls "$reg/records" | wc -l); lkg=$(cat "$reg/last-known-good")
+rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline last-known-good --dry-run >"$WORK/dry.log" 2>&1 || rc=$?
+[ $rc -le 1 ] && grep -q "^decision: " "$WORK/dry.log" || { cat "$WORK/dry.log"; fail "dry run: exit $rc, no decision"; }
+[ "$(ls "$reg/records" | wc -l)" -eq "$n" ] && [ "$(cat "$reg/last-known-good")" == "$lkg" ] ||
+  fail "--dry-run wrote a record or moved the pointer"
+"$gate" eval "$(ck good)" --data "$WORK/full.h5" --cutoff "$cutoff" --max-samples 64 --bootstrap-resamples 300 \
+  --latency-runs 5 --out "$WORK/eval" 2>"$WORK/eval.log" || { cat "$WORK/eval.log"; fail "eval --out"; }
+for f in evaluation.json evaluation.md reliability.svg; do [ -s "$WORK/eval/$f" ] || fail "eval --out: no $f"; done
+grep -q "owner=bob" "$WORK/eval/evaluation.md" || fail "evaluation.md lists no slices"
+pass "--dry-run writes nothing; eval --out: $(grep -o 'loss [0-9.]* nats/token.*' "$WORK/eval.log" | head -1)"
+
 # Kill decide at random points (seeded): records whole, pointer never dangling.
 # decide's own duration: the shorter of two timed runs (the kills below must land inside a run).
 duration=1000
