@@ -16,6 +16,9 @@
 #   decide   release-gate: registers the bigram baseline on first use, then decides the newest
 #            checkpoint against last-known-good (or the bigram when there is none yet); exit 0
 #            promote, 1 reject (the Slurm job shows FAILED: read the record, docs/RUNBOOK.md)
+# The chain does not make the deterministic_twin evidence (a second, --deterministic run compared
+# with equiv-check --json into run/<name>/evidence/equivalence.json): without it the default
+# policy's rubric scores 4/5 = 0.8, just enough.
 #
 # Options: --input FILE (JSONL for data-prep), --cutoff RFC3339, --name NAME (run/<name>),
 #   --np N (ranks, default 2), --steps S (default 200), --seq-len L (default 256), --model "..." (the
@@ -36,7 +39,7 @@ while (($#)); do
     --seq-len) seq_len=$2; shift 2 ;; --model) model_args=$2; shift 2 ;;
     --policy) policy=$2; shift 2 ;; --train-args) train_args=$2; shift 2 ;; --no-proof) proof=0; shift ;;
     --local) local=1; shift ;; --stage) stage=$2; shift 2 ;; --bin) bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pipeline.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
