@@ -43,7 +43,7 @@ echo "demo.sh:       under scripts/run-resilient.sh; rank 1 will be killed with 
 killer=$!
 "$here/scripts/run-resilient.sh" --max-restarts 2 --backoff 1 --log "$demo/restarts.json" -- \
   mpirun -np 2 "$build/bin/ddp-train" "${model[@]}" --global-batch 16 --steps 160 --eval-every 80 \
-  --ckpt-every 40 --baseline "$demo/one/summary.json" --run-dir "$demo/two" "$@"
+  --ckpt-every 40 --check-replicas 40 --baseline "$demo/one/summary.json" --run-dir "$demo/two" "$@"
 wait "$killer" 2>/dev/null || true
 
 echo "demo.sh: [3/4] report"
@@ -68,7 +68,8 @@ cutoff=2019-01-01T00:00:00Z
 "$gate" baseline bigram --registry "$demo/registry" --data "$data/fortunes.h5" --cutoff "$cutoff" --order 2 --seq-len 256
 mkdir -p "$demo/two/evidence"
 cp "$data/fortunes.summary.json" "$demo/two/evidence/data-prep.json"   # data-prep's summary: no_skipped_data
-"$build/bin/scale-bench" report "$demo/one" "$demo/two" --out "$demo/two/evidence/scaling" >/dev/null
+"$build/bin/scale-bench" report "$demo/one" "$demo/two" --out "$demo/two/evidence/scaling" >/dev/null ||
+  echo "demo.sh: scale-bench report failed (above): the release has no efficiency evidence"
 "$gate" eval "$demo/two/checkpoints" --data "$data/fortunes.h5" --cutoff "$cutoff" --out "$demo/two/eval"
 decision=0
 "$gate" decide "$demo/two/checkpoints" --policy "$here/scripts/release-policy.json" --registry "$demo/registry" \
