@@ -57,10 +57,11 @@ evidence() {  # evidence RUN_DIR: the files the rubric reads, made by the projec
   cp "$WORK/data-prep.json" "$dir/evidence/data-prep.json"
   "$BIN_DIR/scale-bench" report "$dir" --out "$dir/evidence/scaling" >/dev/null 2>&1 || fail "scale-bench report $dir"
   "$BIN_DIR/equiv-check" "$dir/params.h5" "$WORK/twin/params.h5" --json "$dir/evidence/equivalence.json" >/dev/null 2>&1 || true
-  # The kill-and-resume proof itself is scripts/kill-resume-proof.sh (tested by ckpt_resume); here
-  # the gate reads the report it writes on success.
-  echo '{"proof": "holds", "verdict": "BITWISE", "by": "scripts/kill-resume-proof.sh"}' >"$dir/evidence/kill-resume.json"
+  cp "$WORK/kill-resume.json" "$dir/evidence/kill-resume.json"
 }
+# The kill-and-resume proof, small: 2 SIGKILLs in 12 steps, final checkpoints bitwise equal.
+"$repo/scripts/kill-resume-proof.sh" --bin "$BIN_DIR" --steps 12 --kills 2 --work "$WORK/proof" \
+  --report "$WORK/kill-resume.json" >"$WORK/proof.log" 2>&1 || { cat "$WORK/proof.log"; fail "kill-resume-proof.sh"; }
 gtrain "$WORK/good" "$WORK/full.h5" "$cutoff"
 gtrain "$WORK/twin" "$WORK/full.h5" "$cutoff"       # the deterministic twin: same job, run again
 gtrain "$WORK/leak" "$WORK/full.h5" 2024-01-25T00:00:00Z
