@@ -1,6 +1,7 @@
 // release-gate's evaluation math (calibration.hpp, bootstrap.hpp, holdout_scores.hpp) against a
 // small example worked by hand and against NumPy on the same probabilities
-// (scripts/release_metrics_reference.py -> testdata/release_metrics_reference.json).
+// (scripts/release_metrics_reference.py -> testdata/release_metrics_reference.json), and the
+// hold-out's attribution of scored tokens to owner and version slices (release_eval.hpp) by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,9 @@
 #include "shardtrain/report/bootstrap.hpp"
 #include "shardtrain/report/calibration.hpp"
 #include "shardtrain/report/holdout_scores.hpp"
+#include "shardtrain/base/time.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/train/release_eval.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;
@@ -151,4 +155,36 @@ TEST_CASE("hold-out scores: slices, the worst one and those worse than the mean"
   CHECK(s["slices"][0]["units"] == 20);
   CHECK(s["loss"].get<double>() == Approx((1.0 + (3.0 - 0.035)) / 2).margin(1e-12));
   CHECK_THROWS_AS(HoldoutScores().summary({}), UsageError);
+}
+
+TEST_CASE("release evaluation: scored tokens go to their document's owner and version slices", "[release]") {
+  // vocab 8, separator 7, seq_len 4, cutoff 2024-01-10. Train: one early document. Hold-out, owner
+  // "a": x (version 1, 5 tokens) then y (version 3, 6 tokens): stream x0..x4 SEP y0..y5, 12 tokens,
+  // floor(11 / 4) = 2 samples: tokens [0,5) and [4,9). Sample 0's targets are tokens 1-4 (all x);
+  // sample 1's are tokens 5 (the separator after x: x's), 6, 7, 8 (y's). So version=1 has 5 scored
+  // tokens, version=3 has 3, owner=a 8. With a uniform unigram every loss is ln 8.
+  const std::string path = test::temp_dir("release_eval") + "/d.h5";
+  {
+    data::DatasetWriter w(path, 8, "t8", 7);
+    const std::vector<std::uint32_t> early = {1, 2, 3, 4, 5, 6, 1, 2, 3}, x = {0, 1, 2, 3, 4}, y = {5, 6, 0, 1, 2, 3};
+    w.add_document("early", 1, parse_rfc3339("2024-01-01T00:00:00Z"), parse_rfc3339("2024-01-01T00:00:00Z"), "a", early);
+    w.add_document("x", 1, parse_rfc3339("2024-01-11T00:00:00Z"), parse_rfc3339("2024-01-11T00:00:00Z"), "a", x);
+    w.add_document("y", 3, parse_rfc3339("2024-01-12T00:00:00Z"), parse_rfc3339("2024-01-12T00:00:00Z"), "a", y);
+    w.finish();
+  }
+  HoldoutPlan plan;
+  plan.data_path = path;
+  plan.cutoff = "2024-01-10T00:00:00Z";
+  plan.seq_len = 4;
+  plan.max_samples = 0;
+  plan.bootstrap = {50, 1, 0.95};
+  NgramModel uniform;
+  uniform.vocab = 8;
+  uniform.probabilities.assign(8, 1.0 / 8);
+  const auto e = evaluate_ngram(uniform, plan);
+  CHECK(e["holdout"]["samples"] == 2);
+  std::map<std::string, double> tokens;
+  for (const auto& sl : e["scores"]["slices"]) tokens[sl["key"]] = sl["tokens"];
+  CHECK(tokens == std::map<std::string, double>{{"owner=a", 8}, {"version=1", 5}, {"version=3", 3}});
+  CHECK(e["scores"]["loss"].get<double>() == Approx(std::log(8.0)).margin(1e-12));
 }
