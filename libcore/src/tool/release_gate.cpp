@@ -153,10 +153,10 @@ Subcommand add_history_command(CLI::App& parent) {
       return 0;
     }
     const auto lkg = r.last_known_good();
-    std::printf("%-20s  %-7s  %-48s  %-9s  %-16s  %s\n", "decided", "decision", "record", "loss", "baseline", "first reason");
+    std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", "decided", "decision", "record", "loss", "baseline", "first reason");
     for (const auto& rec : records) {
       const auto& reasons = rec["reasons"];
-      std::printf("%-20s  %-8s  %-48s  %-9.4f  %-16s  %s%s\n", rec.value("decided", "").c_str(),
+      std::printf("%-20s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", rec.value("decided", "").c_str(),
                   rec.value("decision", "").c_str(), rec["record_path"].get<std::string>().c_str(),
                   rec["scores"]["candidate"]["scores"]["loss"].get<double>(), rec["baseline"].value("name", "").c_str(),
                   reasons.empty() ? "" : reasons[0].get<std::string>().substr(0, 100).c_str(),
