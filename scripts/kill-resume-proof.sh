@@ -7,21 +7,24 @@
 # valid checkpoint.
 #
 # Usage: scripts/kill-resume-proof.sh [--np N] [--steps S] [--kills K] [--seed X] [--ckpt-every C]
-#                                     [--d-model D] [--bin BIN_DIR] [--work DIR]
+#                                     [--d-model D] [--bin BIN_DIR] [--work DIR] [--report FILE]
 # Defaults: 2 ranks, 24 steps, 3 kills, seed 1, a checkpoint every 3 steps, d_model 64,
 # build/bin, a temporary folder. Exit 0 when the proof holds; 1 with the reason when not.
+# --report FILE: when the proof holds, also write {"proof": "holds", ...} there (release-gate's
+# kill_resume evidence); an existing FILE is removed first, so a failed proof never leaves a pass.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-np=2 steps=24 kills=3 seed=1 every=3 dmodel=64 bin="$here/build/bin" work=""
+np=2 steps=24 kills=3 seed=1 every=3 dmodel=64 bin="$here/build/bin" work="" report=""
 while (($#)); do
   case "$1" in
     --np) np=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --kills) kills=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;; --ckpt-every) every=$2; shift 2 ;; --d-model) dmodel=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;; --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bin) bin=$2; shift 2 ;; --work) work=$2; shift 2 ;; --report) report=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "kill-resume-proof.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
+[ -z "$report" ] || rm -f "$report"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 [ -x "$bin/ddp-train" ] || { echo "kill-resume-proof.sh: $bin/ddp-train not found: build first (scripts/setup.sh)" >&2; exit 2; }
 if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
@@ -115,3 +118,15 @@ out=$("$bin/equiv-check" "$work/run/checkpoints/$final/index.h5" "$work/ref/chec
 echo "$out" | grep -E '^# [0-9]+ compared|^verdict'
 echo "$out" | grep -q '^verdict: BITWISE' || { echo "FAIL: not bitwise" >&2; exit 1; }
 say "PROOF HOLDS: $restarts restarts, final $final (parameters and optimizer moments) BITWISE equal to the uninterrupted run"
+if [ -n "$report" ]; then
+  python3 - "$report" "$np" "$steps" "$kills" "$seed" "$restarts" "$final" <<'PY'
+import json, sys, time
+out, np_, steps, kills, seed, restarts, final = sys.argv[1:]
+with open(out + ".tmp", "w") as f:
+    json.dump({"proof": "holds", "verdict": "BITWISE", "np": int(np_), "steps": int(steps), "kills": int(kills),
+               "seed": int(seed), "restarts": int(restarts), "final": final,
+               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "by": "scripts/kill-resume-proof.sh"}, f)
+    f.write("\n")
+import os; os.replace(out + ".tmp", out)
+PY
+fi

@@ -158,6 +158,7 @@ class Prep {
     if (writer_->num_documents() == 0)
       throw UsageError("data-prep: no valid document in the input" +
                        std::string(reject_count_ ? " (" + std::to_string(reject_count_) + " rejected)" : ""));
+    writer_->set_string_attribute(kDataPrepAttribute, transformation_json().dump());
     DatasetHeader h = writer_->finish();
     if (rejects_.is_open()) {
       rejects_.close();
@@ -197,6 +198,24 @@ class Prep {
   }
 
  private:
+  // The transformation state kept in the dataset (data_prep.hpp, kDataPrepAttribute).
+  nlohmann::json transformation_json() const {
+    const auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    return {{"code_version", code_version()},
+            {"options",
+             {{"jsonl_inputs", o_.jsonl_inputs},
+              {"text_inputs", o_.text_inputs},
+              {"text_owner", opt(o_.text.owner)},
+              {"text_event_time", opt(o_.text.event_time)},
+              {"text_available_time", opt(o_.text.available_time)},
+              {"text_version", o_.text.version},
+              {"vocab", vocab_},
+              {"tokenizer", tokenizer_},
+              {"separator", separator_},
+              {"skip_bad", opt(o_.skip_bad)}}},
+            {"rejects", reject_count_}};
+  }
+
   static std::string fmt1(double v) {
     char b[32];
     std::snprintf(b, sizeof b, "%.1f", v);

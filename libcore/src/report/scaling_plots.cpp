@@ -3,11 +3,11 @@
 // as a child process. Oversubscribed points get their own marker, colour, key entry and label in
 // every plot, so they are never read as hardware scaling.
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
+#include "shardtrain/report/gnuplot.hpp"
 #include "shardtrain/report/scaling_report.hpp"
 
 namespace shardtrain {
@@ -15,26 +15,9 @@ namespace {
 
 constexpr const char* kGnuplotPackage = "gnuplot-nox";
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out.flush()) throw IoError(path + ": cannot write");
-}
-
 // The point's label under its marker, e.g. "W=4 oversubscribed".
 std::string point_label(const ScalingReport& r, std::size_t i) {
   return "W=" + std::to_string(r.runs[i].world_size) + (r.points[i].oversubscribed ? " oversubscribed" : "");
-}
-
-// Shared head of every script: SVG, no enhanced text (section names carry '_').
-std::string script_head(const std::string& svg, const std::string& title) {
-  std::ostringstream g;
-  g << "set terminal svg size 720,460 dynamic font 'sans,11'\n"
-    << "set termoption noenhanced\n"
-    << "set output '" << svg << "'\n"
-    << "set title \"" << title << "\"\n"
-    << "set grid\n";
-  return g.str();
 }
 
 // efficiency.dat / speedup.dat: "W value oversubscribed label" per point; "-" rows never occur
@@ -65,7 +48,7 @@ std::string points_script(const ScalingReport& r, const std::string& dir, const 
   const std::string dat = dir + "/" + name + ".dat";
   const std::string what = speedup ? "Speedup S(W) = throughput_W / throughput_1" : "Efficiency E(W) = throughput_W / (W x throughput_1)";
   std::ostringstream g;
-  g << script_head(dir + "/" + name + ".svg", what + ", " + mode_name(r.mode) + " scaling")
+  g << gnuplot_script_head(dir + "/" + name + ".svg", what + ", " + mode_name(r.mode) + " scaling")
     << "set xlabel 'W (ranks)'\nset ylabel '" << (speedup ? "S(W)" : "E(W)") << "'\n"
     << "set logscale x 2\nset xrange [0.8:" << max_w * 1.3 << "]\nset yrange [0:" << max_y * 1.2 << "]\n"
     << "set key top left box opaque\nset datafile missing '?'\n"
@@ -103,7 +86,7 @@ std::string breakdown_script(const ScalingReport& r, const std::string& dir) {
   for (const auto& p : r.points) any_over = any_over || p.oversubscribed;
   const std::string dat = dir + "/breakdown.dat";
   std::ostringstream g;
-  g << script_head(dir + "/breakdown.svg",
+  g << gnuplot_script_head(dir + "/breakdown.svg",
                    std::string("Per-rank median step by section, per W") +
                        (any_over ? " (oversub = more ranks than CPUs: not hardware scaling)" : ""))
     << "set ylabel 'median seconds per step'\n"
@@ -115,17 +98,6 @@ std::string breakdown_script(const ScalingReport& r, const std::string& dir) {
       << kBreakdownNames[c] << "'";
   g << "\n";
   return g.str();
-}
-
-// Writes `name`.dat and `name`.gp, runs gnuplot on the script; returns "name.svg".
-std::string draw(const std::string& dir, const std::string& name, const std::string& data, const std::string& script) {
-  write_text(dir + "/" + name + ".dat", data);
-  const std::string gp = dir + "/" + name + ".gp";
-  write_text(gp, script);
-  const std::string log = dir + "/" + name + ".gnuplot.log";
-  const int rc = run_child({"gnuplot", gp}, log);
-  if (rc != 0) throw Error(ExitCode::kFailure, "gnuplot failed on " + gp + " (exit " + std::to_string(rc) + "); see " + log);
-  return name + ".svg";
 }
 
 }  // namespace
@@ -140,14 +112,13 @@ void require_gnuplot() {
 std::vector<std::string> write_scaling_plots(const ScalingReport& report, const std::string& out_dir) {
   require_gnuplot();
   // The scripts quote paths in '...': a quote or a line break in the folder would end the string.
-  if (out_dir.find_first_of("'\n") != std::string::npos)
-    throw UsageError("--out " + out_dir + ": a folder name with a quote or a line break cannot go into a gnuplot script");
+  require_plain_plot_folder(out_dir, "--out");
   std::vector<std::string> svgs;
   if (report.has_base) {  // E and S are defined against W = 1 only
-    svgs.push_back(draw(out_dir, "efficiency", points_data(report, false), points_script(report, out_dir, "efficiency", false)));
-    svgs.push_back(draw(out_dir, "speedup", points_data(report, true), points_script(report, out_dir, "speedup", true)));
+    svgs.push_back(draw_gnuplot(out_dir, "efficiency", points_data(report, false), points_script(report, out_dir, "efficiency", false)));
+    svgs.push_back(draw_gnuplot(out_dir, "speedup", points_data(report, true), points_script(report, out_dir, "speedup", true)));
   }
-  svgs.push_back(draw(out_dir, "breakdown", breakdown_data(report), breakdown_script(report, out_dir)));
+  svgs.push_back(draw_gnuplot(out_dir, "breakdown", breakdown_data(report), breakdown_script(report, out_dir)));
   return svgs;
 }
 

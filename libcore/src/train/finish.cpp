@@ -40,6 +40,16 @@ nlohmann::json host_json() {
   return {{"hostname", std::string(name)}, {"cpus", int(std::thread::hardware_concurrency())}};
 }
 
+// --check-replicas: how often, and how many checks this run made. A diverged replica stops the run
+// with an error, so a summary with checks >= 1 means every one of them matched (release-gate's
+// "replica_checks" evidence).
+nlohmann::json replica_checks_json(const TrainOptions& o, const std::vector<StepRecord>& records) {
+  std::int64_t checks = 0;
+  if (o.check_replicas > 0)
+    for (const auto& r : records) checks += (r.step + 1) % o.check_replicas == 0;
+  return {{"every", o.check_replicas}, {"checks", checks}};
+}
+
 // The median step time after warm-up (the first step pays for allocation and primitive creation).
 double steady_median_step_s(const std::vector<StepRecord>& records) {
   std::vector<double> steady;
@@ -124,6 +134,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"memory_bytes_rank0", m.memory},
       {"memory_bytes_by_rank", m.memory_by_rank},
       {"eval", loop.last_eval},
+      {"replica_checks", replica_checks_json(o, records)},
       {"step_log", step_log.path()},
       {"params", m.params_path},
       {"summary", summary_path(o)},

@@ -57,6 +57,11 @@ struct DataPrepOptions {
   double progress_interval_s = 2.0;       // <= 0: no progress lines
 };
 
+// Root string attribute of every dataset data-prep writes: its transformation state as JSON,
+// {"code_version", "options": {the options above, inputs included}, "rejects": count of skipped
+// lines} (release-gate records it; a dataset without it was written by another writer).
+inline constexpr const char* kDataPrepAttribute = "data_prep";
+
 // Runs data-prep. Returns the JSON summary printed by the tool:
 //   {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
 //    "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",

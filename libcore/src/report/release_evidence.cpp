@@ -1,0 +1,93 @@
+#include "shardtrain/report/release_evidence.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "shardtrain/base/error.hpp"
+
+namespace shardtrain {
+namespace {
+
+struct Outcome {
+  bool passed;
+  std::string detail;
+};
+
+// Each item's rule (the table in the header), on the parsed file.
+Outcome judge(const std::string& item, const nlohmann::json& j, const std::string& dataset_snapshot_id) {
+  if (item == "deterministic_twin") {
+    const std::string v = j.value("verdict", "");
+    return {v == "BITWISE" || v == "WITHIN", "verdict " + (v.empty() ? std::string("missing") : v)};
+  }
+  if (item == "kill_resume") {
+    const std::string proof = j.value("proof", "");
+    return {proof == "holds", "proof " + (proof.empty() ? std::string("missing") : proof)};
+  }
+  if (item == "efficiency_report") {
+    const bool ok = j.value("efficiency_available", false) && j.contains("points") && j["points"].is_array() &&
+                    !j["points"].empty();
+    return {ok, ok ? std::to_string(j["points"].size()) + " points" : "no efficiency points"};
+  }
+  if (item == "replica_checks") {
+    const auto rc = j.contains("replica_checks") ? j["replica_checks"] : nlohmann::json::object();
+    const bool ok = rc.is_object() && rc.value("every", 0) > 0 && rc.value("checks", 0) >= 1;
+    return {ok, ok ? std::to_string(rc["checks"].get<long>()) + " checks, every " + std::to_string(rc["every"].get<long>()) +
+                         " steps"
+                   : "the run did not check its replicas (--check-replicas)"};
+  }
+  // no_skipped_data
+  const long rejects = j.contains("rejects") ? j["rejects"].value("count", -1L) : -1L;
+  const std::string snapshot = j.value("snapshot_id", "");
+  if (snapshot != dataset_snapshot_id)
+    return {false, "its snapshot_id " + snapshot.substr(0, 12) + " is not the evaluated dataset's " +
+                       dataset_snapshot_id.substr(0, 12)};
+  return {rejects == 0, rejects < 0 ? "no rejects count" : std::to_string(rejects) + " rejected input lines"};
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_evidence_items() {
+  static const std::vector<std::string> items = {"deterministic_twin", "kill_resume", "efficiency_report",
+                                                 "replica_checks", "no_skipped_data"};
+  return items;
+}
+
+std::string default_evidence_path(const std::string& item) {
+  if (item == "deterministic_twin") return "evidence/equivalence.json";
+  if (item == "kill_resume") return "evidence/kill-resume.json";
+  if (item == "efficiency_report") return "evidence/scaling/report.json";
+  if (item == "replica_checks") return "summary.json";
+  if (item == "no_skipped_data") return "evidence/data-prep.json";
+  throw UsageError("unknown evidence item '" + item + "' (known: deterministic_twin, kill_resume, efficiency_report, "
+                   "replica_checks, no_skipped_data)");
+}
+
+std::vector<EvidenceResult> collect_evidence(const ReleasePolicy& policy, const std::string& run_dir,
+                                             const std::map<std::string, std::string>& given,
+                                             const std::string& dataset_snapshot_id) {
+  for (const auto& [item, path] : given) (void)default_evidence_path(item);  // names an unknown item
+  std::vector<EvidenceResult> results;
+  for (const auto& ri : policy.rubric) {
+    EvidenceResult e;
+    e.item = ri.name;
+    const auto it = given.find(ri.name);
+    e.path = it != given.end() ? it->second : (std::filesystem::path(run_dir) / default_evidence_path(ri.name)).string();
+    std::ifstream in(e.path);
+    e.found = bool(in);
+    if (!e.found) {
+      e.detail = "no such file";
+    } else {
+      try {
+        const Outcome o = judge(ri.name, nlohmann::json::parse(in), dataset_snapshot_id);
+        e.passed = o.passed;
+        e.detail = o.detail;
+      } catch (const nlohmann::json::exception& ex) {
+        e.detail = std::string("unreadable: ") + ex.what();
+      }
+    }
+    results.push_back(e);
+  }
+  return results;
+}
+
+}  // namespace shardtrain

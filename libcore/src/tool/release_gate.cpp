@@ -1,0 +1,174 @@
+#include "shardtrain/tool/release_gate.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/report/release_registry.hpp"
+#include "shardtrain/report/release_report.hpp"
+#include "shardtrain/report/scaling_report.hpp"
+#include "shardtrain/tool/release_decision.hpp"
+
+namespace shardtrain::release_gate {
+namespace {
+
+// Options every evaluation shares (eval, decide).
+void add_eval_options(CLI::App* app, ReleaseEvalOptions& o) {
+  app->add_option("--batch", o.batch, "Sequences per forward while scoring")->capture_default_str();
+  app->add_option("--threads", o.threads, "CPU threads")->capture_default_str();
+  app->add_option("--latency-batch", o.latency_batch, "Sequences per forward in the latency probe")->capture_default_str();
+  app->add_option("--latency-runs", o.latency_runs, "Timed forwards in the latency probe (p50/p99)")->capture_default_str();
+  app->add_option("--bootstrap-resamples", o.holdout.bootstrap.resamples, "Bootstrap resamples per interval")
+      ->capture_default_str();
+  app->add_option("--seed", o.holdout.bootstrap.seed, "Bootstrap seed")->capture_default_str();
+  app->add_option("--summary", o.summary_path, "The training run's summary.json (default: <CKPT>/../../summary.json)");
+}
+
+void print_json(const std::string& path, const nlohmann::json& j) {
+  if (path == "-") std::cout << j.dump(2) << std::endl;
+  else if (!path.empty()) write_json_file(path, j);
+}
+
+}  // namespace
+
+Subcommand add_eval_command(CLI::App& parent) {
+  struct Args {
+    std::string checkpoint, out, json;
+    ReleaseEvalOptions options;
+  };
+  auto a = std::make_shared<Args>();
+  Subcommand c;
+  c.app = parent.add_subcommand("eval", "Evaluate a checkpoint on the temporal hold-out (documents after --cutoff).");
+  c.app->add_option("CKPT", a->checkpoint, "A step_<N> checkpoint folder (or a folder whose `latest` names one)")->required();
+  c.app->add_option("--data", a->options.holdout.data_path, "Dataset file (data-prep)")->required();
+  c.app->add_option("--cutoff", a->options.holdout.cutoff, "RFC 3339: the hold-out is the documents after it")->required();
+  c.app->add_option("--max-samples", a->options.holdout.max_samples, "Hold-out sequences scored (0: all)")
+      ->capture_default_str();
+  add_eval_options(c.app, a->options);
+  c.app->add_option("--out", a->out, "Write evaluation.json, evaluation.md and reliability.svg here");
+  c.app->add_option("--json", a->json, "Also write the evaluation JSON to FILE ('-': standard output)");
+  c.run = [a] {
+    if (!a->out.empty()) {
+      require_gnuplot();
+      std::filesystem::create_directories(a->out);
+    }
+    const nlohmann::json e = evaluate_checkpoint(a->checkpoint, a->options);
+    const auto& s = e["scores"];
+    std::cerr << "release-gate eval: loss " << s["loss"].get<double>() << " nats/token (perplexity "
+              << s["perplexity"].get<double>() << "), ECE " << s["calibration"]["ece"].get<double>() << ", top-1 "
+              << s["calibration"]["top1_accuracy"].get<double>() << ", worst slice " << s["worst_slice"].get<std::string>()
+              << "; " << s["tokens"].get<double>() << " tokens in " << e["seconds"].get<double>() << " s ("
+              << e["evaluated_tokens_per_s"].get<double>() << " evaluated tokens/s)" << std::endl;
+    if (!a->out.empty()) {
+      const std::string svg = write_reliability_plot(e, a->out);
+      write_json_file(a->out + "/evaluation.json", e);
+      write_file_atomically(a->out + "/evaluation.md", evaluation_markdown(e, svg));
+      std::cerr << "release-gate eval: " << a->out << "/evaluation.md" << std::endl;
+    }
+    print_json(a->json, e);
+    return 0;
+  };
+  return c;
+}
+
+Subcommand add_baseline_command(CLI::App& parent) {
+  auto a = std::make_shared<BaselineOptions>();
+  a->plan.seq_len = 256;
+  Subcommand c;
+  c.app = parent.add_subcommand("baseline", "Fit, evaluate and register a named n-gram baseline of the training selection.");
+  c.app->add_option("NAME", a->name, "Baseline name (letters, digits, . _ -)")->required();
+  c.app->add_option("--registry", a->registry, "Release registry folder")->required();
+  c.app->add_option("--data", a->plan.data_path, "Dataset file (data-prep)")->required();
+  c.app->add_option("--cutoff", a->plan.cutoff, "RFC 3339: fit on documents available by it, evaluate after it")->required();
+  c.app->add_option("--order", a->order, "1 (unigram) or 2 (bigram)")->capture_default_str();
+  c.app->add_option("--seq-len", a->plan.seq_len, "Hold-out sequence length: the candidates' seq_len")->capture_default_str();
+  c.app->add_option("--max-samples", a->plan.max_samples, "Hold-out sequences scored (0: all)")->capture_default_str();
+  c.app->add_option("--bootstrap-resamples", a->plan.bootstrap.resamples, "Bootstrap resamples per interval")
+      ->capture_default_str();
+  c.app->add_option("--seed", a->plan.bootstrap.seed, "Bootstrap seed")->capture_default_str();
+  c.run = [a] {
+    const nlohmann::json b = register_baseline(*a);
+    std::cout << "release-gate baseline: " << a->name << " (order-" << a->order << " n-gram) registered in " << a->registry
+              << ": hold-out loss " << b["evaluation"]["scores"]["loss"].get<double>() << " nats/token, ECE "
+              << b["evaluation"]["scores"]["calibration"]["ece"].get<double>() << std::endl;
+    return 0;
+  };
+  return c;
+}
+
+Subcommand add_decide_command(CLI::App& parent) {
+  struct Args {
+    DecideOptions options;
+    std::vector<std::string> evidence;
+    int max_samples = -1;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Subcommand c;
+  c.app = parent.add_subcommand("decide", "Evaluate a candidate, compare it with a baseline under a policy, score the "
+                                          "rubric, record the decision. Exit 0 promote, 1 reject, 2 unusable input.");
+  DecideOptions& o = a->options;
+  c.app->add_option("CKPT", o.checkpoint, "Candidate: a step_<N> checkpoint folder (or a folder whose `latest` names one)")
+      ->required();
+  c.app->add_option("--policy", o.policy_path, "Release policy JSON (scripts/release-policy.json)")->required();
+  c.app->add_option("--baseline", o.baseline, "A registered baseline's name, or last-known-good")->capture_default_str();
+  c.app->add_option("--registry", o.registry, "Release registry folder")->required();
+  c.app->add_option("--data", o.eval.holdout.data_path, "Dataset file (default: the baseline's)");
+  c.app->add_option("--cutoff", o.eval.holdout.cutoff, "RFC 3339 hold-out cutoff (default: the baseline's)");
+  c.app->add_option("--max-samples", a->max_samples, "Hold-out sequences scored (default: the baseline's)");
+  add_eval_options(c.app, o.eval);
+  c.app->add_option("--run-dir", o.run_dir, "The training run's folder, where evidence is looked for (default: <CKPT>/../..)");
+  c.app->add_option("--evidence", a->evidence, "ITEM=PATH: an evidence file instead of the default (repeatable)");
+  c.app->add_flag("--dry-run", o.dry_run, "Decide and print, but write no record and move no pointer");
+  c.app->add_option("--json", a->json, "Also write the record to FILE ('-': standard output)");
+  c.run = [a] {
+    for (const auto& e : a->evidence) {
+      const auto eq = e.find('=');
+      if (eq == std::string::npos || eq == 0) throw UsageError("--evidence '" + e + "': expected ITEM=PATH");
+      a->options.evidence[e.substr(0, eq)] = e.substr(eq + 1);
+    }
+    if (a->max_samples >= 0) a->options.max_samples = a->max_samples;
+    const Decision d = decide_release(a->options);
+    std::cout << decision_text(d.record) << std::flush;
+    print_json(a->json, d.record);
+    return d.promote ? 0 : 1;
+  };
+  return c;
+}
+
+Subcommand add_history_command(CLI::App& parent) {
+  auto registry = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  Subcommand c;
+  c.app = parent.add_subcommand("history", "List the registry's release records, baselines and last-known-good.");
+  c.app->add_option("--registry", *registry, "Release registry folder")->required();
+  c.app->add_flag("--json", *json, "Print the records as a JSON array");
+  c.run = [registry, json] {
+    const ReleaseRegistry r(*registry, true);
+    const auto records = r.history();
+    if (*json) {
+      std::cout << nlohmann::json(records).dump(2) << std::endl;
+      return 0;
+    }
+    const auto lkg = r.last_known_good();
+    std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", "decided", "decision", "record", "loss", "baseline", "first reason");
+    for (const auto& rec : records) {
+      const auto& reasons = rec["reasons"];
+      std::printf("%-20s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", rec.value("decided", "").c_str(),
+                  rec.value("decision", "").c_str(), rec["record_path"].get<std::string>().c_str(),
+                  rec["scores"]["candidate"]["scores"]["loss"].get<double>(), rec["baseline"].value("name", "").c_str(),
+                  reasons.empty() ? "" : reasons[0].get<std::string>().substr(0, 100).c_str(),
+                  lkg && (*lkg)["record_path"] == rec["record_path"] ? "  <- last-known-good" : "");
+    }
+    std::string names;
+    for (const auto& n : r.baseline_names()) names += (names.empty() ? "" : ", ") + n;
+    std::printf("baselines: %s\nlast-known-good: %s\n", names.empty() ? "none" : names.c_str(),
+                lkg ? (*lkg)["record_path"].get<std::string>().c_str() : "none");
+    return 0;
+  };
+  return c;
+}
+
+}  // namespace shardtrain::release_gate

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# release-gate end to end (issue 16): a seeded good candidate is promoted over a registered unigram
+# baseline; four bad candidates are each rejected for their own named reason and last-known-good
+# never moves to them:
+#   leak         trained with a cutoff after the evaluation's          -> trained_past_cutoff
+#   slice        trained with owner bob's documents removed            -> slice_regression:owner=bob
+#   calibration  the good checkpoint with ln_f scaled by 3 (logits x3) -> ece
+#   no-proof     the good checkpoint without kill-and-resume evidence  -> evidence:kill_resume
+# then `decide` is SIGKILLed at random points 20 times: every record stays whole JSON and the
+# pointer always names an existing record. Unusable input exits 2.
+# Usage: SCALE_LOGITS_HELPER=<build>/tests/scale_logits_helper release_gate.sh BIN_DIR WORK_DIR
+BIN_DIR=$1 WORK=$2
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/common.sh"
+repo="$(cd "$here/../.." && pwd)"
+helper="${SCALE_LOGITS_HELPER:?set SCALE_LOGITS_HELPER to the built tests/scale_logits_helper}"
+gate="$BIN_DIR/release-gate"
+
+# Two owners with different Markov chains (alice: seed 1, bob: seed 2), one document a day from
+# 2024-01-01 for each; alice's last three documents are version 2. Cutoff 2024-01-15: the hold-out
+# is the documents of 2024-01-16 on (both owners, versions 1 and 2).
+for s in 1 2; do
+  "$BIN_DIR/data-prep" --synthetic markov --seed $s --documents 20 --doc-tokens 1500 -o "$WORK/m$s.h5" \
+    --synthetic-jsonl "$WORK/m$s.jsonl" >/dev/null 2>&1
+done
+python3 - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+def docs(seed, owner):
+    for line in open(f"{w}/m{seed}.jsonl"):
+        d = json.loads(line)
+        k = int(d["id"].split("-")[1])
+        d["owner"], d["id"] = owner, f"{owner}-{k:03d}"
+        if owner == "alice" and k >= 17: d["version"] = 2
+        yield d
+alice, bob = list(docs(1, "alice")), list(docs(2, "bob"))
+with open(f"{w}/full.jsonl", "w") as f:
+    for d in alice + bob: f.write(json.dumps(d) + "\n")
+with open(f"{w}/nobob.jsonl", "w") as f:   # bob's documents removed from what the model may train on
+    for d in alice + [d for d in bob if d["event_time"] > "2024-01-15"]: f.write(json.dumps(d) + "\n")
+PY
+prep() { "$BIN_DIR/data-prep" "$1" -o "$2" --vocab 17 --tokenizer markov16 --separator 16; }
+prep "$WORK/full.jsonl" "$WORK/full.h5" >"$WORK/data-prep.json" 2>/dev/null || fail "data-prep full"
+prep "$WORK/nobob.jsonl" "$WORK/nobob.h5" >/dev/null 2>&1 || fail "data-prep nobob"
+cutoff=2024-01-15T00:00:00Z
+reg="$WORK/registry"
+policy="$repo/scripts/release-policy.json"
+gtrain() {  # gtrain RUN_DIR DATA CUTOFF: the candidates' training, one rank, deterministic
+  local dir=$1 data=$2 cut=$3
+  mkdir -p "$dir"
+  DATA="$data" train 1 "$dir" --d-model 32 --global-batch 8 --micro-batch 8 --steps 120 --lr 1e-2 --warmup 10 \
+    --cutoff "$cut" --deterministic --check-replicas 40 --ckpt-every 120 --seed 1 || fail "training $dir"
+}
+evidence() {  # evidence RUN_DIR: the files the rubric reads, made by the project's own tools
+  local dir=$1
+  mkdir -p "$dir/evidence"
+  cp "$WORK/data-prep.json" "$dir/evidence/data-prep.json"
+  "$BIN_DIR/scale-bench" report "$dir" --out "$dir/evidence/scaling" >/dev/null 2>&1 || fail "scale-bench report $dir"
+  "$BIN_DIR/equiv-check" "$dir/params.h5" "$WORK/twin/params.h5" --json "$dir/evidence/equivalence.json" >/dev/null 2>&1 || true
+  cp "$WORK/kill-resume.json" "$dir/evidence/kill-resume.json"
+}
+# The kill-and-resume proof, small: 2 SIGKILLs in 12 steps, final checkpoints bitwise equal.
+"$repo/scripts/kill-resume-proof.sh" --bin "$BIN_DIR" --steps 12 --kills 2 --work "$WORK/proof" \
+  --report "$WORK/kill-resume.json" >"$WORK/proof.log" 2>&1 || { cat "$WORK/proof.log"; fail "kill-resume-proof.sh"; }
+gtrain "$WORK/good" "$WORK/full.h5" "$cutoff"
+gtrain "$WORK/twin" "$WORK/full.h5" "$cutoff"       # the deterministic twin: same job, run again
+gtrain "$WORK/leak" "$WORK/full.h5" 2024-01-25T00:00:00Z
+gtrain "$WORK/slice" "$WORK/nobob.h5" "$cutoff"
+for d in good leak slice; do evidence "$WORK/$d"; done
+ck() { local d="$WORK/$1/checkpoints"; echo "$d/$(cat "$d/latest")"; }   # the run's newest checkpoint
+fast=(--bootstrap-resamples 300 --latency-runs 5 --registry "$reg" --policy "$policy")
+
+# Unusable input: exit 2, nothing written.
+rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline last-known-good >"$WORK/u.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] || { cat "$WORK/u.log"; fail "no last-known-good yet: exit $rc, expected 2"; }
+grep -q "no last-known-good" "$WORK/u.log" || fail "the error does not say there is no last-known-good"
+echo '{"format": "shardtrain-release-policy", "version": "x"}' >"$WORK/bad-policy.json"
+rc=0; "$gate" decide "$(ck good)" --registry "$reg" --policy "$WORK/bad-policy.json" --baseline x >"$WORK/u.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] || { cat "$WORK/u.log"; fail "a policy without thresholds: exit $rc, expected 2"; }
+pass "unusable input exits 2 (no last-known-good; a policy without thresholds)"
+
+"$gate" baseline unigram --registry "$reg" --data "$WORK/full.h5" --cutoff "$cutoff" --order 1 --seq-len 32 \
+  --max-samples 64 --bootstrap-resamples 300 >"$WORK/baseline.log" 2>&1 || { cat "$WORK/baseline.log"; fail "baseline"; }
+pass "$(tail -1 "$WORK/baseline.log")"
+
+# decide CKPT BASELINE EXPECTED_EXIT EXPECTED_REASON [extra options]
+decide() {
+  local ckpt=$1 base=$2 want=$3 reason=$4; shift 4
+  local before rc=0
+  before=$(cat "$reg/last-known-good" 2>/dev/null || echo none)
+  "$gate" decide "$ckpt" "${fast[@]}" --baseline "$base" "$@" >"$WORK/decide.log" 2>&1 || rc=$?
+  sed 's/^/    /' "$WORK/decide.log" | grep -E 'decision|reason|in service' | head -8
+  [ $rc -eq "$want" ] || { cat "$WORK/decide.log"; fail "decide $ckpt: exit $rc, expected $want"; }
+  if [ "$want" -eq 1 ]; then
+    grep -q "reason: $reason" "$WORK/decide.log" || fail "decide $ckpt: no reason '$reason'"
+    [ "$(cat "$reg/last-known-good" 2>/dev/null || echo none)" == "$before" ] || fail "last-known-good moved on a reject"
+    grep -q "in service: last-known-good" "$WORK/decide.log" || fail "the reject does not name the fallback"
+  fi
+}
+decide "$(ck good)" unigram 0 ""
+grep -q "$(ck good)" "$reg/last-known-good" || fail "last-known-good does not name the promoted checkpoint"
+pass "the good candidate is promoted over the unigram baseline; last-known-good names it"
+
+decide "$(ck leak)" last-known-good 1 "trained_past_cutoff"
+pass "trained past the cutoff: rejected (trained_past_cutoff)"
+decide "$(ck slice)" last-known-good 1 "slice_regression:owner=bob"
+pass "bob's documents removed from training: rejected (slice_regression:owner=bob)"
+"$helper" "$(ck good)" "$WORK/hot/checkpoints" 3 >/dev/null || fail "scale_logits_helper"
+decide "$(ck hot)" last-known-good 1 "ece" --run-dir "$WORK/good"
+pass "logits x 3: rejected (ece)"
+decide "$(ck good)" last-known-good 1 "evidence:kill_resume" --evidence kill_resume="$WORK/nowhere.json"
+pass "no kill-and-resume evidence: rejected (evidence:kill_resume)"
+"$gate" history --registry "$reg" | sed 's/^/    /'
+[ "$("$gate" history --registry "$reg" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" -eq 5 ] ||
+  fail "history does not list the 5 records"
+
+# --dry-run decides and writes nothing; eval --out writes the JSON, the Markdown and the diagram.
+n=$(ls "$reg/records" | wc -l); lkg=$(cat "$reg/last-known-good")
+rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline last-known-good --dry-run >"$WORK/dry.log" 2>&1 || rc=$?
+[ $rc -le 1 ] && grep -q "^decision: " "$WORK/dry.log" || { cat "$WORK/dry.log"; fail "dry run: exit $rc, no decision"; }
+[ "$(ls "$reg/records" | wc -l)" -eq "$n" ] && [ "$(cat "$reg/last-known-good")" == "$lkg" ] ||
+  fail "--dry-run wrote a record or moved the pointer"
+"$gate" eval "$(ck good)" --data "$WORK/full.h5" --cutoff "$cutoff" --max-samples 64 --bootstrap-resamples 300 \
+  --latency-runs 5 --out "$WORK/eval" 2>"$WORK/eval.log" || { cat "$WORK/eval.log"; fail "eval --out"; }
+for f in evaluation.json evaluation.md reliability.svg; do [ -s "$WORK/eval/$f" ] || fail "eval --out: no $f"; done
+grep -q "owner=bob" "$WORK/eval/evaluation.md" || fail "evaluation.md lists no slices"
+pass "--dry-run writes nothing; eval --out: $(grep -o 'loss [0-9.]* nats/token.*' "$WORK/eval.log" | head -1)"
+
+# Kill decide at random points (seeded): records whole, pointer never dangling.
+# decide's own duration: the shorter of two timed runs (the kills below must land inside a run).
+duration=1000
+for _ in 1 2; do
+  start=$(date +%s%N); "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram >/dev/null 2>&1 || true
+  duration=$(python3 -c "print(min($duration, ($(date +%s%N) - $start) / 1e9))")
+done
+before=$(ls "$reg/records" | grep -c '\.json$')
+for i in $(seq 1 20); do
+  # Odd kills anywhere in the run, even ones in its last fifth (the record and pointer writes).
+  delay=$(python3 -c "import random; r = random.Random($i); print(round($duration * r.uniform(0.8 if $i % 2 == 0 else 0, 1), 4))")
+  "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram >/dev/null 2>&1 &
+  pid=$!
+  sleep "$delay"; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+  python3 - "$reg" <<'PY' || fail "kill $i: the registry is inconsistent"
+import json, os, sys
+reg = sys.argv[1]
+for n in os.listdir(f"{reg}/records"):
+    if n.endswith(".json"): json.load(open(f"{reg}/records/{n}"))   # whole, or not there at all
+p = json.load(open(f"{reg}/last-known-good"))
+assert os.path.exists(os.path.join(reg, p["record"])), p
+json.load(open(os.path.join(reg, p["record"])))
+PY
+done
+"$gate" history --registry "$reg" >/dev/null || fail "history after the kills"
+finished=$(( $(ls "$reg/records" | grep -c '\.json$') - before ))
+torn=$(ls "$reg/records" | grep -c '\.tmp$' || true)
+pass "20 SIGKILLs of decide at seeded random points in its $(printf %.2f "$duration") s ($finished finished first," \
+  "$torn killed while writing a record): every record whole, last-known-good never dangling"

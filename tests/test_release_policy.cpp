@@ -1,0 +1,141 @@
+// release-gate's policy, rubric and registry (release_policy.hpp, release_evidence.hpp,
+// release_registry.hpp) on small hand-made evaluations and files.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/report/release_evidence.hpp"
+#include "shardtrain/report/release_policy.hpp"
+#include "shardtrain/report/release_registry.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string write_policy(const std::string& dir, const nlohmann::json& j) {
+  const std::string path = dir + "/policy.json";
+  write_json_file(path, j);
+  return path;
+}
+
+nlohmann::json policy_json() {
+  return {{"format", "shardtrain-release-policy"},
+          {"version", "7.1"},
+          {"thresholds", {{"max_loss_rise", 0.02}, {"max_slice_regression", 0.05}, {"max_ece", 0.05}, {"max_latency_ratio", 2.0}}},
+          {"rubric",
+           {{"min_score", 0.8},
+            {"items",
+             {{{"name", "kill_resume"}, {"weight", 2}, {"required", true}},
+              {{"name", "efficiency_report"}, {"weight", 1}},
+              {{"name", "replica_checks"}, {"weight", 1}},
+              {{"name", "deterministic_twin"}, {"weight", 1}}}}}}};
+}
+
+// A minimal evaluation: overall loss, one slice, ECE, median latency and the checkpoint's cutoff.
+nlohmann::json evaluation(double loss, double slice_loss, double slice_lower, double ece, double p50,
+                          const std::string& trained_cutoff) {
+  return {{"kind", "checkpoint"},
+          {"holdout", {{"cutoff", "2024-01-10T00:00:00Z"}, {"selection_snapshot_id", "abc"}}},
+          {"checkpoint", {{"data_cutoff", trained_cutoff}}},
+          {"latency", {{"ms_per_sequence_p50", p50}}},
+          {"scores",
+           {{"loss", loss},
+            {"calibration", {{"ece", ece}}},
+            {"slices", {{{"key", "owner=a"}, {"loss", slice_loss}, {"lower", slice_lower}}}}}}};
+}
+
+std::vector<std::string> failed(const std::vector<CheckResult>& checks) {
+  std::vector<std::string> names;
+  for (const auto& c : checks)
+    if (!c.passed) names.push_back(c.name);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("release policy: read, versioned and hashed; bad files named", "[release]") {
+  const std::string dir = test::temp_dir("policy");
+  const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
+  CHECK(p.version == "7.1");
+  CHECK(p.sha256.size() == 64);
+  CHECK(p.rubric.size() == 4);
+  CHECK(p.rubric[0].required);
+  auto bad = policy_json();
+  bad["thresholds"].erase("max_ece");
+  CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("max_ece"));
+  bad = policy_json();
+  bad["format"] = "something-else";
+  CHECK_THROWS_AS(read_release_policy(write_policy(dir, bad)), UsageError);
+  CHECK_THROWS_AS(read_release_policy(dir + "/missing.json"), IoError);
+}
+
+TEST_CASE("release policy: each threshold fails by its own name", "[release]") {
+  const ReleasePolicy p = read_release_policy(write_policy(test::temp_dir("policy2"), policy_json()));
+  const auto base = evaluation(2.00, 2.0, 1.9, 0.01, 10, "2024-01-01T00:00:00Z");
+  CHECK(failed(compare_with_baseline(p, evaluation(2.01, 2.0, 1.95, 0.04, 19, "2024-01-01T00:00:00Z"), base)).empty());
+  CHECK(failed(compare_with_baseline(p, evaluation(2.03, 2.0, 1.95, 0.01, 10, "2024-01-01T00:00:00Z"), base)) ==
+        std::vector<std::string>{"loss_rise"});
+  // Slice lower bound 2.06 > 2.0 + 0.05: regressed beyond its interval; 2.04 is within.
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.3, 2.06, 0.01, 10, "2024-01-01T00:00:00Z"), base)) ==
+        std::vector<std::string>{"slice_regression:owner=a"});
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.3, 2.04, 0.01, 10, "2024-01-01T00:00:00Z"), base)).empty());
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.06, 10, "2024-01-01T00:00:00Z"), base)) ==
+        std::vector<std::string>{"ece"});
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 21, "2024-01-01T00:00:00Z"), base)) ==
+        std::vector<std::string>{"latency"});
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 10, "2024-02-01T00:00:00Z"), base)) ==
+        std::vector<std::string>{"trained_past_cutoff"});
+  CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 10, ""), base)) ==
+        std::vector<std::string>{"trained_past_cutoff"});
+  auto other = base;
+  other["holdout"]["selection_snapshot_id"] = "def";
+  CHECK_THROWS_WITH(compare_with_baseline(p, base, other), Catch::Contains("holdout_mismatch"));
+  auto ngram = base;
+  ngram["kind"] = "ngram";
+  const auto checks = compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 1000, "2024-01-01T00:00:00Z"), ngram);
+  CHECK(failed(checks).empty());  // an n-gram's latency is not comparable
+}
+
+TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]") {
+  const std::string dir = test::temp_dir("rubric");
+  const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
+  fs::create_directories(dir + "/run/evidence/scaling");
+  write_json_file(dir + "/run/evidence/kill-resume.json", {{"proof", "holds"}});
+  write_json_file(dir + "/run/evidence/scaling/report.json", {{"efficiency_available", true}, {"points", {1, 2}}});
+  write_json_file(dir + "/run/summary.json", {{"replica_checks", {{"every", 5}, {"checks", 4}}}});
+  write_json_file(dir + "/twin.json", {{"verdict", "DIFFERENT"}});
+  // 2 + 1 + 1 of 5 = 0.8 with the twin failing: promotes.
+  auto evidence = collect_evidence(p, dir + "/run", {{"deterministic_twin", dir + "/twin.json"}}, "snap");
+  nlohmann::json score;
+  CHECK(failed(score_rubric(p, evidence, &score)).empty());
+  CHECK(score["score"].get<double>() == Approx(0.8));
+  // Without the kill-and-resume proof: score 0.4 and the required item named.
+  fs::remove(dir + "/run/evidence/kill-resume.json");
+  evidence = collect_evidence(p, dir + "/run", {}, "snap");
+  CHECK(failed(score_rubric(p, evidence, &score)) == std::vector<std::string>{"rubric", "evidence:kill_resume"});
+  CHECK_THROWS_AS(collect_evidence(p, dir + "/run", {{"no_such_item", "x"}}, "snap"), UsageError);
+}
+
+TEST_CASE("release registry: records, pointer and history", "[release]") {
+  const std::string dir = test::temp_dir("registry") + "/reg";
+  const ReleaseRegistry r(dir);
+  CHECK_FALSE(r.last_known_good());
+  const nlohmann::json record = {{"decision", "promote"}, {"artifact", {{"folder", "/x/step_1"}, {"manifest_sha256", "ab"}}}};
+  const std::string path = r.write_record(record, "abcdef0123456789");
+  r.promote(path, record);
+  const auto lkg = r.last_known_good();
+  REQUIRE(lkg);
+  CHECK((*lkg)["record_path"] == path);
+  CHECK(r.history().size() == 1);
+  std::ofstream(dir + "/records/partial.json.tmp") << "{\"half";  // a temporary is never listed
+  CHECK(r.history().size() == 1);
+  CHECK_THROWS_AS(r.baseline("nope"), UsageError);
+  CHECK_THROWS_AS(r.baseline_path("../evil", ".json"), UsageError);
+  write_json_file(dir + "/last-known-good", {{"record", "records/gone.json"}});
+  CHECK_THROWS_WITH(r.last_known_good(), Catch::Contains("gone.json"));
+}
