@@ -31,7 +31,7 @@ GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch, b
     a.ln1_rstd = DeviceArray<float>(backend, N);
     a.qkv = DeviceArray<float>(backend, N * 3 * C);
     a.atty = DeviceArray<float>(backend, N * C);
-    a.att = DeviceArray<float>(backend, B * NH * T * T);
+    a.att = DeviceArray<float>(backend, backend.attention_state_elements(B, NH, T));
     a.res2 = DeviceArray<float>(backend, N * C);
     a.ln2 = DeviceArray<float>(backend, N * C);
     a.ln2_mean = DeviceArray<float>(backend, N);
