@@ -5,9 +5,10 @@
 //
 // Unlike a Backend (one in-order queue, one thread), every call here is synchronous and may be made
 // from any thread: the CUDA implementation has its own stream and waits for its own work only.
-// Ordering with the compute queue is the caller's: a buffer the compute queue writes must be
-// complete before it is handed over (the trainers call Backend::synchronize() before they submit a
-// device buffer to a communicator, as they must for MPI reading host memory from another thread).
+// Ordering with the compute queue: the comm engine and the NCCL transport call
+// wait_for_device_work() before they read a device buffer handed to them, so a buffer is safe to
+// submit as soon as the kernels writing it are queued (the trainers also synchronise before they
+// submit gradients; not every submission does, e.g. ZeRO's parameter all-gathers after a copy).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -27,6 +28,9 @@ class DeviceMemory {
   // `bytes` of device memory (not zeroed); release() frees it. allocate(0) may return null.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void release(void* ptr) = 0;
+  // Blocks until all work queued on the device so far, by any thread on any stream, is complete
+  // (CUDA: cudaDeviceSynchronize). Work queued later is not waited for.
+  virtual void wait_for_device_work() = 0;
   // Copies, returning when the bytes have arrived.
   virtual void to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
   virtual void to_device(void* device_dst, const void* host_src, std::size_t bytes) = 0;

@@ -61,6 +61,10 @@ class CudaDeviceMemory final : public DeviceMemory {
     if (cudaSetDevice(device_) != cudaSuccess || cudaFree(ptr) != cudaSuccess)
       log_line("warning: cudaFree failed while releasing a communication staging buffer");
   }
+  void wait_for_device_work() override {
+    activate();
+    ST_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   void to_host(void* host_dst, const void* device_src, std::size_t bytes) override {
     copy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
   }
