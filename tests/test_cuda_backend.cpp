@@ -364,8 +364,8 @@ TEST_CASE("cuda backend: fused attention forward and backward match the cpu back
   for (const auto& s : shapes) {
     const std::size_t B = s.B, T = s.T, C = s.C, NH = s.NH;
     INFO("B " << B << ", T " << T << ", C " << C << ", NH " << NH);
-    // The fused kernels keep two floats per (b, h, query row), never a (T,T) matrix.
-    REQUIRE(be.gpu->attention_state_elements(B, NH, T) == 2 * B * NH * T);
+    // The fused kernels keep one float per (b, h, query row), never a (T,T) matrix.
+    REQUIRE(be.gpu->attention_state_elements(B, NH, T) == B * NH * T);
     const auto qkv = random_floats(B * T * 3 * C, 61, -1.5f, 1.5f);
     const auto dout = random_floats(B * T * C, 62);
     struct Result {

@@ -69,8 +69,8 @@ class Backend {
   virtual Precision precision() const { return Precision::kFp32; }
   // Elements of the `att` buffer that attention_forward fills and attention_backward reads, for
   // the shape (batch, num_heads, seq_len): B*NH*T*T probabilities by default; a backend with a
-  // fused attention keeps less (CUDA's keeps per-row softmax statistics, B*NH*T*2, never a T x T
-  // matrix). Callers size the buffer with this, never with their own formula.
+  // fused attention keeps less (CUDA's keeps the softmax's log-sum-exp per row, B*NH*T, never a
+  // T x T matrix). Callers size the buffer with this, never with their own formula.
   virtual std::size_t attention_state_elements(std::size_t batch, std::size_t num_heads,
                                                std::size_t seq_len) const {
     return batch * num_heads * seq_len * seq_len;

@@ -336,15 +336,16 @@ class CudaBackend final : public Backend {
     launch_flash_attention_forward(out, att, qkv, batch, seq_len, channels, num_heads, stream_);
   }
 
-  // `att` is the state forward wrote; backward also writes its delta half (flash_attention.cuh),
-  // which is why the const is cast away: the buffer is the caller's scratch for this op.
+  // `att` holds the log-sum-exp rows forward wrote; delta lives in the backend's scratch.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           std::size_t batch, std::size_t seq_len, std::size_t channels,
                           std::size_t num_heads) override {
     activate();
     if (!check_attention_shape(batch, seq_len, channels, num_heads, "attention_backward")) return;
-    launch_flash_attention_backward(dqkv, const_cast<float*>(att), dout, qkv, batch, seq_len, channels,
-                                    num_heads, stream_);
+    float* delta = static_cast<float*>(
+        scratch_bytes(flash_attention_delta_elements(batch, num_heads, seq_len) * sizeof(float)));
+    launch_flash_attention_backward(dqkv, att, delta, dout, qkv, batch, seq_len, channels, num_heads,
+                                    stream_);
   }
 
   // ---- cross-entropy ----

@@ -224,14 +224,12 @@ void launch_flash_attention_forward(float* out, float* state, const float* qkv, 
   ST_CUDA_CHECK_LAUNCH("flash_forward_kernel");
 }
 
-void launch_flash_attention_backward(float* dqkv, float* state, const float* dout,
+void launch_flash_attention_backward(float* dqkv, const float* lse, float* delta, const float* dout,
                                      const float* qkv, std::size_t batch, std::size_t seq_len,
                                      std::size_t channels, std::size_t num_heads,
                                      cudaStream_t stream) {
   const Shape s = shape_of(seq_len, channels, num_heads);
   const dim3 grid = grid_of(batch, seq_len, num_heads);
-  const float* lse = state;
-  float* delta = state + batch * num_heads * seq_len;
   if (s.hs <= 32) {
     flash_backward_dq_kernel<32><<<grid, kRowsPerBlock, 0, stream>>>(dqkv, delta, lse, dout, qkv, s);
     ST_CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");

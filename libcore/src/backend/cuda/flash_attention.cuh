@@ -4,8 +4,9 @@
 //
 // Layout (backend.hpp attention_forward): qkv (B,T,3C), q|k|v thirds, head h at columns
 // [h*hs, (h+1)*hs) of each third; out (B,T,C). The state buffer ("att" in backend.hpp) holds
-// flash_attention_state_elements(B,NH,T) = 2*B*NH*T floats: lse (B,NH,T), then delta (B,NH,T),
-// delta_i = sum_j p_ij (dout_i . v_j), written by backward as scratch.
+// flash_attention_state_elements(B,NH,T) = B*NH*T floats: lse (B,NH,T), written by forward, read
+// by backward. Backward also needs delta (B,NH,T), delta_i = sum_j p_ij (dout_i . v_j), in a
+// scratch buffer of the caller's (flash_attention_delta_elements).
 //
 // Algorithm (fp32 throughout: scores, softmax statistics and products accumulate in fp32):
 //  forward, one thread per query row i, key tiles of kKeyTile rows staged in shared memory:
@@ -30,15 +31,19 @@ constexpr std::size_t kFlashMaxHeadSize = 128;
 
 inline std::size_t flash_attention_state_elements(std::size_t batch, std::size_t num_heads,
                                                   std::size_t seq_len) {
-  return 2 * batch * num_heads * seq_len;
+  return batch * num_heads * seq_len;
+}
+inline std::size_t flash_attention_delta_elements(std::size_t batch, std::size_t num_heads,
+                                                  std::size_t seq_len) {
+  return batch * num_heads * seq_len;
 }
 
 // Shapes are checked by the caller: hs = C / NH in 1..kFlashMaxHeadSize, all sizes > 0.
 void launch_flash_attention_forward(float* out, float* state, const float* qkv, std::size_t batch,
                                     std::size_t seq_len, std::size_t channels,
                                     std::size_t num_heads, cudaStream_t stream);
-// dqkv overwritten (every element of every row); state's delta half is written.
-void launch_flash_attention_backward(float* dqkv, float* state, const float* dout,
+// dqkv overwritten (every element of every row); delta (flash_attention_delta_elements) is scratch.
+void launch_flash_attention_backward(float* dqkv, const float* lse, float* delta, const float* dout,
                                      const float* qkv, std::size_t batch, std::size_t seq_len,
                                      std::size_t channels, std::size_t num_heads,
                                      cudaStream_t stream);
