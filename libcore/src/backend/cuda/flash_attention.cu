@@ -95,7 +95,9 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, S
   if (!active) return;
   const float inv = 1.0f / l;
   float* o = out + s.out_index(b, h, i);
-  for (int d = 0; d < s.hs; ++d) o[d] = acc[d] * inv;
+#pragma unroll
+  for (int d = 0; d < HS; ++d)  // compile-time indices keep acc in registers
+    if (d < s.hs) o[d] = acc[d] * inv;
   lse[s.row_stat(b, h, i)] = m + logf(l);
 }
 
@@ -142,7 +144,9 @@ __global__ void flash_backward_dq_kernel(float* dqkv, float* delta, const float*
   if (!active) return;
   delta[s.row_stat(b, h, i)] = row_delta;
   float* out = dqkv + (std::size_t(b) * s.T + i) * 3 * s.C + std::size_t(h) * s.hs;
-  for (int d = 0; d < s.hs; ++d) out[d] = s.scale * dq[d];
+#pragma unroll
+  for (int d = 0; d < HS; ++d)
+    if (d < s.hs) out[d] = s.scale * dq[d];
 }
 
 // One thread per key row j: dk_j and dv_j over the queries j..T-1.
@@ -191,7 +195,9 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const float* delta, cons
   }
   if (!active) return;
   float* row = dqkv + (std::size_t(b) * s.T + j) * 3 * s.C + std::size_t(h) * s.hs;
-  for (int d = 0; d < s.hs; ++d) {
+#pragma unroll
+  for (int d = 0; d < HS; ++d) {
+    if (d >= s.hs) continue;
     row[s.C + d] = s.scale * dk[d];
     row[2 * s.C + d] = dv[d];
   }
