@@ -163,7 +163,7 @@ TEST_CASE("slowest_rank: largest median step time minus exposed communication, f
 }
 
 
-TEST_CASE("--precision: auto and fp32 train in fp32 on the cpu, bf16 on the cpu is refused before any work", "[trainer][precision]") {
+TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on the cpu is refused before any work", "[trainer][precision]") {
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("prec_bf16"));
   o.precision = "bf16";
@@ -190,7 +190,7 @@ TEST_CASE("--precision: auto and fp32 train in fp32 on the cpu, bf16 on the cpu 
         std::string::npos);
 }
 
-TEST_CASE("--transport: nccl needs --device cuda, unknown names are refused", "[trainer][precision]") {
+TEST_CASE("trainer --transport: nccl needs --device cuda, unknown names are refused", "[trainer][precision]") {
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("transport_nccl"));
   o.transport = "nccl";
