@@ -61,12 +61,12 @@ JOBS="${JOBS:-$(nproc)}"
 if [ "$dry" = 1 ]; then
   DEV=cpu LOWP=fp32 HIGHP=fp32 TRANSPORT=mpi STEPS_SHORT=4 STEPS_BF16=6 WARMUP=2 GPT2_STEPS=2
   SCALE_WORKERS=1,2 SCALE_STEPS=4
-  small=(--layers 2 --d-model 64 --heads 2 --seq-len 32 --micro-batch 2 --threads 1 --log-every 1000)
+  small=(--layers 2 --d-model 64 --heads 2 --seq-len 32 --threads 1)
   gpt2=(--layers 2 --d-model 64 --heads 2 --seq-len 64 --vocab 512 --micro-batch 2 --global-batch 2)
 else
   DEV=cuda LOWP=bf16 HIGHP=fp32 TRANSPORT=mpi STEPS_SHORT=12 STEPS_BF16=200 WARMUP=20 GPT2_STEPS=30
   SCALE_WORKERS=1,2,4,8 SCALE_STEPS=30
-  small=(--layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 2 --threads 1 --log-every 1000)
+  small=(--layers 4 --d-model 256 --heads 4 --seq-len 256 --threads 1)
   gpt2=(--layers 12 --d-model 768 --heads 12 --seq-len 1024 --vocab 50304 --micro-batch "$GPT2_MICRO_BATCH"
         --global-batch "$GPT2_MICRO_BATCH")
 fi
@@ -210,7 +210,7 @@ PY
 
 stage_cpu_gpu_equivalence() {
   local data; data=$(corpus)
-  local a=(--data "$data" "${small[@]}" --global-batch 4 --steps "$STEPS_SHORT" --deterministic)
+  local a=(--data "$data" "${small[@]}" --micro-batch 2 --global-batch 4 --steps "$STEPS_SHORT" --deterministic --log-every 1000)
   train 1 "$WORK/equiv/cpu" "${a[@]}" --device cpu
   train 1 "$WORK/equiv/dev" "${a[@]}" --device "$DEV" --precision "$HIGHP"
   verdict "$res/cpu_gpu_equivalence.result.json" "$WORK/equiv/dev/steps.rank0.jsonl" "$WORK/equiv/cpu/steps.rank0.jsonl" --rtol 1e-3
@@ -218,7 +218,8 @@ stage_cpu_gpu_equivalence() {
 
 stage_shared_gpu_2rank() {
   local data; data=$(corpus)
-  local a=(--data "$data" "${small[@]}" --global-batch 4 --steps "$STEPS_SHORT" --device "$DEV" --precision "$HIGHP")
+  local a=(--data "$data" "${small[@]}" --micro-batch 2 --global-batch 4 --steps "$STEPS_SHORT" --device "$DEV" --precision "$HIGHP"
+           --log-every 1000)
   train 1 "$WORK/shared/w1" "${a[@]}"
   train 2 "$WORK/shared/w2" "${a[@]}" --transport "$TRANSPORT"
   verdict "$res/shared_gpu_2rank.result.json" "$WORK/shared/w2/steps.rank0.jsonl" "$WORK/shared/w1/steps.rank0.jsonl" --rtol 1e-3
@@ -226,7 +227,8 @@ stage_shared_gpu_2rank() {
 
 stage_deterministic_bitwise() {
   local data; data=$(corpus)
-  local a=(--data "$data" "${small[@]}" --global-batch 8 --steps "$STEPS_SHORT" --device "$DEV" --precision "$HIGHP" --deterministic)
+  local a=(--data "$data" "${small[@]}" --micro-batch 2 --global-batch 8 --steps "$STEPS_SHORT" --device "$DEV" --precision "$HIGHP"
+           --deterministic --log-every 1000)
   train 1 "$WORK/det/w1" "${a[@]}"
   train 2 "$WORK/det/w2" "${a[@]}" --transport "$TRANSPORT"
   verdict "$res/deterministic_bitwise.result.json" "$WORK/det/w2/params.h5" "$WORK/det/w1/params.h5"
@@ -236,7 +238,7 @@ stage_deterministic_bitwise() {
 stage_resume_cross_device() {
   local data; data=$(corpus)
   local half=$((STEPS_SHORT / 2))
-  local a=(--data "$data" "${small[@]}" --global-batch 4 --deterministic)
+  local a=(--data "$data" "${small[@]}" --micro-batch 2 --global-batch 4 --deterministic --log-every 1000)
   local r="$WORK/resume"
   train 1 "$r/cpu_full" "${a[@]}" --steps "$STEPS_SHORT" --device cpu
   # device first half -> cpu second half
@@ -322,7 +324,7 @@ stage_cpu_scaling() {
   local data; data=$(corpus)
   local rc=0
   "$BIN/scale-bench" run --workers "$SCALE_WORKERS" --out "$WORK/scaling" -- --data "$data" "${small[@]}" \
-    --micro-batch 8 --global-batch 8 --steps "$SCALE_STEPS" --device cpu || rc=$?
+    --micro-batch 8 --global-batch 8 --steps "$SCALE_STEPS" --device cpu --log-every 1000 || rc=$?
   python3 - "$WORK/scaling" "$SCALE_WORKERS" "$rc" "$res/cpu_scaling.result.json" <<'PY'
 import json, os, sys
 d, workers, rc, out = sys.argv[1], [int(w) for w in sys.argv[2].split(",")], int(sys.argv[3]), sys.argv[4]

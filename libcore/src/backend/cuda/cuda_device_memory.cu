@@ -103,8 +103,10 @@ class CudaDeviceMemory final : public DeviceMemory {
 }  // namespace cuda_impl
 
 std::shared_ptr<DeviceMemory> make_cuda_device_memory(int device_index) {
-  if (!cuda_backend_available())
-    throw UsageError("CUDA device " + std::to_string(device_index) + " is not available for communication staging");
+  const int count = cuda_device_count();
+  if (device_index < 0 || device_index >= count)
+    throw UsageError("CUDA device " + std::to_string(device_index) + " is not available: " + std::to_string(count) +
+                     " CUDA device" + (count == 1 ? " is" : "s are") + " visible to this process; use --device cpu");
   return std::make_shared<cuda_impl::CudaDeviceMemory>(device_index);
 }
 
