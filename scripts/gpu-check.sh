@@ -20,7 +20,9 @@
 #               CPU side, or check that [gpu] tests skip with exit 77), using an existing build
 #               (BUILD_DIR, default build); checks the script's plumbing and the JSON it writes
 # Environment: OUT (default ./gpu-check-out), BUILD_DIR (default build-gpu; dry run: build),
-#   PART_BUDGET_S (540), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc).
+#   PART_BUDGET_S (540), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc),
+#   FORTUNES (the fortunes dataset, default data/fortunes.h5; built there by prepare-data.sh
+#   from /usr/share/games/fortunes when missing).
 # Exit status: 0 when every stage run passed (skipped stages do not fail), 1 otherwise, 2 for
 # usage errors.
 # shellcheck disable=SC2317  # the stage functions run through `bash -c` under timeout
@@ -57,6 +59,7 @@ WORK="$res/work"
 PART_BUDGET_S="${PART_BUDGET_S:-540}"
 GPT2_MICRO_BATCH="${GPT2_MICRO_BATCH:-16}"
 JOBS="${JOBS:-$(nproc)}"
+FORTUNES="${FORTUNES:-$here/data/fortunes.h5}"
 # The device under test, and sizes: the real ones, or tiny CPU ones for the dry run.
 if [ "$dry" = 1 ]; then
   DEV=cpu LOWP=fp32 HIGHP=fp32 TRANSPORT=mpi STEPS_SHORT=4 STEPS_BF16=6 WARMUP=2 GPT2_STEPS=2
@@ -166,15 +169,15 @@ PY
 
 stage_data() {
   mkdir -p "$WORK/data"
-  if [ -f "$here/data/fortunes.h5" ]; then
-    echo "fortunes: $here/data/fortunes.h5"
+  if [ -f "$FORTUNES" ]; then
+    echo "fortunes: $FORTUNES"
   elif [ -d /usr/share/games/fortunes ]; then
-    "$here/scripts/prepare-data.sh" "$BUILD"
+    DATA_DIR="$(dirname "$FORTUNES")" "$here/scripts/prepare-data.sh" "$BUILD"
   else
     echo "no fortunes corpus (data/fortunes.h5 missing and no /usr/share/games/fortunes): carry data/ to the device"
   fi
   "$BIN/data-prep" --synthetic markov --documents 64 --doc-tokens 20000 -o "$WORK/data/markov.h5" >/dev/null
-  python3 - "$here/data/fortunes.h5" "$WORK/data/markov.h5" "$res/data.result.json" <<'PY'
+  python3 - "$FORTUNES" "$WORK/data/markov.h5" "$res/data.result.json" <<'PY'
 import json, os, sys
 json.dump({"fortunes": sys.argv[1] if os.path.exists(sys.argv[1]) else None, "markov": sys.argv[2]},
           open(sys.argv[3], "w"))
@@ -182,7 +185,7 @@ PY
 }
 
 # The corpus for the training stages: fortunes when present, else the Markov set (said in the JSON).
-corpus() { if [ -f "$here/data/fortunes.h5" ]; then echo "$here/data/fortunes.h5"; else echo "$WORK/data/markov.h5"; fi; }
+corpus() { if [ -f "$FORTUNES" ]; then echo "$FORTUNES"; else echo "$WORK/data/markov.h5"; fi; }
 export -f corpus
 
 stage_gpu_tests() {
