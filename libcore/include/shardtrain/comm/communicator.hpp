@@ -1,7 +1,7 @@
 // Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
 // per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
 // This header is the interface; one engine implements it over any Transport (transport.hpp:
-// make_communicator), and mpi.hpp creates it over MPI (CPU ranks); NCCL will follow as a transport.
+// make_communicator), mpi.hpp creates it over MPI (CPU ranks, or GPU ranks with host staging) and nccl.hpp over NCCL.
 //
 // Execution model
 //   * Every call submits an operation to the communicator's queue and returns a CollectiveHandle at

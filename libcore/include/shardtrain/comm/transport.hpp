@@ -3,7 +3,7 @@
 // its communication thread, sequence numbers, the flight recorder, the watchdog and timeouts, fault
 // injection, accounting, and the algorithms built on the point-to-point calls here: halving/doubling
 // all-reduce (canonical and fast) and the size-checked broadcast of control data. So a transport is small: MPI (mpi.hpp, CPU ranks), an in-process fake
-// for tests (tests/fake_transport.hpp), NCCL to follow.
+// for tests (tests/fake_transport.hpp), NCCL (nccl.hpp, GPU ranks).
 //
 // A transport is one group of ranks (like an MPI communicator): `size()` ranks numbered 0..size-1.
 //
