@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -416,9 +417,14 @@ class CudaBackend final : public Backend {
   void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, float* D,
                int ldc, const char* what) {
-    const LtKey key{int(ta), int(tb), m, n, k, lda, ldb, ldc, beta != 0.0f};
+    // D may sit at any float offset of a flat buffer (a gradient tensor): the plan is made for its
+    // actual alignment (cuBLASLt's heuristic otherwise assumes 256 bytes and may pick an algorithm
+    // that refuses a less aligned pointer).
+    const unsigned alignment = alignment_of(D);
+    const LtKey key{int(ta), int(tb), m, n, k, lda, ldb, ldc, beta != 0.0f, alignment};
     auto it = lt_plans_.find(key);
-    if (it == lt_plans_.end()) it = lt_plans_.emplace(key, make_lt_plan(ta, tb, m, n, k, lda, ldb, ldc, what)).first;
+    if (it == lt_plans_.end())
+      it = lt_plans_.emplace(key, make_lt_plan(ta, tb, m, n, k, lda, ldb, ldc, alignment, what)).first;
     LtPlan& p = it->second;
     const float alpha = 1.0f;
     check_cublas(cublasLtMatmul(lt_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.c, D, p.c, &p.algo,
@@ -426,7 +432,15 @@ class CudaBackend final : public Backend {
                  what, __FILE__, __LINE__);
   }
 
-  using LtKey = std::tuple<int, int, int, int, int, int, int, int, bool>;
+  using LtKey = std::tuple<int, int, int, int, int, int, int, int, bool, unsigned>;
+
+  // The largest power of two (<= 256) dividing the address.
+  static unsigned alignment_of(const void* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    unsigned a = 256;
+    while (a > 1 && address % a != 0) a /= 2;
+    return a;
+  }
   struct LtPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -434,7 +448,7 @@ class CudaBackend final : public Backend {
   };
 
   LtPlan make_lt_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb,
-                      int ldc, const char* what) {
+                      int ldc, unsigned alignment, const char* what) {
     LtPlan p;
     ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -458,6 +472,13 @@ class CudaBackend final : public Backend {
     if (status == CUBLAS_STATUS_SUCCESS)
       status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                     &schemes, sizeof schemes);
+    const uint32_t c_alignment = alignment;  // C and D are the same buffer
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                    &c_alignment, sizeof c_alignment);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                    &c_alignment, sizeof c_alignment);
     if (status == CUBLAS_STATUS_SUCCESS)
       status = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
