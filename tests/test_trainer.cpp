@@ -162,3 +162,40 @@ TEST_CASE("slowest_rank: largest median step time minus exposed communication, f
   CHECK(timing_column("no_such_column") == -1);
 }
 
+
+TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on the cpu is refused before any work", "[trainer][precision]") {
+  test::ensure_mpi();
+  auto o = small_job(test::temp_dir("prec_bf16"));
+  o.precision = "bf16";
+  CHECK_THROWS_AS(run_training(o), UsageError);
+  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--precision bf16") && Catch::Contains("--device cuda"));
+  CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
+  o.precision = "fp16";
+  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--precision") && Catch::Contains("fp16"));
+  o = small_job(test::temp_dir("prec_auto"));
+  o.steps = 2;
+  o.optimizer.decay_steps = 2;
+  const auto summary = run_training(o);  // precision "auto"
+  CHECK(summary["precision"] == "fp32");
+  CHECK(summary["device_name"] == "");
+  CHECK(summary["mfu_datasheet"].is_null());
+  CHECK(summary["peak_flops_datasheet_per_rank"].is_null());
+  CHECK(summary_paragraph(summary).find("datasheet") == std::string::npos);
+  // A summary that has a datasheet figure says so in its paragraph.
+  auto with_datasheet = summary;
+  with_datasheet["mfu_datasheet"] = 0.5;
+  with_datasheet["device_name"] = "NVIDIA H200";
+  with_datasheet["precision"] = "bf16";
+  CHECK(summary_paragraph(with_datasheet).find("50.0% of the NVIDIA H200's datasheet dense bf16 peak") !=
+        std::string::npos);
+}
+
+TEST_CASE("trainer --transport: nccl needs --device cuda, unknown names are refused", "[trainer][precision]") {
+  test::ensure_mpi();
+  auto o = small_job(test::temp_dir("transport_nccl"));
+  o.transport = "nccl";
+  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--transport nccl") && Catch::Contains("--device cuda"));
+  o.transport = "gloo";
+  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--transport") && Catch::Contains("gloo"));
+  CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
+}

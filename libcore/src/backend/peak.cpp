@@ -3,12 +3,13 @@
 #include "shardtrain/base/stopwatch.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 namespace shardtrain {
 
-double measure_matmul_peak_flops(Backend& backend, int repeats) {
-  constexpr std::size_t n = 1024;
+double measure_matmul_peak_flops(Backend& backend, int repeats, std::size_t n) {
+  if (n == 0) n = backend.device() == DeviceKind::kCuda ? 8192 : 1024;
   DeviceArray<float> a(backend, n * n), w(backend, n * n), out(backend, n * n);
   backend.fill(a.data(), a.size(), 0.5f);
   backend.fill(w.data(), w.size(), 0.25f);
@@ -21,7 +22,43 @@ double measure_matmul_peak_flops(Backend& backend, int repeats) {
     backend.synchronize();
     best = std::min(best, watch.seconds());
   }
-  return 2.0 * n * n * n / best;
+  return 2.0 * double(n) * double(n) * double(n) / best;
+}
+
+namespace {
+
+// One datasheet row: the product name must contain `name` and none of the `unless` strings (so
+// "H100" does not match "H100 PCIe"); rows are tried in order, the more specific first.
+struct DatasheetRow {
+  const char* name;
+  const char* unless1;
+  const char* unless2;
+  double bf16_dense_tflops;
+  double fp32_tflops;  // CUDA-core fp32 (no TF32)
+};
+
+// NVIDIA datasheets (dense figures, i.e. half the "with sparsity" ones): H100 SXM5 989.4 bf16 /
+// 66.9 fp32; H100 PCIe 756 / 51.2; H100 NVL 835 / 60 (per GPU); H200 SXM 989 / 67; H200 NVL 835 /
+// 60; A100 (SXM and PCIe) 312 / 19.5. (A GH200 reports a name containing "H200" or "H100" and
+// takes that row.)
+constexpr std::array<DatasheetRow, 6> kDatasheet{{
+    {"H100 PCIe", nullptr, nullptr, 756.0, 51.2},
+    {"H100 NVL", nullptr, nullptr, 835.0, 60.0},
+    {"H100", "PCIe", "NVL", 989.4, 66.9},
+    {"H200 NVL", nullptr, nullptr, 835.0, 60.0},
+    {"H200", "NVL", nullptr, 989.0, 67.0},
+    {"A100", nullptr, nullptr, 312.0, 19.5},
+}};
+
+}  // namespace
+
+std::optional<double> datasheet_peak_flops(const std::string& device_name, Precision precision) {
+  const auto has = [&](const char* s) { return s && device_name.find(s) != std::string::npos; };
+  for (const DatasheetRow& row : kDatasheet) {
+    if (!has(row.name) || has(row.unless1) || has(row.unless2)) continue;
+    return 1e12 * (precision == Precision::kBf16 ? row.bf16_dense_tflops : row.fp32_tflops);
+  }
+  return std::nullopt;
 }
 
 }  // namespace shardtrain

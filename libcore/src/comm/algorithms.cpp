@@ -53,11 +53,32 @@ bool Driver::linear_broadcast(void* data, std::size_t count, DType dtype, int ro
   return true;
 }
 
+Driver::~Driver() {
+  if (device_scratch_) transport_.device_memory()->release(device_scratch_);
+}
+
 void Driver::abandon_scratch() {
-  if (scratch_.empty()) return;
   // Deliberately never freed: see the header. One buffer per failed communicator, at most.
+  device_scratch_ = nullptr;
+  device_scratch_bytes_ = 0;
+  if (scratch_.empty()) return;
   new std::vector<unsigned char>(std::move(scratch_));
   scratch_ = {};
+}
+
+void* Driver::scratch(std::size_t bytes) {
+  DeviceMemory* device = transport_.device_memory();
+  if (!device) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+  if (device_scratch_bytes_ < bytes) {
+    if (device_scratch_) device->release(device_scratch_);
+    device_scratch_ = nullptr;
+    device_scratch_ = device->allocate(bytes);
+    device_scratch_bytes_ = bytes;
+  }
+  return device_scratch_;
 }
 
 bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq) {
@@ -72,8 +93,8 @@ bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
   if (W == 1) return true;
   const DType type = dtype_of<T>();
   const int tag_base = 64 * int(seq % std::uint64_t(tag_span_));
-  if (scratch_.size() < (n / 2 + 1) * sizeof(T)) scratch_.resize((n / 2 + 1) * sizeof(T));
-  T* tmp = reinterpret_cast<T*>(scratch_.data());
+  T* tmp = static_cast<T*>(scratch((n / 2 + 1) * sizeof(T)));
+  DeviceMemory* device = t.device_memory();
   std::array<std::pair<std::size_t, std::size_t>, 32> parents;  // one per halving round: log2(W) <= 31
   int depth = 0;
   std::size_t lo = 0, hi = n;
@@ -92,7 +113,9 @@ bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
     if (!drive(reqs, 2)) return false;
     T* mine = data + keep_lo;
     const std::size_t m = keep_hi - keep_lo;
-    if (lower)
+    if (device)
+      device->add(mine, lower ? mine : tmp, lower ? tmp : mine, m, type);
+    else if (lower)
       for (std::size_t i = 0; i < m; ++i) mine[i] = mine[i] + tmp[i];
     else
       for (std::size_t i = 0; i < m; ++i) mine[i] = tmp[i] + mine[i];

@@ -23,7 +23,9 @@ class Driver {
 
   // All-reduce (sum) of data[0..n) in place by recursive halving (a reduce-scatter, pair distance
   // 1, 2, 4, ...) then recursive doubling (an all-gather, distance size/2 ... 1); the group size
-  // must be a power of two. Every level adds lower rank + upper rank, so the result is bitwise the
+  // must be a power of two. Every level adds lower rank + upper rank (on the host, or with
+  // DeviceMemory::add where the transport's buffers are device memory: the same IEEE additions), so
+  // the result is bitwise the
   // binary-tree sum of communicator.hpp (the canonical all-reduce) and the same on every rank.
   // `dtype` is kFloat32 or kFloat64. `seq` (the operation's sequence number) picks the tags, so
   // messages of consecutive operations never match. False when abandoned.
@@ -35,6 +37,10 @@ class Driver {
   // each receive checks the message's size against its own count (transport.hpp), so ranks that
   // disagree fail the group and dump their records. Tags from `seq`. False when abandoned.
   bool linear_broadcast(void* data, std::size_t count, DType dtype, int root, std::uint64_t seq);
+
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
 
   // The transport gave up its requests (Transport::abandon): a receive still posted into the
   // scratch buffer may yet be written by the library, so the buffer is left allocated for the rest
@@ -50,8 +56,11 @@ class Driver {
   std::function<bool()> abandon_;
   int tag_span_;  // distinct sequence numbers in halving/doubling tags (64 tags each)
   // halving_doubling's receive buffer, kept between calls so that large reductions neither allocate
-  // nor fault pages in each time.
+  // nor fault pages in each time: host memory, or the device transport's (Transport::device_memory).
+  void* scratch(std::size_t bytes);
   std::vector<unsigned char> scratch_;
+  void* device_scratch_ = nullptr;
+  std::size_t device_scratch_bytes_ = 0;
 };
 
 }  // namespace shardtrain::comm_detail

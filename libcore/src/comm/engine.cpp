@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
+#include "staging.hpp"
 #include "shardtrain/comm/transport.hpp"
 
 namespace shardtrain {
@@ -304,6 +305,7 @@ class EngineCommunicator final : public Communicator {
     library_ = transport_->library_name();
     max_count_ = transport_->max_count();
     c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : library_;
+    staging_ = std::make_unique<comm_detail::Staging>(c.options.device_memory.get(), transport_->device_memory());
     comm_thread_ = std::thread([this] { run_queue(); });
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
@@ -449,8 +451,10 @@ class EngineCommunicator final : public Communicator {
   }
 
   // Runs one operation; false when abandoned.
+  // Buffers on the wrong side of the transport run on staged copies (communicator.hpp, "Device
+  // buffers"); the copies back are run_queue's, once the operation completed.
   bool execute(EngineWork& w) {
-    const Request& r = w.request();
+    const Request r = staging_->stage(w.request(), core_->size);
     Transport& t = *transport_;
     const bool floating = r.dtype == DType::kFloat32 || r.dtype == DType::kFloat64;
     TransportRequest req;
@@ -504,15 +508,18 @@ class EngineCommunicator final : public Communicator {
       bool done = false;
       try {
         done = execute(*w);
-      } catch (const std::exception& e) {  // the transport refused it (transport.hpp, "Failure")
+        if (done) staging_->unstage();
+      } catch (const std::exception& e) {  // the transport (or a staging copy) refused it (transport.hpp, "Failure")
         transport_->abandon();
         driver_.abandon_scratch();
+        staging_->abandon();
         core_->fail(*w, "transport", e.what());
         break;
       }
       if (!done) {
         transport_->abandon();
         driver_.abandon_scratch();
+        staging_->abandon();
         if (!core_->failed.load()) core_->recorder->mark(w->record_id, FlightState::kAborted);
         w->set_status(Status::kFailed);
         break;
@@ -591,6 +598,7 @@ class EngineCommunicator final : public Communicator {
   std::shared_ptr<Core> core_;
   std::unique_ptr<Transport> transport_;  // used by the communication thread only (after construction)
   comm_detail::Driver driver_;            // idem
+  std::unique_ptr<comm_detail::Staging> staging_;  // idem (made once the options are known)
   std::string library_;                   // transport_->library_name(), for the submitting thread
   std::size_t max_count_ = 0;             // transport_->max_count(), idem
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)

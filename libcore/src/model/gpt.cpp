@@ -53,7 +53,7 @@ GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch, b
     a.ln1_rstd = DeviceArray<float>(backend, N);
     a.qkv = DeviceArray<float>(backend, N * 3 * attn_c_);
     a.atty = DeviceArray<float>(backend, N * attn_c_);
-    a.att = DeviceArray<float>(backend, B * heads_ * T * T);
+    a.att = DeviceArray<float>(backend, backend.attention_state_elements(B, heads_, T));
     a.res2 = DeviceArray<float>(backend, N * C);
     a.ln2 = DeviceArray<float>(backend, N * C);
     a.ln2_mean = DeviceArray<float>(backend, N);

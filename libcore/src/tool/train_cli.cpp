@@ -30,6 +30,14 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--seed", o.seed, "Seed of initialisation and sample order")->capture_default_str();
   app.add_option("--threads", o.threads, "CPU threads per rank")->capture_default_str();
   app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--precision", o.precision,
+                 "Matrix-product precision: auto (bf16 on cuda, fp32 on cpu), bf16 (cuda only: bf16 operands, fp32 "
+                 "accumulation, fp32 master weights and optimizer state) or fp32")
+      ->capture_default_str();
+  app.add_option("--transport", o.transport,
+                 "Data-parallel transport: auto (nccl on cuda when every rank has its own GPU, else mpi), mpi (on cuda: "
+                 "host staging, ranks may share a GPU) or nccl (cuda only)")
+      ->capture_default_str();
   app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();
   app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();

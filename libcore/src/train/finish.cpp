@@ -15,6 +15,11 @@
 namespace shardtrain {
 namespace {
 
+// null for nothing, else the number (JSON has no "absent number").
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
 // What every rank measures after the loop (each part collective), for rank 0's summary.
 struct RunMeasurements {
   std::vector<ColumnMedians> rank_medians;  // every rank's median of each step-log column
@@ -124,6 +129,10 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"flops_per_token", mfu.flops_per_token},
       {"peak_flops_per_rank", mfu.peak_flop_per_s},
       {"mfu", mfu.mfu(m.throughput, job.world)},
+      {"precision", precision_name(job.backend->precision())},
+      {"device_name", job.backend->device_name()},
+      {"peak_flops_datasheet_per_rank", optional_json(mfu.datasheet_peak_flop_per_s)},
+      {"mfu_datasheet", optional_json(mfu.mfu_datasheet(m.throughput, job.world))},
       {"first_loss", records.front().loss},
       {"final_loss", records.back().loss},
       {"per_rank_medians", per_rank_table(m.rank_medians)},

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/backend/peak.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
@@ -14,6 +15,7 @@
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/comm/nccl.hpp"
 #include "shardtrain/data/sampler.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
@@ -33,6 +35,13 @@ void validate_options(const TrainOptions& o) {
                      "holds one; use --zero-stage 1 or 2, or ddp-train");
   if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
+  if (o.device != "cpu" && o.device != "cuda")
+    throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
+  resolve_precision(o.device, o.precision);  // refuses bf16 on the CPU and unknown names before any work
+  if (o.transport != "auto" && o.transport != "mpi" && o.transport != "nccl")
+    throw UsageError("--transport must be auto, mpi or nccl (got '" + o.transport + "')");
+  if (o.transport == "nccl" && o.device != "cuda")
+    throw UsageError("--transport nccl needs --device cuda (NCCL moves GPU memory); use --transport mpi or auto");
   if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
   if (o.zero_stage < 0 || o.zero_stage > 3)
     throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
@@ -47,10 +56,53 @@ void validate_options(const TrainOptions& o) {
   o.optimizer.validate();
 }
 
-// The job's group: every rank, with the options' timeout, algorithm and faults. Named "dp" when it
-// is the data-parallel group itself (T = 1), "world" when the mesh splits it.
-std::unique_ptr<Communicator> make_job_comm(const TrainOptions& o) {
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, o.tp > 1 ? "world" : "dp"));
+}  // namespace
+
+Precision resolve_precision(const std::string& device, const std::string& precision) {
+  if (precision == "auto") return device == "cuda" ? Precision::kBf16 : Precision::kFp32;
+  const Precision p = parse_precision(precision, "--precision");
+  if (p == Precision::kBf16 && device != "cuda")
+    throw UsageError("--precision bf16 needs --device cuda (the CPU backend computes in fp32); use --precision fp32 "
+                     "or auto on the CPU");
+  return p;
+}
+
+namespace {
+
+// Where this rank runs on a GPU: its rank among the ranks of its node modulo the node's visible
+// devices (so W ranks on a one-GPU node share device 0), and whether every rank of the node has a
+// GPU of its own (what NCCL needs).
+struct DevicePlacement {
+  int device_index = 0;
+  bool own_gpu = false;
+};
+DevicePlacement place_on_device(const TrainOptions& o) {
+  if (o.device != "cuda") return {};
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  const int devices = cuda_device_count();
+  if (devices < 1) return {};  // make_cuda_backend then says why
+  return {local_rank % devices, local_size <= devices};
+}
+
+// The job's group: every rank, with the options' timeout, algorithm and faults, over --transport:
+// MPI (on CUDA with host staging of device buffers) or NCCL. Named "dp" when it is the data-
+// parallel group itself (T = 1), "world" when the mesh splits it.
+std::unique_ptr<Communicator> make_job_comm(const TrainOptions& o, const DevicePlacement& place) {
+  CommOptions options = comm_options_for(o, o.tp > 1 ? "world" : "dp");
+  bool nccl = o.transport == "nccl";
+  if (o.transport == "auto") nccl = o.device == "cuda" && nccl_transport_available() && place.own_gpu;
+  std::unique_ptr<Communicator> comm;
+  if (nccl) {
+    comm = make_nccl_communicator(MPI_COMM_WORLD, place.device_index, std::move(options));
+  } else {
+    if (o.device == "cuda") options.device_memory = make_cuda_device_memory(place.device_index);
+    comm = make_mpi_communicator(MPI_COMM_WORLD, std::move(options));
+  }
   if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
   return comm;
 }
@@ -109,14 +161,10 @@ void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int 
   if (!refusal.empty()) throw UsageError(refusal);
 }
 
-std::unique_ptr<Backend> make_backend(const TrainOptions& o, int world) {
-  if (o.device == "cpu") return make_cpu_backend(o.threads);
-  if (o.device == "cuda") {
-    if (world > 1)
-      throw UsageError("--device cuda runs on one rank in this version (NCCL data parallelism is not built yet)");
-    return make_cuda_backend(0);
-  }
-  throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
+std::unique_ptr<Backend> make_backend(const TrainOptions& o, const DevicePlacement& place) {
+  const Precision precision = resolve_precision(o.device, o.precision);
+  if (o.device == "cuda") return make_cuda_backend(place.device_index, precision);
+  return make_cpu_backend(o.threads);
 }
 
 std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& o, Backend& backend,
@@ -177,7 +225,8 @@ Job set_up_job(const TrainOptions& o) {
   std::optional<Baseline> baseline;
   if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
-  auto comm = make_job_comm(o);
+  const DevicePlacement place = place_on_device(o);
+  auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
   const int world = comm->size(), rank = comm->rank();
   auto data = data::TrainingData::open(o.data_path, data::SelectionOptions{o.cutoff, o.eval_from, o.model.seq_len});
@@ -186,7 +235,7 @@ Job set_up_job(const TrainOptions& o) {
   Mesh mesh = make_mesh(*comm, o.tp);
   const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, mesh.dp_size);
   require_memory_budget(o, model, world);
-  auto backend = make_backend(o, world);
+  auto backend = make_backend(o, place);
   auto strategy = make_initialised_strategy(o, *backend, mesh, model, grad_accum);
   nlohmann::json run_config = run_config_of(o, model, grad_accum, mesh);
   RunIdentity identity = identity_of(run_config, data);
@@ -211,7 +260,8 @@ MfuBasis announce_job(const Job& job) {
   const TrainOptions& o = job.options;
   const ModelConfig& m = job.model;
   const MfuBasis basis{m.flops_per_token(),
-                       o.peak_flop_per_s > 0 ? o.peak_flop_per_s : measure_matmul_peak_flops(*job.backend)};
+                       o.peak_flop_per_s > 0 ? o.peak_flop_per_s : measure_matmul_peak_flops(*job.backend),
+                       datasheet_peak_flops(job.backend->device_name(), job.backend->precision())};
   log_line_rank0("model " + format_count(double(m.parameter_count())) + " parameters (" + std::to_string(m.n_layer) +
                  " layers, d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_head) +
                  " heads, seq_len " + std::to_string(m.seq_len) + ", vocab " + std::to_string(m.vocab) + ") on " +
@@ -231,6 +281,12 @@ MfuBasis announce_job(const Job& job) {
                 basis.peak_flop_per_s / 1e9, o.peak_flop_per_s > 0 ? "given" : "measured",
                 basis.flops_per_token / 1e6);
   log_line_rank0(peak_line);
+  if (basis.datasheet_peak_flop_per_s) {
+    std::snprintf(peak_line, sizeof(peak_line), "datasheet dense %s peak of %s: %.1f TFLOP/s (measured: %.0f%% of it)",
+                  precision_name(job.backend->precision()), job.backend->device_name().c_str(),
+                  *basis.datasheet_peak_flop_per_s / 1e12, 100.0 * basis.peak_flop_per_s / *basis.datasheet_peak_flop_per_s);
+    log_line_rank0(peak_line);
+  }
   return basis;
 }
 

@@ -64,6 +64,10 @@ struct Job {
 // communicator's set-up). `options` must outlive the job.
 Job set_up_job(const TrainOptions& options);
 
+// The precision of the run's matrix products: --precision "auto" is bf16 on --device cuda and fp32
+// on cpu; "bf16" on cpu is a UsageError (the CPU backend computes in fp32), as is any other name.
+Precision resolve_precision(const std::string& device, const std::string& precision);
+
 // The options' communicator settings (timeout, flight-record folder, all-reduce algorithm, abort on
 // a fatal timeout) for a group named `group_name`; the dp group and the summary's yardstick share them.
 CommOptions comm_options_for(const TrainOptions& options, const std::string& group_name);
@@ -72,9 +76,16 @@ CommOptions comm_options_for(const TrainOptions& options, const std::string& gro
 struct MfuBasis {
   double flops_per_token = 0;
   double peak_flop_per_s = 0;  // --peak-gflops, or measured on the backend
+  // The device's datasheet dense peak in the run's precision (peak.hpp), where the table knows it.
+  std::optional<double> datasheet_peak_flop_per_s;
   // Model FLOPs utilisation of `tokens_per_s` on `world` ranks (a fraction, not a percentage).
   double mfu(double tokens_per_s, int world) const {
     return tokens_per_s * flops_per_token / (peak_flop_per_s * world);
+  }
+  // The same against the datasheet peak; nothing where the datasheet peak is unknown.
+  std::optional<double> mfu_datasheet(double tokens_per_s, int world) const {
+    if (!datasheet_peak_flop_per_s) return std::nullopt;
+    return tokens_per_s * flops_per_token / (*datasheet_peak_flop_per_s * world);
   }
 };
 

@@ -27,6 +27,19 @@ namespace shardtrain {
 
 enum class DeviceKind { kCpu, kCuda };
 
+// Arithmetic precision of a backend's matrix products (--precision). Everything the interface
+// exposes stays fp32 either way: parameters (the fp32 master weights), gradients, AdamW moments,
+// activations, LayerNorm/softmax/cross-entropy statistics, and so every checkpoint.
+//   kFp32: fp32 operands, fp32 accumulation (the CPU backend; CUDA with CUBLAS_PEDANTIC_MATH).
+//   kBf16: the operands of every matmul and attention product are rounded to bf16 (round to
+//          nearest even, bf16.hpp) on the fly and multiplied with fp32 accumulation and an fp32
+//          result (cuBLASLt on CUDA). CUDA only.
+enum class Precision { kFp32, kBf16 };
+// "fp32" / "bf16".
+const char* precision_name(Precision p);
+// Parses "fp32" or "bf16"; throws UsageError naming `option` otherwise.
+Precision parse_precision(const std::string& text, const char* option = "--precision");
+
 // AdamW hyper-parameters for one update of one tensor (PyTorch's AdamW semantics):
 //   p -= lr * weight_decay * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= (lr / bias_correction1) * m / (sqrt(v * (1 / bias_correction2)) + eps)
@@ -49,6 +62,19 @@ class Backend {
   virtual DeviceKind device() const = 0;
   // One line for logs, e.g. "cpu (oneDNN 2.6.3, 1 thread)".
   virtual std::string describe() const = 0;
+  // The device's product name as its driver reports it ("NVIDIA H200"); "" for the CPU backend.
+  // Looked up in peak.hpp's datasheet table.
+  virtual std::string device_name() const { return ""; }
+  // The precision of the matrix products (see Precision). The CPU backend is always kFp32.
+  virtual Precision precision() const { return Precision::kFp32; }
+  // Elements of the `att` buffer that attention_forward fills and attention_backward reads, for
+  // the shape (batch, num_heads, seq_len): B*NH*T*T probabilities by default; a backend with a
+  // fused attention keeps less (CUDA's keeps the softmax's log-sum-exp per row, B*NH*T, never a
+  // T x T matrix). Callers size the buffer with this, never with their own formula.
+  virtual std::size_t attention_state_elements(std::size_t batch, std::size_t num_heads,
+                                               std::size_t seq_len) const {
+    return batch * num_heads * seq_len * seq_len;
+  }
 
   // ---- memory (counts are in bytes; memory is zeroed and 64-byte aligned; allocate_bytes(0) may
   // return null; copy_bytes ranges must not overlap) ----
@@ -106,7 +132,8 @@ class Backend {
                                   std::size_t channels) = 0;
 
   // ---- causal multi-head self-attention ----
-  // out (B,T,C), att (B,NH,T,T) softmax probabilities kept for backward <- qkv (B,T,3C)
+  // out (B,T,C), att (attention_state_elements(B,NH,T) floats: what backward needs, the softmax
+  // probabilities (B,NH,T,T) on the CPU) <- qkv (B,T,3C)
   // (q, k, v are the three C-wide thirds of each row; head h uses columns [h*hs, (h+1)*hs)).
   virtual void attention_forward(float* out, float* att, const float* qkv, std::size_t batch,
                                  std::size_t seq_len, std::size_t channels,
@@ -174,8 +201,11 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_backend_available();
-// The CUDA backend on device `device_index`; throws UsageError when unavailable.
-std::unique_ptr<Backend> make_cuda_backend(int device_index);
+// CUDA devices visible to this process; 0 in a CPU-only build or where none is visible.
+int cuda_device_count();
+// The CUDA backend on device `device_index` with matrix products in `precision`; throws UsageError
+// when unavailable.
+std::unique_ptr<Backend> make_cuda_backend(int device_index, Precision precision = Precision::kFp32);
 
 // An owning, typed device allocation of `count` elements of T on a backend.
 template <typename T>

@@ -1,7 +1,7 @@
 // Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
 // per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
 // This header is the interface; one engine implements it over any Transport (transport.hpp:
-// make_communicator), and mpi.hpp creates it over MPI (CPU ranks); NCCL will follow as a transport.
+// make_communicator), mpi.hpp creates it over MPI (CPU ranks, or GPU ranks with host staging) and nccl.hpp over NCCL.
 //
 // Execution model
 //   * Every call submits an operation to the communicator's queue and returns a CollectiveHandle at
@@ -38,6 +38,17 @@
 //     still be written by the transport until the process ends; keep them alive), and the job is
 //     expected to end. A failed communicator cannot be repaired; restart from the last checkpoint.
 //
+// Device buffers (CommOptions::device_memory): with a DeviceMemory set, a buffer may be host or
+// device memory, operation by operation (a trainer on a GPU reduces device gradients and host loss
+// sums on one communicator). A buffer on the other side of the transport's (transport.hpp, "Where
+// buffers live") is staged: the engine copies the operation's inputs into a buffer where the
+// transport wants them, runs the operation there (any algorithm, the canonical one included, so
+// results are bitwise those of the same operation on unstaged buffers), and copies the outputs
+// back before the operation completes. So the MPI transport serves ranks on a GPU ("host staging":
+// W ranks sharing one GPU) and NCCL takes host control data. A buffer handed over must be complete
+// in memory at submission (a GPU trainer synchronises its compute queue first). Without a
+// DeviceMemory every buffer is taken to be where the transport wants it.
+//
 // Groups: split() makes a sub-group with its own name, sequence numbers and flight recorder.
 //
 // Phases and steps: every record carries the step (set_step) and the phase (phase.hpp) at
@@ -57,6 +68,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/comm/types.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
@@ -129,6 +141,9 @@ struct CommOptions {
   // gives another); none: the process-wide current_phase() at each submission. For a group whose
   // work runs beside the step loop (the asynchronous checkpoint writer's: Phase::kCheckpoint).
   std::optional<Phase> phase;
+  // The device whose buffers callers may pass (see "Device buffers"); null: host buffers only, or
+  // a device transport's own device. Shared with split groups.
+  std::shared_ptr<DeviceMemory> device_memory;
 };
 
 // Per-operation accounting of one communicator. Times in seconds, bytes as in types.hpp.

@@ -3,7 +3,7 @@
 // its communication thread, sequence numbers, the flight recorder, the watchdog and timeouts, fault
 // injection, accounting, and the algorithms built on the point-to-point calls here: halving/doubling
 // all-reduce (canonical and fast) and the size-checked broadcast of control data. So a transport is small: MPI (mpi.hpp, CPU ranks), an in-process fake
-// for tests (tests/fake_transport.hpp), NCCL to follow.
+// for tests (tests/fake_transport.hpp), NCCL (nccl.hpp, GPU ranks).
 //
 // A transport is one group of ranks (like an MPI communicator): `size()` ranks numbered 0..size-1.
 //
@@ -26,6 +26,12 @@
 //   * Point-to-point messages between two ranks with the same tag arrive in the order sent. Tags are
 //     0..max_tag(); collectives never match point-to-point messages.
 //
+// Where buffers live: a host transport (MPI, the fake) takes host memory only; a device transport
+// (NCCL) takes memory of its device_memory() only. The engine moves a caller's buffer that lives on
+// the other side through a staging copy around the whole operation (communicator.hpp, "Device
+// buffers"), and the engine's own algorithms keep their scratch and do their additions where the
+// transport's buffers live.
+//
 // Failure: a call the library refuses throws CommunicationError, and so does a completed receive
 // whose message had another size than its count (ranks that disagree on an operation's size must
 // fail, not read short data). A request that never completes is
@@ -38,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/base/dtype.hpp"
 #include "shardtrain/comm/communicator.hpp"
 
@@ -65,6 +72,9 @@ class Transport {
   virtual const char* library_name() const = 0;
   virtual int max_tag() const = 0;               // largest point-to-point tag (>= 32767)
   virtual std::size_t max_count() const = 0;     // largest element count of one call
+  // The device whose memory every buffer of this transport's calls must be in (NCCL: its GPU's), or
+  // null for a host transport (the default).
+  virtual DeviceMemory* device_memory() const { return nullptr; }
 
   // ---- point to point ----
   // `count` elements of `dtype` from `data` to group rank `peer` (!= rank()), tag in 0..max_tag().

@@ -32,6 +32,15 @@ struct TrainOptions {
   std::uint64_t seed = 1;        // initialisation and sample order
   int threads = 1;               // CPU threads per rank
   std::string device = "cpu";    // cpu | cuda
+  // Matrix-product precision (backend.hpp Precision): "auto" (bf16 on cuda, fp32 on cpu), "bf16"
+  // (cuda only: the CPU backend computes in fp32, and a cpu run asking for bf16 is refused) or
+  // "fp32". Parameters, gradients (reduced in fp32), AdamW moments and checkpoints are fp32 in
+  // every precision, so a checkpoint of one precision resumes in the other.
+  std::string precision = "auto";
+  // The data-parallel group's transport: "auto" (NCCL on cuda when the build has it and every rank
+  // of a node has a GPU of its own, else MPI), "mpi" (on cuda: device buffers staged through host
+  // memory, so W ranks can share one GPU) or "nccl" (cuda only).
+  std::string transport = "auto";
   std::string run_dir = "run";   // step log and summary go here (created)
   int log_every = 1;             // print a step line every N steps (and the last)
   int eval_every = 0;            // hold-out evaluation every N steps (0: only at the end)

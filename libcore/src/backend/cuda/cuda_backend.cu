@@ -14,22 +14,40 @@
 //   X^T (N x M) = B^T (N x K) @ A^T (K x M),
 // i.e. cublasSgemm with the operands swapped; each call below writes out that mapping.
 //
-// Precision: the cuBLAS handle is in CUBLAS_PEDANTIC_MATH: plain fp32 products with fp32
+// Precision (backend.hpp Precision), chosen at construction:
+//   fp32: cuBLAS fp32 products, as below.
+//   bf16: every matmul_forward/matmul_backward product rounds its two fp32 operands to bf16 into
+//         scratch (launch_to_bf16, round to nearest even) and multiplies them with cuBLASLt:
+//         A/B CUDA_R_16BF, C/D CUDA_R_32F, CUBLAS_COMPUTE_32F (fp32 accumulation, fp32 result; the
+//         "+=" of dweight is beta = 1 on the fp32 buffer). Everything else stays fp32: parameters
+//         (master weights), gradients, optimizer moments, activations between ops, and the
+//         LayerNorm, softmax and cross-entropy statistics. The algorithm cuBLASLt's heuristic picks
+//         for a shape is kept for the backend's life (same shape, same algorithm: reproducible),
+//         restricted to reduction schemes without atomics.
+//   Attention is the fused fp32 kernel of flash_attention.cuh in both precisions.
+// The fp32 products: the cuBLAS handle is in CUBLAS_PEDANTIC_MATH: plain fp32 products with fp32
 // accumulation, never TF32 or BF16x9 emulation, whatever NVIDIA_TF32_OVERRIDE or cuBLAS emulation
 // environment variables say. Atomics are disallowed (CUBLAS_ATOMICS_NOT_ALLOWED), so with one
 // stream per handle cuBLAS results are bitwise reproducible on the same GPU model and cuBLAS
 // version (cuBLAS does not promise it across versions or architectures).
+#include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstdint>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "flash_attention.cuh"
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
@@ -88,7 +106,7 @@ std::string version_string(int v) {  // cuBLAS: major*10000 + minor*100 + patch
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device_index) : device_(device_index) {
+  CudaBackend(int device_index, Precision precision) : device_(device_index), precision_(precision) {
     ST_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp props{};
     ST_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
@@ -103,6 +121,10 @@ class CudaBackend final : public Backend {
       ST_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
       ST_CUBLAS_CHECK(cublasGetVersion(cublas_, &cublas_version_));
       ST_CUDA_CHECK(cudaMalloc(&result_, sizeof(double)));
+      if (precision_ == Precision::kBf16) {
+        ST_CUBLAS_CHECK(cublasLtCreate(&lt_));
+        ST_CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
+      }
     } catch (...) {
       destroy_handles();
       throw;
@@ -118,7 +140,14 @@ class CudaBackend final : public Backend {
 
   std::string describe() const override {
     return "cuda (device " + std::to_string(device_) + ": " + device_name_ + ", sm_" +
-           compute_capability_ + ", cuBLAS " + version_string(cublas_version_) + ")";
+           compute_capability_ + ", cuBLAS" + (precision_ == Precision::kBf16 ? "Lt " : " ") +
+           version_string(cublas_version_) + ", " + precision_name(precision_) + " matmuls)";
+  }
+  std::string device_name() const override { return device_name_; }
+  Precision precision() const override { return precision_; }
+  std::size_t attention_state_elements(std::size_t batch, std::size_t num_heads,
+                                       std::size_t seq_len) const override {
+    return flash_attention_state_elements(batch, num_heads, seq_len);
   }
 
   // ---- memory ----
@@ -230,8 +259,15 @@ class CudaBackend final : public Backend {
     // Row-major out (N,OC) = in (N,C) @ weight^T, weight (OC,C).
     // Column-major: out^T (OC,N) = weight (OC,C) @ in^T (C,N). Stored column-major, weight is
     // (C,OC) ld C -> op T; in is (C,N) ld C -> op N; out^T is (OC,N) ld OC.
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, in, C, 0.0f, out, OC,
-         "cublasSgemm (matmul_forward: out = in @ weight^T)");
+    if (precision_ == Precision::kBf16) {
+      const __nv_bfloat16* w16 = to_bf16(0, weight, out_channels * in_channels);
+      const __nv_bfloat16* in16 = to_bf16(1, in, rows * in_channels);
+      lt_gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, in16, C, 0.0f, out, OC,
+              "cublasLtMatmul bf16 (matmul_forward: out = in @ weight^T)");
+    } else {
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, weight, C, in, C, 0.0f, out, OC,
+           "cublasSgemm (matmul_forward: out = in @ weight^T)");
+    }
     if (bias) launch_add_bias(out, bias, rows, out_channels, stream_);
   }
 
@@ -247,15 +283,26 @@ class CudaBackend final : public Backend {
       // Column-major: din^T (C,N) = weight^T (C,OC) @ dout^T (OC,N). Stored column-major, weight
       // is (C,OC) ld C -> op N; dout is (OC,N) ld OC -> op N; din^T is (C,N) ld C. beta = 0
       // overwrites (cuBLAS does not read din).
-      gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, din, C,
-           "cublasSgemm (matmul_backward: din = dout @ weight)");
+      if (precision_ == Precision::kBf16)
+        lt_gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, to_bf16(0, weight, out_channels * in_channels), C,
+                to_bf16(2, dout, rows * out_channels), OC, 0.0f, din, C,
+                "cublasLtMatmul bf16 (matmul_backward: din = dout @ weight)");
+      else
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, weight, C, dout, OC, 0.0f, din, C,
+             "cublasSgemm (matmul_backward: din = dout @ weight)");
     }
     if (dweight && OC > 0 && C > 0 && N > 0) {
       // Row-major dweight (OC,C) += dout^T (OC,N) @ in (N,C).
       // Column-major: dweight^T (C,OC) += in^T (C,N) @ dout (N,OC). Stored column-major, in is
       // (C,N) ld C -> op N; dout is (OC,N) ld OC -> op T; dweight^T is (C,OC) ld C. beta = 1.
-      gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, in, C, dout, OC, 1.0f, dweight, C,
-           "cublasSgemm (matmul_backward: dweight += dout^T @ in)");
+      // (bf16: the rounded dout of the din product above is reused; slot 2 still holds it.)
+      if (precision_ == Precision::kBf16)
+        lt_gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, to_bf16(1, in, rows * in_channels), C,
+                din ? bf16_slot(2) : to_bf16(2, dout, rows * out_channels), OC, 1.0f, dweight, C,
+                "cublasLtMatmul bf16 (matmul_backward: dweight += dout^T @ in)");
+      else
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, in, C, dout, OC, 1.0f, dweight, C,
+             "cublasSgemm (matmul_backward: dweight += dout^T @ in)");
     }
     if (dbias && rows > 0 && out_channels > 0) {
       void* scratch = scratch_bytes(column_sums_scratch_bytes(rows, out_channels));
@@ -282,91 +329,24 @@ class CudaBackend final : public Backend {
                               stream_);
   }
 
-  // ---- attention ----
-  // Per sequence b and head h (batched over heads with strided cuBLAS calls, one call per b):
-  //   q, k, v (T,hs): rows of qkv at b*T*3C + {0, C, 2C} + h*hs, row stride 3C
-  //   att (T,T) at (b*NH + h)*T*T; out (T,hs) at b*T*C + h*hs, row stride C.
+  // ---- attention: fused, no (T,T) matrix in memory (flash_attention.cuh) ----
   void attention_forward(float* out, float* att, const float* qkv, std::size_t batch,
                          std::size_t seq_len, std::size_t channels, std::size_t num_heads) override {
     activate();
-    const char* op = "attention_forward";
-    const AttentionShape s = attention_shape(batch, seq_len, channels, num_heads, op);
-    if (s.empty) return;
-    for (std::size_t b = 0; b < batch; ++b) {
-      const float* q = qkv + b * s.seq_stride_qkv;
-      const float* k = q + s.C;
-      float* att_b = att + b * s.att_batch_stride;
-      // Row-major scores (T,T) = scale * q (T,hs) @ k^T. Column-major: scores^T (T,T) =
-      // k (T,hs) @ q^T (hs,T). Stored column-major k and q are (hs,T) ld 3C: k -> op T, q -> op N;
-      // scores^T ld T. Heads: A/B stride hs, C stride T*T.
-      gemm_strided(CUBLAS_OP_T, CUBLAS_OP_N, s.T, s.T, s.hs, s.scale, k, s.ld_qkv, s.hs, q, s.ld_qkv,
-                   s.hs, 0.0f, att_b, s.T, s.att_head_stride, s.NH,
-                   "cublasSgemmStridedBatched (attention_forward: scores = q @ k^T)");
-    }
-    launch_causal_softmax(att, batch * num_heads * seq_len, seq_len, stream_);
-    for (std::size_t b = 0; b < batch; ++b) {
-      const float* v = qkv + b * s.seq_stride_qkv + 2 * s.C;
-      const float* att_b = att + b * s.att_batch_stride;
-      float* out_b = out + b * s.seq_stride_out;
-      // Row-major out (T,hs) = att (T,T) @ v (T,hs). Column-major: out^T (hs,T) = v^T (hs,T) @
-      // att^T (T,T). Stored column-major v is (hs,T) ld 3C -> op N; att is (T,T) ld T, read as
-      // att^T -> op N; out^T is (hs,T) ld C. Heads: v/out stride hs, att stride T*T.
-      gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, s.hs, s.T, s.T, 1.0f, v, s.ld_qkv, s.hs, att_b, s.T,
-                   s.att_head_stride, 0.0f, out_b, s.ld_out, s.hs, s.NH,
-                   "cublasSgemmStridedBatched (attention_forward: out = att @ v)");
-    }
+    if (!check_attention_shape(batch, seq_len, channels, num_heads, "attention_forward")) return;
+    launch_flash_attention_forward(out, att, qkv, batch, seq_len, channels, num_heads, stream_);
   }
 
+  // `att` holds the log-sum-exp rows forward wrote; delta lives in the backend's scratch.
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           std::size_t batch, std::size_t seq_len, std::size_t channels,
                           std::size_t num_heads) override {
     activate();
-    const char* op = "attention_backward";
-    const AttentionShape s = attention_shape(batch, seq_len, channels, num_heads, op);
-    if (s.empty) return;
-    // datt / dpreatt (B,NH,T,T) in scratch.
-    float* datt = static_cast<float*>(
-        scratch_bytes(batch * num_heads * seq_len * seq_len * sizeof(float)));
-    for (std::size_t b = 0; b < batch; ++b) {
-      const float* v = qkv + b * s.seq_stride_qkv + 2 * s.C;
-      const float* dout_b = dout + b * s.seq_stride_out;
-      const float* att_b = att + b * s.att_batch_stride;
-      float* datt_b = datt + b * s.att_batch_stride;
-      float* dv = dqkv + b * s.seq_stride_qkv + 2 * s.C;
-      // Row-major datt (T,T) = dout (T,hs) @ v^T. Column-major: datt^T (T,T) = v (T,hs) @
-      // dout^T (hs,T). Stored column-major v is (hs,T) ld 3C -> op T; dout is (hs,T) ld C -> op N.
-      gemm_strided(CUBLAS_OP_T, CUBLAS_OP_N, s.T, s.T, s.hs, 1.0f, v, s.ld_qkv, s.hs, dout_b,
-                   s.ld_out, s.hs, 0.0f, datt_b, s.T, s.att_head_stride, s.NH,
-                   "cublasSgemmStridedBatched (attention_backward: datt = dout @ v^T)");
-      // Row-major dv (T,hs) = att^T (T,T) @ dout (T,hs). Column-major: dv^T (hs,T) =
-      // dout^T (hs,T) @ att (T,T). Stored column-major dout is (hs,T) ld C -> op N; att is
-      // att^T ld T -> op T; dv^T is (hs,T) ld 3C.
-      gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, s.hs, s.T, s.T, 1.0f, dout_b, s.ld_out, s.hs, att_b,
-                   s.T, s.att_head_stride, 0.0f, dv, s.ld_qkv, s.hs, s.NH,
-                   "cublasSgemmStridedBatched (attention_backward: dv = att^T @ dout)");
-    }
-    // dpreatt = att * (datt - rowsum(att * datt)), zeros above the diagonal; the 1/sqrt(hs)
-    // score scale is applied as alpha of the two products below.
-    launch_causal_softmax_backward(datt, att, batch * num_heads * seq_len, seq_len, stream_);
-    for (std::size_t b = 0; b < batch; ++b) {
-      const float* q = qkv + b * s.seq_stride_qkv;
-      const float* k = q + s.C;
-      const float* dpre_b = datt + b * s.att_batch_stride;
-      float* dq = dqkv + b * s.seq_stride_qkv;
-      float* dk = dq + s.C;
-      // Row-major dq (T,hs) = scale * dpre (T,T) @ k (T,hs). Column-major: dq^T (hs,T) =
-      // k^T (hs,T) @ dpre^T (T,T). Stored column-major k is (hs,T) ld 3C -> op N; dpre is dpre^T
-      // ld T -> op N; dq^T is (hs,T) ld 3C.
-      gemm_strided(CUBLAS_OP_N, CUBLAS_OP_N, s.hs, s.T, s.T, s.scale, k, s.ld_qkv, s.hs, dpre_b, s.T,
-                   s.att_head_stride, 0.0f, dq, s.ld_qkv, s.hs, s.NH,
-                   "cublasSgemmStridedBatched (attention_backward: dq = dpreatt @ k)");
-      // Row-major dk (T,hs) = scale * dpre^T (T,T) @ q (T,hs). Column-major: dk^T (hs,T) =
-      // q^T (hs,T) @ dpre (T,T). Stored column-major q is (hs,T) ld 3C -> op N; dpre is dpre^T
-      // ld T -> op T; dk^T is (hs,T) ld 3C.
-      gemm_strided(CUBLAS_OP_N, CUBLAS_OP_T, s.hs, s.T, s.T, s.scale, q, s.ld_qkv, s.hs, dpre_b, s.T,
-                   s.att_head_stride, 0.0f, dk, s.ld_qkv, s.hs, s.NH,
-                   "cublasSgemmStridedBatched (attention_backward: dk = dpreatt^T @ q)");
-    }
+    if (!check_attention_shape(batch, seq_len, channels, num_heads, "attention_backward")) return;
+    float* delta = static_cast<float*>(
+        scratch_bytes(flash_attention_delta_elements(batch, num_heads, seq_len) * sizeof(float)));
+    launch_flash_attention_backward(dqkv, att, delta, dout, qkv, batch, seq_len, channels, num_heads,
+                                    stream_);
   }
 
   // ---- cross-entropy ----
@@ -387,38 +367,21 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  struct AttentionShape {
-    bool empty = false;
-    int T = 0, C = 0, NH = 0, hs = 0, ld_qkv = 0, ld_out = 0;
-    long long att_head_stride = 0;       // T*T
-    std::size_t att_batch_stride = 0;    // NH*T*T
-    std::size_t seq_stride_qkv = 0;      // T*3C
-    std::size_t seq_stride_out = 0;      // T*C
-    float scale = 1.0f;                  // 1/sqrt(hs), as the CPU backend forms it
-  };
-
-  static AttentionShape attention_shape(std::size_t batch, std::size_t seq_len, std::size_t channels,
-                                        std::size_t num_heads, const char* op) {
-    AttentionShape s;
+  // False for an empty shape (nothing to do); UsageError for shapes the kernels cannot take.
+  static bool check_attention_shape(std::size_t batch, std::size_t seq_len, std::size_t channels,
+                                    std::size_t num_heads, const char* op) {
     if (num_heads == 0 || channels % num_heads != 0)
       throw UsageError(std::string(op) + ": channels (" + std::to_string(channels) +
                        ") must be a positive multiple of num_heads (" + std::to_string(num_heads) + ")");
-    if (batch == 0 || seq_len == 0 || channels == 0) {
-      s.empty = true;
-      return s;
-    }
-    s.T = to_int(seq_len, "seq_len", op);
-    s.C = to_int(channels, "channels", op);
-    s.NH = to_int(num_heads, "num_heads", op);
-    s.hs = s.C / s.NH;
-    s.ld_qkv = to_int(3 * channels, "3*channels", op);
-    s.ld_out = s.C;
-    s.att_head_stride = static_cast<long long>(seq_len) * static_cast<long long>(seq_len);
-    s.att_batch_stride = num_heads * seq_len * seq_len;
-    s.seq_stride_qkv = seq_len * 3 * channels;
-    s.seq_stride_out = seq_len * channels;
-    s.scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
-    return s;
+    if (batch == 0 || seq_len == 0 || channels == 0) return false;
+    if (channels / num_heads > kFlashMaxHeadSize)
+      throw UsageError(std::string(op) + ": head size " + std::to_string(channels / num_heads) +
+                       " exceeds the fused attention's " + std::to_string(kFlashMaxHeadSize) +
+                       "; use more heads (--heads)");
+    to_int(3 * channels, "3*channels", op);
+    to_int(seq_len, "seq_len", op);
+    to_int(batch * num_heads, "batch*num_heads", op);
+    return true;
   }
 
   void activate() { ST_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -430,13 +393,101 @@ class CudaBackend final : public Backend {
                  __FILE__, __LINE__);
   }
 
-  void gemm_strided(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                    const float* A, int lda, long long stride_a, const float* B, int ldb,
-                    long long stride_b, float beta, float* C, int ldc, long long stride_c, int batch,
-                    const char* what) {
-    check_cublas(cublasSgemmStridedBatched(cublas_, ta, tb, m, n, k, &alpha, A, lda, stride_a, B, ldb,
-                                           stride_b, &beta, C, ldc, stride_c, batch),
+  // Rounds x (n) to bf16 into bf16 scratch slot `slot` (0..2, grow-only, one per operand of a
+  // product) and returns it.
+  const __nv_bfloat16* to_bf16(int slot, const float* x, std::size_t n) {
+    Bf16Slot& sl = bf16_slots_[slot];
+    if (n > sl.capacity) {
+      if (sl.data) {
+        ST_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        ST_CUDA_CHECK(cudaFree(sl.data));
+        sl.data = nullptr;
+        sl.capacity = 0;
+      }
+      ST_CUDA_CHECK(cudaMalloc(&sl.data, n * sizeof(__nv_bfloat16)));
+      sl.capacity = n;
+    }
+    launch_to_bf16(sl.data, x, n, stream_);
+    return sl.data;
+  }
+  const __nv_bfloat16* bf16_slot(int slot) const { return bf16_slots_[slot].data; }
+
+  // Column-major D (m,n) ldc = op(A) (m,k) @ op(B) (k,n) + beta * D with bf16 A/B, fp32 D and fp32
+  // accumulation (alpha = 1). The heuristic's first algorithm for this shape is cached.
+  void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+               const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, float* D,
+               int ldc, const char* what) {
+    // D may sit at any float offset of a flat buffer (a gradient tensor): the plan is made for its
+    // actual alignment (cuBLASLt's heuristic otherwise assumes 256 bytes and may pick an algorithm
+    // that refuses a less aligned pointer).
+    const unsigned alignment = alignment_of(D);
+    const LtKey key{int(ta), int(tb), m, n, k, lda, ldb, ldc, beta != 0.0f, alignment};
+    auto it = lt_plans_.find(key);
+    if (it == lt_plans_.end())
+      it = lt_plans_.emplace(key, make_lt_plan(ta, tb, m, n, k, lda, ldb, ldc, alignment, what)).first;
+    LtPlan& p = it->second;
+    const float alpha = 1.0f;
+    check_cublas(cublasLtMatmul(lt_, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.c, D, p.c, &p.algo,
+                                lt_workspace_, kLtWorkspaceBytes, stream_),
                  what, __FILE__, __LINE__);
+  }
+
+  using LtKey = std::tuple<int, int, int, int, int, int, int, int, bool, unsigned>;
+
+  // The largest power of two (<= 256) dividing the address.
+  static unsigned alignment_of(const void* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    unsigned a = 256;
+    while (a > 1 && address % a != 0) a /= 2;
+    return a;
+  }
+  struct LtPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+  LtPlan make_lt_plan(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb,
+                      int ldc, unsigned alignment, const char* what) {
+    LtPlan p;
+    ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    // Stored shapes (column-major): op N keeps (rows, cols), op T stores the transpose.
+    ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, ta == CUBLAS_OP_N ? m : k,
+                                               ta == CUBLAS_OP_N ? k : m, lda));
+    ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, tb == CUBLAS_OP_N ? k : n,
+                                               tb == CUBLAS_OP_N ? n : k, ldb));
+    ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, ldc));
+    cublasLtMatmulPreference_t pref = nullptr;
+    ST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::size_t workspace = kLtWorkspaceBytes;
+    // No atomics: split-K partial sums are reduced in place or in the workspace, in a fixed order.
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE |
+                             CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                    &schemes, sizeof schemes);
+    const uint32_t c_alignment = alignment;  // C and D are the same buffer
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                    &c_alignment, sizeof c_alignment);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                    &c_alignment, sizeof c_alignment);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    check_cublas(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    if (found == 0)
+      throw CudaError(std::string(what) + ": cuBLASLt has no bf16 algorithm for m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    p.algo = result.algo;
+    return p;
   }
 
   double chunked_sum(const float* x, std::size_t n, bool squares) {
@@ -475,6 +526,19 @@ class CudaBackend final : public Backend {
     if (stream_) warn(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (backend teardown)");
     if (scratch_) warn(cudaFree(scratch_), "cudaFree (scratch)");
     if (result_) warn(cudaFree(result_), "cudaFree (result)");
+    for (auto& slot : bf16_slots_)
+      if (slot.data) warn(cudaFree(slot.data), "cudaFree (bf16 operands)");
+    for (auto& [key, plan] : lt_plans_) {
+      cublasLtMatrixLayoutDestroy(plan.a);
+      cublasLtMatrixLayoutDestroy(plan.b);
+      cublasLtMatrixLayoutDestroy(plan.c);
+      cublasLtMatmulDescDestroy(plan.desc);
+    }
+    lt_plans_.clear();
+    if (lt_workspace_) warn(cudaFree(lt_workspace_), "cudaFree (cuBLASLt workspace)");
+    if (lt_) cublasLtDestroy(lt_);
+    lt_ = nullptr;
+    lt_workspace_ = nullptr;
     if (cublas_) {
       cublasStatus_t status = cublasDestroy(cublas_);
       if (status != CUBLAS_STATUS_SUCCESS)
@@ -487,7 +551,18 @@ class CudaBackend final : public Backend {
     stream_ = nullptr;
   }
 
+  static constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
+  struct Bf16Slot {
+    __nv_bfloat16* data = nullptr;
+    std::size_t capacity = 0;  // elements
+  };
+
   int device_;
+  Precision precision_;
+  cublasLtHandle_t lt_ = nullptr;  // bf16 only
+  void* lt_workspace_ = nullptr;
+  std::map<LtKey, LtPlan> lt_plans_;
+  std::array<Bf16Slot, 3> bf16_slots_{};
   std::string device_name_;
   std::string compute_capability_;
   int cublas_version_ = 0;
@@ -501,17 +576,19 @@ class CudaBackend final : public Backend {
 }  // namespace
 }  // namespace cuda_impl
 
-bool cuda_backend_available() {
+int cuda_device_count() {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     cudaGetLastError();  // clear the (non-sticky) error so later calls do not see it
-    return false;
+    return 0;
   }
-  return count >= 1;
+  return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+bool cuda_backend_available() { return cuda_device_count() >= 1; }
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, Precision precision) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -524,7 +601,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
     throw UsageError("CUDA device " + std::to_string(device_index) + " is not available: " +
                      std::to_string(count) + " CUDA device" + (count == 1 ? " is" : "s are") +
                      " visible (valid indices 0.." + std::to_string(count - 1) + ")");
-  return std::make_unique<cuda_impl::CudaBackend>(device_index);
+  return std::make_unique<cuda_impl::CudaBackend>(device_index, precision);
 }
 
 }  // namespace shardtrain

@@ -29,7 +29,6 @@ namespace {
 
 constexpr int kThreads = 256;          // elementwise and row kernels
 constexpr int kRowThreads = 128;       // one block per LayerNorm row
-constexpr int kWarpsPerBlock = 4;      // one warp per softmax row
 constexpr std::size_t kMaxBlocks = std::size_t{1} << 20;  // grid-stride beyond this
 
 unsigned blocks_for(std::size_t work_items, int threads_per_block) {
@@ -250,45 +249,9 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, st
   }
 }
 
-// ---- attention softmax (one warp per row) ----
-__global__ void causal_softmax_kernel(float* att, std::size_t rows_total, std::size_t T) {
-  const std::size_t warps_total = std::size_t(gridDim.x) * (blockDim.x / 32);
-  const int lane = threadIdx.x % 32;
-  for (std::size_t row = std::size_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-       row < rows_total; row += warps_total) {
-    const std::size_t t = row % T;
-    float* a = att + row * T;
-    float mx = -INFINITY;
-    for (std::size_t j = lane; j <= t; j += 32) mx = fmaxf(mx, a[j]);
-    mx = warp_max(mx);
-    float s = 0.0f;
-    for (std::size_t j = lane; j <= t; j += 32) {
-      float e = expf(a[j] - mx);
-      a[j] = e;
-      s += e;
-    }
-    s = warp_sum(s);
-    const float inv = 1.0f / s;
-    for (std::size_t j = lane; j <= t; j += 32) a[j] *= inv;
-    for (std::size_t j = t + 1 + lane; j < T; j += 32) a[j] = 0.0f;
-  }
-}
-
-__global__ void causal_softmax_backward_kernel(float* datt, const float* att,
-                                               std::size_t rows_total, std::size_t T) {
-  const std::size_t warps_total = std::size_t(gridDim.x) * (blockDim.x / 32);
-  const int lane = threadIdx.x % 32;
-  for (std::size_t row = std::size_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-       row < rows_total; row += warps_total) {
-    const std::size_t t = row % T;
-    const float* p = att + row * T;
-    float* d = datt + row * T;
-    float dot = 0.0f;
-    for (std::size_t j = lane; j <= t; j += 32) dot += p[j] * d[j];
-    dot = warp_sum(dot);
-    for (std::size_t j = lane; j <= t; j += 32) d[j] = p[j] * (d[j] - dot);
-    for (std::size_t j = t + 1 + lane; j < T; j += 32) d[j] = 0.0f;
-  }
+// ---- fp32 -> bf16 operand rounding (bf16 products) ----
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t n) {
+  ST_GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
 // ---- cross-entropy (one block per row) ----
@@ -540,20 +503,10 @@ void launch_embedding_backward(float* dwte, float* dwpe, const float* dout, cons
   ST_CUDA_CHECK_LAUNCH("embedding_backward_wte_kernel");
 }
 
-void launch_causal_softmax(float* att, std::size_t rows_total, std::size_t seq_len,
-                           cudaStream_t stream) {
-  if (rows_total == 0 || seq_len == 0) return;
-  causal_softmax_kernel<<<blocks_for(rows_total, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      att, rows_total, seq_len);
-  ST_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
-}
-
-void launch_causal_softmax_backward(float* datt, const float* att, std::size_t rows_total,
-                                    std::size_t seq_len, cudaStream_t stream) {
-  if (rows_total == 0 || seq_len == 0) return;
-  causal_softmax_backward_kernel<<<blocks_for(rows_total, kWarpsPerBlock), kWarpsPerBlock * 32, 0,
-                                   stream>>>(datt, att, rows_total, seq_len);
-  ST_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
+void launch_to_bf16(__nv_bfloat16* out, const float* in, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(out, in, n);
+  ST_CUDA_CHECK_LAUNCH("to_bf16_kernel");
 }
 
 void launch_crossentropy_forward_backward(float* losses, float* logits, const int32_t* targets,

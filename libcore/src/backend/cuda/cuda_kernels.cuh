@@ -7,6 +7,7 @@
 // function of the shapes only, reductions use fixed trees or fixed sequential orders, and no
 // kernel uses floating-point atomics.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -59,14 +60,8 @@ void launch_embedding_backward(float* dwte, float* dwpe, const float* dout, cons
                                std::size_t batch, std::size_t seq_len, std::size_t channels,
                                void* scratch, std::size_t scratch_bytes, cudaStream_t stream);
 
-// ---- attention pieces (the products are cuBLAS calls in cuda_backend.cu) ----
-// In place on `att` (rows_total = B*NH*T rows of length T, row r has query index r % T):
-// causal softmax of the pre-softmax scores, zeros above the diagonal.
-void launch_causal_softmax(float* att, std::size_t rows_total, std::size_t seq_len,
-                           cudaStream_t stream);
-// In place on `datt`: datt <- att * (datt - sum_{j<=t} att_j datt_j), zeros above the diagonal.
-void launch_causal_softmax_backward(float* datt, const float* att, std::size_t rows_total,
-                                    std::size_t seq_len, cudaStream_t stream);
+// ---- bf16 products: operands rounded to nearest even (shardtrain/backend/bf16.hpp) ----
+void launch_to_bf16(__nv_bfloat16* out, const float* in, std::size_t n, cudaStream_t stream);
 
 // ---- cross-entropy ----
 void launch_crossentropy_forward_backward(float* losses, float* logits, const int32_t* targets,
