@@ -43,8 +43,14 @@ TEST_CASE("each tool's --help options are all in its man page and bad options ex
     std::set<std::string> options;
     const std::regex option_re("(--[a-z][a-z0-9-]*)");
     for (std::sregex_iterator it(help.begin(), help.end(), option_re), end; it != end; ++it) options.insert((*it)[1]);
-    // A tool with subcommands (scale-bench): each subcommand's options are in the page too.
-    const auto subcommands_at = help.find("SUBCOMMANDS:");
+    // A tool with subcommands (its usage line ends in SUBCOMMAND: scale-bench, release-gate...): each
+    // subcommand's options are in the page too. CLI11 titles the list "Subcommands:"; a tool that
+    // takes subcommands must have it, so a change of that title fails here instead of silently
+    // skipping the subcommands.
+    const bool takes_subcommands = help.find("SUBCOMMAND\n") != std::string::npos;
+    auto subcommands_at = help.find("Subcommands:");
+    if (subcommands_at == std::string::npos) subcommands_at = help.find("SUBCOMMANDS:");
+    CHECK((subcommands_at != std::string::npos) == takes_subcommands);
     if (subcommands_at != std::string::npos) {
       std::istringstream lines(help.substr(subcommands_at));
       std::string line;
@@ -52,7 +58,8 @@ TEST_CASE("each tool's --help options are all in its man page and bad options ex
       const std::regex sub_re("^  ([a-z][a-z0-9-]*)\\b.*");
       std::smatch m;
       int subcommands = 0;
-      while (std::getline(lines, line) && std::regex_match(line, m, sub_re)) {
+      while (std::getline(lines, line) && !line.empty()) {
+        if (!std::regex_match(line, m, sub_re)) continue;  // a wrapped description line
         const std::string sub_help = run_capture(shardtrain::test::tool_path(tool) + " " + m[1].str() + " --help", &status);
         CHECK(status == 0);
         for (std::sregex_iterator it(sub_help.begin(), sub_help.end(), option_re), end; it != end; ++it)
