@@ -58,7 +58,7 @@ std::vector<std::string> failed(const std::vector<CheckResult>& checks) {
 
 }  // namespace
 
-TEST_CASE("release policy: read, versioned and hashed; bad files named", "[release]") {
+TEST_CASE("release policy: read, versioned and hashed, bad files named", "[release]") {
   const std::string dir = test::temp_dir("policy");
   const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
   CHECK(p.version == "7.1");
