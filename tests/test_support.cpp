@@ -13,10 +13,12 @@
 namespace shardtrain::test {
 namespace {
 bool g_started_mpi = false;
-std::vector<std::filesystem::path>& temp_dirs() {
-  static std::vector<std::filesystem::path> dirs;
-  return dirs;
-}
+// The folders to remove at exit. A namespace-scope object defined before g_cleanup, so it is
+// destroyed after g_cleanup's destructor has used it (a function-local static created on first use
+// would be created after g_cleanup and destroyed before it: the cleanup then walked a destroyed
+// vector, an occasional segfault at exit of the [mpi] runs).
+std::vector<std::filesystem::path> g_temp_dirs;
+std::vector<std::filesystem::path>& temp_dirs() { return g_temp_dirs; }
 struct TempCleanup {
   ~TempCleanup() {
     std::error_code ec;
