@@ -12,6 +12,7 @@
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/ddp.hpp"
+#include "shardtrain/parallel/state_layout.hpp"
 #include "shardtrain/parallel/tree_sum.hpp"
 #include "shardtrain/parallel/zero.hpp"
 
@@ -92,11 +93,13 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   }
 
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    const auto& tensors = model_.registry().tensors();
     std::vector<ckpt::PieceView> pieces;
-    for (int k = 0; k < 3; ++k)
-      for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(lo - t.offset), std::int64_t(hi - lo), state_ptr(k, u, lo)});
-      });
+    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size(), stage_}, comm_.rank())) {
+      const ParameterInfo& t = tensors[p.tensor];
+      pieces.push_back({kStateTensorPrefixes[p.kind] + t.name, p.offset, p.count,
+                        state_ptr(p.kind, p.unit, t.offset + std::size_t(p.offset))});
+    }
     return pieces;
   }
 
@@ -153,13 +156,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // ---- layout helpers ----
   // fn(unit, tensor, lo, hi) over the intersections of this rank's shards with every tensor.
   void for_each_owned(const std::function<void(std::size_t, const ParameterInfo&, std::size_t, std::size_t)>& fn) {
-    const auto& units = layout_.units();
-    std::size_t u = 0;
-    for (const auto& t : model_.registry().tensors()) {
-      while (t.offset >= units[u].end) ++u;
-      const std::size_t lo = std::max(t.offset, units[u].own_begin), hi = std::min(t.offset + t.numel, units[u].own_end);
-      if (lo < hi) fn(u, t, lo, hi);
-    }
+    const auto& tensors = model_.registry().tensors();
+    for_each_owned_range(model_.registry(), layout_,
+                         [&](std::size_t u, std::size_t i, std::size_t lo, std::size_t hi) { fn(u, tensors[i], lo, hi); });
   }
   // Start of this rank's slice of unit u in each sharded buffer.
   float* param_shard_ptr(std::size_t u) {
