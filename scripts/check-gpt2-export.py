@@ -24,9 +24,10 @@ Tolerances: fp32 export: max |ours - reference| / max |reference| <= 1e-5 (the f
 differs from shardtrain's float32 forward by <= 3.3e-7 in tests/test_model_reference.cpp; 1e-5 is
 the issue's bound with 30x room). bf16 export (--bf16-of FP32_DIR): every bf16 weight must equal the
 round-to-nearest-even bf16 value of the fp32 export's weight, decided here in float64 from the two
-neighbouring bf16 values (so each weight is within 2^-9 relative), and the logits of the bf16 model
-within 2e-2 norm-relative of shardtrain's fp32 logits (bf16 keeps 8 significant bits: 2^-9 = 0.2%
-per weight; through the layers this stays well under 1%, measured and printed).
+neighbouring bf16 values (so each weight is within 2^-8 relative: half a unit in the last of bf16's 8
+significant bits), and the logits of the bf16 model within 2e-2 norm-relative of shardtrain's fp32
+logits (each weight perturbed by up to 2^-8 = 0.39%; through the layers the logits moved 1.9e-3 on
+the test's 2-layer model: the bound leaves 10x room, and a wrong name or transpose gives O(1)).
 Exit 0 when every check passes, 1 otherwise.
 """
 import json
@@ -223,8 +224,8 @@ def main():
             nz = W32[name] != 0
             if nz.any():
                 worst = max(worst, float((np.abs(w - W32[name])[nz] / np.abs(W32[name])[nz]).max()))
-        print(f"  bf16 export: every weight is RNE(fp32 weight); worst relative rounding {worst:.3g} (bound 2^-9 = {2**-9:.3g})")
-        ok &= worst <= 2 ** -9
+        print(f"  bf16 export: every weight is RNE(fp32 weight); worst relative rounding {worst:.3g} (bound 2^-8 = {2**-8:.3g})")
+        ok &= worst <= 2 ** -8
         print(f"  bf16 export: GPT-2 logits vs shardtrain's fp32 logits: max rel error {err:.3g} (bound 2e-2)")
         ok &= err <= 2e-2
     print("  metadata:", {k: meta[k] for k in sorted(meta) if k != "source"})

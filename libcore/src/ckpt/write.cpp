@@ -319,6 +319,7 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
       throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
                        ", " + std::to_string(t.numel()) + ") of tensor '" + t.name + "' are written by no rank");
   }
+  if (options.before_commit) options.before_commit();  // e.g. the source's file hashes: the likelier culprit first
   // End-to-end check of a rewrite: the pieces just written add up to the source's checksums.
   for (const auto& [name, want] : options.expected_checksums) {
     auto it = pieces.find(name);
@@ -333,7 +334,6 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
                     " (the source data is corrupt or changed while being read); nothing was committed");
   }
 
-  if (options.before_commit) options.before_commit();
   const std::string index = (fs::path(tmp) / kIndexFile).string();
   write_index(index, manifest, tensors, pieces);
   fsync_path(index);

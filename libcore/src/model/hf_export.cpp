@@ -24,7 +24,8 @@ std::vector<HfTensorName> hf_gpt2_names(const ModelConfig& config) {
       {"mlp.proj.weight", {"mlp.c_proj.weight", true}}, {"mlp.proj.bias", {"mlp.c_proj.bias", false}},
   };
   std::vector<HfTensorName> out;
-  for (const auto& t : ParameterRegistry(config).tensors()) {
+  const ParameterRegistry registry(config);
+  for (const auto& t : registry.tensors()) {
     HfTensorName n{t.name, "transformer." + t.name, false};
     if (t.name.rfind("h.", 0) == 0) {
       const std::size_t dot = t.name.find('.', 2);

@@ -42,6 +42,7 @@ int inspect(const CkptReshardOptions& o) {
   const ckpt::Inspection result = ckpt::inspect_checkpoint(o.source);
   if (o.json) std::cout << result.report.dump(2) << std::endl;
   else std::fputs(result.text.c_str(), stdout);
+  std::fflush(stdout);  // the report before the error line, in a captured stream too
   if (!result.valid) log_line("ckpt-reshard: " + o.source + " is corrupt: " + result.problem);
   return result.valid ? 0 : int(ExitCode::kFailure);
 }

@@ -13,7 +13,8 @@
 //   bytes 8+N..    the data section: each tensor's elements row-major, little-endian, packed in
 //                  header (sorted-name) order, no gaps, no overlaps (what the format requires).
 // bf16 is the upper half of the IEEE float32 bit pattern, rounded to nearest, ties to even
-// (float_to_bf16); a NaN stays a (quiet) NaN. Relative error of a normal value: at most 2^-9.
+// (float_to_bf16); a NaN stays a (quiet) NaN. Relative error of a normal value: at most 2^-8 (half a unit in the last of 8
+// significant bits).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -50,8 +50,8 @@ struct SaveOptions {
   // tensor, when the pieces written add up to another checksum. The end-to-end check of a rewrite
   // of existing tensors (ckpt-reshard): data read from a corrupt source never becomes a checkpoint.
   std::map<std::string, std::uint64_t> expected_checksums;
-  // When set: called on rank 0 after every rank file is written and checked, before the index is
-  // written; a throw aborts the commit (step_N.tmp removed) and every rank throws that error. For a
+  // When set: called on rank 0 after every rank file is written and their pieces cover every
+  // tensor, before expected_checksums are compared and the index is written; a throw aborts the commit (step_N.tmp removed) and every rank throws that error. For a
   // check that runs while the files are written (ckpt-reshard hashes its source meanwhile).
   std::function<void()> before_commit;
 };
