@@ -49,11 +49,11 @@ struct SaveOptions {
   // When non-empty (tensor name -> sum64): rank 0 refuses to commit, with IoError naming the
   // tensor, when the pieces written add up to another checksum. The end-to-end check of a rewrite
   // of existing tensors (ckpt-reshard): data read from a corrupt source never becomes a checkpoint.
-  std::map<std::string, std::uint64_t> expected_checksums;
+  std::map<std::string, std::uint64_t> expected_checksums{};
   // When set: called on rank 0 after every rank file is written and their pieces cover every
   // tensor, before expected_checksums are compared and the index is written; a throw aborts the commit (step_N.tmp removed) and every rank throws that error. For a
   // check that runs while the files are written (ckpt-reshard hashes its source meanwhile).
-  std::function<void()> before_commit;
+  std::function<void()> before_commit{};
 };
 
 // Timings in seconds; bytes of this rank's file and of the whole checkpoint (all files + index).
