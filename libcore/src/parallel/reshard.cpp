@@ -138,6 +138,7 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
   };
 
   std::vector<float> buffer;  // one target file's pieces at a time
+  double read_s = 0;
   const auto& tensors = registry.tensors();
   auto pieces_of = [&](int file) {
     const auto owned = owned_state_pieces(registry, target, file);
@@ -146,12 +147,18 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
     buffer.resize(total);
     std::vector<ckpt::PieceView> pieces;
     std::size_t at = 0;
+    const Stopwatch read_clock;
     for (const auto& p : owned) {
       const std::string name = kStateTensorPrefixes[p.kind] + tensors[p.tensor].name;
       source->read_range(name, p.offset, p.count, buffer.data() + at);
       pieces.push_back({name, p.offset, p.count, buffer.data() + at});
       at += std::size_t(p.count);
     }
+    read_s += read_clock.seconds();
+    char line[160];
+    std::snprintf(line, sizeof line, "ckpt-reshard: rank file %d of %d: %zu pieces, %.1f MB read in %.2f s; writing",
+                  file + 1, target.world, pieces.size(), double(total * sizeof(float)) / 1e6, read_clock.seconds());
+    log_line(line);
     return pieces;
   };
   ckpt::SaveResult saved;
@@ -170,6 +177,10 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
   result.tensor_bytes = tensor_bytes;
   result.bytes_total = saved.bytes_total;
   result.seconds = clock.seconds();
+  result.read_s = read_s;
+  result.write_s = saved.write_s;
+  result.sync_s = saved.sync_s;
+  result.commit_s = saved.commit_s;
   return result;
 }
 

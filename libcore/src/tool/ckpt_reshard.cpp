@@ -97,6 +97,10 @@ int run_ckpt_reshard(const CkptReshardOptions& o) {
     log_line("ckpt-reshard: wrote " + r.folder + " for " + std::to_string(r.files) + " ranks (" +
              std::to_string(comm->size()) + " writing process" + (comm->size() == 1 ? "" : "es") + "): " +
              rate(r.bytes_total, r.seconds) + "; resume with --ckpt-dir " + o.out + " --resume auto");
+  char line[200];
+  std::snprintf(line, sizeof line, "ckpt-reshard: this process: read %.2f s, write %.2f s, fsync + hashes %.2f s, commit %.2f s",
+                r.read_s, r.write_s, r.sync_s, r.commit_s);
+  log_line(line);
   return 0;
 }
 

@@ -27,6 +27,9 @@ struct ReshardResult {
   std::int64_t tensor_bytes = 0;  // logical bytes of the state
   std::int64_t bytes_total = 0;   // bytes of the new checkpoint (rank files + index)
   double seconds = 0;             // this call, on rank 0: validation + read + write + commit
+  // This process's share, in seconds: reading its target files' pieces from the source, writing
+  // them (to the page cache), fsync overlapped with hashing, and the commit (gather, checks, index).
+  double read_s = 0, write_s = 0, sync_s = 0, commit_s = 0;
 };
 
 // Collective over `comm` (any number of processes; process p writes target files p, p+P, ...).
