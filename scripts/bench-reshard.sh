@@ -2,16 +2,18 @@
 # ckpt-reshard against the disk, side by side in one run: a ~100M-parameter decoder (d_model 768,
 # 12 layers; parameters + two AdamW moments = 1.0 GB fp32) is checkpointed by fsdp-train at W=2,
 # ZeRO-3; then, on the same disk:
-#   dd     dd if=/dev/zero bs=1M conv=fdatasync of the checkpoint's size (the disk's write
-#          bandwidth with a flush, as a sequential writer sees it), alternating with
+#   dd     the source checkpoint's own bytes (cat rank_*.h5, from the page cache) through dd bs=1M
+#          conv=fdatasync: the disk's write bandwidth with a flush for this data, alternating with
 #   reshard ckpt-reshard --world 3 --zero-stage 1: validate the source (SHA-256 of every file),
 #          read every piece, write and fsync 3 rank files + index, verify every tensor's sum64
-# in ROUNDS (default 3) alternating rounds, and prints bytes, seconds and GB/s of both per round and
+# in ROUNDS (default 5) alternating rounds, and prints bytes, seconds and GB/s of both per round and
 # the ratio of the medians. The whole ckpt-reshard command is timed (MPI start-up included). The source was
 # just written, so it is read from the page cache as on a node that just saved it (the page cache
-# is not dropped: that would disturb other jobs on the machine).
+# is not dropped: that would disturb other jobs on the machine). Not /dev/zero: on the virtual
+# disk here, dd of zeros ran at 0.63-0.71 GB/s while dd of this checkpoint's bytes ran at 0.11-0.61
+# GB/s in the same minutes (both vary up to 4x from one run to the next), hence also the rounds.
 #
-# Usage: [ROUNDS=3] [BUILD_DIR=build] scripts/bench-reshard.sh [NP]   (NP: processes running ckpt-reshard, default 1)
+# Usage: [ROUNDS=5] [BUILD_DIR=build] scripts/bench-reshard.sh [NP]   (NP: processes running ckpt-reshard, default 1)
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 np="${1:-1}"
 [ -x "$build/bin/ckpt-reshard" ] || { echo "bench-reshard: build ckpt-reshard first ($build/bin)" >&2; exit 2; }
@@ -27,12 +29,12 @@ dd_run() {  # dd_run BYTES -> seconds
   local mib=$(( ($1 + 1048575) / 1048576 ))
   local t0 t1
   t0=$(date +%s.%N)
-  dd if=/dev/zero of="$work/dd.bin" bs=1M count="$mib" conv=fdatasync status=none
+  cat "$src"/rank_*.h5 | dd of="$work/dd.bin" bs=1M count="$mib" iflag=fullblock conv=fdatasync status=none
   t1=$(date +%s.%N)
   rm -f "$work/dd.bin"
   python3 -c "print($t1 - $t0)"
 }
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-5}"
 rows=()
 for i in $(seq 1 "$rounds"); do  # alternating rounds: the disk is noisy (single dd runs vary 2x and more)
   d=$(dd_run "$src_bytes")
