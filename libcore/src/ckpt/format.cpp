@@ -152,7 +152,19 @@ nlohmann::json CheckpointManifest::to_json() const {
       {"writers", writers},
       {"files", files_json},
       {"extra", extra},
+      {"history", history},
   };
+}
+
+void CheckpointManifest::record_rewrite(const std::string& operation, const std::string& source) {
+  history.push_back({{"operation", operation},
+                     {"source", source},
+                     {"step", step},
+                     {"layout", {{"world_size", layout.world_size}, {"dp", layout.dp}, {"tp", layout.tp},
+                                 {"zero_stage", layout.zero_stage}}},
+                     {"writers", writers},
+                     {"created", created},
+                     {"code_version", code_version}});
 }
 
 namespace {
@@ -234,6 +246,10 @@ CheckpointManifest CheckpointManifest::from_json(const nlohmann::json& j, const 
     throw UsageError(where + ": manifest lists " + std::to_string(m.files.size()) + " files for " +
                      std::to_string(m.writers) + " writers");
   m.extra = field(j, "extra", where, "extra");
+  if (j.contains("history")) {
+    if (!j.at("history").is_array()) throw UsageError(where + ": manifest field 'history' is not an array");
+    m.history = j.at("history");
+  }
   return m;
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -134,6 +135,37 @@ std::string sha256_file(const std::string& path) {
   }
   ::close(fd);
   return to_hex(hash.digest());
+}
+
+// Cuts the flat range [a, b) of a row-major `shape` into rectangular blocks, each contiguous in the
+// flat order: at most 2*ndim-1 of them.
+std::vector<Block> blocks_of_range(const std::vector<hsize_t>& shape, std::int64_t a, std::int64_t b) {
+  const std::size_t n = shape.size();
+  std::vector<std::int64_t> stride(n, 1);
+  for (std::size_t k = n; k-- > 1;) stride[k - 1] = stride[k] * std::int64_t(shape[k]);
+  std::vector<Block> out;
+  while (a < b) {
+    for (std::size_t k = 0; k < n; ++k) {  // the largest aligned slab that fits
+      if (a % stride[k] != 0 || a + stride[k] > b) continue;
+      const std::int64_t index_k = (a / stride[k]) % std::int64_t(shape[k]);
+      const std::int64_t count_k = std::min((b - a) / stride[k], std::int64_t(shape[k]) - index_k);
+      Block blk;
+      blk.start.resize(n);
+      blk.count.resize(n);
+      std::int64_t rest = a;
+      for (std::size_t d = 0; d < n; ++d) {
+        blk.start[d] = hsize_t(rest / stride[d]);
+        rest %= stride[d];
+        blk.count[d] = d < k ? 1 : (d == k ? hsize_t(count_k) : shape[d]);
+      }
+      blk.flat_begin = a;
+      blk.numel = count_k * stride[k];
+      out.push_back(std::move(blk));
+      a += count_k * stride[k];
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace shardtrain::ckpt::detail

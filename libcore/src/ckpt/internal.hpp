@@ -34,6 +34,15 @@ std::vector<std::string> list_group(hid_t loc, const std::string& group);
 // Piece dataset name: 20-digit zero-padded offset, so name order is offset order.
 std::string piece_dataset_name(const std::string& tensor, std::int64_t offset);
 
+// A rectangular block of a row-major N-d tensor that is contiguous in the flat order.
+struct Block {
+  std::vector<hsize_t> start, count;  // in the logical N-d space
+  std::int64_t flat_begin = 0;        // first flat element of the block
+  std::int64_t numel = 0;
+};
+// Cuts the flat range [a, b) of a row-major `shape` into such blocks: at most 2*ndim-1 of them.
+std::vector<Block> blocks_of_range(const std::vector<hsize_t>& shape, std::int64_t a, std::int64_t b);
+
 // Hex SHA-256 of a file's bytes; throws IoError naming the file.
 std::string sha256_file(const std::string& path);
 

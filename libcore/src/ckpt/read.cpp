@@ -176,6 +176,19 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   }
 }
 
+const TensorInfo* TensorSource::find(const std::string& name) const {
+  const auto& list = tensors();
+  auto it = std::lower_bound(list.begin(), list.end(), name,
+                             [](const TensorInfo& t, const std::string& n) { return t.spec.name < n; });
+  return it != list.end() && it->spec.name == name ? &*it : nullptr;
+}
+
+const TensorInfo& TensorSource::at(const std::string& name) const {
+  const TensorInfo* t = find(name);
+  if (!t) throw UsageError(path() + ": no tensor '" + name + "' in the checkpoint");
+  return *t;
+}
+
 CheckpointReader::~CheckpointReader() = default;
 
 const TensorInfo* CheckpointReader::find(const std::string& name) const {
@@ -245,6 +258,28 @@ std::vector<float> CheckpointReader::read_floats(const std::string& name, std::i
   std::vector<float> out(std::size_t(std::max<std::int64_t>(count, 0)));
   read_range(name, offset, count, out.data());
   return out;
+}
+
+std::vector<std::string> check_rank_files(const std::string& folder, const CheckpointManifest& manifest) {
+  std::vector<std::string> verdicts;
+  for (const auto& f : manifest.files) {
+    const std::string path = (fs::path(folder) / f.name).string();
+    std::error_code ec;
+    const bool present = fs::exists(path, ec);
+    const auto size = present ? std::int64_t(fs::file_size(path, ec)) : -1;
+    if (!present) {
+      verdicts.push_back("missing");
+    } else if (size != f.bytes) {
+      verdicts.push_back(std::to_string(size) + " bytes, the manifest records " + std::to_string(f.bytes) +
+                         " (truncated or overwritten)");
+    } else {
+      const std::string sha = detail::sha256_file(path);
+      verdicts.push_back(sha == f.sha256 ? "OK"
+                                         : "SHA-256 " + sha.substr(0, 16) + "... differs from the manifest's " +
+                                               f.sha256.substr(0, 16) + "... (file corrupt: flipped bytes?)");
+    }
+  }
+  return verdicts;
 }
 
 std::string validate_checkpoint(const std::string& folder, const ReadOptions& options) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <thread>
 #include <filesystem>
 #include <limits>
@@ -43,44 +44,8 @@ using detail::all_gather_strings;
 using detail::encode_error;
 using detail::throw_encoded;
 
-// ---- the N-d blocks of a flat range ----------------------------------------------------------------
-
-struct Block {
-  std::vector<hsize_t> start, count;  // in the logical N-d space
-  std::int64_t flat_begin = 0;        // first flat element of the block
-  std::int64_t numel = 0;
-};
-
-// Cuts the flat range [a, b) of a row-major `shape` into rectangular blocks, each contiguous in the
-// flat order: at most 2*ndim-1 of them.
-std::vector<Block> blocks_of_range(const std::vector<hsize_t>& shape, std::int64_t a, std::int64_t b) {
-  const std::size_t n = shape.size();
-  std::vector<std::int64_t> stride(n, 1);
-  for (std::size_t k = n; k-- > 1;) stride[k - 1] = stride[k] * std::int64_t(shape[k]);
-  std::vector<Block> out;
-  while (a < b) {
-    for (std::size_t k = 0; k < n; ++k) {  // the largest aligned slab that fits
-      if (a % stride[k] != 0 || a + stride[k] > b) continue;
-      const std::int64_t index_k = (a / stride[k]) % std::int64_t(shape[k]);
-      const std::int64_t count_k = std::min((b - a) / stride[k], std::int64_t(shape[k]) - index_k);
-      Block blk;
-      blk.start.resize(n);
-      blk.count.resize(n);
-      std::int64_t rest = a;
-      for (std::size_t d = 0; d < n; ++d) {
-        blk.start[d] = hsize_t(rest / stride[d]);
-        rest %= stride[d];
-        blk.count[d] = d < k ? 1 : (d == k ? hsize_t(count_k) : shape[d]);
-      }
-      blk.flat_begin = a;
-      blk.numel = count_k * stride[k];
-      out.push_back(std::move(blk));
-      a += count_k * stride[k];
-      break;
-    }
-  }
-  return out;
-}
+using detail::Block;
+using detail::blocks_of_range;
 
 // VDS source names are printf-like ("%b"): a literal '%' must be doubled.
 std::string vds_escape(const std::string& s) {
@@ -304,17 +269,20 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
 std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const std::string& final_dir,
                     CheckpointManifest manifest, const std::vector<TensorSpec>& tensors,
                     const std::vector<std::string>& reports, const SaveOptions& options) {
-  // Any rank failure wins (the first one, with its rank).
+  // Each process reports an array of per-file reports (one per file it wrote), or one failure.
+  // Any failure wins (the first one, with its rank).
   std::vector<nlohmann::json> parsed;
-  parsed.reserve(reports.size());
   for (const auto& text : reports) {
-    const auto& j = parsed.emplace_back(nlohmann::json::parse(text));
-    if (!j.at("ok").get<bool>()) {
+    const auto j = nlohmann::json::parse(text);
+    if (!j.is_array()) {
       const std::string msg = j.at("error").get<std::string>();
       if (j.at("kind").get<std::string>() == "usage") throw UsageError(msg);
       throw IoError(msg);
     }
+    for (const auto& file : j) parsed.push_back(file);
   }
+  std::sort(parsed.begin(), parsed.end(),
+            [](const auto& a, const auto& b) { return a.at("file").at("rank").template get<int>() < b.at("file").at("rank").template get<int>(); });
   std::map<std::string, std::vector<GatheredPiece>> pieces;
   for (const auto& t : tensors) pieces[t.name];
   std::int64_t total_bytes = 0;
@@ -351,6 +319,20 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
       throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
                        ", " + std::to_string(t.numel()) + ") of tensor '" + t.name + "' are written by no rank");
   }
+  if (options.before_commit) options.before_commit();  // e.g. the source's file hashes: the likelier culprit first
+  // End-to-end check of a rewrite: the pieces just written add up to the source's checksums.
+  for (const auto& [name, want] : options.expected_checksums) {
+    auto it = pieces.find(name);
+    if (it == pieces.end())
+      throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": expected tensor '" + name +
+                       "' is not in the tensor list");
+    std::uint64_t got = 0;
+    for (const auto& p : it->second) got += p.checksum;
+    if (got != want)
+      throw IoError("checkpoint step " + std::to_string(manifest.step) + ": tensor '" + name + "' as written has " +
+                    format_checksum(got) + ", its source has " + format_checksum(want) +
+                    " (the source data is corrupt or changed while being read); nothing was committed");
+  }
 
   const std::string index = (fs::path(tmp) / kIndexFile).string();
   write_index(index, manifest, tensors, pieces);
@@ -378,18 +360,26 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
 
 }  // namespace
 
-SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
+SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest,
                            const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
                            Communicator& comm, const SaveOptions& options) {
+  return save_checkpoint_files(ckpt_dir, manifest, tensors, comm.size(), [&](int) { return pieces; }, comm, options);
+}
+
+SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
+                                 const std::vector<TensorSpec>& tensors, int writers,
+                                 const std::function<std::vector<PieceView>(int)>& pieces_of, Communicator& comm,
+                                 const SaveOptions& options) {
   detail::quiet_hdf5();
   const Stopwatch total_clock;
   const int rank = comm.rank(), size = comm.size();
+  if (writers < 1) throw UsageError("checkpoint: " + std::to_string(writers) + " rank files requested; need at least 1");
   SaveResult result;
   result.step = manifest_in.step;
 
   CheckpointManifest manifest = manifest_in;
   manifest.format_version = kFormatVersion;
-  manifest.writers = size;
+  manifest.writers = writers;
   if (manifest.code_version.empty()) manifest.code_version = code_version();
 
   std::string folder_name, tmp, final_dir;
@@ -438,17 +428,19 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
   broadcast_string(status, comm);  // rank 0's verdict
   if (!status.empty()) throw_encoded(status);
 
-  // Phase 2 (every rank): its file.
-  nlohmann::json report;
+  // Phase 2 (every rank): its files, rank files r = rank, rank + size, ... (one each when writers == size).
+  nlohmann::json report = nlohmann::json::array();
   try {
     if (!local_error.empty()) throw_encoded(local_error);  // this rank's arguments differ from rank 0's
-    const RankOutcome out = write_rank_file(tmp, rank, size, manifest, specs, pieces);
-    result.bytes_local = out.file.bytes;
-    result.write_s = out.write_s;
-    result.sync_s = out.sync_s;
-    report = {{"ok", true},
-              {"file", {{"name", out.file.name}, {"rank", rank}, {"bytes", out.file.bytes}, {"sha256", out.file.sha256}}},
-              {"pieces", out.pieces}};
+    for (int file = rank; file < writers; file += size) {
+      const RankOutcome out = write_rank_file(tmp, file, writers, manifest, specs, pieces_of(file));
+      result.bytes_local += out.file.bytes;
+      result.write_s += out.write_s;
+      result.sync_s += out.sync_s;
+      report.push_back(
+          {{"file", {{"name", out.file.name}, {"rank", file}, {"bytes", out.file.bytes}, {"sha256", out.file.sha256}}},
+           {"pieces", out.pieces}});
+    }
   } catch (const std::exception& e) {
     report = {{"ok", false}, {"kind", dynamic_cast<const UsageError*>(&e) ? "usage" : "io"},
               {"error", "rank " + std::to_string(rank) + ": " + e.what()}};
@@ -487,7 +479,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
     char line[256];
     std::snprintf(line, sizeof line, "checkpoint: committed %s (%.1f MB in %.2f s: %.2f GB/s, %d rank files)",
                   final_dir.c_str(), double(result.bytes_total) / 1e6, result.total_s,
-                  double(result.bytes_total) / 1e9 / std::max(result.total_s, 1e-9), size);
+                  double(result.bytes_total) / 1e9 / std::max(result.total_s, 1e-9), writers);
     log_line(line);
   }
   return result;

@@ -13,14 +13,6 @@ std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& regist
   return specs;
 }
 
-std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry, const StateBuffers& state, int world,
-                                               int rank) {
-  std::vector<const void*> pointers;
-  for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
-    for (const auto& t : registry.tensors()) pointers.push_back(base + t.offset);
-  return ckpt::spread_pieces(checkpoint_tensors(registry), pointers, world, rank);
-}
-
 namespace {
 // check_checkpoint_tensors for the registry's checkpoint_tensors `specs`.
 void check_tensors(const ckpt::CheckpointReader& reader, const std::vector<ckpt::TensorSpec>& specs) {

@@ -7,6 +7,7 @@
 #include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/init.hpp"
+#include "shardtrain/parallel/state_layout.hpp"
 #include "shardtrain/parallel/strategy.hpp"
 #include "shardtrain/parallel/tensor_parallel.hpp"
 #include "shardtrain/model/train_state.hpp"
@@ -54,9 +55,16 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
-    if (model_.place().split())
+    if (model_.place().split())  // TP: this rank's shards, as logical runs (train_state.hpp)
       return tensor_parallel_pieces(model_.registry(), host_state(true), comm_.size(), comm_.rank());
-    return replicated_pieces(model_.registry(), host_state(true), comm_.size(), comm_.rank());
+    const StateBuffers state = host_state(true);
+    const float* base[3] = {state.params, state.exp_avg, state.exp_avg_sq};
+    const auto& tensors = model_.registry().tensors();
+    std::vector<ckpt::PieceView> pieces;
+    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size(), 0}, comm_.rank()))
+      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count,
+                        base[p.kind] + tensors[p.tensor].offset + p.offset});
+    return pieces;
   }
 
   void restore(const ckpt::CheckpointReader& reader) override {

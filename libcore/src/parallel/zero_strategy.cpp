@@ -13,6 +13,7 @@
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/parallel/tensor_parallel.hpp"
+#include "shardtrain/parallel/state_layout.hpp"
 #include "shardtrain/parallel/tree_sum.hpp"
 #include "shardtrain/parallel/zero.hpp"
 
@@ -98,21 +99,30 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // Under TP a shard of a local tensor maps to its logical runs; a replicated tensor's shards are
   // the same on every TP rank and written by TP rank 0 only.
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    const auto& tensors = model_.registry().tensors();
     std::vector<ckpt::PieceView> pieces;
-    const TensorParallelPlace& place = model_.place();
-    for (int k = 0; k < 3; ++k)
-      for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-        if (t.split == TpSplit::kReplicated && place.rank != 0) return;
-        const float* data = state_ptr(k, u, lo);
-        for (const LogicalRun& run : model_.registry().runs(t)) {
-          const std::size_t a = std::max(lo, t.offset + run.local_offset);
-          const std::size_t b = std::min(hi, t.offset + run.local_offset + run.count);
-          if (a < b)
-            pieces.push_back({kStateTensorPrefixes[k] + t.name,
-                              std::int64_t(run.logical_offset + (a - t.offset - run.local_offset)), std::int64_t(b - a),
-                              data + (a - lo)});
-        }
-      });
+    if (tp_) {  // TP: the shards of local tensors map to logical runs (parameters.hpp)
+      const TensorParallelPlace& place = model_.place();
+      for (int k = 0; k < 3; ++k)
+        for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
+          if (t.split == TpSplit::kReplicated && place.rank != 0) return;
+          const float* data = state_ptr(k, u, lo);
+          for (const LogicalRun& run : model_.registry().runs(t)) {
+            const std::size_t a = std::max(lo, t.offset + run.local_offset);
+            const std::size_t b = std::min(hi, t.offset + run.local_offset + run.count);
+            if (a < b)
+              pieces.push_back({kStateTensorPrefixes[k] + t.name,
+                                std::int64_t(run.logical_offset + (a - t.offset - run.local_offset)),
+                                std::int64_t(b - a), data + (a - lo)});
+          }
+        });
+      return pieces;
+    }
+    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size(), stage_}, comm_.rank())) {
+      const ParameterInfo& t = tensors[p.tensor];
+      pieces.push_back({kStateTensorPrefixes[p.kind] + t.name, p.offset, p.count,
+                        state_ptr(p.kind, p.unit, t.offset + std::size_t(p.offset))});
+    }
     return pieces;
   }
 
@@ -173,13 +183,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // ---- layout helpers ----
   // fn(unit, tensor, lo, hi) over the intersections of this rank's shards with every tensor.
   void for_each_owned(const std::function<void(std::size_t, const ParameterInfo&, std::size_t, std::size_t)>& fn) {
-    const auto& units = layout_.units();
-    std::size_t u = 0;
-    for (const auto& t : model_.registry().tensors()) {
-      while (t.offset >= units[u].end) ++u;
-      const std::size_t lo = std::max(t.offset, units[u].own_begin), hi = std::min(t.offset + t.numel, units[u].own_end);
-      if (lo < hi) fn(u, t, lo, hi);
-    }
+    const auto& tensors = model_.registry().tensors();
+    for_each_owned_range(model_.registry(), layout_,
+                         [&](std::size_t u, std::size_t i, std::size_t lo, std::size_t hi) { fn(u, tensors[i], lo, hi); });
   }
   // Start of this rank's slice of unit u in each sharded buffer.
   float* param_shard_ptr(std::size_t u) {

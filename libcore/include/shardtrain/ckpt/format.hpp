@@ -146,6 +146,14 @@ struct CheckpointManifest {
   int writers = 0;                // number of rank files (saving communicator size)
   std::vector<FileRecord> files;  // set by the writer
   nlohmann::json extra = nlohmann::json::object();
+  // Earlier layouts of this state, oldest first: one object per rewrite (ckpt-reshard, consolidate)
+  // {"operation", "source", "step", "layout": {world_size, dp, tp, zero_stage}, "writers",
+  //  "created", "code_version"} describing the checkpoint it was rewritten FROM. Optional on read
+  // (absent in checkpoints a trainer wrote: an empty array).
+  nlohmann::json history = nlohmann::json::array();
+
+  // Appends the history entry describing this manifest as the source of `operation` at `source`.
+  void record_rewrite(const std::string& operation, const std::string& source);
 
   nlohmann::json to_json() const;
   // Throws UsageError "<where>: manifest lacks '<field>'" / "... field '<f>' has the wrong type".

@@ -46,7 +46,24 @@ struct TensorInfo {
   std::vector<PieceLocation> pieces;  // sorted by offset, covering [0, numel) exactly
 };
 
-class CheckpointReader {
+// Anything that holds the logical tensors of a training state and its manifest: a checkpoint
+// folder (CheckpointReader) or a consolidated file (consolidated.hpp). What ckpt-reshard reads.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual const std::string& path() const = 0;
+  virtual const CheckpointManifest& manifest() const = 0;
+  // Every logical tensor, sorted by name, with its sum64 (pieces: where a checkpoint keeps them,
+  // empty for a consolidated file).
+  virtual const std::vector<TensorInfo>& tensors() const = 0;
+  // Elements [offset, offset+count) of the flattened tensor into `out` (no checksum: partial).
+  virtual void read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const = 0;
+  const TensorInfo* find(const std::string& name) const;
+  // Throws UsageError "<path>: no tensor '<name>' in the checkpoint".
+  const TensorInfo& at(const std::string& name) const;
+};
+
+class CheckpointReader final : public TensorSource {
  public:
   // Opens and validates `folder` (a step_<N> folder). Throws as described above.
   explicit CheckpointReader(const std::string& folder, const ReadOptions& options = {});
@@ -55,9 +72,10 @@ class CheckpointReader {
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
   const std::string& folder() const { return folder_; }
-  const CheckpointManifest& manifest() const { return manifest_; }
+  const std::string& path() const override { return folder_; }
+  const CheckpointManifest& manifest() const override { return manifest_; }
   // Every logical tensor, sorted by name.
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   const TensorInfo* find(const std::string& name) const;
   // Throws UsageError "<folder>: no tensor '<name>' in the checkpoint".
   const TensorInfo& at(const std::string& name) const;
@@ -66,7 +84,7 @@ class CheckpointReader {
   // (IoError naming the tensor and the rank files holding it on a mismatch).
   void read(const std::string& name, void* out) const;
   // Reads elements [offset, offset+count) of the flattened tensor (no checksum: partial).
-  void read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const;
+  void read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const override;
   // float32 conveniences (UsageError if the tensor is not float32).
   std::vector<float> read_floats(const std::string& name) const;
   std::vector<float> read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const;
@@ -79,6 +97,13 @@ class CheckpointReader {
   std::map<std::string, std::size_t> by_name_;
   std::unique_ptr<OpenFiles> files_;
 };
+
+// Step 2 of the validation for every file, not only up to the first bad one: for each rank file of
+// `manifest` (in `folder`), "OK" or what is wrong with it ("missing", "<n> bytes, the manifest
+// records <m>", "SHA-256 <hex>... differs from the manifest's <hex>..."). Same order as
+// manifest.files. For --inspect (every bad file named) and ckpt-reshard (hashing the source while
+// the target is written).
+std::vector<std::string> check_rank_files(const std::string& folder, const CheckpointManifest& manifest);
 
 // Runs the validation of CheckpointReader; returns the error message, or "" when valid.
 std::string validate_checkpoint(const std::string& folder, const ReadOptions& options = {});

@@ -26,6 +26,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +46,14 @@ struct SaveOptions {
   // space figure (some FUSE mounts report 0). Pruning runs after the commit, so --keep K needs room
   // for K+1 checkpoints.
   bool check_free_space = true;
+  // When non-empty (tensor name -> sum64): rank 0 refuses to commit, with IoError naming the
+  // tensor, when the pieces written add up to another checksum. The end-to-end check of a rewrite
+  // of existing tensors (ckpt-reshard): data read from a corrupt source never becomes a checkpoint.
+  std::map<std::string, std::uint64_t> expected_checksums{};
+  // When set: called on rank 0 after every rank file is written and their pieces cover every
+  // tensor, before expected_checksums are compared and the index is written; a throw aborts the commit (step_N.tmp removed) and every rank throws that error. For a
+  // check that runs while the files are written (ckpt-reshard hashes its source meanwhile).
+  std::function<void()> before_commit{};
 };
 
 // Timings in seconds; bytes of this rank's file and of the whole checkpoint (all files + index).
@@ -69,6 +79,17 @@ struct SaveResult {
 SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest,
                            const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
                            Communicator& comm, const SaveOptions& options = {});
+
+// The same commit protocol with `writers` rank files that need not be one per process: process
+// `comm.rank()` writes rank files r = comm.rank(), comm.rank() + comm.size(), ... (< writers), calling
+// pieces_of(r) for each just before writing it (the returned data must stay valid until the next
+// call or the return). So one process can write a checkpoint laid out for W ranks, or W processes
+// one file each (ckpt-reshard). manifest.writers = writers; bytes_local, write_s and sync_s sum
+// this process's files. save_checkpoint is this with writers = comm.size() and pieces_of = its pieces.
+SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointManifest& manifest,
+                                 const std::vector<TensorSpec>& tensors, int writers,
+                                 const std::function<std::vector<PieceView>(int)>& pieces_of, Communicator& comm,
+                                 const SaveOptions& options = {});
 
 // Background checkpoint writer: save() returns once the previous save has finished and this rank's
 // pieces are copied to host memory (a snapshot), and the new save runs save_checkpoint on a worker

@@ -2,9 +2,8 @@
 // parallel replicas spread the writing, and how a resume restores it.
 //
 // Tensors, in registry order: every parameter `<name>`, then `optim.exp_avg.<name>`, then
-// `optim.exp_avg_sq.<name>`, each with its logical shape (contract 3). With full replicas (DDP)
-// every rank holds everything, so the flat space of all tensors is split into W equal contiguous
-// ranges and rank r writes range r: W ranks write in parallel and each byte is written once.
+// `optim.exp_avg_sq.<name>`, each with its logical shape (contract 3). Which rank writes which
+// pieces of them in a layout (DDP or a ZeRO stage): parallel/state_layout.hpp, owned_state_pieces.
 // The rest of the state (step, tokens seen, sampler (epoch, consumed), LR schedule position, RNG
 // description, data snapshot and cutoff, configs, layout) is the manifest (ckpt_format.hpp).
 #pragma once
@@ -27,10 +26,6 @@ struct StateBuffers {
 inline constexpr const char* kStateTensorPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
-
-// This rank's pieces of a replicated state: range `rank` of `world` equal ranges.
-std::vector<ckpt::PieceView> replicated_pieces(const ParameterRegistry& registry, const StateBuffers& state,
-                                               int world, int rank);
 
 // Tensor parallelism (registry.place().split()): this rank's pieces of the logical state tensors
 // for its local tensors, replicas written once: a split tensor's local shard is held by the

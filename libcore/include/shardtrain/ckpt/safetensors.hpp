@@ -1,0 +1,41 @@
+// A small writer of the safetensors format (Hugging Face), so a trained model leaves the toolkit in
+// a file PyTorch users load with safetensors.torch.load_file or transformers' from_pretrained.
+// Debian 12 packages no C or C++ safetensors library, hence this writer (about 60 lines).
+//
+// The format, as written here:
+//   bytes 0..7     N: the header length, unsigned 64-bit little-endian
+//   bytes 8..8+N   the header: a UTF-8 JSON object; for each tensor
+//                    "<name>": {"dtype": "F32" | "BF16", "shape": [d0, d1, ...],
+//                               "data_offsets": [begin, end]}
+//                  (byte offsets into the data section, end exclusive), plus "__metadata__", an
+//                  object of string -> string. Keys in sorted order; the header is padded with
+//                  spaces to a multiple of 8 bytes so the data section starts 8-byte aligned.
+//   bytes 8+N..    the data section: each tensor's elements row-major, little-endian, packed in
+//                  header (sorted-name) order, no gaps, no overlaps (what the format requires).
+// bf16 is the upper half of the IEEE float32 bit pattern, rounded to nearest, ties to even
+// (float_to_bf16); a NaN stays a (quiet) NaN. Relative error of a normal value: at most 2^-8 (half a unit in the last of 8
+// significant bits).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardtrain::ckpt {
+
+struct SafetensorsTensor {
+  std::string name;
+  std::string dtype;                 // "F32" or "BF16"
+  std::vector<std::int64_t> shape;
+  std::vector<unsigned char> data;   // product(shape) elements of dtype, little-endian
+};
+
+// Writes the tensors (names unique, data sized to the shape and dtype: UsageError otherwise) to
+// `path` atomically (path.tmp, fsync, rename). Returns the file's size in bytes.
+std::int64_t write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// float32 -> bfloat16 bits, round to nearest even (NaN -> quiet NaN with the sign kept).
+std::uint16_t float_to_bf16(float value);
+
+}  // namespace shardtrain::ckpt

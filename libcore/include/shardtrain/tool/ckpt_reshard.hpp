@@ -1,0 +1,35 @@
+// ckpt-reshard's body (tools/ckpt-reshard.cpp parses the options into CkptReshardOptions): one of
+// four modes, each one call into the library:
+//   reshard      parallel/reshard.hpp      CKPT --out DIR --world W [--zero-stage S] [--tp 1]
+//   consolidate  ckpt/consolidated.hpp     CKPT --consolidate --out FILE.h5
+//   export       model/hf_export.hpp       CKPT --export safetensors --out FILE.safetensors [--dtype]
+//   inspect      ckpt/inspect.hpp          --inspect CKPT [--json]
+// Exit codes: 0 done (inspect: every checksum verified), 1 inspect found a corrupt checkpoint, 2 a
+// refusal (bad options, a source failing validation, an existing output, a target the state cannot
+// be split into, a dtype loss on moments, --tp > 1), 3 I/O failure while writing.
+#pragma once
+#include <string>
+
+namespace shardtrain {
+
+struct CkptReshardOptions {
+  std::string source;        // CKPT: step_<N> folder, checkpoint directory or consolidated file
+  std::string out;
+  int world = 0;             // reshard target world size (0: not a reshard)
+  int zero_stage = -1;       // -1: keep the source's stage
+  int tp = 1;
+  bool consolidate = false;
+  std::string export_format; // "" or "safetensors"
+  std::string dtype = "fp32";  // fp32 | bf16 (export only: the state is copied bit for bit)
+  bool inspect = false;
+  bool json = false;
+};
+
+// Throws UsageError for an invalid combination (one line naming the options and what to do).
+void check_ckpt_reshard_options(const CkptReshardOptions& o);
+// Whether the mode needs MPI (reshard: each process writes its share of the target files).
+bool ckpt_reshard_needs_mpi(const CkptReshardOptions& o);
+// Runs the mode; returns the exit code (errors are thrown, as in every tool body).
+int run_ckpt_reshard(const CkptReshardOptions& o);
+
+}  // namespace shardtrain

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# ckpt-reshard end to end (issue 14):
+#  (1) a checkpoint of fsdp-train at W=4, ZeRO-3 -> ckpt-reshard --world 3 --zero-stage 1 (one
+#      process, and under mpirun -np 3: the same tensors) -> fsdp-train resumed at W=3 ZeRO-1 from
+#      it continues BITWISE as the same resume from the original checkpoint (parameters, losses,
+#      the next checkpoint's tensors); the resharded rank files hold exactly the pieces the W=3
+#      ZeRO-1 trainer writes itself; moments and manifest (sampler, LR, data) carried, history kept;
+#  (2) --consolidate: one plain-dataset HDF5 (no virtual datasets), every tensor bitwise; and back
+#      (consolidated -> W=4 ZeRO-3): every tensor bitwise, the trainer's own piece layout;
+#  (3) --inspect: OK on a good checkpoint; a flipped byte is named (exit 1); reshard refuses it (exit 2);
+#  (4) refusals with exit 2: existing --out, a world size the global batch cannot split into,
+#      --tp 2, --dtype bf16 on a reshard (a dtype loss on moments);
+#  (5) --export safetensors fp32 and bf16: scripts/check-gpt2-export.py rebuilds GPT-2 from the file
+#      and compares its logits with shardtrain's (tests/model_logits_helper.cpp).
+#
+# Usage: ckpt_reshard.sh BIN_DIR WORK_DIR MODEL_LOGITS_HELPER
+BIN_DIR=$1 WORK=$2 HELPER=$3
+. "$(dirname "$0")/common.sh"
+RESHARD="$BIN_DIR/ckpt-reshard"
+PY=/usr/bin/python3  # Debian's interpreter: python3-numpy (and python3-torch where installed)
+F=(--seq-len 32 --layers 2 --heads 2 --d-model 32 --global-batch 12 --micro-batch 1 --peak-gflops 100 --log-every 1000)
+ftrain() {  # ftrain NP RUN_DIR [fsdp-train options...]
+  local np=$1 dir=$2; shift 2
+  mpirun -np "$np" --oversubscribe "$BIN_DIR/fsdp-train" --data "$DATA" "${F[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1 ||
+    { local rc=$?; cat "$dir.log" >&2; return $rc; }
+}
+expect_exit() {  # expect_exit CODE PATTERN command...: runs it, checks the exit code and that stderr+stdout match
+  local want=$1 pattern=$2; shift 2
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-160)"
+  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
+}
+pieces_of() { h5ls -r "$1" | awk '$1 ~ /^\/pieces\/.*\/[0-9]+$/ {print $1}' | sort; }
+same_piece_layout() {  # same_piece_layout CKPT_A CKPT_B: every rank file holds the same piece datasets
+  local a=$1 b=$2 n=0
+  for f in "$a"/rank_*.h5; do
+    [ -f "$b/$(basename "$f")" ] || fail "$b has no $(basename "$f")"
+    diff <(pieces_of "$f") <(pieces_of "$b/$(basename "$f")") >/dev/null || fail "$(basename "$f"): other pieces in $a and $b"
+    n=$((n + 1))
+  done
+  [ "$n" -eq "$(ls "$b"/rank_*.h5 | wc -l)" ] && [ "$n" -gt 0 ] || fail "$a and $b have other rank file counts"
+  echo "  $n rank files: the same piece datasets in $a and $b"
+}
+
+# (1) W=4 ZeRO-3 source, resharded to W=3 ZeRO-1.
+ftrain 4 "$WORK/src" --zero-stage 3 --steps 4 --ckpt-every 4
+SRC="$WORK/src/checkpoints/step_00000004"
+"$RESHARD" "$SRC" --world 3 --zero-stage 1 --out "$WORK/r1" >"$WORK/r1.log" 2>&1 || { cat "$WORK/r1.log"; fail "reshard"; }
+grep "ckpt-reshard: wrote" "$WORK/r1.log"
+mpirun -np 3 --oversubscribe "$RESHARD" "$WORK/src/checkpoints" --world 3 --zero-stage 1 --out "$WORK/r3" >"$WORK/r3.log" 2>&1 ||
+  { cat "$WORK/r3.log"; fail "reshard under mpirun"; }
+R1="$WORK/r1/step_00000004"
+[ "$(cat "$WORK/r1/latest")" = step_00000004 ] || fail "no latest in the resharded directory"
+expect_verdict BITWISE "$R1/index.h5" "$SRC/index.h5" --group tensors
+expect_verdict BITWISE "$WORK/r3/step_00000004/index.h5" "$R1/index.h5" --group tensors
+pass "reshard W=4 ZeRO-3 -> W=3 ZeRO-1 (1 process and 3 processes): every tensor, moments included, bitwise"
+
+"$RESHARD" --inspect "$WORK/r1" --json >"$WORK/r1.json"
+python3 - "$WORK/r1.json" "$SRC" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); m = r["manifest"]
+assert r["verdict"] == "OK", r["problem"]
+assert m["layout"] == {"world_size": 3, "dp": 3, "tp": 1, "zero_stage": 1}, m["layout"]
+assert m["writers"] == 3 and len(r["files"]) == 3 and m["grad_accum"] == 4, (m["writers"], m["grad_accum"])
+h = m["history"]
+assert len(h) == 1 and h[0]["operation"] == "reshard" and h[0]["layout"]["world_size"] == 4 \
+    and h[0]["layout"]["zero_stage"] == 3 and h[0]["writers"] == 4 and h[0]["source"].endswith("step_00000004"), h
+assert m["sampler"]["consumed"] == 48 and m["lr_schedule"]["step"] == 4 and m["step"] == 4, m
+assert len(m["data"]["snapshot_id"]) > 0
+print("  manifest: layout", m["layout"], "grad_accum", m["grad_accum"], "history", [x["layout"] for x in h])
+PY
+pass "manifest rewritten (layout, writers, grad_accum) with the source layout in its history; sampler and LR carried"
+
+# Resume at W=3 ZeRO-1: from the original checkpoint and from the resharded one.
+mkdir -p "$WORK/direct" && cp -r "$WORK/src/checkpoints" "$WORK/direct/checkpoints"
+cp -r "$WORK/r1" "$WORK/via_ckpt"
+ftrain 3 "$WORK/direct" --zero-stage 1 --steps 8 --ckpt-every 4 --resume auto
+ftrain 3 "$WORK/via" --zero-stage 1 --steps 8 --ckpt-every 4 --resume auto --ckpt-dir "$WORK/via_ckpt"
+grep -q "resumed from .*via_ckpt/step_00000004" "$WORK/via.log" || fail "the run did not resume from the resharded checkpoint"
+expect_verdict BITWISE "$WORK/via/params.h5" "$WORK/direct/params.h5"
+expect_verdict BITWISE "$WORK/via/steps.rank0.jsonl" "$WORK/direct/steps.rank0.jsonl"
+expect_verdict BITWISE "$WORK/via_ckpt/step_00000008/index.h5" "$WORK/direct/checkpoints/step_00000008/index.h5" --group tensors
+pass "fsdp-train at W=3 ZeRO-1 resumed from the resharded checkpoint continues bitwise as from the original"
+same_piece_layout "$R1" "$WORK/direct/checkpoints/step_00000008"
+pass "each resharded rank file holds exactly the pieces the W=3 ZeRO-1 trainer writes for that rank"
+
+# (2) consolidate, and back.
+"$RESHARD" "$SRC" --consolidate --out "$WORK/c.h5" 2>&1 | grep "consolidated"
+virtual=$(h5dump -p -H "$WORK/c.h5" | grep -c "VIRTUAL" || true)
+contiguous=$(h5dump -p -H "$WORK/c.h5" | grep -c "CONTIGUOUS" || true)
+ntensors=$(h5ls "$WORK/c.h5/tensors" | wc -l)
+echo "  c.h5: $ntensors datasets, $contiguous contiguous, $virtual virtual"
+[ "$ntensors" -gt 0 ] && [ "$virtual" -eq 0 ] && [ "$contiguous" -eq "$ntensors" ] || fail "the consolidated file has non-plain datasets"
+expect_verdict BITWISE "$WORK/c.h5" "$SRC/index.h5" --group tensors
+"$RESHARD" "$WORK/c.h5" --world 4 --zero-stage 3 --out "$WORK/back" >/dev/null 2>&1 || fail "reshard of the consolidated file"
+expect_verdict BITWISE "$WORK/back/step_00000004/index.h5" "$SRC/index.h5" --group tensors
+same_piece_layout "$WORK/back/step_00000004" "$SRC"
+"$RESHARD" --inspect "$WORK/c.h5" | grep "^verdict: OK" || fail "inspect of the consolidated file"
+pass "consolidate: plain datasets, every tensor bitwise; consolidated -> W=4 ZeRO-3: bitwise, the trainer's layout"
+
+# (3) inspect on a good and on a corrupted checkpoint.
+"$RESHARD" --inspect "$SRC" >"$WORK/inspect.txt" || { cat "$WORK/inspect.txt"; fail "inspect of a good checkpoint"; }
+grep -E "^(step|layout|data|verdict)" "$WORK/inspect.txt"
+cp -r "$WORK/src/checkpoints" "$WORK/corrupt"
+$PY - "$WORK/corrupt/step_00000004/rank_00002.h5" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 0xFF; open(p, "wb").write(b)
+PY
+expect_exit 1 "rank_00002.h5" "$RESHARD" --inspect "$WORK/corrupt/step_00000004"
+"$RESHARD" --inspect "$WORK/corrupt" --json >"$WORK/corrupt.json" || true
+python3 -c "
+import json; r = json.load(open('$WORK/corrupt.json'))
+bad = [f['name'] for f in r['files'] if f['verdict'] != 'OK']
+assert r['verdict'] == 'CORRUPT' and bad == ['rank_00002.h5'], (r['verdict'], bad)
+print('  --json: verdict', r['verdict'], 'bad files', bad)"
+expect_exit 2 "rank_00002.h5.*(SHA-256|corrupt)" "$RESHARD" "$WORK/corrupt/step_00000004" --world 2 --out "$WORK/from_corrupt"
+[ ! -e "$WORK/from_corrupt" ] || fail "a refused reshard left $WORK/from_corrupt"
+pass "--inspect names the corrupt rank file (exit 1); ckpt-reshard refuses it (exit 2, nothing written)"
+
+# (4) refusals.
+expect_exit 2 "exists" "$RESHARD" "$SRC" --world 2 --out "$WORK/r1"
+expect_exit 2 "global batch 12 is not a multiple of micro-batch 1 x 5" "$RESHARD" "$SRC" --world 5 --out "$WORK/w5"
+expect_exit 2 "^.*tensor-parallel layouts: not yet supported by ckpt-reshard" "$RESHARD" "$SRC" --world 2 --tp 2 --out "$WORK/tp2"
+expect_exit 2 "dtype loss on moments" "$RESHARD" "$SRC" --world 2 --dtype bf16 --out "$WORK/bf16"
+for d in w5 tp2 bf16; do [ ! -e "$WORK/$d" ] || fail "a refusal left $WORK/$d"; done
+pass "refusals: existing output, unsplittable world size, --tp 2, dtype loss on moments (exit 2, nothing written)"
+
+# (5) export: GPT-2 safetensors, fp32 and bf16, against shardtrain's logits.
+mkdir -p "$WORK/e32" "$WORK/e16"
+"$RESHARD" "$SRC" --export safetensors --out "$WORK/e32/model.safetensors" 2>&1 | grep exported
+"$RESHARD" "$SRC" --export safetensors --dtype bf16 --out "$WORK/e16/model.safetensors" >/dev/null 2>&1 || fail "bf16 export"
+expect_exit 2 "exists" "$RESHARD" "$SRC" --export safetensors --out "$WORK/e32/model.safetensors"
+"$HELPER" "$SRC" "$WORK/logits.safetensors" 3
+$PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e32" "$WORK/logits.safetensors" || fail "fp32 export check"
+$PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e16" "$WORK/logits.safetensors" --bf16-of "$WORK/e32" ||
+  fail "bf16 export check"
+pass "GPT-2 safetensors export: logits match shardtrain's (fp32 within 1e-5, bf16 within its rounding)"

@@ -1,0 +1,154 @@
+// ckpt-reshard's building blocks (issue 14): the one definition of which pieces of the state a
+// rank owns (state_layout.hpp) covers every element exactly once in every layout and puts ZeRO
+// pieces inside the rank's shard (worked by hand from the shard formula); the bf16 rounding
+// (hand-worked bit patterns); the safetensors writer's layout (parsed back here); the GPT-2 names.
+// End to end (reshard, resume bitwise, consolidate, inspect, export): tests/scripts/ckpt_reshard.sh.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/ckpt/safetensors.hpp"
+#include "shardtrain/model/hf_export.hpp"
+#include "shardtrain/model/train_state.hpp"
+#include "shardtrain/parallel/state_layout.hpp"
+
+using namespace shardtrain;
+
+namespace {
+ModelConfig awkward_config() {
+  ModelConfig c;
+  c.vocab = 97;  // sizes that do not divide W x 4096: shards cut tensors mid-row
+  c.seq_len = 13;
+  c.d_model = 24;
+  c.n_layer = 2;
+  c.n_head = 3;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("state layout: every element of every state tensor has exactly one owner", "[reshard]") {
+  const ParameterRegistry reg(awkward_config());
+  const auto specs = checkpoint_tensors(reg);
+  const std::size_t n = reg.tensors().size();
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int world : {1, 2, 3, 4, 5, 7}) {
+      std::vector<std::vector<int>> owners(specs.size());
+      for (std::size_t i = 0; i < specs.size(); ++i) owners[i].assign(std::size_t(specs[i].numel()), 0);
+      for (int r = 0; r < world; ++r)
+        for (const auto& p : owned_state_pieces(reg, {world, stage}, r)) {
+          REQUIRE(p.count > 0);
+          auto& o = owners[std::size_t(p.kind) * n + p.tensor];
+          REQUIRE(p.offset + p.count <= std::int64_t(o.size()));
+          for (std::int64_t e = p.offset; e < p.offset + p.count; ++e) ++o[std::size_t(e)];
+        }
+      for (std::size_t i = 0; i < specs.size(); ++i)
+        for (int c : owners[i]) {
+          INFO("stage " << stage << ", world " << world << ", tensor " << specs[i].name);
+          REQUIRE(c == 1);
+        }
+    }
+}
+
+TEST_CASE("state layout: ZeRO pieces lie in the rank's shard; stages 1-3 agree; DDP W=1 is whole tensors", "[reshard]") {
+  const ParameterRegistry reg(awkward_config());
+  const int world = 3;
+  for (int r = 0; r < world; ++r) {
+    const auto one = owned_state_pieces(reg, {world, 1}, r);
+    for (int stage : {2, 3}) {
+      const auto other = owned_state_pieces(reg, {world, stage}, r);
+      REQUIRE(other.size() == one.size());
+      for (std::size_t i = 0; i < one.size(); ++i)
+        CHECK((other[i].tensor == one[i].tensor && other[i].offset == one[i].offset && other[i].count == one[i].count));
+    }
+    for (const auto& p : one) {
+      // By hand: unit u is padded to a multiple of W x 4096; rank r owns [begin + r*shard, begin + (r+1)*shard).
+      const auto& unit = reg.units()[p.unit];
+      const std::size_t quantum = std::size_t(world) * Backend::kReductionChunk;
+      const std::size_t shard = (unit.size() + quantum - 1) / quantum * quantum / world;
+      const std::size_t first = reg.tensors()[p.tensor].offset + std::size_t(p.offset);
+      CHECK(first >= unit.begin + r * shard);
+      CHECK(first + std::size_t(p.count) <= std::min(unit.end, unit.begin + (r + 1) * shard));
+    }
+  }
+  const auto whole = owned_state_pieces(reg, {1, 0}, 0);
+  REQUIRE(whole.size() == 3 * reg.tensors().size());
+  for (const auto& p : whole) CHECK((p.offset == 0 && p.count == std::int64_t(reg.tensors()[p.tensor].numel)));
+  CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1, 2}, 0), UsageError);  // tensor parallelism: not yet
+  CHECK_THROWS_AS(owned_state_pieces(reg, {2, 4}, 0), UsageError);
+  CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1}, 2), UsageError);
+}
+
+TEST_CASE("bf16: round to nearest, ties to even, on hand-worked bit patterns", "[reshard]") {
+  auto bf = [](std::uint32_t bits) { return ckpt::float_to_bf16(std::bit_cast<float>(bits)); };
+  CHECK(bf(0x3f800000u) == 0x3f80);  // 1.0 exactly
+  CHECK(bf(0x3f808000u) == 0x3f80);  // 1 + 2^-8: halfway, kept bit even -> down
+  CHECK(bf(0x3f818000u) == 0x3f82);  // halfway, kept bit odd -> up to even
+  CHECK(bf(0x3f808001u) == 0x3f81);  // just above halfway -> up
+  CHECK(bf(0x3f807fffu) == 0x3f80);  // just below halfway -> down
+  CHECK(bf(0xbf818000u) == 0xbf82);  // the sign does not change the rounding
+  CHECK(bf(0x7f7fffffu) == 0x7f80);  // max float rounds to +inf (the nearest bf16 is inf)
+  CHECK(bf(0x80000000u) == 0x8000);  // -0
+  CHECK((bf(0x7fc00001u) & 0x7fc0) == 0x7fc0);  // NaN stays NaN
+  CHECK((bf(0x7f800001u) & 0x7f80) == 0x7f80);
+  CHECK((bf(0x7f800001u) & 0x007f) != 0);       // a signalling NaN does not become inf
+}
+
+TEST_CASE("safetensors: 8-byte length, sorted JSON header padded to 8, packed little-endian data", "[reshard]") {
+  const std::string path = (std::filesystem::temp_directory_path() / "shardtrain_test.safetensors").string();
+  std::filesystem::remove(path);
+  std::vector<ckpt::SafetensorsTensor> t(2);
+  t[0] = {"b", "F32", {2, 2}, {}};
+  const float vals[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  t[0].data.assign(reinterpret_cast<const unsigned char*>(vals), reinterpret_cast<const unsigned char*>(vals) + 16);
+  t[1] = {"a", "BF16", {3}, {0x80, 0x3f, 0x00, 0x40, 0x00, 0xc0}};  // 1, 2, -2
+  const std::int64_t bytes = ckpt::write_safetensors(path, t, {{"k", "v"}});
+  std::ifstream in(path, std::ios::binary);
+  std::vector<unsigned char> blob((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(std::int64_t(blob.size()) == bytes);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | blob[std::size_t(i)];  // little-endian by hand
+  CHECK(n % 8 == 0);
+  const auto header = nlohmann::json::parse(std::string(blob.begin() + 8, blob.begin() + 8 + long(n)));
+  CHECK(header["__metadata__"]["k"] == "v");
+  CHECK(header["a"]["dtype"] == "BF16");
+  CHECK(header["a"]["data_offsets"] == nlohmann::json::array({0, 6}));  // "a" sorts first
+  CHECK(header["b"]["shape"] == nlohmann::json::array({2, 2}));
+  CHECK(header["b"]["data_offsets"] == nlohmann::json::array({6, 22}));
+  REQUIRE(blob.size() == 8 + n + 22);
+  CHECK(std::memcmp(blob.data() + 8 + n + 6, vals, 16) == 0);
+  CHECK(blob[8 + n] == 0x80);
+  std::filesystem::remove(path);
+  t[1].data.pop_back();
+  CHECK_THROWS_AS(ckpt::write_safetensors(path, t), UsageError);  // data size disagrees with the shape
+}
+
+TEST_CASE("GPT-2 export names: Hugging Face names, Conv1D transposes, tied head", "[reshard]") {
+  const auto names = hf_gpt2_names(awkward_config());
+  REQUIRE(names.size() == 4 + 12 * 2);
+  std::map<std::string, HfTensorName> by;
+  int transposed = 0;
+  for (const auto& n : names) {
+    by[n.ours] = n;
+    transposed += n.transpose;
+  }
+  CHECK(transposed == 4 * 2);
+  CHECK(by["wte.weight"].hf == "transformer.wte.weight");
+  CHECK(by["h.1.attn.qkv.weight"].hf == "transformer.h.1.attn.c_attn.weight");
+  CHECK(by["h.1.attn.qkv.weight"].transpose);
+  CHECK(by["h.0.mlp.proj.bias"].hf == "transformer.h.0.mlp.c_proj.bias");
+  CHECK(!by["h.0.mlp.proj.bias"].transpose);
+  CHECK(by["ln_f.weight"].hf == "transformer.ln_f.weight");
+  const auto config = hf_gpt2_config(awkward_config(), ExportDType::kBFloat16);
+  CHECK(config["n_embd"] == 24);
+  CHECK(config["n_positions"] == 13);
+  CHECK(config["activation_function"] == "gelu_new");
+  CHECK(config["torch_dtype"] == "bfloat16");
+}

@@ -1,0 +1,36 @@
+// ckpt-reshard: rewrite a checkpoint for another world size / ZeRO stage, consolidate it into one
+// HDF5 file, export the weights as GPT-2 safetensors, or inspect it. Options + one call into
+// libcore (tool/ckpt_reshard.hpp). See ckpt-reshard(1).
+#include "shardtrain/tool/ckpt_reshard.hpp"
+#include "shardtrain/tool/tool.hpp"
+
+int main(int argc, char** argv) {
+  shardtrain::CkptReshardOptions o;
+  CLI::App app{"Rewrite a checkpoint laid out for another world size / ZeRO stage (each target rank then reads one "
+               "local file), consolidate it into one plain HDF5 file, export its weights as Hugging Face GPT-2 "
+               "safetensors, or inspect it. See ckpt-reshard(1).",
+               "ckpt-reshard"};
+  app.add_option("CKPT", o.source, "A step_<N> checkpoint folder, a checkpoint directory (--ckpt-dir: the checkpoint "
+                                   "`latest` names, else the newest valid) or a consolidated .h5 file")
+      ->required();
+  app.add_option("--out", o.out, "Output: the new checkpoint directory (reshard), the .h5 file (--consolidate) or the "
+                                 ".safetensors file (--export; config.json is written beside it). Must not exist");
+  app.add_option("--world", o.world, "Reshard: the target world size W (rank files rank_00000.h5 .. W-1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--zero-stage", o.zero_stage, "Reshard: the target ZeRO stage, 0 (DDP) to 3 (default: the source's)")
+      ->check(CLI::Range(0, 3));
+  app.add_option("--tp", o.tp, "Reshard: the tensor-parallel degree (only 1 in this version)")->capture_default_str();
+  app.add_flag("--consolidate", o.consolidate, "Write one self-contained HDF5 file, every logical tensor a plain dataset");
+  app.add_option("--export", o.export_format, "Export the model weights: safetensors (Hugging Face GPT-2 names, "
+                                              "Conv1D layout, tied lm_head) with config.json beside it");
+  app.add_option("--dtype", o.dtype, "Export element type: fp32 or bf16 (round to nearest even)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  app.add_flag("--inspect", o.inspect, "Print step, layout, model, data snapshot, tensors and sizes, and verify every "
+                                       "file and tensor checksum (exit 1 naming the bad file when corrupt)");
+  app.add_flag("--json", o.json, "With --inspect: the report as JSON on standard output");
+  shardtrain::add_version_flag(app);
+  shardtrain::ToolOptions options;
+  options.needs_mpi_after_parse = [&] { return shardtrain::ckpt_reshard_needs_mpi(o); };
+  return shardtrain::run_tool(app, argc, argv, options, [&] { return shardtrain::run_ckpt_reshard(o); });
+}
