@@ -32,7 +32,7 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   std::string describe() const override {
-    return std::string("DDP, ") + (deterministic_ ? "deterministic reduction tree" :
+    return std::string("DDP, ") + (deterministic_ ? "deterministic exact sums" :
                                    "fast mode, " + std::to_string(reducer_.buckets().size()) + " gradient buckets");
   }
   const ParameterRegistry& registry() const override { return model_.registry(); }
