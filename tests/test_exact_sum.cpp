@@ -27,10 +27,24 @@ std::unique_ptr<Communicator> exact_world(const std::string& name) {
   return make_mpi_communicator(MPI_COMM_WORLD, o);
 }
 
-// N micro-batch "gradients" of n elements with what makes exactness hard: per micro-batch scales
+// The chunks of the rule: [lo, hi) ranges of kChunk elements restarting at every segment.
+std::vector<std::pair<std::size_t, std::size_t>> chunks_of(const std::vector<std::size_t>& segments) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  std::size_t base = 0;
+  for (std::size_t len : segments) {
+    for (std::size_t lo = base; lo < base + len; lo += ExactSum::kChunk)
+      out.emplace_back(lo, std::min(base + len, lo + ExactSum::kChunk));
+    base += len;
+  }
+  return out;
+}
+
+// N micro-batch "gradients" over the segments with what makes exactness hard: per micro-batch scales
 // 2^-10 .. 2^6 (so chunks of different micro-batches sit on different grids), elements spread over
 // 2^-30 of their chunk's range, all-zero chunks in some micro-batches, subnormals, exact ties.
-std::vector<std::vector<float>> hard_inputs(std::size_t N, std::size_t n, unsigned seed) {
+std::vector<std::vector<float>> hard_inputs(std::size_t N, const std::vector<std::size_t>& segments, unsigned seed) {
+  std::size_t n = 0;
+  for (std::size_t len : segments) n += len;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
   std::uniform_int_distribution<int> spread(-30, 0), scale(-10, 6), pick(0, 9);
@@ -38,12 +52,14 @@ std::vector<std::vector<float>> hard_inputs(std::size_t N, std::size_t n, unsign
   for (std::size_t m = 0; m < N; ++m) {
     const int s = scale(rng);
     for (std::size_t i = 0; i < n; ++i) out[m][i] = std::ldexp(mant(rng), s + spread(rng));
-    for (std::size_t c = 0; c * ExactSum::kChunk < n; ++c) {
+    for (const auto& [lo, hi] : chunks_of(segments)) {
       const int kind = pick(rng);
-      const std::size_t lo = c * ExactSum::kChunk, hi = std::min(n, lo + ExactSum::kChunk);
+      // The chunk's first element sets its scale (so chunk maxima differ by at most 2^17 between
+      // micro-batches, inside the bound for N = 12); the specials go last.
+      out[m][lo] = std::ldexp(0.75f + 0.25f * mant(rng), s);
       if (kind == 0) std::fill(out[m].begin() + lo, out[m].begin() + hi, 0.0f);       // untouched rows
-      if (kind == 1) out[m][lo] = std::ldexp(1.0f, -140);                               // a subnormal
-      if (kind == 2) out[m][lo] = std::ldexp(3.0f, s - 41);                             // ties on a 2^(s-40) grid
+      if (kind == 1 && hi - lo > 1) out[m][hi - 1] = std::ldexp(1.0f, -140);            // a subnormal
+      if (kind == 2 && hi - lo > 1) out[m][hi - 1] = std::ldexp(3.0f, s - 41);          // ties on a 2^(s-40) grid
     }
   }
   return out;
@@ -54,34 +70,28 @@ std::vector<std::vector<float>> hard_inputs(std::size_t N, std::size_t n, unsign
 // micro-batch, 2^(e+1-40) with 2^e <= chunk max < 2^(e+1); the integers moved to the finest grid G
 // of the chunk and added; the sum converted to double, scaled by 2^G, rounded to fp32.
 std::vector<float> reference_sum(const std::vector<std::vector<float>>& in, const std::vector<std::size_t>& segments) {
-  const std::size_t n = in[0].size();
-  std::vector<float> out(n);
-  std::size_t base = 0;
-  for (std::size_t len : segments) {
-    for (std::size_t lo = base; lo < base + len; lo += ExactSum::kChunk) {
-      const std::size_t hi = std::min(base + len, lo + ExactSum::kChunk);
-      std::vector<int> grid(in.size(), INT32_MAX);
-      int G = INT32_MAX;
-      for (std::size_t m = 0; m < in.size(); ++m) {
-        float mx = 0;
-        for (std::size_t i = lo; i < hi; ++i) mx = std::max(mx, std::fabs(in[m][i]));
-        if (mx == 0) continue;
-        int e;
-        std::frexp(mx, &e);  // mx = f 2^e, f in [0.5, 1): 2^(e-1) <= mx < 2^e
-        grid[m] = e - 40;
-        G = std::min(G, grid[m]);
-      }
-      for (std::size_t i = lo; i < hi; ++i) {
-        __int128 sum = 0;
-        for (std::size_t m = 0; m < in.size(); ++m) {
-          if (grid[m] == INT32_MAX) continue;
-          const double v = std::nearbyint(std::ldexp(double(in[m][i]), -grid[m]));
-          sum += __int128(std::int64_t(v)) << (grid[m] - G);
-        }
-        out[i] = G == INT32_MAX ? 0.0f : float(std::ldexp(double(sum), G));
-      }
+  std::vector<float> out(in[0].size());
+  for (const auto& [lo, hi] : chunks_of(segments)) {
+    std::vector<int> grid(in.size(), INT32_MAX);
+    int G = INT32_MAX;
+    for (std::size_t m = 0; m < in.size(); ++m) {
+      float mx = 0;
+      for (std::size_t i = lo; i < hi; ++i) mx = std::max(mx, std::fabs(in[m][i]));
+      if (mx == 0) continue;
+      int e;
+      std::frexp(mx, &e);  // mx = f 2^e, f in [0.5, 1): 2^(e-1) <= mx < 2^e
+      grid[m] = e - 40;
+      G = std::min(G, grid[m]);
     }
-    base += len;
+    for (std::size_t i = lo; i < hi; ++i) {
+      __int128 sum = 0;
+      for (std::size_t m = 0; m < in.size(); ++m) {
+        if (grid[m] == INT32_MAX) continue;
+        const double v = std::nearbyint(std::ldexp(double(in[m][i]), -grid[m]));
+        sum += __int128(std::int64_t(v)) << (grid[m] - G);
+      }
+      out[i] = G == INT32_MAX ? 0.0f : float(std::ldexp(double(sum), G));
+    }
   }
   return out;
 }
@@ -106,7 +116,7 @@ TEST_CASE("exact sum: bitwise the same over 1, 2, 3 and 4 ranks and any accumula
   const int W = world->size(), r = world->rank();
   const std::vector<std::size_t> segments = {1000, 256, 3, 2300};  // chunks restart per segment
   const std::size_t n = 1000 + 256 + 3 + 2300, N = 12;
-  const auto in = hard_inputs(N, n, 4242);
+  const auto in = hard_inputs(N, segments, 4242);
   const auto ref = reference_sum(in, segments);
 
   // Every group size that divides N and fits this job: each group computes the whole sum.
@@ -125,12 +135,8 @@ TEST_CASE("exact sum: bitwise the same over 1, 2, 3 and 4 ranks and any accumula
   // contribution moves by at most half its grid, 2^-40 of its chunk's maximum; the decode rounds
   // once to fp32 (2^-24 relative, or half the smallest subnormal).
   std::vector<std::pair<std::size_t, std::size_t>> chunk_of;  // element -> its chunk [lo, hi)
-  for (std::size_t base = 0; std::size_t len : segments) {
-    for (std::size_t lo = base; lo < base + len; lo += ExactSum::kChunk)
-      for (std::size_t i = lo; i < std::min(base + len, lo + ExactSum::kChunk); ++i)
-        chunk_of.emplace_back(lo, std::min(base + len, lo + ExactSum::kChunk));
-    base += len;
-  }
+  for (const auto& chunk : chunks_of(segments))
+    for (std::size_t i = chunk.first; i < chunk.second; ++i) chunk_of.push_back(chunk);
   double worst = 0;
   std::size_t differs_from_float_sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
