@@ -6,28 +6,50 @@
 # the checkpoint resumed from, and the restart time (relaunch to the first completed resumed step,
 # read from the rank-0 step log's wall-clock "time").
 #
-# Usage: scripts/run-resilient.sh [--max-restarts N] [--backoff SECONDS] [--log FILE] -- COMMAND...
+# Elastic restarts (--min-ranks M): when a node is gone (--capacity-cmd prints fewer ranks than
+# run now) or one rank keeps failing (the same rank fails --rank-failures times in a row: its slot
+# is dropped), the restart runs on the largest world size W' >= M that the launch allows
+# (W' <= capacity, never above the first launch's) and that divides the global batch's
+# micro-batches (--global-batch / --micro-batch of the command): grad_accum absorbs the difference,
+# so the global batch, learning-rate schedule and sample order continue exactly (and bitwise with
+# --deterministic). The launcher rewrites the command's rank count (mpirun -np/-n/--np, srun
+# -n/--ntasks); the restart log records the old and new world size and why it changed.
+#
+# Usage: scripts/run-resilient.sh [--max-restarts N] [--backoff SECONDS] [--log FILE]
+#                                 [--min-ranks M [--capacity-cmd CMD] [--rank-failures K]] -- COMMAND...
 #   COMMAND must contain --run-dir DIR (the step logs) and may contain --ckpt-dir DIR
-#   (default DIR/checkpoints). Exit status: 0 when the command finally succeeds, else the last
-#   failure's status (after the restarts ran out).
+#   (default DIR/checkpoints). --capacity-cmd CMD: a shell command printing how many ranks can
+#   run now (e.g. live nodes x tasks per node), asked before each restart. --rank-failures K:
+#   default 2. Exit status: 0 when the command finally succeeds, else the last failure's status
+#   (after the restarts ran out, or when no world size >= M fits: then with that reason).
 set -uo pipefail
 
 max_restarts=3
 backoff=1
 log=""
+min_ranks="" capacity_cmd="" rank_failures=2
 while (($#)); do
   case "$1" in
     --max-restarts) max_restarts=$2; shift 2 ;;
     --backoff) backoff=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
+    --min-ranks) min_ranks=$2; shift 2 ;;
+    --capacity-cmd) capacity_cmd=$2; shift 2 ;;
+    --rank-failures) rank_failures=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run-resilient.sh: unknown option '$1' (put the command after --)" >&2; exit 2 ;;
   esac
 done
 (($#)) || { echo "run-resilient.sh: no command given (usage: run-resilient.sh [options] -- COMMAND...)" >&2; exit 2; }
 [[ "$max_restarts" =~ ^[0-9]+$ ]] || { echo "run-resilient.sh: --max-restarts must be a whole number" >&2; exit 2; }
 command=("$@")
+if [ -n "$min_ranks" ]; then
+  [[ "$min_ranks" =~ ^[1-9][0-9]*$ ]] || { echo "run-resilient.sh: --min-ranks must be a positive whole number" >&2; exit 2; }
+  [[ "$rank_failures" =~ ^[1-9][0-9]*$ ]] || { echo "run-resilient.sh: --rank-failures must be a positive whole number" >&2; exit 2; }
+elif [ -n "$capacity_cmd" ]; then
+  echo "run-resilient.sh: --capacity-cmd needs --min-ranks M (the smallest world size to restart on)" >&2; exit 2
+fi
 
 run_dir="" ckpt_dir=""
 for ((i = 0; i < ${#command[@]}; i++)); do
@@ -43,6 +65,34 @@ mkdir -p "$run_dir"
 : >"$log.tmp"
 has_resume=0
 for a in "${command[@]}"; do [ "$a" = "--resume" ] && has_resume=1; done
+
+# Elastic mode: where the command says its rank count, and the global batch in micro-batches.
+np_index="" world="" micro_batches=""
+if [ -n "$min_ranks" ]; then
+  global_batch="" micro_batch=1
+  for ((i = 0; i < ${#command[@]}; i++)); do
+    case "${command[i]}" in
+      -np|-n|--np|--ntasks) [ -z "$np_index" ] && np_index=$((i + 1)) ;;
+      --global-batch) global_batch=${command[i+1]:-} ;;
+      --micro-batch) micro_batch=${command[i+1]:-} ;;
+    esac
+  done
+  [ -n "$np_index" ] && world=${command[np_index]:-}
+  [[ "$world" =~ ^[0-9]+$ ]] ||
+    { echo "run-resilient.sh: --min-ranks needs the rank count in the command as -np N, -n N, --np N or --ntasks N" >&2; exit 2; }
+  [[ "$global_batch" =~ ^[0-9]+$ && "$micro_batch" =~ ^[0-9]+$ ]] ||
+    { echo "run-resilient.sh: --min-ranks needs --global-batch N (and --micro-batch, default 1) in the command" >&2; exit 2; }
+  micro_batches=$((global_batch / micro_batch))
+  ((min_ranks <= world)) ||
+    { echo "run-resilient.sh: --min-ranks $min_ranks is above the command's $world ranks" >&2; exit 2; }
+fi
+launch_world=$world
+same_rank_failures=0 last_failed_rank=""
+# The largest world size in [min_ranks, $1] that divides the global batch's micro-batches; empty if none.
+fitting_world() {
+  local w
+  for ((w = $1; w >= min_ranks; w--)); do ((micro_batches % w == 0)) && { echo "$w"; return; }; done
+}
 
 say() { echo "run-resilient.sh: $*" >&2; }
 now() { date +%s.%N; }
@@ -69,6 +119,7 @@ attempt=0
 status=0
 while :; do
   cmd=("${command[@]}")
+  [ -n "$np_index" ] && cmd[np_index]=$world
   ((attempt > 0 && !has_resume)) && cmd+=(--resume auto)
   resumed_from=$(cat "$ckpt_dir/latest" 2>/dev/null || true)
   launched=$(now)
@@ -79,14 +130,17 @@ while :; do
   sleep 0.2  # let tee finish
   if ((attempt > 0)); then
     first=$(first_step_after "$launched")
-    python3 - "$log.tmp" "$attempt" "$prev_status" "$prev_rank" "$resumed_from" "$launched" "${first:-}" <<'PY'
+    python3 - "$log.tmp" "$attempt" "$prev_status" "$prev_rank" "$resumed_from" "$launched" "${first:-}" \
+      "$prev_world" "$world" "$world_reason" <<'PY'
 import json, sys
-path, attempt, status, rank, ckpt, launched, first = sys.argv[1:]
+path, attempt, status, rank, ckpt, launched, first, old_w, new_w, reason = sys.argv[1:]
 rec = {"attempt": int(attempt), "previous_exit_status": int(status),
        "failed_rank": int(rank) if rank else None,
        "resumed_from": ckpt or None, "relaunch_time": float(launched),
        "first_resumed_step_time": float(first) if first else None,
        "restart_s": (float(first) - float(launched)) if first else None}
+if new_w:
+    rec.update({"previous_world_size": int(old_w), "world_size": int(new_w), "world_size_reason": reason or None})
 open(path, "a").write(json.dumps(rec) + "\n")
 PY
   fi
@@ -106,6 +160,40 @@ PY
   wait_s=$(python3 -c "print(min($backoff * 2 ** $attempt, 60))")
   say "attempt $attempt failed with status $status${prev_rank:+ (rank $prev_rank)}; restarting from $(cat "$ckpt_dir/latest" 2>/dev/null || echo 'the start') in ${wait_s}s"
   sleep "$wait_s"
+  prev_world=$world world_reason=""
+  if [ -n "$min_ranks" ]; then
+    # How many ranks can run now: the capacity command's answer (never above the first launch),
+    # less the slot of a rank that keeps failing.
+    capacity=$launch_world
+    if [ -n "$capacity_cmd" ]; then
+      answer=$(bash -c "$capacity_cmd" 2>/dev/null | tail -1 | tr -d '[:space:]')
+      if [[ "$answer" =~ ^[0-9]+$ ]]; then
+        ((answer < capacity)) && capacity=$answer world_reason="capacity $answer ranks (--capacity-cmd)"
+      else
+        say "--capacity-cmd printed '${answer}', not a number of ranks; keeping $launch_world"
+      fi
+    fi
+    if [ -n "$prev_rank" ] && [ "$prev_rank" = "$last_failed_rank" ]; then
+      same_rank_failures=$((same_rank_failures + 1))
+    else
+      same_rank_failures=1 last_failed_rank=$prev_rank
+    fi
+    if [ -n "$prev_rank" ] && ((same_rank_failures >= rank_failures && world - 1 < capacity)); then
+      capacity=$((world - 1)) world_reason="rank $prev_rank failed $same_rank_failures times in a row"
+    fi
+    new_world=$(fitting_world "$capacity")
+    if [ -z "$new_world" ]; then
+      say "no world size between --min-ranks $min_ranks and $capacity divides the global batch's $micro_batches micro-batches; giving up"
+      break
+    fi
+    if ((new_world != world)); then
+      ((new_world > world)) && world_reason="capacity back to $capacity ranks"
+      say "world size $world -> $new_world ($world_reason); grad_accum absorbs the difference"
+      world=$new_world same_rank_failures=0 last_failed_rank=""
+    else
+      world_reason=""
+    fi
+  fi
   attempt=$((attempt + 1))
 done
 python3 - "$log.tmp" "$log" "$status" "$attempt" <<'PY'

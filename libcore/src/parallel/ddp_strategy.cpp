@@ -39,7 +39,7 @@ class DdpStrategy final : public TrainingStrategy {
   std::string describe() const override {
     const int tp = model_.place().size;
     return std::string("DDP") + (tp > 1 ? " x TP " + std::to_string(tp) : std::string()) + ", " +
-           (deterministic_ ? "deterministic reduction tree"
+           (deterministic_ ? "deterministic exact sums"
                            : "fast mode, " + std::to_string(reducer_.buckets().size()) + " gradient buckets");
   }
   const ParameterRegistry& registry() const override { return model_.registry(); }

@@ -68,28 +68,33 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
   double max_block = 0;
   for (std::size_t i = 1; i + 1 < u.size(); ++i) max_block = std::max(max_block, double(u[i].padded));
   const double working = double(u.front().padded + u.back().padded) + 2 * max_block;  // floats
-  const double tree = deterministic && grad_accum > 1 ? std::log2(double(grad_accum)) : 0.0;
+  double max_unit = 0;
+  for (const auto& unit : u) max_unit = std::max(max_unit, double(unit.padded));
+  // Deterministic mode's exact sums (exact_sum.hpp), 8 bytes per element: DDP's covers the whole
+  // gradient; ZeRO's live per unit from its first micro-batch to its reduce-scatter, so all of
+  // them with accumulation, about two units' worth without.
+  const double exact = !deterministic ? 0.0 : stage == 0 ? 8 * P : grad_accum > 1 ? 8 * Ppad : 8 * (max_unit + max_block);
   MemoryEstimate e;
   e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp));
   switch (stage) {
     case 0:
       e.model_state = 16 * P;
-      e.gathered = 4 * P * tree;
+      e.gathered = exact;
       break;
     case 1:
       e.model_state = 8 * Ppad + 8 * S;
       e.communication = 8 * S;
-      e.gathered = 4 * Ppad * tree;
+      e.gathered = exact;
       break;
     case 2:
       e.model_state = 4 * Ppad + 12 * S;
       e.communication = 8 * S;
-      e.gathered = 4 * (tree > 0 ? Ppad * (tree + 1) : working);
+      e.gathered = 4 * working + exact;
       break;
     default:
       e.model_state = 16 * S;
-      e.communication = 4 * double(layout.max_padded() / world);
-      e.gathered = 4 * working + 4 * (tree > 0 ? Ppad * (tree + 1) : working);
+      e.communication = (deterministic ? 8 : 4) * double(layout.max_padded() / world);
+      e.gathered = 4 * working + 4 * working + exact;
       break;
   }
   return e;

@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/comm/phase.hpp"
-#include "shardtrain/parallel/tree_sum.hpp"
 
 namespace shardtrain {
 namespace {
@@ -19,37 +19,18 @@ void require_finite(std::int64_t step, double loss_sum, double grad_norm) {
                          (std::isfinite(loss_sum) ? "gradient norm" : "loss") + "; lower --lr or check the data");
 }
 
-// This rank's sum of its micro-batches' loss sums: left to right from 0 (fast mode), or the
-// canonical binary tree over the micro-batch index (deterministic mode, contract 2), whose upper
-// levels the canonical all-reduce adds across ranks.
-class LocalLossSum {
- public:
-  explicit LocalLossSum(ReductionMode mode)
-      : tree_mode_(mode == ReductionMode::kDeterministic),
-        tree_([](double left, double right) { return left + right; }) {}
-  void add(double loss_sum) {
-    if (tree_mode_) tree_.push(loss_sum);
-    else sum_ += loss_sum;
-  }
-  double total() { return tree_mode_ ? tree_.take() : sum_; }
-
- private:
-  bool tree_mode_;
-  double sum_ = 0;
-  TreeSum<double> tree_;
-};
-
 }  // namespace
 
 StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const OptimizerConfig& optimizer,
-                                ReductionMode mode, std::int64_t step, const std::int32_t* tokens,
+                                std::int64_t step, const std::int32_t* tokens,
                                 int micro_batches, int micro_batch, double global_tokens) {
   StepResult r;
   Backend& backend = model.backend();
   const std::size_t seq = std::size_t(model.config().seq_len) + 1;
   const float dloss_scale = float(1.0 / global_tokens);
   hooks.begin_step();
-  LocalLossSum local_loss(mode);
+  std::vector<double> loss_sums;  // per micro-batch, in local order
+  loss_sums.reserve(std::size_t(micro_batches));
   Stopwatch watch;
   for (int m = 0; m < micro_batches; ++m) {
     watch.restart();
@@ -64,9 +45,9 @@ StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const Optimiz
     backend.synchronize();
     hooks.after_backward(m);
     r.timing.backward_s += watch.lap();
-    local_loss.add(loss_sum);
+    loss_sums.push_back(loss_sum);
   }
-  r.loss_sum = hooks.finish_reduction(local_loss.total());
+  r.loss_sum = hooks.finish_reduction(loss_sums);
 
   watch.restart();
   set_phase(Phase::kOptimizer);

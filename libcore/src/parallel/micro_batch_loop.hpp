@@ -9,15 +9,15 @@
 //   per micro-batch m:  forward + loss + synchronize                 -> timing.forward_s
 //                       before_backward(m), backward + synchronize,
 //                       after_backward(m)                             -> timing.backward_s
-//                       the micro-batch's loss sum joins the local sum: left to right from 0 in
-//                       fast mode, the canonical binary tree (tree_sum.hpp) in deterministic mode
-//   finish_reduction(local loss sum)  -> the global loss sum, gradients reduced
+//                       the micro-batch's loss sum is kept (per micro-batch, in local order)
+//   finish_reduction(loss sums)  -> the global loss sum, gradients reduced
 //   grad norm = sqrt(gradient_norm_squared()); non-finite loss or norm: NumericalError
 //   scale_gradients(clip factor) when the factor is not 1; lr from the schedule
 //   apply_update(step, lr), synchronize, share_updated_parameters()  -> timing.optimizer_s
 //   timing.comm_exposed_s = exposed_seconds()
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/model/optim.hpp"
@@ -34,10 +34,10 @@ class StepHooks {
   // Around the backward of micro-batch m (0-based, of this rank's micro-batches).
   virtual void before_backward(int /*micro_batch*/) {}
   virtual void after_backward(int /*micro_batch*/) {}
-  // Completes the gradient reduction of the step and sums `local_loss_sum` over the ranks (the
-  // same collective kind as the gradients: canonical in deterministic mode); returns the global
-  // loss sum. Time blocked here counts in exposed_seconds().
-  virtual double finish_reduction(double local_loss_sum) = 0;
+  // Completes the gradient reduction of the step and sums this rank's per-micro-batch loss sums
+  // over the ranks by the mode's rule (reduce_loss_sums, exact_sum.hpp); returns the global loss
+  // sum. Time blocked here counts in exposed_seconds().
+  virtual double finish_reduction(const std::vector<double>& micro_batch_loss_sums) = 0;
   // Squared global gradient norm, bitwise equal to grad_norm_squared over the full gradient
   // (optim.hpp: per-unit chunk sums, units in order), whatever the layout.
   virtual double gradient_norm_squared() = 0;
@@ -53,9 +53,9 @@ class StepHooks {
 
 // Runs optimizer step `step` (0-based) over `micro_batches` micro-batches of `micro_batch`
 // sequences laid out one after another in `tokens` (micro_batches * micro_batch * (T+1) int32),
-// every token's loss weighing 1/global_tokens. `mode` picks how the local loss sums add up.
+// every token's loss weighing 1/global_tokens.
 StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const OptimizerConfig& optimizer,
-                                ReductionMode mode, std::int64_t step, const std::int32_t* tokens,
+                                std::int64_t step, const std::int32_t* tokens,
                                 int micro_batches, int micro_batch, double global_tokens);
 
 }  // namespace shardtrain

@@ -22,8 +22,11 @@ class FlatStepHooks final : public StepHooks {
   void after_backward(int micro_batch) override {
     if (reducer_) reducer_->after_backward(micro_batch);
   }
-  double finish_reduction(double local_loss_sum) override {
-    return reducer_ ? reducer_->finish(local_loss_sum) : local_loss_sum;
+  double finish_reduction(const std::vector<double>& micro_batch_loss_sums) override {
+    if (reducer_) return reducer_->finish(micro_batch_loss_sums);
+    double sum = 0.0;  // this rank's step alone
+    for (double x : micro_batch_loss_sums) sum += x;
+    return sum;
   }
   double gradient_norm_squared() override {
     if (Communicator* tp = model_.tensor_parallel_comm())
@@ -60,8 +63,7 @@ void StepRunner::set_reducer(GradientReducer* reducer) {
 StepResult StepRunner::run(std::int64_t step, const std::int32_t* tokens, int micro_batches, int micro_batch,
                            double global_tokens) {
   FlatStepHooks hooks(model_, optimizer_, reducer_);
-  const ReductionMode mode = reducer_ ? reducer_->mode() : ReductionMode::kFast;
-  return run_micro_batch_step(model_, hooks, optimizer_.config(), mode, step, tokens, micro_batches, micro_batch,
+  return run_micro_batch_step(model_, hooks, optimizer_.config(), step, tokens, micro_batches, micro_batch,
                               global_tokens);
 }
 

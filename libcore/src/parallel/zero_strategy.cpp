@@ -1,6 +1,7 @@
 // ZeRO-1/2/3 as a TrainingStrategy (zero.hpp). The step is the shared micro-batch loop
 // (micro_batch_loop.hpp); this file supplies its hooks: sharded gradient buffers, per-unit
-// reduce-scatter or canonical all-reduce launched from the model's unit hooks, the sharded norm,
+// reduce-scatter (of fp32 sums in fast mode, of exact fixed-point sums in deterministic mode)
+// launched from the model's unit hooks, the sharded norm,
 // AdamW on the shards and the all-gather of the updated shards.
 #include <algorithm>
 #include <functional>
@@ -12,9 +13,9 @@
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/ddp.hpp"
-#include "shardtrain/parallel/tensor_parallel.hpp"
+#include "shardtrain/parallel/exact_sum.hpp"
 #include "shardtrain/parallel/state_layout.hpp"
-#include "shardtrain/parallel/tree_sum.hpp"
+#include "shardtrain/parallel/tensor_parallel.hpp"
 #include "shardtrain/parallel/zero.hpp"
 
 namespace shardtrain {
@@ -41,7 +42,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     optimizer_.validate();
     if (backend.device() != DeviceKind::kCpu)
       throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
-    if (deterministic_) require_deterministic_layout(comm.size(), accum_);
     const std::size_t U = layout_.units().size();
     const std::size_t S = layout_.shard_total();
     tracker_.add(MemoryCategory::kActivations, model_.activation_bytes());
@@ -55,13 +55,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     gathered_.resize(U);
     gather_handle_.resize(U);
     unit_grad_.resize(U);
-    for (std::size_t u = 0; u < U; ++u) {
-      const std::size_t padded = layout_.units()[u].padded;
-      trees_.emplace_back([this, padded](TrackedArray left, TrackedArray right) {
-        backend_.add(left.data(), left.data(), right.data(), padded);
-        return left;
-      });
-    }
+    exact_.resize(U);
     model_.set_unit_storage(this);
   }
 
@@ -71,7 +65,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
                     (tp_ ? " x TP " + std::to_string(tp_->size()) : std::string()) + ", " + std::to_string(layout_.units().size()) +
                     " units, shards padded to " + std::to_string(comm_.size()) + " x " +
                     std::to_string(Backend::kReductionChunk) + ", " +
-                    (deterministic_ ? "deterministic reduction tree" : "fast mode");
+                    (deterministic_ ? "deterministic exact sums" : "fast mode");
     if (stage_ == 3) s += reshard_ ? ", reshard after forward" : ", no reshard after forward";
     return s;
   }
@@ -91,9 +85,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     if (micro_batches != accum_)
       throw Error(ExitCode::kInternal, "ZeRO step: " + std::to_string(micro_batches) + " micro-batches, planned " +
                                            std::to_string(accum_));
-    return run_micro_batch_step(model_, *this, optimizer_,
-                                deterministic_ ? ReductionMode::kDeterministic : ReductionMode::kFast, step, tokens,
-                                micro_batches, micro_batch, global_tokens);
+    return run_micro_batch_step(model_, *this, optimizer_, step, tokens, micro_batches, micro_batch, global_tokens);
   }
 
   // Under TP a shard of a local tensor maps to its logical runs; a replicated tensor's shards are
@@ -247,28 +239,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     if (stage_ == 3) gathered_[u].reset();
     backend_.synchronize();
     if (deterministic_) {
-      // Binary counter over the local micro-batches (left + right), then the canonical all-reduce.
-      TrackedArray cur;
-      if (stage_ == 1) {
-        if (accum_ > 1) {
-          cur = TrackedArray(backend_, s.padded, tracker_, MemoryCategory::kGathered);
-          backend_.copy_bytes(cur.data(), unit_grad_[u], s.padded * sizeof(float));
-        }
-      } else {
-        cur = std::move(unit_grad_buf_for(u));
-      }
-      trees_[u].push(std::move(cur));
-      if (!last_micro) return;
-      cur = trees_[u].take();
-      float* buf = cur.empty() ? unit_grad_[u] : cur.data();
-      auto handle = comm_.size() > 1 ? comm_.all_reduce_canonical_async(buf, s.padded) : CollectiveHandle();
-      auto holder = std::make_shared<TrackedArray>(std::move(cur));
-      pending_.push_back({handle, [this, u, buf, holder]() {
-                            float* dst = grad_shard_ptr(u);
-                            const float* src = buf + std::size_t(comm_.rank()) * layout_.units()[u].shard;
-                            if (dst != src) backend_.copy_bytes(dst, src, layout_.units()[u].shard * sizeof(float));
-                            holder->reset();
-                          }});
+      deterministic_backward_end(u, last_micro);
       return;
     }
     // Fast mode. Stage 1 accumulates over micro-batches in the full buffer, reduces at the last.
@@ -301,6 +272,41 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   TrackedArray& unit_grad_buf_for(int u) { return unit_grad_bufs_[u]; }
 
+  // Deterministic mode (exact_sum.hpp): the micro-batch's unit gradient joins the unit's exact
+  // sum; after the last micro-batch the group agrees the grids (blocking: a small all-gather) and
+  // the 64-bit words are reduce-scattered asynchronously; each rank decodes its shard.
+  void deterministic_backward_end(int u, bool last_micro) {
+    const UnitShard& s = layout_.units()[u];
+    if (!exact_[u]) {
+      exact_[u] = std::make_unique<ExactSum>(std::vector<std::size_t>{s.padded});
+      tracker_.add(MemoryCategory::kGathered, exact_[u]->bytes());
+    }
+    exact_[u]->add(unit_grad_[u]);
+    if (stage_ != 1) unit_grad_buf_for(u).reset();
+    if (!last_micro) return;
+    const Stopwatch watch;
+    exact_[u]->agree(comm_, std::int64_t(accum_) * comm_.size(), "unit " + model_.registry().units()[u].name);
+    exposed_s_ += watch.seconds();
+    const std::size_t first = std::size_t(comm_.rank()) * s.shard;
+    auto release = [this, u]() {
+      tracker_.sub(MemoryCategory::kGathered, exact_[u]->bytes());
+      exact_[u].reset();
+    };
+    if (comm_.size() == 1) {
+      exact_[u]->decode(exact_[u]->words() + first, first, s.shard, grad_shard_ptr(u));
+      release();
+      return;
+    }
+    auto summed = std::make_shared<std::vector<std::uint64_t>>(s.shard);
+    tracker_.add(MemoryCategory::kCommunication, s.shard * sizeof(std::uint64_t));
+    auto handle = comm_.reduce_scatter_async(exact_[u]->words(), summed->data(), s.shard);
+    pending_.push_back({handle, [this, u, first, summed, release]() {
+                          exact_[u]->decode(summed->data(), first, layout_.units()[u].shard, grad_shard_ptr(u));
+                          tracker_.sub(MemoryCategory::kCommunication, summed->size() * sizeof(std::uint64_t));
+                          release();
+                        }});
+  }
+
   // ---- StepHooks (called by the shared micro-batch loop) ----
   void begin_step() override {
     exposed_s_ = 0;
@@ -310,14 +316,10 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // The unit hooks of the coming backward read which micro-batch it is (the last one reduces).
   void before_backward(int micro_batch) override { micro_ = micro_batch; }
   // Finishes the reductions still in flight, then the loss: the exposed communication of the step.
-  double finish_reduction(double local_loss_sum) override {
-    double loss = local_loss_sum;
+  double finish_reduction(const std::vector<double>& micro_batch_loss_sums) override {
     const Stopwatch watch;
     drain_pending();
-    if (comm_.size() > 1) {
-      if (deterministic_) comm_.all_reduce_canonical(&loss, 1);
-      else comm_.all_reduce(&loss, 1);
-    }
+    const double loss = reduce_loss_sums(comm_, deterministic_, micro_batch_loss_sums);
     exposed_s_ += watch.seconds();
     return loss;
   }
@@ -437,7 +439,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   std::vector<CollectiveHandle> gather_handle_;        // stage 3: all-gathers in flight
   std::vector<float*> unit_grad_;                      // the unit gradient buffer of this micro-batch
   std::map<int, TrackedArray> unit_grad_bufs_;         // stages 2-3: transient unsharded unit gradients
-  std::vector<TreeSum<TrackedArray>> trees_;  // deterministic local micro-batch trees, per unit
+  std::vector<std::unique_ptr<ExactSum>> exact_;       // deterministic: per unit, first micro-batch to reduce-scatter
   std::vector<Pending> pending_;
   int micro_ = 0;
   double exposed_s_ = 0;

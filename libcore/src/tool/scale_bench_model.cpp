@@ -169,7 +169,7 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--vocab", st->o.vocab, "Vocabulary size")->capture_default_str();
   c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
   c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();
-  c.app->add_flag("--deterministic", st->o.deterministic, "Plan for --deterministic reductions (tree buffers)");
+  c.app->add_flag("--deterministic", st->o.deterministic, "Plan for --deterministic reductions (exact-sum buffers)");
   st->model.add(c.app, false);
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
   c.run = [st]() -> int {

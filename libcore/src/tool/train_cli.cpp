@@ -43,7 +43,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
   app.add_option("--peak-gflops", cli.peak_gflop_per_s, "MFU denominator in GFLOP/s per rank (default: measured at start)");
-  app.add_flag("--deterministic", o.deterministic, "Canonical reduction tree: results bitwise independent of the rank count");
+  app.add_flag("--deterministic", o.deterministic, "Exact order-independent gradient sums: results bitwise independent of the rank count and grad_accum");
   app.add_option("--tp", o.tp, "Tensor-parallel degree T: W = DP x T ranks, the T ranks of a group adjacent (must divide the heads, 4 x d-model and W)")->capture_default_str();
   app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
   app.add_option("--allreduce", o.allreduce, "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi (MPI_Iallreduce), or auto (halving on power-of-two ranks)")->capture_default_str();

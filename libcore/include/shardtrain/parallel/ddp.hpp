@@ -8,13 +8,12 @@
 // finish() waits for the buckets still in flight; that wait is the exposed communication.
 //
 // Deterministic mode (contract 2): each micro-batch's gradient is computed alone (the buffer is
-// zeroed before it) and the micro-batch gradients are summed in one canonical binary tree over
-// the global micro-batch index: rank r holds micro-batches [r*A, (r+1)*A), sums them locally as
-// the lower tree levels (left + right, a binary counter of partial sums), and the upper levels
-// run across ranks in fixed order (Communicator::all_reduce_canonical). The loss sums follow the
-// same tree in double (summed locally by the micro-batch loop, across ranks by finish()). A and
-// the data-parallel size must be powers of two; the result is then bitwise independent of the
-// number of ranks (and of the ZeRO stage, which reuses this tree).
+// zeroed before it) and joins an exact fixed-point sum (exact_sum.hpp, one segment per sharding
+// unit, as ZeRO has them); finish() agrees the grids, all-reduces the 64-bit words and decodes
+// them to fp32 once, and adds the loss sums in global micro-batch order. The result is bitwise
+// independent of the number of ranks and of the accumulation count, for any of either (and of
+// the ZeRO stage, which uses the same rule). No overlap with backward: the reduction runs after
+// the last micro-batch (docs/PERFORMANCE.md "Deterministic mode" for its cost).
 //
 // Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
 // global mean's gradient: no division after the all-reduce.
@@ -25,15 +24,11 @@
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/parameters.hpp"
-#include "shardtrain/parallel/tree_sum.hpp"
+#include "shardtrain/parallel/exact_sum.hpp"
 
 namespace shardtrain {
 
 enum class ReductionMode { kFast, kDeterministic };
-
-// Deterministic mode's canonical tree needs a power-of-two number of ranks and of micro-batches per
-// rank (DDP and every ZeRO stage); throws UsageError naming the number otherwise.
-void require_deterministic_layout(int ranks, int micro_batches_per_rank);
 
 // A contiguous range [begin, end) of the flat gradient buffer, made of whole tensors.
 struct GradientBucket {
@@ -48,8 +43,8 @@ std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std:
 class GradientReducer {
  public:
   // grads: the model's flat gradient buffer (registry.total() floats, host-addressable for the
-  // MPI transport). comm: the data-parallel group. Throws UsageError when the deterministic
-  // mode's power-of-two conditions do not hold (naming the numbers).
+  // MPI transport and, in deterministic mode, for the exact sum). comm: the data-parallel group;
+  // micro_batches_per_rank: A (the global batch has A x comm.size() micro-batches).
   GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry, float* grads,
                   ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank);
 
@@ -65,12 +60,12 @@ class GradientReducer {
   void before_backward(int micro_batch);
   // Backward has completed the gradients of [ready_from, end) (the model's hook).
   void gradient_ready(std::size_t ready_from);
-  // Deterministic mode: the micro-batch's gradient joins the local tree.
+  // Deterministic mode: the micro-batch's gradient joins the exact sum.
   void after_backward(int micro_batch);
-  // Waits for (or runs) the reduction and sums `local_loss_sum` (this rank's micro-batches,
-  // summed by the caller in the mode's order) over the ranks in the same mode; returns the
-  // global loss sum. Gradients then hold the global-batch gradient on every rank.
-  double finish(double local_loss_sum);
+  // Waits for (or runs) the reduction and sums this rank's micro-batch loss sums (in local
+  // order) over the ranks (reduce_loss_sums, exact_sum.hpp); returns the global loss sum.
+  // Gradients then hold the global-batch gradient on every rank.
+  double finish(const std::vector<double>& micro_batch_loss_sums);
 
   // Seconds this step spent blocked waiting for communication (comm_exposed_s).
   double exposed_seconds() const { return exposed_s_; }
@@ -91,12 +86,8 @@ class GradientReducer {
   std::size_t next_bucket_ = 0;
   std::vector<CollectiveHandle> in_flight_;
 
-  // Deterministic mode: the local tree (tree_sum.hpp) of gradient buffers, held in reusable
-  // slots (values are slot indices).
-  std::vector<DeviceArray<float>> slots_;
-  std::vector<std::size_t> free_slots_;
-  std::size_t free_slot();
-  TreeSum<std::size_t> grad_tree_;
+  // Deterministic mode: the exact sum of this rank's micro-batch gradients.
+  ExactSum exact_;
 
   double exposed_s_ = 0;
 };

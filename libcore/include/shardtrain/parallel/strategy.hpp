@@ -63,7 +63,7 @@ class TrainingStrategy {
 // What make_strategy needs besides the model and optimizer configs.
 struct StrategyOptions {
   int zero_stage = 0;           // 0: DDP; 1, 2, 3: ZeRO (validated where the options enter: run_training)
-  bool deterministic = false;   // canonical reduction tree (contract 2)
+  bool deterministic = false;   // exact order-independent sums (contract 2, exact_sum.hpp)
   double bucket_mb = 4.0;       // DDP gradient buckets
   int micro_batch = 1;          // sequences per forward (activation buffers)
   int grad_accum = 1;           // micro-batches per rank per step

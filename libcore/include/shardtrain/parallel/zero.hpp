@@ -1,7 +1,7 @@
 // ZeRO stages 1-3 (fsdp-train): the model state sharded over the data-parallel ranks.
 //
 //   stage 1: AdamW moments sharded. Every rank keeps full parameters and gradients; gradients are
-//            reduce-scattered (fast) or canonically all-reduced (deterministic) per unit, each rank
+//            reduce-scattered per unit (fp32 in fast mode, exact 64-bit sums in deterministic mode), each rank
 //            updates its shard of the parameters with its shard of the moments, then an all-gather
 //            per unit restores the full parameters.
 //   stage 2: gradients sharded too: a unit's gradient lives in a transient unsharded buffer from
@@ -21,11 +21,12 @@
 // computes the chunk sums of its shards, they are all-gathered and added left to right per unit,
 // then units in order, exactly as grad_norm_squared does over a full buffer.
 //
-// Deterministic mode (contract 2): per unit, the local micro-batches' gradients are summed in the
-// same binary counter as GradientReducer (left + right), then the unit's padded buffer goes
-// through Communicator::all_reduce_canonical (whose per-element sums do not depend on how the
-// buffer is split) and each rank keeps its slice; with the sharded norm above and the same
-// elementwise AdamW, ZeRO-1/2/3 at any power-of-two W are bitwise equal to DDP at W = 1.
+// Deterministic mode (contract 2): per unit, each micro-batch's gradient joins the unit's exact
+// fixed-point sum (exact_sum.hpp, the rule DDP uses, one segment per unit); after the last
+// micro-batch the ranks agree the per-chunk grids (a small blocking all-gather), reduce-scatter
+// the 64-bit words asynchronously and each decodes its slice to fp32. With the sharded norm above
+// and the same elementwise AdamW, ZeRO-1/2/3 at any W and accumulation count are bitwise equal to
+// DDP at W = 1 with the same global batch and micro-batch.
 //
 // Checkpoints: each rank writes its shard's pieces of every logical tensor (params, both moments;
 // padding left out), so DDP and ZeRO runs resume from each other's checkpoints (contract 3).

@@ -1,6 +1,6 @@
 // The training job behind ddp-train and fsdp-train: data selection and loading, the model on a
 // backend, data parallelism over the MPI ranks (strategy.hpp: DDP's bucketed all-reduce overlapped
-// with backward or the deterministic canonical tree, or a ZeRO stage), the step loop with per-step
+// with backward or deterministic mode's exact sums, or a ZeRO stage), the step loop with per-step
 // lines, per-rank JSONL step logs, periodic hold-out evaluation, replica checks, checkpoints and
 // resume, and the run summary (rank 0). It runs as phases -- set-up, resume, step loop (with
 // evaluation), finish -- one private file each under libcore/src/train/ (trainer.cpp lists them).
@@ -47,7 +47,7 @@ struct TrainOptions {
   int eval_samples = 64;         // hold-out samples per evaluation (spread over owner slices)
   double peak_flop_per_s = 0;    // MFU denominator (FLOP/s per rank); 0 measures the backend's matmul peak at start
   // Data parallelism (all ranks of MPI_COMM_WORLD form the data-parallel group).
-  bool deterministic = false;    // canonical reduction tree: bitwise independent of the rank count
+  bool deterministic = false;    // exact gradient sums (exact_sum.hpp): bitwise independent of W and grad_accum
   int zero_stage = 0;            // 0: DDP (full replicas); 1, 2, 3: ZeRO (strategy.hpp)
   int tp = 1;                    // tensor-parallel degree T: W = DP x T ranks, TP ranks adjacent
   bool reshard_after_forward = true;  // ZeRO-3: free a gathered unit after its forward
