@@ -57,7 +57,7 @@ TEST_CASE("state layout: every element of every state tensor has exactly one own
     }
 }
 
-TEST_CASE("state layout: ZeRO pieces lie in the rank's shard; stages 1-3 agree; DDP W=1 is whole tensors", "[reshard]") {
+TEST_CASE("state layout: ZeRO pieces lie in the rank's shard, stages 1-3 agree, DDP W=1 is whole tensors", "[reshard]") {
   const ParameterRegistry reg(awkward_config());
   const int world = 3;
   for (int r = 0; r < world; ++r) {
