@@ -159,7 +159,7 @@ TEST_CASE("exact sum: bitwise the same over 1, 2, 3 and 4 ranks and any accumula
   CHECK(differs_from_float_sum > 0);
 }
 
-TEST_CASE("exact sum: a spread beyond the 64-bit bound is refused on every rank; Inf and NaN decode to NaN",
+TEST_CASE("exact sum: a spread beyond the 64-bit bound is refused on every rank, Inf and NaN decode to NaN",
           "[mpi][exact]") {
   auto world = exact_world("exact-bound");
   const int W = world->size();
