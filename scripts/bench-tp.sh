@@ -7,9 +7,9 @@
 #      W = 2 exceeds and that both TP=2 and ZeRO-3 fit (the budget is set from the tools' own
 #      refusals: 2% above the larger of the two estimates); both trained under it at W = 2, their
 #      throughput and per-rank peak bytes (the strategies' memory reports) side by side.
-# Prints one row per round and the medians. ROUNDS defaults to 3.
+# Prints one row per round and the medians. ROUNDS defaults to 3; PART=1 or PART=2 runs one part.
 #
-# Usage: scripts/bench-tp.sh [ROUNDS]
+# Usage: [PART=1|2] scripts/bench-tp.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
 common=("${foundation[@]}" --steps 30 --global-batch 16)
@@ -18,6 +18,7 @@ med() { json "$1/summary.json" "d['per_rank_medians']['$2']['max']"; }
 peak() {  # the largest per-rank total of the memory report, bytes
   json "$1/summary.json" "max(sum(r.get(k, 0) for k in ('model_state', 'gathered', 'communication', 'activations')) for r in d['memory_bytes_by_rank'])"
 }
+if [ "${PART:-all}" != 2 ]; then
 printf '# (1) foundation configuration, W = 2: tokens/s (median step after warm-up)\n'
 printf '%-6s %10s %10s %7s %9s %9s %8s\n' round dp2_tp1 dp1_tp2 ratio tp_comm tp_exp step
 for r in $(seq 1 "$rounds"); do
@@ -34,21 +35,24 @@ import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]
 print(f"median over {len(rows)} rounds: (DP=1,TP=2) / (DP=2,TP=1) = {st.median(float(r[3]) for r in rows):.3f}")
 PY
+fi
+[ "${PART:-all}" != 1 ] || exit 0
 
 wide=(--data "$here/data/fortunes.h5" --layers 4 --d-model 512 --heads 8 --seq-len 256 --micro-batch 4
       --threads 1 --log-every 1000 --steps 12 --global-batch 8)
-need() {  # need TOOL [options]: the bytes per rank the tool's --memory-budget refusal names
-  mpirun -np 2 "$build/bin/$1" "${wide[@]}" "${@:2}" --memory-budget 1 --run-dir "$tmp/probe" 2>&1 |
+need() {  # need [options]: the bytes per rank fsdp-train's --memory-budget refusal names
+  mpirun -np 2 "$build/bin/fsdp-train" "${wide[@]}" "$@" --memory-budget 1 --run-dir "$tmp/probe" 2>&1 |
     grep -o 'needs [0-9]* bytes' | head -1 | grep -o '[0-9]*'
 }
-ddp=$(need ddp-train) tp2=$(need ddp-train --tp 2) z3=$(need fsdp-train --zero-stage 3)
+# (--memory-budget is fsdp-train's; --zero-stage 0 there is DDP, the same strategy as ddp-train's)
+ddp=$(need --zero-stage 0) tp2=$(need --zero-stage 0 --tp 2) z3=$(need --zero-stage 3)
 budget=$(python3 -c "print(int(max($tp2, $z3) * 1.02))")
 printf '\n# (2) d_model 512, 4 layers, 8 heads, W = 2, --memory-budget %s bytes (estimates: DDP %s, TP=2 %s, ZeRO-3 %s)\n' \
   "$budget" "$ddp" "$tp2" "$z3"
 [ "$ddp" -gt "$budget" ] || echo "note: DDP fits this budget too (the model is too small for the comparison)"
 printf '%-6s %10s %12s %10s %12s\n' round tp2_tok/s tp2_peak z3_tok/s z3_peak
 for r in $(seq 1 "$rounds"); do
-  mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${wide[@]}" --tp 2 --memory-budget "$budget" \
+  mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${wide[@]}" --zero-stage 0 --tp 2 --memory-budget "$budget" \
     --run-dir "$tmp/wtp_$r" >/dev/null 2>&1
   mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${wide[@]}" --zero-stage 3 --memory-budget "$budget" \
     --run-dir "$tmp/wz3_$r" >/dev/null 2>&1
