@@ -3,8 +3,8 @@
 #  (1) throughput at W = 2, foundation configuration (d_model 256, 4 layers, 4 heads, seq_len 256,
 #      micro-batch 8, one thread per rank, global batch 16): (DP=2, TP=1) against (DP=1, TP=2),
 #      alternating per round, with the TP group's collective time and its exposed share of the step;
-#  (2) memory: a wider model (d_model 512, 4 layers, 8 heads) under a --memory-budget that DDP at
-#      W = 2 exceeds and that both TP=2 and ZeRO-3 fit (the budget is set from the tools' own
+#  (2) memory: a wider model (d_model 512, 4 layers, 8 heads) under a --memory-budget that ZeRO-1 at
+#      W = 2 exceeds and that both TP=2 (ZeRO-1 over DP = 1: the whole local state) and ZeRO-3 fit (the budget is set from the tools' own
 #      refusals: 2% above the larger of the two estimates); both trained under it at W = 2, their
 #      throughput and per-rank peak bytes (the strategies' memory reports) side by side.
 # Prints one row per round and the medians. ROUNDS defaults to 3; PART=1 or PART=2 runs one part.
@@ -44,15 +44,17 @@ need() {  # need [options]: the bytes per rank fsdp-train's --memory-budget refu
   mpirun -np 2 "$build/bin/fsdp-train" "${wide[@]}" "$@" --memory-budget 1 --run-dir "$tmp/probe" 2>&1 |
     grep -o 'needs [0-9]* bytes' | head -1 | grep -o '[0-9]*'
 }
-# (--memory-budget is fsdp-train's; --zero-stage 0 there is DDP, the same strategy as ddp-train's)
-ddp=$(need --zero-stage 0) tp2=$(need --zero-stage 0 --tp 2) z3=$(need --zero-stage 3)
+# (--memory-budget is fsdp-train's. The TP side runs ZeRO-1 over its single DP rank, which keeps the
+# whole local state like DDP, tracked by the same allocator as ZeRO-3's; the reference that must NOT
+# fit is ZeRO-1 without TP at W = 2.)
+ddp=$(need --zero-stage 1) tp2=$(need --zero-stage 1 --tp 2) z3=$(need --zero-stage 3)
 budget=$(python3 -c "print(int(max($tp2, $z3) * 1.02))")
-printf '\n# (2) d_model 512, 4 layers, 8 heads, W = 2, --memory-budget %s bytes (estimates: DDP %s, TP=2 %s, ZeRO-3 %s)\n' \
+printf '\n# (2) d_model 512, 4 layers, 8 heads, W = 2, --memory-budget %s bytes (estimates: ZeRO-1 %s, ZeRO-1 x TP=2 %s, ZeRO-3 %s)\n' \
   "$budget" "$ddp" "$tp2" "$z3"
-[ "$ddp" -gt "$budget" ] || echo "note: DDP fits this budget too (the model is too small for the comparison)"
+[ "$ddp" -gt "$budget" ] || echo "note: ZeRO-1 without TP fits this budget too (the model is too small for the comparison)"
 printf '%-6s %10s %12s %10s %12s\n' round tp2_tok/s tp2_peak z3_tok/s z3_peak
 for r in $(seq 1 "$rounds"); do
-  mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${wide[@]}" --zero-stage 0 --tp 2 --memory-budget "$budget" \
+  mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${wide[@]}" --zero-stage 1 --tp 2 --memory-budget "$budget" \
     --run-dir "$tmp/wtp_$r" >/dev/null 2>&1
   mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${wide[@]}" --zero-stage 3 --memory-budget "$budget" \
     --run-dir "$tmp/wz3_$r" >/dev/null 2>&1
