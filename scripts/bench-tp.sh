@@ -42,12 +42,13 @@ wide=(--data "$here/data/fortunes.h5" --layers 4 --d-model 512 --heads 8 --seq-l
       --threads 1 --log-every 1000 --steps 12 --global-batch 8)
 need() {  # need [options]: the bytes per rank fsdp-train's --memory-budget refusal names
   mpirun -np 2 "$build/bin/fsdp-train" "${wide[@]}" "$@" --memory-budget 1 --run-dir "$tmp/probe" 2>&1 |
-    grep -o 'needs [0-9]* bytes' | head -1 | grep -o '[0-9]*'
+    grep -o 'needs [0-9]* bytes' | head -1 | grep -o '[0-9]*' || true  # the refusal exits 2 by design
 }
 # (--memory-budget is fsdp-train's. The TP side runs ZeRO-1 over its single DP rank, which keeps the
 # whole local state like DDP, tracked by the same allocator as ZeRO-3's; the reference that must NOT
 # fit is ZeRO-1 without TP at W = 2.)
 ddp=$(need --zero-stage 1) tp2=$(need --zero-stage 1 --tp 2) z3=$(need --zero-stage 3)
+[ -n "$ddp" ] && [ -n "$tp2" ] && [ -n "$z3" ] || { echo "bench-tp.sh: a --memory-budget probe named no bytes" >&2; exit 1; }
 budget=$(python3 -c "print(int(max($tp2, $z3) * 1.02))")
 printf '\n# (2) d_model 512, 4 layers, 8 heads, W = 2, --memory-budget %s bytes (estimates: ZeRO-1 %s, ZeRO-1 x TP=2 %s, ZeRO-3 %s)\n' \
   "$budget" "$ddp" "$tp2" "$z3"
