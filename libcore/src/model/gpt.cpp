@@ -45,7 +45,10 @@ GptModel::GptModel(Backend& backend, const ModelConfig& config, int max_batch, b
   logits_ = DeviceArray<float>(backend, N * vocab_local_);
   losses_ = DeviceArray<float>(backend, N);
   scratch_ = DeviceArray<float>(backend, N * C);
-  if (tp_) ce_stats_ = DeviceArray<float>(backend, 2 * N);
+  if (tp_) {
+    ce_stats_ = DeviceArray<float>(backend, 2 * N);
+    ce_max_ = DeviceArray<float>(backend, N);
+  }
   layers_.resize(config.n_layer);
   for (auto& a : layers_) {
     a.ln1 = DeviceArray<float>(backend, N * C);
@@ -219,9 +222,8 @@ double GptModel::vocab_parallel_loss(float dloss_scale) {
   std::vector<float> global_max(every.begin(), every.begin() + std::ptrdiff_t(N));  // TP rank 0's, then the rest
   for (std::size_t r = 1; r < T; ++r)
     for (std::size_t i = 0; i < N; ++i) global_max[i] = std::max(global_max[i], every[r * N + i]);
-  DeviceArray<float> max_on_device(backend_, N);
-  max_on_device.upload(global_max.data(), N);
-  backend_.crossentropy_slice_exp(ce_stats_.data(), logits_.data(), max_on_device.data(), targets_.data(), N,
+  ce_max_.upload(global_max.data(), N);
+  backend_.crossentropy_slice_exp(ce_stats_.data(), logits_.data(), ce_max_.data(), targets_.data(), N,
                                   vocab_local_, vocab_valid_, vocab_begin_);
   tp_sum(ce_stats_.data(), 2 * N);  // sums of exponentials, target terms
   std::vector<float> stats(2 * N);
@@ -311,18 +313,18 @@ double GptModel::eval_micro_batch(const int32_t* tokens, int batch) {
 // Per layer: ln1, res2, ln2, res3 (N*C each, replicated under TP), qkv 3AC, atty AC, fch and
 // fch_gelu 4C/T each, four LayerNorm statistics (N), the attention probabilities B*NH/T*T*T.
 // Global: encoded, lnf, scratch, dresidual, dln (N*C), datty AC, dqkv 3AC, dgelu and dfch 4C/T,
-// lnf statistics and losses (3N), the logits N*Vp/T and under TP the cross-entropy statistics 2N.
+// lnf statistics and losses (3N), the logits N*Vp/T and under TP the cross-entropy statistics 3N.
 std::size_t GptModel::activation_bytes_for(const ModelConfig& config, int max_batch, int tp) {
   const std::size_t B = max_batch, T = config.seq_len, C = config.d_model, NH = std::size_t(config.n_head) / tp,
                     N = B * T, AC = C / tp, F = 4 * C / tp, V = std::size_t(padded_vocab(config, tp)) / tp;
   const std::size_t per_layer = 4 * N * C + 4 * N * AC + 2 * N * F + 4 * N + B * NH * T * T;
-  const std::size_t global = 5 * N * C + 4 * N * AC + 2 * N * F + 3 * N + N * V + (tp > 1 ? 2 * N : 0);
+  const std::size_t global = 5 * N * C + 4 * N * AC + 2 * N * F + 3 * N + N * V + (tp > 1 ? 3 * N : 0);
   return (global + per_layer * std::size_t(config.n_layer)) * sizeof(float);
 }
 
 std::size_t GptModel::activation_bytes() const {
   std::size_t bytes = encoded_.bytes() + lnf_.bytes() + lnf_mean_.bytes() + lnf_rstd_.bytes() + logits_.bytes() +
-                      losses_.bytes() + ce_stats_.bytes() + scratch_.bytes() + dresidual_.bytes() + dln_.bytes() + datty_.bytes() +
+                      losses_.bytes() + ce_stats_.bytes() + ce_max_.bytes() + scratch_.bytes() + dresidual_.bytes() + dln_.bytes() + datty_.bytes() +
                       dqkv_.bytes() + dgelu_.bytes() + dfch_.bytes();
   for (const auto& a : layers_)
     bytes += a.ln1.bytes() + a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +

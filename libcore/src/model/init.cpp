@@ -55,18 +55,11 @@ void init_tensor_range(const ParameterInfo& info, std::uint64_t seed, int n_laye
 
 void init_flat_range(const ParameterRegistry& registry, std::uint64_t seed, int n_layer, std::size_t begin,
                      std::size_t count, float* out) {
-  const std::size_t end = begin + count;
   for (std::size_t i = 0; i < count; ++i) out[i] = 0.0f;  // padding stays 0
-  for (const auto& t : registry.tensors()) {
-    if (t.offset + t.numel <= begin || t.offset >= end) continue;
-    for (const LogicalRun& run : registry.runs(t)) {
-      const std::size_t lo = std::max(begin, t.offset + run.local_offset);
-      const std::size_t hi = std::min(end, t.offset + run.local_offset + run.count);
-      if (lo >= hi) continue;
-      const std::size_t into_run = lo - (t.offset + run.local_offset);
-      init_tensor_range(t, seed, n_layer, run.logical_offset + into_run, hi - lo, out + (lo - begin));
-    }
-  }
+  registry.for_each_logical_piece(begin, begin + count, [&](const ParameterInfo& t, std::size_t local,
+                                                           std::size_t logical, std::size_t n) {
+    init_tensor_range(t, seed, n_layer, logical, n, out + (local - begin));
+  });
 }
 
 std::vector<float> init_parameters(const ParameterRegistry& registry, std::uint64_t seed, int n_layer) {

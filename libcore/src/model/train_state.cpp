@@ -64,27 +64,23 @@ std::vector<ckpt::PieceView> tensor_parallel_pieces(const ParameterRegistry& reg
 void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
                       const std::string& prefix, std::size_t begin, std::size_t end, float* out) {
   for (std::size_t i = begin; i < end; ++i) out[i - begin] = 0.0f;  // padding
+  // A row-parallel weight is a run per row: read it whole once, then slice.
   std::vector<float> whole;
-  for (const auto& t : registry.tensors()) {
-    if (t.offset + t.numel <= begin || t.offset >= end) continue;
+  const ParameterInfo* whole_of = nullptr;
+  registry.for_each_logical_piece(begin, end, [&](const ParameterInfo& t, std::size_t local, std::size_t logical,
+                                                  std::size_t n) {
     const std::string name = prefix + t.name;
-    const auto runs = registry.runs(t);
-    const bool read_whole = runs.size() > 3;  // a run per row: one read of the tensor, then slices
-    if (read_whole) {
+    if (t.split != TpSplit::kColumns) {
+      reader.read_range(name, std::int64_t(logical), std::int64_t(n), out + (local - begin));
+      return;
+    }
+    if (whole_of != &t) {
       whole.resize(t.logical_numel());
       reader.read(name, whole.data());
+      whole_of = &t;
     }
-    for (const auto& run : runs) {
-      const std::size_t lo = std::max(begin, t.offset + run.local_offset);
-      const std::size_t hi = std::min(end, t.offset + run.local_offset + run.count);
-      if (lo >= hi) continue;
-      const std::size_t logical = run.logical_offset + (lo - t.offset - run.local_offset);
-      if (read_whole)
-        std::copy(whole.begin() + logical, whole.begin() + logical + (hi - lo), out + (lo - begin));
-      else
-        reader.read_range(name, std::int64_t(logical), std::int64_t(hi - lo), out + (lo - begin));
-    }
-  }
+    std::copy(whole.begin() + std::ptrdiff_t(logical), whole.begin() + std::ptrdiff_t(logical + n), out + (local - begin));
+  });
 }
 
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state) {

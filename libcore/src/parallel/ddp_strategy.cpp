@@ -25,8 +25,7 @@ class DdpStrategy final : public TrainingStrategy {
         reducer_(backend, comm, model_.registry(), model_.grads().data(),
                  options.deterministic ? ReductionMode::kDeterministic : ReductionMode::kFast,
                  static_cast<std::size_t>(options.bucket_mb * 1024 * 1024), options.grad_accum),
-        deterministic_(options.deterministic),
-        options_micro_batch_(options.micro_batch) {
+        deterministic_(options.deterministic) {
     runner_.set_reducer(&reducer_);
     if (backend.device() != DeviceKind::kCpu) {  // host staging for checkpoints on a device backend
       const std::size_t n = model_.registry().total();
@@ -82,7 +81,7 @@ class DdpStrategy final : public TrainingStrategy {
     if (!model_.place().split()) return fn(model_);
     // TP: the TP group of DP rank 0 gathers its shards; its TP rank 0 (world rank 0) assembles
     // the logical parameters into an unsplit model.
-    std::unique_ptr<GptModel> full = gather_tensor_parallel_model(model_, options_micro_batch_);
+    std::unique_ptr<GptModel> full = gather_tensor_parallel_model(model_, model_.max_batch());
     if (full) fn(*full);
   }
 
@@ -115,7 +114,6 @@ class DdpStrategy final : public TrainingStrategy {
   StepRunner runner_;
   GradientReducer reducer_;
   bool deterministic_;
-  int options_micro_batch_;
   std::vector<float> host_params_, host_m_, host_v_;
 };
 

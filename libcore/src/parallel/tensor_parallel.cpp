@@ -23,16 +23,20 @@ std::vector<float> logical_from_tensor_parallel(const ModelConfig& config, int t
   return flat;
 }
 
+std::unique_ptr<GptModel> gather_tensor_parallel_model(Communicator& tp, Backend& backend, const ModelConfig& config,
+                                                       const std::vector<float>& local_params, int micro_batch) {
+  std::vector<float> every(local_params.size() * std::size_t(tp.size()));
+  tp.all_gather(local_params.data(), every.data(), local_params.size());
+  if (tp.rank() != 0) return nullptr;
+  auto full = std::make_unique<GptModel>(backend, config, micro_batch);
+  full->set_parameters(logical_from_tensor_parallel(config, tp.size(), every));
+  return full;
+}
+
 std::unique_ptr<GptModel> gather_tensor_parallel_model(GptModel& local, int micro_batch) {
   Communicator* tp = local.tensor_parallel_comm();
   if (!tp) throw Error(ExitCode::kInternal, "gather_tensor_parallel_model on an unsplit model");
-  const std::vector<float> mine = local.download_parameters();
-  std::vector<float> every(mine.size() * std::size_t(tp->size()));
-  tp->all_gather(mine.data(), every.data(), mine.size());
-  if (tp->rank() != 0) return nullptr;
-  auto full = std::make_unique<GptModel>(local.backend(), local.config(), micro_batch);
-  full->set_parameters(logical_from_tensor_parallel(local.config(), tp->size(), every));
-  return full;
+  return gather_tensor_parallel_model(*tp, local.backend(), local.config(), local.download_parameters(), micro_batch);
 }
 
 void check_tensor_parallel_replicas(Communicator& tp, const ParameterRegistry& registry,

@@ -99,14 +99,11 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
           if (t.split == TpSplit::kReplicated && place.rank != 0) return;
           const float* data = state_ptr(k, u, lo);
-          for (const LogicalRun& run : model_.registry().runs(t)) {
-            const std::size_t a = std::max(lo, t.offset + run.local_offset);
-            const std::size_t b = std::min(hi, t.offset + run.local_offset + run.count);
-            if (a < b)
-              pieces.push_back({kStateTensorPrefixes[k] + t.name,
-                                std::int64_t(run.logical_offset + (a - t.offset - run.local_offset)),
-                                std::int64_t(b - a), data + (a - lo)});
-          }
+          model_.registry().for_each_logical_piece(lo, hi, [&](const ParameterInfo&, std::size_t local,
+                                                               std::size_t logical, std::size_t n) {
+            pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(logical), std::int64_t(n),
+                              data + (local - lo)});
+          });
         });
       return pieces;
     }
@@ -133,9 +130,11 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     // of every TP position assembles its local model, and its TP group gathers the shards into the
     // unsplit model on world rank 0.
     std::unique_ptr<GptModel> full;
-    if (comm_.rank() == 0)
-      full = tp_ ? std::make_unique<GptModel>(backend_, model_.config(), micro_batch_, true, tp_)
-                 : std::make_unique<GptModel>(backend_, model_.config(), micro_batch_);
+    std::vector<float> local;  // TP: this rank's local parameters, host
+    if (comm_.rank() == 0) {
+      if (tp_) local.resize(model_.registry().total());
+      else full = std::make_unique<GptModel>(backend_, model_.config(), micro_batch_);
+    }
     const auto& units = layout_.units();
     DeviceArray<float> tmp;
     for (std::size_t u = 0; u < units.size(); ++u) {
@@ -149,8 +148,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         src = tmp.data();
       }
       if (full) backend_.copy_bytes(full->params().data() + s.begin, src, s.size() * sizeof(float));
+      if (!local.empty()) backend_.download_bytes(local.data() + s.begin, src, s.size() * sizeof(float));
     }
-    if (full && tp_) full = gather_tensor_parallel_model(*full, micro_batch_);
+    if (!local.empty()) full = gather_tensor_parallel_model(*tp_, backend_, model_.config(), local, micro_batch_);
     if (full) fn(*full);
   }
 

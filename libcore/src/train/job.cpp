@@ -109,10 +109,7 @@ std::unique_ptr<Communicator> make_job_comm(const TrainOptions& o, const DeviceP
 
 // Collective: the DP x TP mesh (job.hpp). The splits inherit the job group's options and faults.
 Mesh make_mesh(Communicator& world, int tp) {
-  Mesh mesh;
-  if (world.size() % tp != 0)
-    throw UsageError("--tp " + std::to_string(tp) + " does not divide the world of " + std::to_string(world.size()) +
-                     " ranks; launch a multiple of " + std::to_string(tp) + " ranks (W = DP x TP)");
+  Mesh mesh;  // validate_tensor_parallel has checked that tp divides the world
   mesh.tp_size = tp;
   mesh.dp_size = world.size() / tp;
   mesh.tp_rank = world.rank() % tp;

@@ -163,6 +163,7 @@ class GptModel {
   DeviceArray<int32_t> inputs_, targets_;
   DeviceArray<float> encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, scratch_;
   DeviceArray<float> ce_stats_;  // vocab-parallel cross-entropy: row maxima, then (sum exp, target)
+  DeviceArray<float> ce_max_;    // the group's row maxima
   std::vector<LayerActivations> layers_;
   // Backward scratch.
   DeviceArray<float> dresidual_, dln_, datty_, dqkv_, dgelu_, dfch_;

@@ -117,6 +117,22 @@ class ParameterRegistry {
   const TensorParallelPlace& place() const { return place_; }
   // logical_runs of a tensor of this registry.
   std::vector<LogicalRun> runs(const ParameterInfo& info) const { return logical_runs(info, place_); }
+  // fn(tensor, local, logical, count) for every piece of a logical run inside the LOCAL flat range
+  // [begin, end), in flat order: `local` is the piece's first flat (registry) index, `logical` its
+  // first element in the logical tensor. Padding elements are in no piece. The one walk behind
+  // layout-independent init, checkpoint pieces and restores under tensor parallelism.
+  template <typename Fn>
+  void for_each_logical_piece(std::size_t begin, std::size_t end, Fn&& fn) const {
+    for (const auto& t : tensors_) {
+      if (t.offset + t.numel <= begin || t.offset >= end) continue;
+      for (const LogicalRun& run : runs(t)) {
+        const std::size_t first = t.offset + run.local_offset;
+        const std::size_t lo = begin > first ? begin : first;
+        const std::size_t hi = end < first + run.count ? end : first + run.count;
+        if (lo < hi) fn(t, lo, run.logical_offset + (lo - first), hi - lo);
+      }
+    }
+  }
 
  private:
   std::size_t add(const std::string& name, std::vector<std::int64_t> logical_shape, bool decay, InitKind init,

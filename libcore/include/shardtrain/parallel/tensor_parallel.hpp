@@ -16,6 +16,10 @@ namespace shardtrain {
 // same backend, which is returned; the other ranks get nullptr. Transient memory on every rank of
 // the group: the T local parameter vectors (the whole model once).
 std::unique_ptr<GptModel> gather_tensor_parallel_model(GptModel& local, int micro_batch);
+// The same from this rank's local parameter vector (host, its registry order), for a layout that
+// holds no local model of its own (ZeRO assembles the vector from its shards).
+std::unique_ptr<GptModel> gather_tensor_parallel_model(Communicator& tp, Backend& backend, const ModelConfig& config,
+                                                       const std::vector<float>& local_params, int micro_batch);
 
 // The logical flat parameters (the unsplit registry's order) from the T ranks' local vectors
 // `every` (rank r's at r * local_total), for `config` split over T.
