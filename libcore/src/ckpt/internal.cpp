@@ -121,7 +121,7 @@ std::string sha256_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError(path + ": cannot open for checksumming (" + std::strerror(errno) + ")");
   Sha256 hash;
-  std::vector<unsigned char> buf(8u << 20);
+  std::vector<unsigned char> buf(256u << 10);
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <ctime>
 #include <functional>
 #include <thread>
@@ -72,13 +74,18 @@ void check_name(const std::string& name) {
 
 // ---- one rank's file ---------------------------------------------------------------------------------
 
+// A rank file in two halves, so that a process writing several files (a one-process reshard) can
+// write file k+1 while file k is flushed and hashed: write_rank_data puts everything into the page
+// cache and sums the pieces from memory (after it returns, the caller may reuse the pieces'
+// buffers); seal_rank_file makes the file durable and records its SHA-256 and size.
 struct RankOutcome {
   FileRecord file;
+  std::string path;
   nlohmann::json pieces = nlohmann::json::array();  // [[tensor, offset, count, checksum], ...]
-  double write_s = 0, sync_s = 0;
+  double write_s = 0;
 };
 
-RankOutcome write_rank_file(const std::string& folder, int rank, int size, const CheckpointManifest& manifest,
+RankOutcome write_rank_data(const std::string& folder, int rank, int size, const CheckpointManifest& manifest,
                             const std::map<std::string, const TensorSpec*>& specs,
                             const std::vector<PieceView>& pieces) {
   for (const auto& p : pieces) {
@@ -94,7 +101,8 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
   RankOutcome out;
   out.file.name = rank_file_name(rank);
   out.file.rank = rank;
-  const std::string path = (fs::path(folder) / out.file.name).string();
+  out.path = (fs::path(folder) / out.file.name).string();
+  const std::string& path = out.path;
   const std::string what_to_do = " (disk full, quota or permission?): free space or fix the folder and save again";
   struct RawWrite {
     std::int64_t file_offset, bytes;
@@ -166,24 +174,27 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
     }
     if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
   }
-  out.write_s = phase_clock.lap();
+  for (const auto& p : pieces) {
+    if (p.count == 0) continue;
+    const TensorSpec& spec = *specs.at(p.tensor);
+    out.pieces.push_back({p.tensor, p.offset, p.count, piece_checksum(p.data, p.count, spec.dtype, p.offset)});
+  }
+  out.write_s = phase_clock.seconds();
+  return out;
+}
 
-  // fsync in a helper thread while this thread hashes the file (from the page cache) and the pieces.
+// fsync on a helper thread while this one hashes the file from the page cache.
+void seal_rank_file(RankOutcome& out) {
   std::exception_ptr sync_error;
   std::thread syncer([&] {
     try {
-      fsync_path(path);
+      fsync_path(out.path);
     } catch (...) {
       sync_error = std::current_exception();
     }
   });
   try {
-    out.file.sha256 = detail::sha256_file(path);
-    for (const auto& p : pieces) {
-      if (p.count == 0) continue;
-      const TensorSpec& spec = *specs.at(p.tensor);
-      out.pieces.push_back({p.tensor, p.offset, p.count, piece_checksum(p.data, p.count, spec.dtype, p.offset)});
-    }
+    out.file.sha256 = detail::sha256_file(out.path);
   } catch (...) {
     syncer.join();
     throw;
@@ -191,10 +202,8 @@ RankOutcome write_rank_file(const std::string& folder, int rank, int size, const
   syncer.join();
   if (sync_error) std::rethrow_exception(sync_error);
   std::error_code ec;
-  out.file.bytes = std::int64_t(fs::file_size(path, ec));
-  if (ec) throw IoError(path + ": cannot stat after writing: " + ec.message());
-  out.sync_s = phase_clock.seconds();
-  return out;
+  out.file.bytes = std::int64_t(fs::file_size(out.path, ec));
+  if (ec) throw IoError(out.path + ": cannot stat after writing: " + ec.message());
 }
 
 // ---- the index (rank 0) ---------------------------------------------------------------------------------
@@ -432,14 +441,29 @@ SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointMa
   nlohmann::json report = nlohmann::json::array();
   try {
     if (!local_error.empty()) throw_encoded(local_error);  // this rank's arguments differ from rank 0's
+    // File k is sealed (fsync + SHA-256) on a helper while file k+1 is read and written; at most
+    // one seal is outstanding. A std::async future waits in its destructor, so an exception here
+    // never leaves a seal running on a file being removed.
+    std::deque<RankOutcome> outcomes;  // stable addresses for the helper
+    std::future<void> sealing;
+    auto wait_for_seal = [&] {
+      if (!sealing.valid()) return;
+      const Stopwatch wait_clock;
+      sealing.get();
+      result.sync_s += wait_clock.seconds();
+    };
     for (int file = rank; file < writers; file += size) {
-      const RankOutcome out = write_rank_file(tmp, file, writers, manifest, specs, pieces_of(file));
+      outcomes.push_back(write_rank_data(tmp, file, writers, manifest, specs, pieces_of(file)));
+      result.write_s += outcomes.back().write_s;
+      wait_for_seal();
+      sealing = std::async(std::launch::async, [&out = outcomes.back()] { seal_rank_file(out); });
+    }
+    wait_for_seal();
+    for (const auto& out : outcomes) {
       result.bytes_local += out.file.bytes;
-      result.write_s += out.write_s;
-      result.sync_s += out.sync_s;
-      report.push_back(
-          {{"file", {{"name", out.file.name}, {"rank", file}, {"bytes", out.file.bytes}, {"sha256", out.file.sha256}}},
-           {"pieces", out.pieces}});
+      report.push_back({{"file", {{"name", out.file.name}, {"rank", out.file.rank}, {"bytes", out.file.bytes},
+                                  {"sha256", out.file.sha256}}},
+                        {"pieces", out.pieces}});
     }
   } catch (const std::exception& e) {
     report = {{"ok", false}, {"kind", dynamic_cast<const UsageError*>(&e) ? "usage" : "io"},

@@ -62,8 +62,9 @@ struct SaveResult {
   std::int64_t step = 0;
   std::int64_t bytes_local = 0;
   std::int64_t bytes_total = 0;
-  double write_s = 0;          // this rank: HDF5 create + write + close (to the page cache)
-  double sync_s = 0;           // this rank: fsync overlapped with SHA-256 and piece checksums
+  double write_s = 0;          // this rank: HDF5 create + write + close (to the page cache) + piece checksums
+  double sync_s = 0;           // this rank: waiting for fsync overlapped with the file's SHA-256 (with several
+                               // files, file k's runs while file k+1 is written; only the wait counts)
   double commit_s = 0;         // gather, index, renames (rank 0), waiting for rank 0 (others)
   double total_s = 0;          // whole collective call on this rank
   double snapshot_s = 0;       // async only: the host copy (the training stall), else 0
@@ -83,7 +84,7 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest
 // The same commit protocol with `writers` rank files that need not be one per process: process
 // `comm.rank()` writes rank files r = comm.rank(), comm.rank() + comm.size(), ... (< writers), calling
 // pieces_of(r) for each just before writing it (the returned data must stay valid until the next
-// call or the return). So one process can write a checkpoint laid out for W ranks, or W processes
+// call or the return). File r is flushed and hashed while file r + comm.size() is read and written. So one process can write a checkpoint laid out for W ranks, or W processes
 // one file each (ckpt-reshard). manifest.writers = writers; bytes_local, write_s and sync_s sum
 // this process's files. save_checkpoint is this with writers = comm.size() and pieces_of = its pieces.
 SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointManifest& manifest,
