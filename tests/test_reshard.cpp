@@ -81,9 +81,58 @@ TEST_CASE("state layout: ZeRO pieces lie in the rank's shard, stages 1-3 agree, 
   const auto whole = owned_state_pieces(reg, {1, 0}, 0);
   REQUIRE(whole.size() == 3 * reg.tensors().size());
   for (const auto& p : whole) CHECK((p.offset == 0 && p.count == std::int64_t(reg.tensors()[p.tensor].numel)));
-  CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1, 2}, 0), UsageError);  // tensor parallelism: not yet
+  CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1, 2}, 0), UsageError);  // tp 2 needs rank 0's TP-shard registry
+  CHECK_THROWS_AS(owned_state_pieces(reg, {3, 1, 2}, 0), UsageError);  // tp 2 does not divide 3 ranks
   CHECK_THROWS_AS(owned_state_pieces(reg, {2, 4}, 0), UsageError);
   CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1}, 2), UsageError);
+}
+
+TEST_CASE("state layout, tensor parallel: every logical element has exactly one owner; pieces are local runs", "[reshard][tp]") {
+  ModelConfig c = awkward_config();
+  c.n_head = 4;  // splits 2 and 4 ways; vocab 97 is padded (the padding rows belong to no piece)
+  const ParameterRegistry full(c);
+  const auto specs = checkpoint_tensors(full);
+  const std::size_t n = full.tensors().size();
+  for (int tp : {2, 4})
+    for (int stage = 0; stage <= 3; ++stage)
+      for (int dp : {1, 2, 3}) {
+        const StateLayout layout{dp * tp, stage, tp};
+        std::vector<ParameterRegistry> local;
+        for (int t = 0; t < tp; ++t) local.emplace_back(c, TensorParallelPlace{tp, t});
+        std::vector<std::vector<int>> owners(specs.size());
+        for (std::size_t i = 0; i < specs.size(); ++i) owners[i].assign(std::size_t(specs[i].numel()), 0);
+        for (int r = 0; r < layout.world; ++r) {
+          const ParameterRegistry& reg = local[std::size_t(r % tp)];
+          for (const auto& p : owned_state_pieces(reg, layout, r)) {
+            REQUIRE(p.count > 0);
+            const ParameterInfo& t = reg.tensors()[p.tensor];
+            REQUIRE(t.name == full.tensors()[p.tensor].name);
+            // The piece is contiguous in the local buffer and inside the local tensor...
+            REQUIRE(p.local >= t.offset);
+            REQUIRE(p.local + std::size_t(p.count) <= t.offset + t.numel);
+            // ...and inside one logical run, at the logical offset that run gives it.
+            bool in_run = false;
+            for (const auto& run : reg.runs(t)) {
+              const std::size_t first = t.offset + run.local_offset;
+              if (p.local >= first && p.local + std::size_t(p.count) <= first + run.count)
+                in_run = std::size_t(p.offset) == run.logical_offset + (p.local - first);
+            }
+            REQUIRE(in_run);
+            if (stage > 0 && t.split == TpSplit::kReplicated) REQUIRE(r % tp == 0);  // ZeRO: TP rank 0 writes replicas
+            auto& o = owners[std::size_t(p.kind) * n + p.tensor];
+            for (std::int64_t e = p.offset; e < p.offset + p.count; ++e) ++o[std::size_t(e)];
+          }
+        }
+        for (std::size_t i = 0; i < specs.size(); ++i)
+          for (int count : owners[i]) {
+            INFO("tp " << tp << ", stage " << stage << ", dp " << dp << ", tensor " << specs[i].name);
+            REQUIRE(count == 1);
+          }
+      }
+  // A registry of another TP place than the rank's is refused.
+  const ParameterRegistry shard1(c, TensorParallelPlace{2, 1});
+  CHECK_THROWS_AS(owned_state_pieces(shard1, {4, 1, 2}, 0), UsageError);
+  CHECK_NOTHROW(owned_state_pieces(shard1, {4, 1, 2}, 3));
 }
 
 TEST_CASE("bf16: round to nearest, ties to even, on hand-worked bit patterns", "[reshard]") {

@@ -19,7 +19,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--zero-stage", o.zero_stage, "Reshard: the target ZeRO stage, 0 (DDP) to 3 (default: the source's)")
       ->check(CLI::Range(0, 3));
-  app.add_option("--tp", o.tp, "Reshard: the tensor-parallel degree (only 1 in this version)")->capture_default_str();
+  app.add_option("--tp", o.tp, "Reshard: the target tensor-parallel degree T (W/T data-parallel ranks; TP ranks adjacent, as "
+                                 "ddp-train/fsdp-train --tp lay them out)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--consolidate", o.consolidate, "Write one self-contained HDF5 file, every logical tensor a plain dataset");
   app.add_option("--export", o.export_format, "Export the model weights: safetensors (Hugging Face GPT-2 names, "
                                               "Conv1D layout, tied lm_head) with config.json beside it");

@@ -9,9 +9,13 @@
 #      (consolidated -> W=4 ZeRO-3): every tensor bitwise, the trainer's own piece layout;
 #  (3) --inspect: OK on a good checkpoint; a flipped byte is named (exit 1); reshard refuses it (exit 2);
 #  (4) refusals with exit 2: existing --out, a world size the global batch cannot split into,
-#      --tp 2, --dtype bf16 on a reshard (a dtype loss on moments);
+#      a --tp not dividing --world or the model, --dtype bf16 on a reshard (a dtype loss on moments);
 #  (5) --export safetensors fp32 and bf16: scripts/check-gpt2-export.py rebuilds GPT-2 from the file
-#      and compares its logits with shardtrain's (tests/model_logits_helper.cpp).
+#      and compares its logits with shardtrain's (tests/model_logits_helper.cpp);
+#  (6) tensor-parallel targets: the W=4 ZeRO-3 source -> --world 4 --tp 2 --zero-stage 2 and
+#      --world 2 --tp 2 --zero-stage 0 (DDP x TP): the trainer resumed on that mesh from the resharded
+#      checkpoint continues BITWISE as from the original, and the rank files hold exactly the pieces
+#      that mesh's trainer writes itself; the TP layout resharded back to W=4 ZeRO-3: every tensor bitwise.
 #
 # Usage: ckpt_reshard.sh BIN_DIR WORK_DIR MODEL_LOGITS_HELPER
 BIN_DIR=$1 WORK=$2 HELPER=$3
@@ -19,9 +23,14 @@ BIN_DIR=$1 WORK=$2 HELPER=$3
 RESHARD="$BIN_DIR/ckpt-reshard"
 PY=/usr/bin/python3  # Debian's interpreter: python3-numpy (and python3-torch where installed)
 F=(--seq-len 32 --layers 2 --heads 2 --d-model 32 --global-batch 12 --micro-batch 1 --peak-gflops 100 --log-every 1000)
-ftrain() {  # ftrain NP RUN_DIR [fsdp-train options...]
-  local np=$1 dir=$2; shift 2
-  mpirun -np "$np" --oversubscribe "$BIN_DIR/fsdp-train" --data "$DATA" "${F[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1 ||
+ftrain() {  # ftrain NP RUN_DIR [fsdp-train options...]; --zero-stage 0 runs ddp-train (DDP) with the rest
+  local np=$1 dir=$2 tool=fsdp-train; shift 2
+  local args=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --zero-stage ] && [ "$2" = 0 ]; then tool=ddp-train; shift 2; else args+=("$1"); shift; fi
+  done
+  set -- "${args[@]}"
+  mpirun -np "$np" --oversubscribe "$BIN_DIR/$tool" --data "$DATA" "${F[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1 ||
     { local rc=$?; cat "$dir.log" >&2; return $rc; }
 }
 expect_exit() {  # expect_exit CODE PATTERN command...: runs it, checks the exit code and that stderr+stdout match
@@ -121,10 +130,11 @@ pass "--inspect names the corrupt rank file (exit 1); ckpt-reshard refuses it (e
 # (4) refusals.
 expect_exit 2 "exists" "$RESHARD" "$SRC" --world 2 --out "$WORK/r1"
 expect_exit 2 "global batch 12 is not a multiple of micro-batch 1 x 5" "$RESHARD" "$SRC" --world 5 --out "$WORK/w5"
-expect_exit 2 "^.*tensor-parallel layouts: not yet supported by ckpt-reshard" "$RESHARD" "$SRC" --world 2 --tp 2 --out "$WORK/tp2"
+expect_exit 2 "world 3 is not a multiple of --tp 2" "$RESHARD" "$SRC" --world 3 --tp 2 --out "$WORK/tp2"
+expect_exit 2 "heads" "$RESHARD" "$SRC" --world 4 --tp 4 --out "$WORK/tp4"
 expect_exit 2 "dtype loss on moments" "$RESHARD" "$SRC" --world 2 --dtype bf16 --out "$WORK/bf16"
-for d in w5 tp2 bf16; do [ ! -e "$WORK/$d" ] || fail "a refusal left $WORK/$d"; done
-pass "refusals: existing output, unsplittable world size, --tp 2, dtype loss on moments (exit 2, nothing written)"
+for d in w5 tp2 tp4 bf16; do [ ! -e "$WORK/$d" ] || fail "a refusal left $WORK/$d"; done
+pass "refusals: existing output, unsplittable world size, --tp not dividing W or the heads, dtype loss on moments (exit 2, nothing written)"
 
 # (5) export: GPT-2 safetensors, fp32 and bf16, against shardtrain's logits.
 mkdir -p "$WORK/e32" "$WORK/e16"
@@ -136,3 +146,24 @@ $PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e32" "$WORK/logi
 $PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e16" "$WORK/logits.safetensors" --bf16-of "$WORK/e32" ||
   fail "bf16 export check"
 pass "GPT-2 safetensors export: logits match shardtrain's (fp32 within 1e-5, bf16 within its rounding)"
+
+# (6) tensor-parallel targets, resumed on their mesh: from the resharded checkpoint and from the original.
+for target in "4 2 2" "2 2 0"; do
+  read -r w t z <<<"$target"
+  name="tp_w${w}_t${t}_z${z}"
+  "$RESHARD" "$SRC" --world "$w" --tp "$t" --zero-stage "$z" --out "$WORK/$name" >"$WORK/$name.log" 2>&1 ||
+    { cat "$WORK/$name.log"; fail "reshard to $name"; }
+  expect_verdict BITWISE "$WORK/$name/step_00000004/index.h5" "$SRC/index.h5" --group tensors
+  mkdir -p "$WORK/${name}_direct" && cp -r "$WORK/src/checkpoints" "$WORK/${name}_direct/checkpoints"
+  cp -r "$WORK/$name" "$WORK/${name}_via_ckpt"
+  ftrain "$w" "$WORK/${name}_direct" --tp "$t" --zero-stage "$z" --steps 8 --ckpt-every 4 --resume auto
+  ftrain "$w" "$WORK/${name}_via" --tp "$t" --zero-stage "$z" --steps 8 --ckpt-every 4 --resume auto \
+    --ckpt-dir "$WORK/${name}_via_ckpt"
+  grep -q "resumed from .*${name}_via_ckpt/step_00000004" "$WORK/${name}_via.log" || fail "$name: not resumed from the reshard"
+  expect_verdict BITWISE "$WORK/${name}_via/params.h5" "$WORK/${name}_direct/params.h5"
+  expect_verdict BITWISE "$WORK/${name}_via/steps.rank0.jsonl" "$WORK/${name}_direct/steps.rank0.jsonl"
+  same_piece_layout "$WORK/$name/step_00000004" "$WORK/${name}_direct/checkpoints/step_00000008"
+  "$RESHARD" "$WORK/$name" --world 4 --zero-stage 3 --out "$WORK/${name}_back" >/dev/null 2>&1 || fail "$name back to W=4"
+  expect_verdict BITWISE "$WORK/${name}_back/step_00000004/index.h5" "$SRC/index.h5" --group tensors
+  pass "--world $w --tp $t --zero-stage $z: resumed on that mesh bitwise as from the original, the trainer's own pieces, and back bitwise"
+done

@@ -32,35 +32,6 @@ void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const Parame
   check_tensors(reader, checkpoint_tensors(registry));
 }
 
-std::vector<ckpt::PieceView> tensor_parallel_pieces(const ParameterRegistry& registry, const StateBuffers& state,
-                                                    int dp_size, int dp_rank) {
-  const TensorParallelPlace& place = registry.place();
-  std::vector<ckpt::PieceView> pieces;
-  std::size_t k = 0;
-  for (const float* base : {state.params, state.exp_avg, state.exp_avg_sq}) {
-    for (const auto& t : registry.tensors()) {
-      const bool replicated = t.split == TpSplit::kReplicated;
-      const std::size_t holders = std::size_t(dp_size) * (replicated ? std::size_t(place.size) : 1);
-      const std::size_t part = replicated ? std::size_t(place.rank) * std::size_t(dp_size) + std::size_t(dp_rank)
-                                          : std::size_t(dp_rank);
-      const auto runs = registry.runs(t);
-      std::size_t held = 0;  // the runs' elements, counted in local order
-      for (const auto& run : runs) held += run.count;
-      const std::size_t lo = held * part / holders, hi = held * (part + 1) / holders;
-      std::size_t at = 0;
-      for (const auto& run : runs) {
-        const std::size_t a = std::max(lo, at), b = std::min(hi, at + run.count);
-        if (a < b)
-          pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(run.logical_offset + (a - at)),
-                            std::int64_t(b - a), base + t.offset + run.local_offset + (a - at)});
-        at += run.count;
-      }
-    }
-    ++k;
-  }
-  return pieces;
-}
-
 void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
                       const std::string& prefix, std::size_t begin, std::size_t end, float* out) {
   for (std::size_t i = begin; i < end; ++i) out[i - begin] = 0.0f;  // padding

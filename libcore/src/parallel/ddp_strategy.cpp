@@ -54,15 +54,15 @@ class DdpStrategy final : public TrainingStrategy {
   }
 
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
-    if (model_.place().split())  // TP: this rank's shards, as logical runs (train_state.hpp)
-      return tensor_parallel_pieces(model_.registry(), host_state(true), comm_.size(), comm_.rank());
+    // comm_ is the data-parallel group; under TP the world rank is dp_rank x T + tp_rank (job.hpp).
+    const TensorParallelPlace& place = model_.place();
     const StateBuffers state = host_state(true);
     const float* base[3] = {state.params, state.exp_avg, state.exp_avg_sq};
     const auto& tensors = model_.registry().tensors();
     std::vector<ckpt::PieceView> pieces;
-    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size(), 0}, comm_.rank()))
-      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count,
-                        base[p.kind] + tensors[p.tensor].offset + p.offset});
+    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size() * place.size, 0, place.size},
+                                            comm_.rank() * place.size + place.rank))
+      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count, base[p.kind] + p.local});
     return pieces;
   }
 

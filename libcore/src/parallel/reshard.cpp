@@ -51,13 +51,16 @@ std::unique_ptr<ckpt::TensorSource> open_validated(const std::string& path, bool
 void check_reshard_target(const ckpt::TensorSource& source, const StateLayout& target) {
   target.validate();
   const auto& m = source.manifest();
-  if (m.micro_batch < 1 || m.global_batch % (m.micro_batch * target.world) != 0)
-    throw UsageError("target world size " + std::to_string(target.world) + ": the global batch " +
-                     std::to_string(m.global_batch) + " is not a multiple of micro-batch " + std::to_string(m.micro_batch) +
-                     " x " + std::to_string(target.world) +
-                     " ranks (contract 1), so no job could resume this state there; pick a world size dividing " +
+  const ModelConfig config = ModelConfig::from_json(m.model);
+  validate_tensor_parallel(config, target.tp, target.world);
+  if (m.micro_batch < 1 || m.global_batch % (m.micro_batch * target.dp()) != 0)
+    throw UsageError("target world size " + std::to_string(target.world) + " (" + std::to_string(target.dp()) +
+                     " data-parallel ranks): the global batch " + std::to_string(m.global_batch) +
+                     " is not a multiple of micro-batch " + std::to_string(m.micro_batch) + " x " +
+                     std::to_string(target.dp()) +
+                     " (contract 1), so no job could resume this state there; pick a data-parallel size dividing " +
                      std::to_string(m.micro_batch > 0 ? m.global_batch / m.micro_batch : 0));
-  const ParameterRegistry registry(ModelConfig::from_json(m.model));
+  const ParameterRegistry registry(config);
   const auto specs = checkpoint_tensors(registry);
   for (const auto& spec : specs) {
     const ckpt::TensorInfo* info = source.find(spec.name);
@@ -105,12 +108,16 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
   }
 
   const auto& m0 = source->manifest();
-  const ParameterRegistry registry(ModelConfig::from_json(m0.model));
+  const ModelConfig config = ModelConfig::from_json(m0.model);
+  const ParameterRegistry registry(config);
+  // Each TP position's local registry: rank file r holds TP shard r % tp (state_layout.hpp).
+  std::vector<ParameterRegistry> local_registries;
+  for (int t = 0; t < target.tp; ++t) local_registries.emplace_back(config, TensorParallelPlace{target.tp, t});
   const auto specs = checkpoint_tensors(registry);
   ckpt::CheckpointManifest manifest = m0;
   manifest.record_rewrite("reshard", source->path());
-  manifest.layout = {target.world, target.world, target.tp, target.zero_stage};
-  manifest.grad_accum = m0.global_batch / (m0.micro_batch * target.world);
+  manifest.layout = {target.world, target.dp(), target.tp, target.zero_stage};
+  manifest.grad_accum = m0.global_batch / (m0.micro_batch * target.dp());
   manifest.code_version.clear();  // the writer records this build; the history keeps the source's
   ckpt::SaveOptions options;
   options.keep = 0;
@@ -141,7 +148,7 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
   double read_s = 0;
   const auto& tensors = registry.tensors();
   auto pieces_of = [&](int file) {
-    const auto owned = owned_state_pieces(registry, target, file);
+    const auto owned = owned_state_pieces(local_registries[std::size_t(file % target.tp)], target, file);
     std::size_t total = 0;
     for (const auto& p : owned) total += std::size_t(p.count);
     buffer.resize(total);

@@ -91,27 +91,14 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // Under TP a shard of a local tensor maps to its logical runs; a replicated tensor's shards are
   // the same on every TP rank and written by TP rank 0 only.
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    // comm_ is the data-parallel group; under TP the world rank is dp_rank x T + tp_rank (job.hpp).
+    const TensorParallelPlace& place = model_.place();
+    const StateLayout layout{comm_.size() * place.size, stage_, place.size};
     const auto& tensors = model_.registry().tensors();
     std::vector<ckpt::PieceView> pieces;
-    if (tp_) {  // TP: the shards of local tensors map to logical runs (parameters.hpp)
-      const TensorParallelPlace& place = model_.place();
-      for (int k = 0; k < 3; ++k)
-        for_each_owned([&](std::size_t u, const ParameterInfo& t, std::size_t lo, std::size_t hi) {
-          if (t.split == TpSplit::kReplicated && place.rank != 0) return;
-          const float* data = state_ptr(k, u, lo);
-          model_.registry().for_each_logical_piece(lo, hi, [&](const ParameterInfo&, std::size_t local,
-                                                               std::size_t logical, std::size_t n) {
-            pieces.push_back({kStateTensorPrefixes[k] + t.name, std::int64_t(logical), std::int64_t(n),
-                              data + (local - lo)});
-          });
-        });
-      return pieces;
-    }
-    for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size(), stage_}, comm_.rank())) {
-      const ParameterInfo& t = tensors[p.tensor];
-      pieces.push_back({kStateTensorPrefixes[p.kind] + t.name, p.offset, p.count,
-                        state_ptr(p.kind, p.unit, t.offset + std::size_t(p.offset))});
-    }
+    for (const auto& p : owned_state_pieces(model_.registry(), layout, comm_.rank() * place.size + place.rank))
+      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count,
+                        state_ptr(p.kind, p.unit, p.local)});
     return pieces;
   }
 

@@ -24,9 +24,11 @@ void check_ckpt_reshard_options(const CkptReshardOptions& o) {
   if (o.source.empty()) throw UsageError("ckpt-reshard: no CKPT given (a step_<N> folder, a --ckpt-dir or a consolidated file)");
   if (!o.inspect && o.out.empty()) throw UsageError("ckpt-reshard: --out is required (it must not exist)");
   if (o.json && !o.inspect) throw UsageError("ckpt-reshard: --json goes with --inspect");
-  if (o.tp != 1)
-    throw UsageError("tensor-parallel layouts: not yet supported by ckpt-reshard (--tp " + std::to_string(o.tp) +
-                     "); this version writes --tp 1 layouts only");
+  if (o.tp < 1) throw UsageError("ckpt-reshard: --tp " + std::to_string(o.tp) + " must be at least 1");
+  if (o.world > 0 && o.world % o.tp != 0)
+    throw UsageError("ckpt-reshard: --world " + std::to_string(o.world) + " is not a multiple of --tp " +
+                     std::to_string(o.tp) + " (the mesh is W/T data-parallel ranks of T tensor-parallel ranks)");
+  if (o.world == 0 && o.tp != 1) throw UsageError("ckpt-reshard: --tp goes with --world");
   if ((o.world > 0 || o.consolidate) && o.dtype != "fp32")
     throw UsageError("ckpt-reshard: --dtype " + o.dtype + " would lose precision of the optimizer moments (a dtype loss "
                      "on moments); resharding and consolidating copy the state bit for bit, --dtype applies to "

@@ -27,15 +27,6 @@ inline constexpr const char* kStateTensorPrefixes[] = {"", "optim.exp_avg.", "op
 
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
 
-// Tensor parallelism (registry.place().split()): this rank's pieces of the logical state tensors
-// for its local tensors, replicas written once: a split tensor's local shard is held by the
-// `dp_size` ranks of this TP position and each writes 1/dp_size of it (part dp_rank); a replicated
-// tensor is held by all dp_size x T ranks and each writes 1/(dp_size x T) of it. A local shard maps
-// to one or more logical runs (parameters.hpp: qkv three, row-parallel weights one per row); the
-// pieces are those runs cut at the part boundaries, padding left out.
-std::vector<ckpt::PieceView> tensor_parallel_pieces(const ParameterRegistry& registry, const StateBuffers& state,
-                                                    int dp_size, int dp_rank);
-
 // Reads the elements [begin, end) of the registry's LOCAL flat buffer of state part `prefix`
 // (kStateTensorPrefixes) from a checkpoint of any layout: each local element gets the logical
 // element it stands for; padding elements get 0. Row-parallel weights (a run per row) are read

@@ -2,8 +2,8 @@
 // parallel layout, whose rank file r holds exactly the pieces rank r of the target job owns
 // (state_layout.hpp, the same function the trainers write with), so each target rank reads one
 // local file. Parameters, both AdamW moments and the whole manifest (step, sampler, LR position,
-// RNG, data snapshot) carry over unchanged; layout, grad_accum (= global_batch / (micro_batch x W),
-// contract 1), writers, files, checksums and created are rewritten, and the source's layout is
+// RNG, data snapshot) carry over unchanged; layout, grad_accum (= global_batch / (micro_batch x DP),
+// DP = W / T, contract 1), writers, files, checksums and created are rewritten, and the source's layout is
 // appended to manifest.history. Elements are copied bit for bit (no dtype conversion).
 #pragma once
 #include <cstdint>
@@ -16,8 +16,8 @@
 namespace shardtrain {
 
 // The refusals that depend on the source (UsageError, one line naming the numbers): a target the
-// state cannot be split into (global_batch not a multiple of micro_batch x W), a model config
-// the registry rejects, source tensors other than the model's state (missing, extra, another
+// state cannot be split into (global_batch not a multiple of micro_batch x DP), a model config
+// the registry rejects or one that cannot be split target.tp ways (heads, 4C), source tensors other than the model's state (missing, extra, another
 // shape) or not float32 (the trainers' state: a conversion would lose moment precision).
 void check_reshard_target(const ckpt::TensorSource& source, const StateLayout& target);
 

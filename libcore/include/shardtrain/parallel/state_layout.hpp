@@ -1,19 +1,22 @@
 // Which pieces of the training state each rank owns in a parallel layout: the ONE definition the
-// trainers' checkpoint writes (DDP and ZeRO strategies) and ckpt-reshard both use, so a resharded
-// checkpoint's rank file r holds exactly what rank r of the target job would have written itself.
+// trainers' checkpoint writes (DDP and ZeRO strategies, with or without tensor parallelism) and
+// ckpt-reshard all use, so a resharded checkpoint's rank file r holds exactly what rank r of the
+// target job would have written itself.
 //
 // The state is checkpoint_tensors(registry) (train_state.hpp): every parameter, then its first and
 // second AdamW moments (kind 0, 1, 2), each a logical tensor. A piece is a flat element range of one
-// of them.
-//   zero_stage 0 (DDP, full replicas): ckpt::spread_ranges over the concatenated state: W equal
-//     contiguous byte ranges, so the writing is spread and each element written once.
-//   zero_stage 1, 2, 3: the rank's ZeRO shards (shard_layout.hpp: per unit, the r-th of W equal
-//     slices of the unit padded to W x kReductionChunk), cut at tensor boundaries, for each kind.
-//     The three stages own the same state ranges (they differ in what they keep between steps).
-// Adding tensor parallelism (tp > 1): a TP rank holds slices of the TP-split matrices (a row or
-// column block of each); its pieces are then those slices' flat ranges (a column block of an
-// (out, in) matrix is `out` ranges), intersected with its data-parallel rank's share as above.
-// OwnedPiece already allows several ranges per tensor; until that layout exists, tp > 1 is refused.
+// of them. Ranks form the DP x TP mesh of train/job.hpp: TP ranks adjacent, so world rank
+// r = dp_rank x tp + tp_rank, and TP rank t holds the local shards of ParameterRegistry(config, {tp, t}).
+//   tp 1, zero_stage 0 (DDP, full replicas): ckpt::spread_ranges over the concatenated state: W
+//     equal contiguous byte ranges, so the writing is spread and each element written once.
+//   zero_stage 1, 2, 3: the rank's ZeRO shards of its local buffer (shard_layout.hpp: per unit, the
+//     dp_rank-th of dp equal slices of the unit padded to dp x kReductionChunk), mapped onto the
+//     logical tensors (a TP shard is one or more logical runs: parameters.hpp), for each kind. The
+//     three stages own the same state ranges (they differ in what they keep between steps). Under
+//     TP a replicated tensor (LayerNorms, wpe, biases of row-parallel layers) is written by TP rank 0.
+//   tp > 1, zero_stage 0 (DDP x TP): each local tensor's logical runs, cut into dp equal parts
+//     (part dp_rank); a replicated tensor is held by all dp x tp ranks and cut into dp x tp parts
+//     (part tp_rank x dp + dp_rank), so every rank writes a share.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,30 +30,36 @@ namespace shardtrain {
 class ShardLayout;
 
 struct StateLayout {
-  int world = 1;       // data-parallel ranks (= world size while tp == 1)
+  int world = 1;       // ranks in all (= dp x tp): the number of rank files
   int zero_stage = 0;  // 0 = DDP, 1, 2, 3
-  int tp = 1;          // tensor-parallel degree: only 1 in this version
-  // Throws UsageError naming the field: world < 1, zero_stage outside 0..3, tp != 1 ("tensor-parallel
-  // layouts: not yet supported").
+  int tp = 1;          // tensor-parallel degree
+  int dp() const { return tp > 0 ? world / tp : 0; }
+  // Throws UsageError naming the field: world < 1, zero_stage outside 0..3, tp < 1 or not dividing
+  // world. (Whether a model can be split tp ways is validate_tensor_parallel's question.)
   void validate() const;
-  std::string describe() const;  // "world 4, ZeRO-3" / "world 2, DDP"
+  std::string describe() const;  // "world 4, ZeRO-3" / "world 2, DDP" / "world 4, ZeRO-1, tp 2"
 };
 
 // One owned piece: elements [offset, offset+count) of the flattened logical tensor `tensor` (an index
-// into registry.tensors()) of state kind `kind` (0 parameters, 1 exp_avg, 2 exp_avg_sq: the
-// checkpoint name is kStateTensorPrefixes[kind] + registry.tensors()[tensor].name). `unit`: the
-// ZeRO sharding unit holding it (registry.units() index; 0 for DDP).
+// into registry.tensors(), the same at every TP place) of state kind `kind` (0 parameters, 1 exp_avg,
+// 2 exp_avg_sq: the checkpoint name is kStateTensorPrefixes[kind] + registry.tensors()[tensor].name).
+// `local`: the flat index of its first element in the rank's local buffer (the registry's flat
+// order; the elements are contiguous there too). `unit`: the ZeRO sharding unit holding it
+// (registry.units() index; 0 for DDP).
 struct OwnedPiece {
   int kind = 0;
   std::size_t tensor = 0;
   std::size_t unit = 0;
   std::int64_t offset = 0;
   std::int64_t count = 0;
+  std::size_t local = 0;
 };
 
-// Rank `rank`'s pieces in `layout`, in checkpoint order (kind, then registry order). Over all ranks
-// they cover every element of every state tensor exactly once. Pure: depends only on the registry,
-// the layout and the rank. Throws UsageError for an invalid layout or rank.
+// World rank `rank`'s pieces in `layout`, in checkpoint order (kind, then registry order). Over all
+// ranks they cover every element of every state tensor exactly once. `registry` is the rank's own:
+// its place must be {layout.tp, rank % layout.tp} (at tp 1 the unsplit registry). Pure: depends only
+// on the registry, the layout and the rank. Throws UsageError for an invalid layout, a rank outside
+// it or a registry of another place.
 std::vector<OwnedPiece> owned_state_pieces(const ParameterRegistry& registry, const StateLayout& layout, int rank);
 
 // The ZeRO part of the above for one kind: fn(unit, tensor index, lo, hi) for each intersection

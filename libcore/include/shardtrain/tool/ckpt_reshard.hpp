@@ -1,12 +1,12 @@
 // ckpt-reshard's body (tools/ckpt-reshard.cpp parses the options into CkptReshardOptions): one of
 // four modes, each one call into the library:
-//   reshard      parallel/reshard.hpp      CKPT --out DIR --world W [--zero-stage S] [--tp 1]
+//   reshard      parallel/reshard.hpp      CKPT --out DIR --world W [--zero-stage S] [--tp T]
 //   consolidate  ckpt/consolidated.hpp     CKPT --consolidate --out FILE.h5
 //   export       model/hf_export.hpp       CKPT --export safetensors --out FILE.safetensors [--dtype]
 //   inspect      ckpt/inspect.hpp          --inspect CKPT [--json]
 // Exit codes: 0 done (inspect: every checksum verified), 1 inspect found a corrupt checkpoint, 2 a
 // refusal (bad options, a source failing validation, an existing output, a target the state cannot
-// be split into, a dtype loss on moments, --tp > 1), 3 I/O failure while writing.
+// be split into, a model that cannot be split --tp ways, a dtype loss on moments), 3 I/O failure while writing.
 #pragma once
 #include <string>
 
