@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Resilient launcher: runs a training command (mpirun ... ddp-train ... or srun ...) and, when it
 # fails, restarts it from the newest valid checkpoint (the command gets `--resume auto` on every
-# restart), up to --max-restarts times with an exponential backoff. Each restart is logged as
+# restart), up to --max-restarts times with an exponential backoff (doubling with each failure in a
+# row that made no progress, i.e. committed no new checkpoint; an attempt that did resets it, so a
+# job failing once a day does not wait as long as a crash loop). Each restart is logged as
 # one JSON object in --log: attempt, exit status, the failing rank where the output names one,
 # the checkpoint resumed from, and the restart time (relaunch to the first completed resumed step,
 # read from the rank-0 step log's wall-clock "time").
@@ -117,6 +119,7 @@ PY
 
 attempt=0
 status=0
+no_progress=0  # failures in a row that committed no new checkpoint: the backoff's exponent
 while :; do
   cmd=("${command[@]}")
   [ -n "$np_index" ] && cmd[np_index]=$world
@@ -157,7 +160,11 @@ PY
     say "attempt $attempt failed with status $status; no restarts left (--max-restarts $max_restarts)"
     break
   fi
-  wait_s=$(python3 -c "print(min($backoff * 2 ** $attempt, 60))")
+  if [ "$(cat "$ckpt_dir/latest" 2>/dev/null || true)" != "$resumed_from" ]; then
+    no_progress=0  # this attempt committed a checkpoint: not a crash loop
+  fi
+  wait_s=$(python3 -c "print(min($backoff * 2 ** $no_progress, 60))")
+  no_progress=$((no_progress + 1))
   say "attempt $attempt failed with status $status${prev_rank:+ (rank $prev_rank)}; restarting from $(cat "$ckpt_dir/latest" 2>/dev/null || echo 'the start') in ${wait_s}s"
   sleep "$wait_s"
   prev_world=$world world_reason=""

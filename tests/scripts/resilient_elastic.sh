@@ -7,7 +7,9 @@
 #  (2) a capacity of 5 with 12 micro-batches restarts on 4 (5 does not divide 12), and when the
 #      capacity comes back the next restart grows back to the first launch's 6;
 #  (3) no world size >= --min-ranks fits: the launcher gives up with the last failure's status;
-#  (4) usage errors exit 2 with a message: --min-ranks without a rank count or a global batch.
+#  (4) usage errors exit 2 with a message: --min-ranks without a rank count or a global batch;
+#  (5) the backoff doubles with each failure in a row that committed no checkpoint and starts over
+#      after an attempt that did (a job failing once a day is not treated as a crash loop).
 #
 # Usage: resilient_elastic.sh BIN_DIR WORK_DIR   (BIN_DIR unused: the launcher alone is tested)
 set -euo pipefail
@@ -19,7 +21,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
 # The stand-in: fake.sh PLAN -np N --global-batch G --run-dir R [...]. PLAN holds one line per
-# attempt: "fail RANK" or "ok"; the attempt number is the count of lines in R/attempts. Every
+# attempt: "fail RANK", "ckptfail RANK" (commits a checkpoint, i.e. moves R/checkpoints/latest,
+# then fails) or "ok"; the attempt number is the count of lines in R/attempts. Every
 # attempt appends "N" (its rank count) there and writes one step record, so restart times exist.
 cat >"$WORK/fake.sh" <<'SH'
 #!/usr/bin/env bash
@@ -31,6 +34,7 @@ n=$(cat "$run/attempts" 2>/dev/null | wc -l)
 echo "$np" >>"$run/attempts"
 python3 -c "import json,time; print(json.dumps({'step': $n, 'time': time.time()}))" >>"$run/steps.rank0.jsonl"
 read -r what rank < <(sed -n "$((n + 1))p" "$plan")
+if [ "$what" = ckptfail ]; then mkdir -p "$run/checkpoints" && echo "step_$n" >"$run/checkpoints/latest"; what=fail; fi
 [ "$what" = fail ] && { echo "[rank $rank/$np] error: injected"; exit 1; }
 exit 0
 SH
@@ -86,3 +90,10 @@ rc=0
 "$launcher" --capacity-cmd true -- "$WORK/fake.sh" "$WORK/plan1" -np 4 --run-dir "$WORK/r6" >"$WORK/r6.log" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q "needs --min-ranks" "$WORK/r6.log" || { cat "$WORK/r6.log"; fail "(4) --capacity-cmd alone: exit $rc"; }
 pass "(4) usage errors exit 2 naming what is missing"
+
+printf 'fail 0\nfail 0\nckptfail 0\nfail 0\nok\n' >"$WORK/plan7"
+"$launcher" --max-restarts 5 --backoff 0.01 -- "$WORK/fake.sh" "$WORK/plan7" -np 2 --run-dir "$WORK/r7" >"$WORK/r7.log" 2>&1 ||
+  { cat "$WORK/r7.log"; fail "(5) did not succeed"; }
+waits=$(grep -oE "restarting from .* in [0-9.]+s" "$WORK/r7.log" | grep -oE "[0-9.]+s$" | tr '\n' ' ' | sed 's/ $//')
+[ "$waits" = "0.01s 0.02s 0.01s 0.02s" ] || { cat "$WORK/r7.log"; fail "(5) backoff waits '$waits', expected 0.01s 0.02s 0.01s 0.02s"; }
+pass "(5) backoff 0.01, 0.02 in a crash loop; after an attempt that committed a checkpoint: 0.01, 0.02 again"
