@@ -87,7 +87,7 @@ TEST_CASE("state layout: ZeRO pieces lie in the rank's shard, stages 1-3 agree, 
   CHECK_THROWS_AS(owned_state_pieces(reg, {2, 1}, 2), UsageError);
 }
 
-TEST_CASE("state layout, tensor parallel: every logical element has exactly one owner; pieces are local runs", "[reshard][tp]") {
+TEST_CASE("state layout, tensor parallel: every logical element has exactly one owner, and pieces are local runs", "[reshard][tp]") {
   ModelConfig c = awkward_config();
   c.n_head = 4;  // splits 2 and 4 ways; vocab 97 is padded (the padding rows belong to no piece)
   const ParameterRegistry full(c);
