@@ -1,7 +1,8 @@
 # Shared preamble of the benchmark scripts (sourced, not run): strict mode, paths, Open MPI as
 # root, a build and the bundled data (set up when missing), a scratch folder removed at exit, the
 # foundation benchmark configuration, and a JSON field reader.
-#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d', need_torch_peer
+#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d', need_torch_peer,
+#   kill_after_step
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
@@ -27,4 +28,17 @@ need_torch_peer() {
   echo "$(basename "$0"): installing python3-torch libopenblas0-pthread for the PyTorch peer" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null ||
     { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null; }
+}
+# kill_after_step STEP_LOG STEP: SIGKILLs the process that writes STEP_LOG (a steps.rank<R>.jsonl:
+# its records carry the pid) once a step >= STEP is logged; gives up after 10 minutes. Run it in
+# the background beside the job.
+kill_after_step() {
+  local log=$1 at=$2 step pid
+  for _ in $(seq 1 6000); do
+    if [ -s "$log" ]; then
+      read -r step pid < <(python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(r['step'], r['pid'])" "$log")
+      if [ "$step" -ge "$at" ]; then kill -9 "$pid"; return 0; fi
+    fi
+    sleep 0.1
+  done
 }

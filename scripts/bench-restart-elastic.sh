@@ -25,14 +25,7 @@ run_once() {
   local mode=$1 dir=$2
   local elastic=()
   [ "$mode" = lost ] && elastic=(--min-ranks 1 --capacity-cmd "echo $((np - 1))")
-  ( log="$dir/run/steps.rank1.jsonl"
-    for _ in $(seq 1 6000); do
-      if [ -s "$log" ]; then
-        read -r step pid < <(python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(r['step'], r['pid'])" "$log")
-        if [ "$step" -ge 2 ]; then kill -9 "$pid"; exit 0; fi
-      fi
-      sleep 0.1
-    done ) &
+  kill_after_step "$dir/run/steps.rank1.jsonl" 2 &
   local watcher=$!
   "$here/scripts/run-resilient.sh" --max-restarts 1 --backoff 0 --log "$dir/restarts.json" "${elastic[@]}" -- \
     mpirun -np "$np" "$build/bin/ddp-train" --data "$here/data/fortunes.h5" --d-model 768 --layers 12 --heads 12 \

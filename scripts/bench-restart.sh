@@ -10,14 +10,7 @@
 np="${1:-2}"; shift || true
 work="$tmp"
 victim=$((np > 1 ? 1 : 0))
-( log="$work/run/steps.rank$victim.jsonl"
-  for _ in $(seq 1 6000); do
-    if [ -s "$log" ]; then
-      read -r step pid < <(python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(r['step'], r['pid'])" "$log")
-      if [ "$step" -ge 2 ]; then kill -9 "$pid"; exit 0; fi
-    fi
-    sleep 0.1
-  done ) &
+kill_after_step "$work/run/steps.rank$victim.jsonl" 2 &
 "$here/scripts/run-resilient.sh" --max-restarts 1 --backoff 0 --log "$work/restarts.json" -- \
   mpirun -np "$np" "$build/bin/ddp-train" --data "$here/data/fortunes.h5" --d-model 768 --layers 12 --heads 12 \
   --seq-len 256 --micro-batch 1 --global-batch "$np" --steps 6 --ckpt-every 2 --keep 2 --peak-gflops 200 \
