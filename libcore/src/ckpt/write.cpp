@@ -74,10 +74,10 @@ void check_name(const std::string& name) {
 
 // ---- one rank's file ---------------------------------------------------------------------------------
 
-// A rank file in two halves, so that a process writing several files (a one-process reshard) can
+// A rank file in three parts, so that a process writing several files (a one-process reshard) can
 // write file k+1 while file k is flushed and hashed: write_rank_data puts everything into the page
-// cache and sums the pieces from memory (after it returns, the caller may reuse the pieces'
-// buffers); seal_rank_file makes the file durable and records its SHA-256 and size.
+// cache; seal_rank_file (on a helper) makes the file durable and records its SHA-256 and size,
+// while sum_rank_pieces adds up the pieces' sum64s from memory beside it.
 struct RankOutcome {
   FileRecord file;
   std::string path;
@@ -174,13 +174,18 @@ RankOutcome write_rank_data(const std::string& folder, int rank, int size, const
     }
     if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
   }
+  out.write_s = phase_clock.seconds();
+  return out;
+}
+
+// The pieces' sum64s, from memory (touches only out.pieces: safe beside seal_rank_file).
+void sum_rank_pieces(RankOutcome& out, const std::map<std::string, const TensorSpec*>& specs,
+                     const std::vector<PieceView>& pieces) {
   for (const auto& p : pieces) {
     if (p.count == 0) continue;
     const TensorSpec& spec = *specs.at(p.tensor);
     out.pieces.push_back({p.tensor, p.offset, p.count, piece_checksum(p.data, p.count, spec.dtype, p.offset)});
   }
-  out.write_s = phase_clock.seconds();
-  return out;
 }
 
 // fsync on a helper thread while this one hashes the file from the page cache.
@@ -441,8 +446,8 @@ SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointMa
   nlohmann::json report = nlohmann::json::array();
   try {
     if (!local_error.empty()) throw_encoded(local_error);  // this rank's arguments differ from rank 0's
-    // File k is sealed (fsync + SHA-256) on a helper while file k+1 is read and written; at most
-    // one seal is outstanding. A std::async future waits in its destructor, so an exception here
+    // File k is sealed (fsync + SHA-256) on a helper while its pieces are summed and file k+1 is
+    // read and written; at most one seal is outstanding. A std::async future waits in its destructor, so an exception here
     // never leaves a seal running on a file being removed.
     std::deque<RankOutcome> outcomes;  // stable addresses for the helper
     std::future<void> sealing;
@@ -453,10 +458,13 @@ SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointMa
       result.sync_s += wait_clock.seconds();
     };
     for (int file = rank; file < writers; file += size) {
-      outcomes.push_back(write_rank_data(tmp, file, writers, manifest, specs, pieces_of(file)));
-      result.write_s += outcomes.back().write_s;
+      const std::vector<PieceView> pieces = pieces_of(file);  // valid until the next pieces_of call
+      outcomes.push_back(write_rank_data(tmp, file, writers, manifest, specs, pieces));
       wait_for_seal();
       sealing = std::async(std::launch::async, [&out = outcomes.back()] { seal_rank_file(out); });
+      const Stopwatch sum_clock;
+      sum_rank_pieces(outcomes.back(), specs, pieces);
+      result.write_s += outcomes.back().write_s + sum_clock.seconds();
     }
     wait_for_seal();
     for (const auto& out : outcomes) {
