@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "collective.hpp"
+#include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
@@ -149,12 +149,12 @@ std::optional<std::string> find_resume_checkpoint_collective(const std::string& 
       auto found = find_resume_checkpoint(ckpt_dir, options);
       answer = found ? "+" + *found : "-";
     } catch (const std::exception& e) {
-      answer = detail::encode_error(UsageError(e.what()));
+      answer = encode_error(UsageError(e.what()));
     }
   }
-  detail::broadcast_string(answer, comm);
+  broadcast_string(answer, comm);
   if (answer == "-") return std::nullopt;
-  if (answer.rfind("+", 0) != 0) detail::throw_encoded(answer);
+  if (answer.rfind("+", 0) != 0) throw_encoded(answer);
   return answer.substr(1);
 }
 

@@ -24,7 +24,7 @@
 #include <sstream>
 
 #include "internal.hpp"
-#include "collective.hpp"
+#include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/ckpt/commit.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/sha256.hpp"
@@ -41,10 +41,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoint pieces are written as raw little-endian bytes");
 
 using detail::H5Id;
-using detail::broadcast_string;
-using detail::all_gather_strings;
-using detail::encode_error;
-using detail::throw_encoded;
 
 using detail::Block;
 using detail::blocks_of_range;

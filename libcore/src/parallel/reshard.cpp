@@ -9,29 +9,13 @@
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/ckpt/consolidated.hpp"
+#include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/model/train_state.hpp"
 
 namespace fs = std::filesystem;
 
 namespace shardtrain {
 namespace {
-
-// Rank 0's string to every rank (length, then bytes).
-void broadcast_text(std::string& s, Communicator& comm) {
-  std::int64_t len = std::int64_t(s.size());
-  comm.broadcast(&len, 1, 0);
-  s.resize(std::size_t(len));
-  if (len > 0) comm.broadcast(reinterpret_cast<std::uint8_t*>(s.data()), s.size(), 0);
-}
-
-// "U:<message>" travels as a UsageError, "I:<message>" as an IoError; "" is success.
-std::string encode(const std::exception& e) {
-  return (dynamic_cast<const UsageError*>(&e) ? "U:" : "I:") + std::string(e.what());
-}
-[[noreturn]] void rethrow(const std::string& status) {
-  if (status.rfind("U:", 0) == 0) throw UsageError(status.substr(2));
-  throw IoError(status.substr(2));
-}
 
 std::unique_ptr<ckpt::TensorSource> open_validated(const std::string& path, bool verify_files) {
   ckpt::ReadOptions ro;
@@ -97,11 +81,11 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
       check_reshard_target(*source, target);
       resolved = "OK:" + source->path();
     } catch (const std::exception& e) {
-      resolved = encode(e);
+      resolved = encode_error(e);
     }
   }
-  broadcast_text(resolved, comm);
-  if (resolved.rfind("OK:", 0) != 0) rethrow(resolved);
+  broadcast_string(resolved, comm);
+  if (resolved.rfind("OK:", 0) != 0) throw_encoded(resolved);
   if (comm.rank() != 0) {
     source = open_validated(resolved.substr(3), false);
     if (target.zero_stage < 0) target.zero_stage = source->manifest().layout.zero_stage;

@@ -1,9 +1,9 @@
-#include "collective.hpp"
+#include "shardtrain/comm/string_collectives.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-namespace shardtrain::ckpt::detail {
+namespace shardtrain {
 
 void broadcast_string(std::string& s, Communicator& comm) {
   std::int64_t len = std::int64_t(s.size());
@@ -30,4 +30,4 @@ std::vector<std::string> all_gather_strings(const std::string& mine, Communicato
   return out;
 }
 
-}  // namespace shardtrain::ckpt::detail
+}  // namespace shardtrain

@@ -1,7 +1,7 @@
-// Internal: the small collectives of the checkpoint protocol (write.cpp, commit.cpp), over the
-// Communicator like every other collective of a job (sequence number, timeout, flight record):
-// rank 0's verdict as a broadcast string, and every rank's report gathered as strings. Errors are
-// encoded so every rank rethrows the same exception type.
+// Small collectives of strings over the Communicator (sequence number, timeout, flight record like
+// every other collective of a job), for protocols where rank 0 decides and every rank must learn
+// the verdict (the checkpoint commit, ckpt-reshard): rank 0's string broadcast, every rank's report
+// gathered as strings, and errors encoded so that every rank rethrows the same exception type.
 #pragma once
 #include <exception>
 #include <string>
@@ -10,15 +10,15 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/communicator.hpp"
 
-namespace shardtrain::ckpt::detail {
+namespace shardtrain {
 
 // Rank 0's `s` to every rank of `comm`: its length (one int64), then its bytes (none when empty).
 void broadcast_string(std::string& s, Communicator& comm);
 
 // Every rank's `mine`, in rank order, on every rank. Lengths first (one int64 per rank), then one
 // all-gather of the strings padded to the longest: each rank receives size() x longest bytes. The
-// strings are the per-rank save reports (a file record plus a piece table, a few tens of KB at
-// most), so the padding costs less than a second round trip would.
+// strings are short reports (the checkpoint's per-rank save reports: a file record plus a piece
+// table, a few tens of KB at most), so the padding costs less than a second round trip would.
 std::vector<std::string> all_gather_strings(const std::string& mine, Communicator& comm);
 
 // Errors cross ranks as "U:<message>" (UsageError) or "I:<message>" (IoError and anything else).
@@ -30,4 +30,4 @@ inline std::string encode_error(const std::exception& e) {
   throw IoError(status.substr(2));
 }
 
-}  // namespace shardtrain::ckpt::detail
+}  // namespace shardtrain
