@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/bf16.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/ckpt/safetensors.hpp"
 #include "shardtrain/model/hf_export.hpp"
@@ -136,7 +137,7 @@ TEST_CASE("state layout, tensor parallel: every logical element has exactly one 
 }
 
 TEST_CASE("bf16: round to nearest, ties to even, on hand-worked bit patterns", "[reshard]") {
-  auto bf = [](std::uint32_t bits) { return ckpt::float_to_bf16(std::bit_cast<float>(bits)); };
+  auto bf = [](std::uint32_t bits) { return float_to_bf16_bits(std::bit_cast<float>(bits)); };
   CHECK(bf(0x3f800000u) == 0x3f80);  // 1.0 exactly
   CHECK(bf(0x3f808000u) == 0x3f80);  // 1 + 2^-8: halfway, kept bit even -> down
   CHECK(bf(0x3f818000u) == 0x3f82);  // halfway, kept bit odd -> up to even

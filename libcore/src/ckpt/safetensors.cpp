@@ -14,16 +14,6 @@ namespace shardtrain::ckpt {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is written as raw little-endian bytes");
 
-std::uint16_t float_to_bf16(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)  // NaN: keep it a NaN
-    return std::uint16_t((bits >> 16) | 0x0040u);
-  // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate. A carry
-  // into the exponent is the correct rounding (up to the next binade, or to infinity).
-  const std::uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-  return std::uint16_t(rounded >> 16);
-}
-
 std::int64_t write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   std::map<std::string, const SafetensorsTensor*> by_name;  // sorted: the data order

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/bf16.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/ckpt/safetensors.hpp"
@@ -114,7 +115,7 @@ ExportResult export_hf_gpt2(const ckpt::TensorSource& source, const std::string&
       t.dtype = "BF16";
       t.data.resize(p.numel * 2);
       for (std::size_t i = 0; i < p.numel; ++i) {
-        const std::uint16_t b = ckpt::float_to_bf16(src[i]);
+        const std::uint16_t b = float_to_bf16_bits(src[i]);
         std::memcpy(t.data.data() + 2 * i, &b, 2);
       }
     }

@@ -12,9 +12,7 @@
 //                  spaces to a multiple of 8 bytes so the data section starts 8-byte aligned.
 //   bytes 8+N..    the data section: each tensor's elements row-major, little-endian, packed in
 //                  header (sorted-name) order, no gaps, no overlaps (what the format requires).
-// bf16 is the upper half of the IEEE float32 bit pattern, rounded to nearest, ties to even
-// (float_to_bf16); a NaN stays a (quiet) NaN. Relative error of a normal value: at most 2^-8 (half a unit in the last of 8
-// significant bits).
+// BF16 data: the rounding of backend/bf16.hpp (float_to_bf16_bits: to nearest, ties to even).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -34,8 +32,5 @@ struct SafetensorsTensor {
 // `path` atomically (path.tmp, fsync, rename). Returns the file's size in bytes.
 std::int64_t write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
-
-// float32 -> bfloat16 bits, round to nearest even (NaN -> quiet NaN with the sign kept).
-std::uint16_t float_to_bf16(float value);
 
 }  // namespace shardtrain::ckpt
