@@ -2,6 +2,7 @@
 #include "shardtrain/base/time.hpp"
 
 #include <cstdio>
+#include <ctime>
 
 #include "shardtrain/base/error.hpp"
 
@@ -106,5 +107,7 @@ std::string format_rfc3339(int64_t t) {
                 int(rem / 3600), int(rem / 60 % 60), int(rem % 60));
   return buf;
 }
+
+std::string now_rfc3339() { return format_rfc3339(std::int64_t(std::time(nullptr))); }
 
 }  // namespace shardtrain

@@ -55,8 +55,6 @@ std::string vds_escape(const std::string& s) {
   return out;
 }
 
-std::string now_rfc3339() { return format_rfc3339(std::int64_t(std::time(nullptr))); }
-
 struct GatheredPiece {
   std::int64_t offset = 0, count = 0;
   std::uint64_t checksum = 0;

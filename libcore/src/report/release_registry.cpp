@@ -112,7 +112,7 @@ void ReleaseRegistry::promote(const std::string& record_path, const nlohmann::js
   const nlohmann::json pointer = {{"record", record_path},
                                   {"checkpoint", record["artifact"]["folder"]},
                                   {"manifest_sha256", record["artifact"]["manifest_sha256"]},
-                                  {"promoted", format_rfc3339(std::time(nullptr))}};
+                                  {"promoted", now_rfc3339()}};
   write_json_file((fs::path(dir_) / kPointer).string(), pointer);
 }
 

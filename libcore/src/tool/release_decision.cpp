@@ -16,8 +16,6 @@ namespace shardtrain::release_gate {
 namespace fs = std::filesystem;
 namespace {
 
-std::string now_rfc3339() { return format_rfc3339(std::time(nullptr)); }
-
 // The transformation state of the evaluated dataset: what data-prep recorded in it.
 nlohmann::json transformation_state(const std::string& data_path) {
   const auto reader = data::DatasetReader::open(data_path);

@@ -15,5 +15,7 @@ std::int64_t parse_rfc3339(const std::string& text, const std::string& what = "t
 std::optional<std::int64_t> try_parse_rfc3339(const std::string& text, std::string* why = nullptr);
 // Unix seconds -> "YYYY-MM-DDTHH:MM:SSZ".
 std::string format_rfc3339(std::int64_t unix_seconds);
+// The current time, as format_rfc3339 writes it.
+std::string now_rfc3339();
 
 }  // namespace shardtrain
