@@ -79,6 +79,7 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
     const std::string want = detail::read_string_attr(idx.get(), "/", "manifest_sha256", index);
     if (to_hex(sha256(text.data(), text.size())) != want)
       throw IoError(index + ": the manifest does not match its manifest_sha256 (corrupt index); use an earlier checkpoint");
+    manifest_sha256_ = want;
   } catch (const UsageError& e) {
     throw IoError(std::string(e.what()) + " (corrupt or foreign index)");
   }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "shardtrain/base/error.hpp"
 
@@ -46,20 +47,19 @@ Outcome judge(const std::string& item, const nlohmann::json& j, const std::strin
 
 }  // namespace
 
-const std::vector<std::string>& known_evidence_items() {
-  static const std::vector<std::string> items = {"deterministic_twin", "kill_resume", "efficiency_report",
-                                                 "replica_checks", "no_skipped_data"};
-  return items;
-}
-
 std::string default_evidence_path(const std::string& item) {
-  if (item == "deterministic_twin") return "evidence/equivalence.json";
-  if (item == "kill_resume") return "evidence/kill-resume.json";
-  if (item == "efficiency_report") return "evidence/scaling/report.json";
-  if (item == "replica_checks") return "summary.json";
-  if (item == "no_skipped_data") return "evidence/data-prep.json";
-  throw UsageError("unknown evidence item '" + item + "' (known: deterministic_twin, kill_resume, efficiency_report, "
-                   "replica_checks, no_skipped_data)");
+  // The items the checks know and where a run keeps their evidence, in the table's order.
+  static constexpr std::pair<const char*, const char*> kItems[] = {
+      {"deterministic_twin", "evidence/equivalence.json"}, {"kill_resume", "evidence/kill-resume.json"},
+      {"efficiency_report", "evidence/scaling/report.json"}, {"replica_checks", "summary.json"},
+      {"no_skipped_data", "evidence/data-prep.json"}};
+  std::string known;
+  for (const auto& [name, path] : kItems) {
+    if (item == name) return path;
+    if (!known.empty()) known += ", ";
+    known += name;
+  }
+  throw UsageError("unknown evidence item '" + item + "' (known: " + known + ")");
 }
 
 std::vector<EvidenceResult> collect_evidence(const ReleasePolicy& policy, const std::string& run_dir,

@@ -14,15 +14,19 @@
 namespace shardtrain::release_gate {
 namespace {
 
+// The bootstrap intervals' options (every command that scores a hold-out).
+void add_bootstrap_options(CLI::App* app, BootstrapSettings& b) {
+  app->add_option("--bootstrap-resamples", b.resamples, "Bootstrap resamples per interval")->capture_default_str();
+  app->add_option("--seed", b.seed, "Bootstrap seed")->capture_default_str();
+}
+
 // Options every evaluation shares (eval, decide).
 void add_eval_options(CLI::App* app, ReleaseEvalOptions& o) {
   app->add_option("--batch", o.batch, "Sequences per forward while scoring")->capture_default_str();
   app->add_option("--threads", o.threads, "CPU threads")->capture_default_str();
   app->add_option("--latency-batch", o.latency_batch, "Sequences per forward in the latency probe")->capture_default_str();
   app->add_option("--latency-runs", o.latency_runs, "Timed forwards in the latency probe (p50/p99)")->capture_default_str();
-  app->add_option("--bootstrap-resamples", o.holdout.bootstrap.resamples, "Bootstrap resamples per interval")
-      ->capture_default_str();
-  app->add_option("--seed", o.holdout.bootstrap.seed, "Bootstrap seed")->capture_default_str();
+  add_bootstrap_options(app, o.holdout.bootstrap);
   app->add_option("--summary", o.summary_path, "The training run's summary.json (default: <CKPT>/../../summary.json)");
 }
 
@@ -85,9 +89,7 @@ Subcommand add_baseline_command(CLI::App& parent) {
   c.app->add_option("--order", a->order, "1 (unigram) or 2 (bigram)")->capture_default_str();
   c.app->add_option("--seq-len", a->plan.seq_len, "Hold-out sequence length: the candidates' seq_len")->capture_default_str();
   c.app->add_option("--max-samples", a->plan.max_samples, "Hold-out sequences scored (0: all)")->capture_default_str();
-  c.app->add_option("--bootstrap-resamples", a->plan.bootstrap.resamples, "Bootstrap resamples per interval")
-      ->capture_default_str();
-  c.app->add_option("--seed", a->plan.bootstrap.seed, "Bootstrap seed")->capture_default_str();
+  add_bootstrap_options(c.app, a->plan.bootstrap);
   c.run = [a] {
     const nlohmann::json b = register_baseline(*a);
     std::cout << "release-gate baseline: " << a->name << " (order-" << a->order << " n-gram) registered in " << a->registry

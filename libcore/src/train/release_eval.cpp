@@ -110,10 +110,9 @@ nlohmann::json checkpoint_identity(const ckpt::CheckpointReader& reader) {
   const auto& m = reader.manifest();
   nlohmann::json files = nlohmann::json::array();
   for (const auto& f : m.files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
-  const H5File index(reader.folder() + "/" + ckpt::kIndexFile, H5File::Mode::kRead);
   return {{"folder", fs::absolute(reader.folder()).lexically_normal().string()},
           {"step", m.step},
-          {"manifest_sha256", index.read_attr_string("manifest_sha256")},
+          {"manifest_sha256", reader.manifest_sha256()},
           {"files", files},
           {"model", m.model},
           {"config", m.config},

@@ -74,6 +74,9 @@ class CheckpointReader final : public TensorSource {
   const std::string& folder() const { return folder_; }
   const std::string& path() const override { return folder_; }
   const CheckpointManifest& manifest() const override { return manifest_; }
+  // The index's manifest_sha256 attribute, verified against the manifest text when opened: the
+  // checkpoint's identity (release records).
+  const std::string& manifest_sha256() const { return manifest_sha256_; }
   // Every logical tensor, sorted by name.
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   const TensorInfo* find(const std::string& name) const;
@@ -93,6 +96,7 @@ class CheckpointReader final : public TensorSource {
   struct OpenFiles;
   std::string folder_;
   CheckpointManifest manifest_;
+  std::string manifest_sha256_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::size_t> by_name_;
   std::unique_ptr<OpenFiles> files_;

@@ -22,9 +22,9 @@
 
 namespace shardtrain {
 
-// The five items the evidence checks know, in the table's order.
-const std::vector<std::string>& known_evidence_items();
-std::string default_evidence_path(const std::string& item);  // relative to the run folder
+// Where a run keeps an item's evidence, relative to the run folder. Throws UsageError naming the
+// known items for an unknown one.
+std::string default_evidence_path(const std::string& item);
 
 // Checks every item of the policy's rubric. `given` maps items to paths from the command line;
 // `dataset_snapshot_id` is the evaluated dataset's (no_skipped_data). Throws UsageError for an item
