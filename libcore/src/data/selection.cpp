@@ -150,6 +150,8 @@ TrainingData TrainingData::open(const std::string& path, const SelectionOptions&
       if (k > 0) put_token(stream, p++, t.width_, uint32_t(t.separator_));
       placements.push_back({list[k], &stream, p});
       p += docs[list[k]].length;
+      slice.document_ends.push_back(p + 1);
+      slice.document_versions.push_back(docs[list[k]].version);
     }
     slice.samples = samples_in_stream(slice.tokens, t.seq_len_);
     slice.first_sample = first_sample;

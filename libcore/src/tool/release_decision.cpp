@@ -72,8 +72,10 @@ nlohmann::json register_baseline(const BaselineOptions& o) {
   const std::string model_file = registry.baseline_path(o.name, ".h5");  // validates the name first
   log_line("release-gate: fitting an order-" + std::to_string(o.order) + " n-gram on the training selection of " +
            o.plan.data_path + " (available by " + o.plan.cutoff + ")");
-  const NgramModel model = fit_ngram(o.plan, o.order);
-  const nlohmann::json evaluation = evaluate_ngram(model, o.plan);
+  check_ngram_order(o.order);
+  data::TrainingData selection = open_selection(o.plan);  // read once, for fitting and scoring
+  const NgramModel model = fit_ngram(o.plan, selection, o.order);
+  const nlohmann::json evaluation = evaluate_ngram(model, o.plan, std::move(selection));
   write_ngram_file(model, model_file);
   const nlohmann::json baseline = {{"format", "shardtrain-release-baseline"},
                                    {"name", o.name},

@@ -18,27 +18,21 @@
 
 namespace shardtrain {
 namespace fs = std::filesystem;
+
+data::TrainingData open_selection(const HoldoutPlan& plan) {
+  return data::TrainingData::open(plan.data_path, data::SelectionOptions{plan.cutoff, std::nullopt, plan.seq_len});
+}
+
 namespace {
 
-// The hold-out of a plan, the samples to score and, per owner slice, where each hold-out document
-// ends in the slice's stream (its separator included) with its version.
+// The hold-out of a plan and the samples to score.
 class HoldoutView {
  public:
-  explicit HoldoutView(const HoldoutPlan& plan)
-      : plan_(plan),
-        data_(data::TrainingData::open(plan.data_path, data::SelectionOptions{plan.cutoff, std::nullopt, plan.seq_len})) {
+  explicit HoldoutView(const HoldoutPlan& plan) : HoldoutView(plan, open_selection(plan)) {}
+  // `data`: the plan's selection (open_selection), when the caller has it open already.
+  HoldoutView(const HoldoutPlan& plan, data::TrainingData data) : plan_(plan), data_(std::move(data)) {
     if (plan.max_samples < 0) throw UsageError("--max-samples must be >= 0 (0: every hold-out sample)");
-    const auto reader = data::DatasetReader::open(plan.data_path);
     const auto& slices = data_.holdout_slices();
-    std::map<std::string, std::size_t> slice_of_owner;
-    for (std::size_t s = 0; s < slices.size(); ++s) slice_of_owner[slices[s].owner] = s;
-    documents_.resize(slices.size());
-    for (std::size_t index : data_.selection().holdout) {
-      const auto& d = reader.documents()[index];
-      auto& docs = documents_[slice_of_owner.at(reader.owners()[d.owner])];
-      const std::uint64_t start = docs.empty() ? 0 : docs.back().end;
-      docs.push_back({start + d.length + 1, d.version});
-    }
     const std::uint64_t per_slice =
         plan.max_samples == 0 ? UINT64_MAX : std::max<std::uint64_t>(1, std::uint64_t(plan.max_samples) / slices.size());
     for (std::size_t s = 0; s < slices.size(); ++s) {
@@ -66,10 +60,11 @@ class HoldoutView {
   std::pair<const std::string&, std::int64_t> slice_of_target(std::size_t i, int t) const {
     const Sample& s = samples_[i];
     const std::uint64_t token = s.index * std::uint64_t(plan_.seq_len) + std::uint64_t(t) + 1;
-    const auto& docs = documents_[s.slice];
-    auto it = std::upper_bound(docs.begin(), docs.end(), token, [](std::uint64_t v, const Doc& d) { return v < d.end; });
-    if (it == docs.end()) --it;  // unreachable: a sample lies inside its stream
-    return {data_.holdout_slices()[s.slice].owner, it->version};
+    const data::HoldoutSlice& slice = data_.holdout_slices()[s.slice];
+    const auto& ends = slice.document_ends;
+    auto it = std::upper_bound(ends.begin(), ends.end(), token);
+    if (it == ends.end()) --it;  // unreachable: a sample lies inside its stream
+    return {slice.owner, slice.document_versions[std::size_t(it - ends.begin())]};
   }
 
   nlohmann::json identity() const {
@@ -84,13 +79,8 @@ class HoldoutView {
   }
 
  private:
-  struct Doc {
-    std::uint64_t end;  // one past its separator in the owner's stream
-    std::int64_t version;
-  };
   HoldoutPlan plan_;
   data::TrainingData data_;
-  std::vector<std::vector<Doc>> documents_;
   std::vector<Sample> samples_;
 };
 
@@ -224,9 +214,17 @@ nlohmann::json evaluate_checkpoint(const std::string& checkpoint, const ReleaseE
   return result;
 }
 
-NgramModel fit_ngram(const HoldoutPlan& plan, int order) {
+void check_ngram_order(int order) {
   if (order != 1 && order != 2) throw UsageError("--order must be 1 (unigram) or 2 (bigram)");
-  const auto data = data::TrainingData::open(plan.data_path, data::SelectionOptions{plan.cutoff, std::nullopt, plan.seq_len});
+}
+
+NgramModel fit_ngram(const HoldoutPlan& plan, int order) {
+  check_ngram_order(order);
+  return fit_ngram(plan, open_selection(plan), order);
+}
+
+NgramModel fit_ngram(const HoldoutPlan& plan, const data::TrainingData& data, int order) {
+  check_ngram_order(order);
   NgramModel m;
   m.order = order;
   m.vocab = data.vocab();
@@ -260,7 +258,11 @@ NgramModel fit_ngram(const HoldoutPlan& plan, int order) {
 }
 
 nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan) {
-  const HoldoutView view(plan);
+  return evaluate_ngram(model, plan, open_selection(plan));
+}
+
+nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection) {
+  const HoldoutView view(plan, std::move(selection));
   if (view.data().vocab() != model.vocab) throw UsageError("the n-gram's vocabulary differs from " + plan.data_path + "'s");
   const int T = plan.seq_len;
   HoldoutScores scores(plan.calibration_bins);

@@ -60,6 +60,11 @@ struct HoldoutSlice {
   uint64_t tokens = 0;        // including separators between its documents
   uint64_t first_sample = 0;  // its samples are [first_sample, first_sample + samples) of the hold-out
   uint64_t samples = 0;
+  // Per document, in stream order: where it ends in the slice's stream, its separator included
+  // (its first token's position + length + 1), and its version. Token position p belongs to the
+  // first document whose end is above p (hold-out slice attribution of release evaluations).
+  std::vector<uint64_t> document_ends;
+  std::vector<int64_t> document_versions;
 };
 
 // A read-only, selected view of a dataset file for training and hold-out evaluation.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/data/selection.hpp"
 #include "shardtrain/report/holdout_scores.hpp"
 
 namespace shardtrain {
@@ -63,10 +64,17 @@ struct NgramModel {
     return order == 1 ? probabilities.data() : probabilities.data() + std::size_t(previous) * std::size_t(vocab);
   }
 };
+// The plan's data selection (train stream and hold-out slices), read into memory once: fitting
+// and scoring a baseline can share it.
+data::TrainingData open_selection(const HoldoutPlan& plan);
+// UsageError unless order is 1 or 2.
+void check_ngram_order(int order);
 NgramModel fit_ngram(const HoldoutPlan& plan, int order);
+NgramModel fit_ngram(const HoldoutPlan& plan, const data::TrainingData& selection, int order);
 // Scores the n-gram on the hold-out exactly as evaluate_checkpoint does: {"kind": "ngram", "order",
-// "counted_tokens", "holdout", "scores"}.
+// "counted_tokens", "holdout", "scores"}. `selection`: open_selection(plan), when already open.
 nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan);
+nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection);
 // The model as HDF5 (/ngram/probabilities, attributes through its shape), written atomically.
 void write_ngram_file(const NgramModel& model, const std::string& path);
 
