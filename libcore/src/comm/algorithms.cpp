@@ -12,7 +12,8 @@ Driver::Driver(Transport& transport, const std::atomic<int>& waiters, std::funct
     : transport_(transport),
       waiters_(waiters),
       abandon_(std::move(abandon)),
-      tag_span_(std::max(1, transport.max_tag() / 64 - 1)) {}
+      tag_span_(std::max(1, transport.max_tag() / 64 - 1)),
+      scratch_(transport.device_memory()) {}
 
 // While the compute thread computes, after a short spin the thread sleeps between tests (backing off
 // to kMaxPollSleep): a rank's communication thread shares its core with the compute thread, and
@@ -53,33 +54,7 @@ bool Driver::linear_broadcast(void* data, std::size_t count, DType dtype, int ro
   return true;
 }
 
-Driver::~Driver() {
-  if (device_scratch_) transport_.device_memory()->release(device_scratch_);
-}
-
-void Driver::abandon_scratch() {
-  // Deliberately never freed: see the header. One buffer per failed communicator, at most.
-  device_scratch_ = nullptr;
-  device_scratch_bytes_ = 0;
-  if (scratch_.empty()) return;
-  new std::vector<unsigned char>(std::move(scratch_));
-  scratch_ = {};
-}
-
-void* Driver::scratch(std::size_t bytes) {
-  DeviceMemory* device = transport_.device_memory();
-  if (!device) {
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
-    return scratch_.data();
-  }
-  if (device_scratch_bytes_ < bytes) {
-    if (device_scratch_) device->release(device_scratch_);
-    device_scratch_ = nullptr;
-    device_scratch_ = device->allocate(bytes);
-    device_scratch_bytes_ = bytes;
-  }
-  return device_scratch_;
-}
+void Driver::abandon_scratch() { scratch_.abandon(); }
 
 bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq) {
   return dtype == DType::kFloat32 ? halving_doubling_typed(static_cast<float*>(data), n, seq)
@@ -93,7 +68,7 @@ bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
   if (W == 1) return true;
   const DType type = dtype_of<T>();
   const int tag_base = 64 * int(seq % std::uint64_t(tag_span_));
-  T* tmp = static_cast<T*>(scratch((n / 2 + 1) * sizeof(T)));
+  T* tmp = static_cast<T*>(scratch_.get((n / 2 + 1) * sizeof(T)));
   DeviceMemory* device = t.device_memory();
   std::array<std::pair<std::size_t, std::size_t>, 32> parents;  // one per halving round: log2(W) <= 31
   int depth = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shardtrain/comm/transport.hpp"
+#include "scratch_buffer.hpp"
 
 namespace shardtrain::comm_detail {
 
@@ -38,7 +39,6 @@ class Driver {
   // disagree fail the group and dump their records. Tags from `seq`. False when abandoned.
   bool linear_broadcast(void* data, std::size_t count, DType dtype, int root, std::uint64_t seq);
 
-  ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
 
@@ -57,10 +57,7 @@ class Driver {
   int tag_span_;  // distinct sequence numbers in halving/doubling tags (64 tags each)
   // halving_doubling's receive buffer, kept between calls so that large reductions neither allocate
   // nor fault pages in each time: host memory, or the device transport's (Transport::device_memory).
-  void* scratch(std::size_t bytes);
-  std::vector<unsigned char> scratch_;
-  void* device_scratch_ = nullptr;
-  std::size_t device_scratch_bytes_ = 0;
+  ScratchBuffer scratch_;
 };
 
 }  // namespace shardtrain::comm_detail

@@ -3,29 +3,9 @@
 namespace shardtrain::comm_detail {
 
 Staging::Staging(DeviceMemory* callers, DeviceMemory* transport)
-    : callers_(callers ? callers : transport), transport_(transport) {}
-
-Staging::~Staging() {
-  if (!transport_) return;
-  if (send_region_.device) transport_->release(send_region_.device);
-  if (recv_region_.device) transport_->release(recv_region_.device);
-}
+    : callers_(callers ? callers : transport), transport_(transport), send_region_(transport), recv_region_(transport) {}
 
 bool Staging::on_device(const void* ptr) const { return callers_ && ptr && callers_->is_device(ptr); }
-
-void* Staging::region(Region& r, std::size_t bytes) {
-  if (!transport_) {
-    if (r.host.size() < bytes) r.host.resize(bytes);
-    return r.host.data();
-  }
-  if (r.device_bytes < bytes) {
-    if (r.device) transport_->release(r.device);
-    r.device = nullptr;
-    r.device = transport_->allocate(bytes);
-    r.device_bytes = bytes;
-  }
-  return r.device;
-}
 
 // caller -> transport side: device -> host for a host transport (after the device work queued so
 // far, which may still be writing the buffer), host -> device for a device one.
@@ -55,7 +35,7 @@ Communicator::Request Staging::stage(const Communicator::Request& r, int group_s
   const bool in_place = r.send == r.recv;
   if (r.recv && on_device(r.recv) != transport_on_device) {
     // In place (all-reduce, broadcast): the buffer is input and output; else output only.
-    void* copy = region(recv_region_, recv_bytes);
+    void* copy = recv_region_.get(recv_bytes);
     if (in_place) copy_in(copy, r.recv, recv_bytes);
     staged.recv = copy;
     if (in_place) staged.send = copy;
@@ -65,7 +45,7 @@ Communicator::Request Staging::stage(const Communicator::Request& r, int group_s
     any = true;
   }
   if (!in_place && r.send && on_device(r.send) != transport_on_device) {
-    void* copy = region(send_region_, send_bytes);
+    void* copy = send_region_.get(send_bytes);
     copy_in(copy, r.send, send_bytes);
     staged.send = copy;
     any = true;
@@ -80,13 +60,8 @@ void Staging::unstage() {
 }
 
 void Staging::abandon() {
-  // Leaked on purpose: a library may still write them (see the header).
-  send_region_.device = recv_region_.device = nullptr;
-  send_region_.device_bytes = recv_region_.device_bytes = 0;
-  new std::vector<unsigned char>(std::move(send_region_.host));
-  new std::vector<unsigned char>(std::move(recv_region_.host));
-  send_region_.host = {};
-  recv_region_.host = {};
+  send_region_.abandon();  // a library may still write them (see the header)
+  recv_region_.abandon();
   back_to_ = nullptr;
 }
 

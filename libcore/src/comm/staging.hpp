@@ -6,6 +6,7 @@
 
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/comm/communicator.hpp"
+#include "scratch_buffer.hpp"
 
 namespace shardtrain::comm_detail {
 
@@ -14,7 +15,6 @@ class Staging {
   // `callers`: the device callers' buffers may live on (CommOptions::device_memory; null: host
   // only); `transport`: the transport's device (Transport::device_memory; null: a host transport).
   Staging(DeviceMemory* callers, DeviceMemory* transport);
-  ~Staging();
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
@@ -32,19 +32,13 @@ class Staging {
   std::size_t staged_operations() const { return staged_operations_; }
 
  private:
-  struct Region {  // grow-only staging space on the transport's side
-    std::vector<unsigned char> host;
-    void* device = nullptr;
-    std::size_t device_bytes = 0;
-  };
   bool on_device(const void* ptr) const;
-  void* region(Region& r, std::size_t bytes);
   void copy_in(void* staged, const void* caller, std::size_t bytes);
   void copy_out(void* caller, const void* staged, std::size_t bytes);
 
   DeviceMemory* callers_;
   DeviceMemory* transport_;
-  Region send_region_, recv_region_;
+  ScratchBuffer send_region_, recv_region_;  // grow-only staging space on the transport's side
   // The pending copy back (recv side), set by stage(), done by unstage().
   void* back_to_ = nullptr;
   const void* back_from_ = nullptr;
