@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/base/log.hpp"
@@ -12,18 +13,6 @@
 namespace shardtrain {
 namespace cuda_impl {
 namespace {
-
-// __fadd_rn / __dadd_rn: never contracted into an FMA (there is no product here anyway).
-__global__ void add_f32_kernel(float* out, const float* a, const float* b, std::size_t n) {
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    out[i] = __fadd_rn(a[i], b[i]);
-}
-__global__ void add_f64_kernel(double* out, const double* a, const double* b, std::size_t n) {
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    out[i] = __dadd_rn(a[i], b[i]);
-}
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:
@@ -73,16 +62,10 @@ class CudaDeviceMemory final : public DeviceMemory {
   }
   void add(void* out, const void* a, const void* b, std::size_t n, DType dtype) override {
     activate();
-    if (n == 0) return;
-    constexpr int kThreads = 256;
-    const unsigned blocks = unsigned(std::min<std::size_t>((n + kThreads - 1) / kThreads, 1u << 20));
     if (dtype == DType::kFloat64)
-      add_f64_kernel<<<blocks, kThreads, 0, stream_>>>(static_cast<double*>(out), static_cast<const double*>(a),
-                                                      static_cast<const double*>(b), n);
+      launch_add(static_cast<double*>(out), static_cast<const double*>(a), static_cast<const double*>(b), n, stream_);
     else
-      add_f32_kernel<<<blocks, kThreads, 0, stream_>>>(static_cast<float*>(out), static_cast<const float*>(a),
-                                                      static_cast<const float*>(b), n);
-    ST_CUDA_CHECK_LAUNCH("add kernel (DeviceMemory::add)");
+      launch_add(static_cast<float*>(out), static_cast<const float*>(a), static_cast<const float*>(b), n, stream_);
     ST_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 

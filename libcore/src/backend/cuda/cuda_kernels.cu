@@ -75,7 +75,9 @@ __device__ float block_reduce(float v, float* shared) {
 __global__ void fill_kernel(float* x, std::size_t n, float value) {
   ST_GRID_STRIDE(i, n) x[i] = value;
 }
-__global__ void add_kernel(float* out, const float* a, const float* b, std::size_t n) {
+// A lone addition is never contracted into an FMA: exactly __fadd_rn / __dadd_rn.
+template <typename T>
+__global__ void add_kernel(T* out, const T* a, const T* b, std::size_t n) {
   ST_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 __global__ void accumulate_kernel(float* y, const float* x, std::size_t n) {
@@ -354,6 +356,11 @@ void launch_fill(float* x, std::size_t n, float value, cudaStream_t stream) {
   ST_CUDA_CHECK_LAUNCH("fill_kernel");
 }
 void launch_add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
+  ST_CUDA_CHECK_LAUNCH("add_kernel");
+}
+void launch_add(double* out, const double* a, const double* b, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
   add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
   ST_CUDA_CHECK_LAUNCH("add_kernel");

@@ -24,6 +24,7 @@ constexpr std::size_t kColumnChunkRows = 32;
 // ---- elementwise ----
 void launch_fill(float* x, std::size_t n, float value, cudaStream_t stream);
 void launch_add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream);
+void launch_add(double* out, const double* a, const double* b, std::size_t n, cudaStream_t stream);
 void launch_accumulate(float* y, const float* x, std::size_t n, cudaStream_t stream);
 void launch_scale(float* x, std::size_t n, float s, cudaStream_t stream);
 void launch_gelu_forward(float* out, const float* in, std::size_t n, cudaStream_t stream);
