@@ -23,7 +23,8 @@
 #   (default DIR/checkpoints). --capacity-cmd CMD: a shell command printing how many ranks can
 #   run now (e.g. live nodes x tasks per node), asked before each restart. --rank-failures K:
 #   default 2. Exit status: 0 when the command finally succeeds, else the last failure's status
-#   (after the restarts ran out, or when no world size >= M fits: then with that reason).
+#   (after the restarts ran out, or when no world size >= M fits: then with that reason). A
+#   command that exits 2 (usage or input error) is not retried: its message is repeated last.
 set -uo pipefail
 
 max_restarts=3
@@ -39,7 +40,7 @@ while (($#)); do
     --capacity-cmd) capacity_cmd=$2; shift 2 ;;
     --rank-failures) rank_failures=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run-resilient.sh: unknown option '$1' (put the command after --)" >&2; exit 2 ;;
   esac
 done
@@ -156,6 +157,14 @@ PY
   [ -n "$prev_rank" ] || prev_rank=$(grep -oE 'rank ([0-9]+) with PID [0-9]+ on node .* exited on signal' "$out" | head -1 |
                                      grep -oE 'rank [0-9]+' | grep -oE '[0-9]+' || true)
   prev_status=$status
+  # Exit 2 is a usage or input error (a bad option, a malformed dataset or checkpoint): running the
+  # same command again cannot succeed, so it is not retried; the command's own message ends the log.
+  if ((status == 2)); then
+    say "attempt $attempt failed with status 2 (a usage or input error: not retried)"
+    last=$(grep -v '^run-resilient.sh:' "$out" | grep -v '^\s*$' | tail -1)
+    [ -n "$last" ] && echo "$last" >&2
+    break
+  fi
   if ((attempt >= max_restarts)); then
     say "attempt $attempt failed with status $status; no restarts left (--max-restarts $max_restarts)"
     break

@@ -9,7 +9,8 @@
 #  (3) no world size >= --min-ranks fits: the launcher gives up with the last failure's status;
 #  (4) usage errors exit 2 with a message: --min-ranks without a rank count or a global batch;
 #  (5) the backoff doubles with each failure in a row that committed no checkpoint and starts over
-#      after an attempt that did (a job failing once a day is not treated as a crash loop).
+#      after an attempt that did (a job failing once a day is not treated as a crash loop);
+#  (6) a command that exits 2 (usage or input error) runs once: exit 2, its message last.
 #
 # Usage: resilient_elastic.sh BIN_DIR WORK_DIR   (BIN_DIR unused: the launcher alone is tested)
 set -euo pipefail
@@ -97,3 +98,19 @@ printf 'fail 0\nfail 0\nckptfail 0\nfail 0\nok\n' >"$WORK/plan7"
 waits=$(grep -oE "restarting from .* in [0-9.]+s" "$WORK/r7.log" | grep -oE "[0-9.]+s$" | tr '\n' ' ' | sed 's/ $//')
 [ "$waits" = "0.01s 0.02s 0.01s 0.02s" ] || { cat "$WORK/r7.log"; fail "(5) backoff waits '$waits', expected 0.01s 0.02s 0.01s 0.02s"; }
 pass "(5) backoff 0.01, 0.02 in a crash loop; after an attempt that committed a checkpoint: 0.01, 0.02 again"
+
+cat >"$WORK/usage.sh" <<'SH'
+#!/usr/bin/env bash
+echo started >>"$WORK_ATTEMPTS"
+echo "[rank 0/2] error: --steps: not a number; pass a whole number of steps" >&2
+exit 2
+SH
+chmod +x "$WORK/usage.sh"
+rc=0
+WORK_ATTEMPTS="$WORK/r8.attempts" "$launcher" --max-restarts 3 --backoff 0 -- "$WORK/usage.sh" -np 2 --run-dir "$WORK/r8" \
+  >"$WORK/r8.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { cat "$WORK/r8.log"; fail "(6) a usage error: exit $rc, expected 2"; }
+[ "$(wc -l <"$WORK/r8.attempts")" = 1 ] || { cat "$WORK/r8.log"; fail "(6) a usage error was retried"; }
+[ "$(tail -1 "$WORK/r8.log")" = "[rank 0/2] error: --steps: not a number; pass a whole number of steps" ] ||
+  { cat "$WORK/r8.log"; fail "(6) the command's own message is not the last line"; }
+pass "(6) exit 2 (usage or input error): one attempt, exit 2, the command's message last"
