@@ -25,6 +25,9 @@
 #   default 2. Exit status: 0 when the command finally succeeds, else the last failure's status
 #   (after the restarts ran out, or when no world size >= M fits: then with that reason). A
 #   command that exits 2 (usage or input error) is not retried: its message is repeated last.
+#   SIGUSR1 to the launcher (a time-limit warning sent to the whole job) is recorded, not fatal:
+#   the current attempt runs to its end (the ranks checkpoint and exit on their own SIGUSR1) and
+#   is not restarted.
 set -uo pipefail
 
 max_restarts=3
@@ -118,6 +121,13 @@ except FileNotFoundError:
 PY
 }
 
+# SIGUSR1 (a batch job's time-limit warning, e.g. `scancel --signal=USR1 --full`) reaches the ranks
+# too: they checkpoint and exit. The launcher must outlive it and must not restart the job that
+# is being stopped: the trap only records the request (a trap, unlike an ignored signal, is not
+# inherited by the command), and the loop ends after the current attempt with its status.
+stop_requested=0
+trap 'stop_requested=1' USR1
+
 attempt=0
 status=0
 no_progress=0  # failures in a row that committed no new checkpoint: the backoff's exponent
@@ -150,6 +160,10 @@ PY
   fi
   if ((status == 0)); then
     say "attempt $attempt succeeded"
+    break
+  fi
+  if ((stop_requested)); then
+    say "attempt $attempt ended with status $status after SIGUSR1 (the job is being stopped): not restarted"
     break
   fi
   # The failing rank: our tools' "[rank R/W] error" line, or mpirun's report of the rank that died.

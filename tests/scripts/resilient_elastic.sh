@@ -10,7 +10,8 @@
 #  (4) usage errors exit 2 with a message: --min-ranks without a rank count or a global batch;
 #  (5) the backoff doubles with each failure in a row that committed no checkpoint and starts over
 #      after an attempt that did (a job failing once a day is not treated as a crash loop);
-#  (6) a command that exits 2 (usage or input error) runs once: exit 2, its message last.
+#  (6) a command that exits 2 (usage or input error) runs once: exit 2, its message last;
+#  (7) SIGUSR1 to the launcher is survived and stops restarts.
 #
 # Usage: resilient_elastic.sh BIN_DIR WORK_DIR   (BIN_DIR unused: the launcher alone is tested)
 set -euo pipefail
@@ -114,3 +115,22 @@ WORK_ATTEMPTS="$WORK/r8.attempts" "$launcher" --max-restarts 3 --backoff 0 -- "$
 [ "$(tail -1 "$WORK/r8.log")" = "[rank 0/2] error: --steps: not a number; pass a whole number of steps" ] ||
   { cat "$WORK/r8.log"; fail "(6) the command's own message is not the last line"; }
 pass "(6) exit 2 (usage or input error): one attempt, exit 2, the command's message last"
+
+# (7) SIGUSR1 to the launcher (Slurm's time-limit warning to the whole job): the launcher lives on,
+# the attempt runs to its end, and a failing attempt is not restarted.
+cat >"$WORK/slow.sh" <<'SH'
+#!/usr/bin/env bash
+echo started >>"$WORK_ATTEMPTS"
+sleep 1
+exit 4
+SH
+chmod +x "$WORK/slow.sh"
+rc=0
+WORK_ATTEMPTS="$WORK/r9.attempts" "$launcher" --max-restarts 3 --backoff 0 -- "$WORK/slow.sh" --run-dir "$WORK/r9" \
+  >"$WORK/r9.log" 2>&1 & pid=$!
+sleep 0.4; kill -USR1 "$pid"
+wait "$pid" || rc=$?
+[ "$rc" = 4 ] || { cat "$WORK/r9.log"; fail "(7) after SIGUSR1: exit $rc, expected the attempt's 4"; }
+[ "$(wc -l <"$WORK/r9.attempts")" = 1 ] || { cat "$WORK/r9.log"; fail "(7) restarted after SIGUSR1"; }
+grep -q "after SIGUSR1 (the job is being stopped): not restarted" "$WORK/r9.log" || { cat "$WORK/r9.log"; fail "(7) no message"; }
+pass "(7) SIGUSR1: the launcher outlives it, the attempt ends on its own, no restart"
