@@ -6,7 +6,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
-peer="${PEER:-$here/../shared/peers/torch_gpt.py}"
+peer="${PEER:-$here/bench/torch_peer.py}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 [ -x "$build/bin/ddp-train" ] && [ -x "$build/bin/fsdp-train" ] && [ -f "$here/data/fortunes.h5" ] ||
   "$here/scripts/setup.sh"
@@ -19,7 +19,7 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 # The PyTorch peer needs Debian's python3-torch and an optimised BLAS: installs them when missing (as
 # root), else stops with the command to run. A script that runs the peer calls this first.
 need_torch_peer() {
-  [ -f "$peer" ] || { echo "$(basename "$0"): the PyTorch peer $peer is missing; set PEER=path/to/torch_gpt.py" >&2; exit 2; }
+  [ -f "$peer" ] || { echo "$(basename "$0"): the PyTorch peer $peer is missing; set PEER=path/to/a/peer.py" >&2; exit 2; }
   /usr/bin/python3 -c "import torch" 2>/dev/null && dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "$(basename "$0"): the PyTorch peer needs: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2

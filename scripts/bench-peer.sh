@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-rank throughput side by side with the PyTorch peer (../shared/peers/torch_gpt.py), at the
+# One-rank throughput side by side with the PyTorch peer (bench/torch_peer.py), at the
 # foundation benchmark configuration: d_model 256, 4 layers, 4 heads, seq_len 256, micro-batch 8,
 # vocab 256, one thread, both pinned to the same core, in one run (the machine is noisy, so the
 # ratio of the two is the figure that counts). Repeats the pair ROUNDS times (default 3).

@@ -2,7 +2,7 @@
 # Benchmark (not a test): what the flight recorder and the phase marking cost a training step
 # (issue 11: at most 1%), two ways in one run:
 #  1. per call: the recorder's cost per recorded collective and set_phase's per phase change
-#     (tests/test_recorder_bench.cpp), times a step's collectives (the summary's communication
+#     (bench/recorder_bench.cpp), times a step's collectives (the summary's communication
 #     calls over its steps) and phase changes (data, forward and backward per micro-batch,
 #     optimizer, step-end), over the measured median step: a bound that machine noise cannot blur;
 #  2. end to end: two data-parallel ranks train the same job with the recorder on
@@ -35,7 +35,7 @@ run_pair() {
   done
 }
 
-SHARDTRAIN_RECORDER_BENCH=1 "$build/tests/shardtrain_tests" "[recorder-bench]" | grep _ns_ | tee "$tmp/per_call.txt"
+SHARDTRAIN_RECORDER_BENCH=1 "$build/bench/shardtrain_bench" "[recorder-bench]" | grep _ns_ | tee "$tmp/per_call.txt"
 {
   run_pair foundation 12 32 "${foundation[@]}"
   rounds=$((3 * rounds)) run_pair small-buckets 60 16 "${small[@]}"  # short runs: three times the pairs

@@ -4,7 +4,7 @@
 // at the end of backward. Reports, per algorithm, the median over alternating rounds of the wall
 // time and of the CPU time the communication thread spent (comm_cpu_s: with one core per rank,
 // compute time taken from the step). Run with 2 or more ranks:
-//   SHARDTRAIN_COMM_BENCH=1 mpirun -np 2 --bind-to core -x SHARDTRAIN_COMM_BENCH build/tests/shardtrain_tests "[comm-bench]"
+//   SHARDTRAIN_COMM_BENCH=1 mpirun -np 2 --bind-to core -x SHARDTRAIN_COMM_BENCH build/bench/shardtrain_bench "[comm-bench]"
 //   SHARDTRAIN_BENCH_ROUNDS=9 for more rounds (default 7).
 #include <mpi.h>
 

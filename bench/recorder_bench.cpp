@@ -3,7 +3,7 @@
 // operation) and per phase change (set_phase with the history on and off). scripts/bench-recorder.sh
 // multiplies them by a training step's collectives and phase changes to bound their share of a
 // step, beside its noisier on/off end-to-end runs. Run:
-//   SHARDTRAIN_RECORDER_BENCH=1 build/tests/shardtrain_tests "[recorder-bench]"
+//   SHARDTRAIN_RECORDER_BENCH=1 build/bench/shardtrain_bench "[recorder-bench]"
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>

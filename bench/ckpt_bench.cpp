@@ -1,7 +1,7 @@
 // Checkpoint throughput benchmark (hidden: tag [.bench], never run by default).
 //
-//   SHARDTRAIN_CKPT_BENCH=1 build-ckpt/tests/shardtrain_tests "[ckpt-bench]"                      # 1 rank
-//   SHARDTRAIN_CKPT_BENCH=1 mpirun -np 2 -x SHARDTRAIN_CKPT_BENCH build-ckpt/tests/shardtrain_tests "[ckpt-bench]"
+//   SHARDTRAIN_CKPT_BENCH=1 build/bench/shardtrain_bench "[ckpt-bench]"                      # 1 rank
+//   SHARDTRAIN_CKPT_BENCH=1 mpirun -np 2 -x SHARDTRAIN_CKPT_BENCH build/bench/shardtrain_bench "[ckpt-bench]"
 //   SHARDTRAIN_BENCH_DIR=/scratch/x to choose the file system (default: the temp folder),
 //   SHARDTRAIN_BENCH_ROUNDS=5 for more alternating rounds (default 3; medians are reported)
 //
