@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kill-and-resume proof (contract 5 and 6): a deterministic training job run straight through,
+# Kill-and-resume proof (contract 5 and 6 of docs/ARCHITECTURE.md): a deterministic training job run straight through,
 # then the same job under scripts/run-resilient.sh while SIGKILL hits a random rank at random
 # steps (seeded: the plan is printed), --save-kills of the kills landing in the middle of a
 # checkpoint write. The final checkpoints of both runs (parameters AND optimizer moments) must be

@@ -1,4 +1,4 @@
-// comm_hang_helper: the end-to-end "no silent hang" check of contract 6, run by ctest
+// comm_hang_helper: the end-to-end "no silent hang" check of contract 6 of docs/ARCHITECTURE.md, run by ctest
 // (comm_hang_np2, comm_hang_np4; see the comm block at the end of tests/CMakeLists.txt).
 //
 //   comm_hang_helper --check MPIEXEC NP DIR    launches NP ranks of itself under MPIEXEC and checks

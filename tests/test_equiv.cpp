@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/report/equiv.hpp"
+#include "shardtrain/equiv/equivalence.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
 #include "test_support.hpp"

@@ -1,4 +1,4 @@
-// hang-diagnose (report/hang_diagnosis.hpp, report/flight_dump.hpp) on synthetic flight records
+// hang-diagnose (diagnose/hang_diagnosis.hpp, diagnose/flight_dump.hpp) on synthetic flight records
 // written to the spec (docs/FORMATS.md "Flight record", format_version 3): which collective blocked,
 // who did not join it, the culprit or why it is ambiguous; and the refusals of unusable input.
 #include <catch2/catch.hpp>
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/flight_dump.hpp"
-#include "shardtrain/report/hang_diagnosis.hpp"
+#include "shardtrain/diagnose/flight_dump.hpp"
+#include "shardtrain/diagnose/hang_diagnosis.hpp"
 #include "test_support.hpp"
 
 using nlohmann::json;

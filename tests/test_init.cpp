@@ -1,4 +1,4 @@
-// Layout-independent initialisation (contract 4): Philox4x32-10 against the published known-answer
+// Layout-independent initialisation (contract 4 of docs/ARCHITECTURE.md): Philox4x32-10 against the published known-answer
 // vectors of Random123 (kat_vectors, philox4x32_10), shard-by-shard equals whole-tensor init, and
 // the GPT-2 scheme's statistics.
 #include <catch2/catch.hpp>

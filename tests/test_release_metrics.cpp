@@ -7,12 +7,12 @@
 #include <cmath>
 #include <fstream>
 
-#include "shardtrain/report/bootstrap.hpp"
-#include "shardtrain/report/calibration.hpp"
-#include "shardtrain/report/holdout_scores.hpp"
+#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/release/calibration.hpp"
+#include "shardtrain/release/holdout_scores.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/data/dataset.hpp"
-#include "shardtrain/train/release_eval.hpp"
+#include "shardtrain/release/evaluation.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

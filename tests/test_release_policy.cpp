@@ -7,9 +7,9 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/release_evidence.hpp"
-#include "shardtrain/report/release_policy.hpp"
-#include "shardtrain/report/release_registry.hpp"
+#include "shardtrain/release/evidence.hpp"
+#include "shardtrain/release/policy.hpp"
+#include "shardtrain/release/registry.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

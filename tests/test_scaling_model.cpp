@@ -1,4 +1,4 @@
-// The alpha-beta step model (report/scaling_model.hpp) and scale-bench fit/predict/plan.
+// The alpha-beta step model (scaling/step_model.hpp) and scale-bench fit/predict/plan.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,7 +13,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/parallel/memory.hpp"
-#include "shardtrain/report/scaling_model.hpp"
+#include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/tool/tool.hpp"
 
@@ -230,7 +230,7 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   const Plan all = plan_layouts(o);
   REQUIRE(all.rows.size() == 4);
   for (const auto& r : all.rows) {
-    const MemoryEstimate e = estimate_memory(cfg, r.zero_stage, 8, 1, 1, false);
+    const MemoryEstimate e = estimate_memory(cfg, r.zero_stage, 8, 1, 1, false, 1, DeviceKind::kCpu);
     CHECK(r.memory.total() == e.total());
     CHECK(r.fits);
   }

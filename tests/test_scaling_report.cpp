@@ -1,14 +1,14 @@
-// The scaling report (report/scaling_report.hpp) on hand-made summaries whose answers are worked
+// The scaling report (scaling/report.hpp) on hand-made summaries whose answers are worked
 // out in the comments: E(W) and its formula line, strong/weak detection and the refusals, the
 // step-log recomputation and its tolerance flag, the actions; and scale-bench run's argument
-// handling (tool/scale_launch.hpp).
+// handling (bench/scale_launch.hpp).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/scaling_report.hpp"
-#include "shardtrain/tool/scale_launch.hpp"
+#include "shardtrain/scaling/report.hpp"
+#include "shardtrain/bench/scale_launch.hpp"
 
 using namespace shardtrain;
 using Approx = Catch::Detail::Approx;
@@ -151,12 +151,17 @@ TEST_CASE("strong, weak, and the runs that do not belong together", "[scaling-re
 
 TEST_CASE("the step-log recomputation: summed tokens, slowest rank, steady steps", "[scaling-report]") {
   auto rec = [](std::int64_t step, double tokens, double step_s) {
-    return nlohmann::json{{"step", step}, {"tokens", tokens}, {"step_s", step_s}};
+    StepLogEntry e;
+    e.record.step = step;
+    e.record.tokens = std::int64_t(tokens);
+    e.record.step_s = step_s;
+    e.has_tokens = e.has_timings = true;
+    return e;
   };
   // Two ranks, 128 tokens each per step. Step 0 (warm-up, dropped: 5 common steps > 3) is slow.
   // Per-step slowest: 0.30 | 0.10, 0.12, 0.11, 0.10 -> median of the four = 0.105.
   // Step 5 exists on rank 0 only and is left out (it would otherwise move the median).
-  std::vector<std::vector<nlohmann::json>> ranks = {
+  std::vector<std::vector<StepLogEntry>> ranks = {
       {rec(0, 128, 0.30), rec(1, 128, 0.10), rec(2, 128, 0.12), rec(3, 128, 0.10), rec(4, 128, 0.10), rec(5, 128, 9.0)},
       {rec(0, 128, 0.20), rec(1, 128, 0.09), rec(2, 128, 0.11), rec(3, 128, 0.11), rec(4, 128, 0.09)}};
   const auto l = throughput_from_records(ranks);

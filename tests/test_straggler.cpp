@@ -1,4 +1,4 @@
-// Straggler scores (report/straggler.hpp) on hand-made step samples whose answers are worked out
+// Straggler scores (telemetry/straggler.hpp) on hand-made step samples whose answers are worked out
 // by hand in the comments: one case per naming rule, the individual score, and the step-log reader.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/straggler.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -44,7 +44,7 @@ std::vector<T> int_values(std::size_t n, int rank, int salt) {
   return v;
 }
 
-// The canonical binary tree of contract 2 (communicator.hpp), serially, over inputs[lo, hi)
+// The canonical binary tree of contract 2 of docs/ARCHITECTURE.md (communicator.hpp), serially, over inputs[lo, hi)
 // (hi - lo a power of two): left half + right half at every level. Written here independently
 // of the library's algorithms, as the reference they are checked against.
 template <typename T>

@@ -209,7 +209,7 @@ TEST_CASE("tp: measured model state per rank within 5% of the formulas on the lo
     CHECK(P == by_hand);
     CHECK(P_full == double(config.parameter_count()));
     CHECK(GptModel(*backend, config, micro, false, T > 1 ? tp.get() : nullptr).activation_bytes() ==
-          GptModel::activation_bytes_for(config, micro, T));
+          GptModel::activation_bytes_for(config, micro, T, DeviceKind::kCpu));
     for (int stage = 1; stage <= 3; ++stage) {
       StrategyOptions so;
       so.zero_stage = stage;
@@ -222,12 +222,12 @@ TEST_CASE("tp: measured model state per rank within 5% of the formulas on the lo
       const auto report = strategy->memory_report();
       const double measured = report["model_state"].get<double>();
       const double formula = stage == 1 ? 8 * P + 8 * P / N : stage == 2 ? 4 * P + 12 * P / N : 16 * P / N;
-      const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false, T);
+      const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false, T, DeviceKind::kCpu);
       INFO("TP " << T << " DP " << N << " stage " << stage << ": measured " << measured << " formula " << formula
                  << " estimate " << e.model_state);
       CHECK(std::abs(measured - formula) <= 0.05 * formula);
       CHECK(std::abs(e.model_state - measured) <= 0.05 * measured);
-      CHECK(report["activations"].get<double>() == double(GptModel::activation_bytes_for(config, micro, T)));
+      CHECK(report["activations"].get<double>() == double(GptModel::activation_bytes_for(config, micro, T, DeviceKind::kCpu)));
       if (world->rank() == 0)
         std::printf("[tp memory] TP %d DP %d ZeRO-%d: model_state %.0f formula %.0f (%.2f%%), activations %.0f\n", T, N,
                     stage, measured, formula, 100.0 * (measured - formula) / formula,

@@ -10,7 +10,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
-#include "shardtrain/report/run_summary.hpp"
+#include "shardtrain/telemetry/run_summary.hpp"
 #include "shardtrain/data/synthetic.hpp"
 #include "shardtrain/train/trainer.hpp"
 #include "test_support.hpp"

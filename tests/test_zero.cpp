@@ -41,7 +41,28 @@ TEST_CASE("zero: activation_bytes_for matches a built model", "[zero]") {
   auto backend = make_cpu_backend(1);
   const ModelConfig config{256, 32, 48, 2, 2};
   GptModel model(*backend, config, 3);
-  CHECK(GptModel::activation_bytes_for(config, 3) == model.activation_bytes());
+  CHECK(GptModel::activation_bytes_for(config, 3, 1, DeviceKind::kCpu) == model.activation_bytes());
+}
+
+// What attention keeps for backward is the backend's: the CPU backend's probabilities (B*NH*T*T
+// floats, what a built CPU model allocates) and CUDA's fused attention's one log-sum-exp per query
+// row (B*NH*T, the layout documented in backend.hpp; checked here without a device). The estimate
+// for a CUDA run therefore differs from the CPU one by exactly n_layer x B x NH x (T*T - T) floats.
+TEST_CASE("zero: the activation estimate asks the backend what attention keeps", "[zero]") {
+  const std::size_t B = 3, NH = 2, T = 48;
+  auto cpu = make_cpu_backend(1);
+  CHECK(cpu->attention_state_elements(B, NH, T) == B * NH * T * T);
+  CHECK(attention_state_elements_for(DeviceKind::kCpu, B, NH, T) == B * NH * T * T);
+  CHECK(attention_state_elements_for(DeviceKind::kCuda, B, NH, T) == B * NH * T);
+  const ModelConfig config{256, 48, 32, 2, 2};  // vocab, seq_len T, d_model, layers, heads
+  const std::size_t cpu_bytes = GptModel::activation_bytes_for(config, int(B), 1, DeviceKind::kCpu);
+  const std::size_t cuda_bytes = GptModel::activation_bytes_for(config, int(B), 1, DeviceKind::kCuda);
+  CHECK(cpu_bytes - cuda_bytes == std::size_t(config.n_layer) * B * NH * (T * T - T) * sizeof(float));
+  // The planner and --memory-budget follow: the same layout needs less on CUDA, by the same bytes.
+  const MemoryEstimate on_cpu = estimate_memory(config, 0, 1, int(B), 1, false, 1, DeviceKind::kCpu);
+  const MemoryEstimate on_cuda = estimate_memory(config, 0, 1, int(B), 1, false, 1, DeviceKind::kCuda);
+  CHECK(on_cpu.model_state == on_cuda.model_state);
+  CHECK(on_cpu.activations - on_cuda.activations == double(cpu_bytes - cuda_bytes));
 }
 
 TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas", "[mpi][zero]") {
@@ -79,7 +100,7 @@ TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas",
     INFO("stage " << stage << " W " << W << " measured " << measured << " formula " << formula);
     CHECK(std::abs(measured - formula) <= 0.05 * formula);
     if (stage >= 1) {
-      const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false);
+      const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false, 1, DeviceKind::kCpu);
       CHECK(report["total"].get<double>() <= e.total());
       if (stage == 3) {  // the gathered working set: at most embeddings + ln_f + two blocks, params and grads
         const double gathered = report["gathered"].get<double>();

@@ -7,9 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shardtrain/report/equiv.hpp"
+#include "shardtrain/equiv/equivalence.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 // hang-diagnose: read the flight records of a job's ranks and say which collective blocked first,
 // which ranks never joined it, what they were doing instead and which rank is to blame. Options +
-// one call into libcore (report/hang_diagnosis.hpp). See hang-diagnose(1).
+// one call into libcore (diagnose/hang_diagnosis.hpp). See hang-diagnose(1).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,9 +8,9 @@
 #include <CLI/CLI.hpp>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/flight_dump.hpp"
-#include "shardtrain/report/hang_diagnosis.hpp"
-#include "shardtrain/report/straggler.hpp"
+#include "shardtrain/diagnose/flight_dump.hpp"
+#include "shardtrain/diagnose/hang_diagnosis.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints through ddp-train (contract 5): resume continues bitwise (same and other world
+# Checkpoints through ddp-train (contract 5 of docs/ARCHITECTURE.md): resume continues bitwise (same and other world
 # size, synchronous and asynchronous saves), SIGTERM saves at a step boundary and stops cleanly,
 # a corrupt newest checkpoint is skipped loudly for the previous good one, and resumes that would
 # change the training problem are refused with a message.

@@ -46,7 +46,7 @@ train 2 "$WORK/bad_algo" --d-model 48 --steps 1 --global-batch 8 --micro-batch 2
 [ "$rc" -eq 2 ] || fail "--allreduce ring exited $rc, expected 2"
 grep -q "not one of auto, halving, mpi" "$WORK/bad_algo.log" || fail "--allreduce ring: no message naming the choices"
 pass "an unknown --allreduce is refused with exit 2"
-# Telemetry (contract 7): every rank's step log has every column and identity on every step, the
+# Telemetry (contract 7 of docs/ARCHITECTURE.md): every rank's step log has every column and identity on every step, the
 # communication thread's CPU time never exceeds the time its collectives were in flight, and the
 # summary has per-rank statistics of every column, the slowest rank, bytes, bus bandwidth beside
 # the bare all-reduce, and speedup and E(W) against the baseline.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fsdp-train (ZeRO-1/2/3) end to end, contracts 2, 3 and 5:
+# fsdp-train (ZeRO-1/2/3) end to end, contracts 2, 3 and 5 of docs/ARCHITECTURE.md:
 #  (1) deterministic: ZeRO-1, -2, -3 at W = 2 and 4 are BITWISE-equal to DDP at W = 1 after 10 steps
 #      (parameters and step logs), also ZeRO-3 with --no-reshard-after-forward;
 #  (2) fast mode: ZeRO-1/2/3 at W = 2 and 4 WITHIN the tolerance of ddp_equivalence.sh

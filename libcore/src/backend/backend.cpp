@@ -34,6 +34,12 @@ void Backend::crossentropy_slice_backward(float*, const float*, const int32_t*, 
   no_tensor_parallel_op(*this, "crossentropy_slice_backward");
 }
 
+std::size_t attention_state_elements_for(DeviceKind device, std::size_t batch, std::size_t num_heads,
+                                         std::size_t seq_len) {
+  const std::size_t rows = batch * num_heads * seq_len;
+  return device == DeviceKind::kCuda ? rows : rows * seq_len;
+}
+
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
 Precision parse_precision(const std::string& text, const char* option) {

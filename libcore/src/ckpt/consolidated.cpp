@@ -106,10 +106,8 @@ ConsolidatedReader::ConsolidatedReader(const std::string& path) : path_(path), f
     if (format != kConsolidatedFormat)
       throw UsageError(path + ": format '" + format + "', not a consolidated shardtrain checkpoint (" +
                        kConsolidatedFormat + ")");
-    const std::string text = detail::read_string_attr(f, "/", "manifest", path);
-    if (to_hex(sha256(text.data(), text.size())) != detail::read_string_attr(f, "/", "manifest_sha256", path))
-      throw IoError(path + ": the manifest does not match its manifest_sha256 (corrupt file); use another copy");
-    manifest_ = CheckpointManifest::from_json(nlohmann::json::parse(text), path);
+    manifest_ = CheckpointManifest::from_stored_text(detail::read_string_attr(f, "/", "manifest", path),
+                                                     detail::read_string_attr(f, "/", "manifest_sha256", path), path);
     for (const auto& name : detail::list_group(f, "/tensors")) {
       const std::string obj = "/tensors/" + name;
       TensorInfo info;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/sha256.hpp"
 
 namespace shardtrain::ckpt {
 
@@ -196,6 +197,19 @@ const nlohmann::json& object(const nlohmann::json& j, const std::string& key, co
   return v;
 }
 }  // namespace
+
+CheckpointManifest CheckpointManifest::from_stored_text(const std::string& text, const std::string& sha256_hex,
+                                                        const std::string& where) {
+  if (to_hex(sha256(text.data(), text.size())) != sha256_hex)
+    throw IoError(where + ": the manifest does not match its manifest_sha256 (corrupt); use an earlier checkpoint or another copy");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw IoError(where + ": the manifest is not valid JSON (" + e.what() + ")");
+  }
+  return from_json(j, where);
+}
 
 CheckpointManifest CheckpointManifest::from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw UsageError(where + ": manifest is not a JSON object");

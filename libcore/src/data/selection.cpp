@@ -186,6 +186,18 @@ void TrainingData::read_train_sample(uint64_t sample_index, int32_t* out) const 
   copy_tokens(train_, sample_index * uint64_t(seq_len_), out);
 }
 
+std::vector<uint64_t> spread_holdout_samples(const std::vector<HoldoutSlice>& slices, int max_samples) {
+  if (max_samples < 0) throw UsageError("the hold-out sample count must be >= 0 (0: every hold-out sample)");
+  std::vector<uint64_t> samples;
+  if (slices.empty()) return samples;
+  const uint64_t per_slice = max_samples == 0 ? UINT64_MAX : std::max<uint64_t>(1, uint64_t(max_samples) / slices.size());
+  for (const HoldoutSlice& slice : slices) {
+    const uint64_t n = std::min(per_slice, slice.samples);
+    for (uint64_t k = 0; k < n; ++k) samples.push_back(slice.first_sample + k * slice.samples / n);
+  }
+  return samples;
+}
+
 uint64_t TrainingData::num_holdout_samples() const {
   return slices_.empty() ? 0 : slices_.back().first_sample + slices_.back().samples;
 }

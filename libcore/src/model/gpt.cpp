@@ -311,13 +311,15 @@ double GptModel::eval_micro_batch(const int32_t* tokens, int batch) {
 }
 
 // Per layer: ln1, res2, ln2, res3 (N*C each, replicated under TP), qkv 3AC, atty AC, fch and
-// fch_gelu 4C/T each, four LayerNorm statistics (N), the attention probabilities B*NH/T*T*T.
+// fch_gelu 4C/T each, four LayerNorm statistics (N), what attention keeps for backward (backend.hpp
+// attention_state_elements_for: B*NH/T*T*T probabilities on the CPU, B*NH/T*T on CUDA).
 // Global: encoded, lnf, scratch, dresidual, dln (N*C), datty AC, dqkv 3AC, dgelu and dfch 4C/T,
 // lnf statistics and losses (3N), the logits N*Vp/T and under TP the cross-entropy statistics 3N.
-std::size_t GptModel::activation_bytes_for(const ModelConfig& config, int max_batch, int tp) {
+std::size_t GptModel::activation_bytes_for(const ModelConfig& config, int max_batch, int tp, DeviceKind device) {
   const std::size_t B = max_batch, T = config.seq_len, C = config.d_model, NH = std::size_t(config.n_head) / tp,
                     N = B * T, AC = C / tp, F = 4 * C / tp, V = std::size_t(padded_vocab(config, tp)) / tp;
-  const std::size_t per_layer = 4 * N * C + 4 * N * AC + 2 * N * F + 4 * N + B * NH * T * T;
+  // What attention keeps for backward is the backend's to say (B*NH*T*T on the CPU, B*NH*T fused on CUDA).
+  const std::size_t per_layer = 4 * N * C + 4 * N * AC + 2 * N * F + 4 * N + attention_state_elements_for(device, B, NH, T);
   const std::size_t global = 5 * N * C + 4 * N * AC + 2 * N * F + 3 * N + N * V + (tp > 1 ? 3 * N : 0);
   return (global + per_layer * std::size_t(config.n_layer)) * sizeof(float);
 }

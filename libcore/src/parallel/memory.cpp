@@ -59,7 +59,7 @@ void TrackedArray::reset() {
 // ---------------------------------------------------------------- estimates, budget ---------------
 
 MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, int micro_batch, int grad_accum,
-                               bool deterministic, int tp) {
+                               bool deterministic, int tp, DeviceKind device) {
   const ParameterRegistry registry(model, {tp, 0});  // every TP rank's local model has this size
   world /= tp;                                       // the state is sharded over the DP axis
   const ShardLayout layout(registry, world, 0);
@@ -75,7 +75,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
   // them with accumulation, about two units' worth without.
   const double exact = !deterministic ? 0.0 : stage == 0 ? 8 * P : grad_accum > 1 ? 8 * Ppad : 8 * (max_unit + max_block);
   MemoryEstimate e;
-  e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp));
+  e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp, device));
   switch (stage) {
     case 0:
       e.model_state = 16 * P;
@@ -101,13 +101,14 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
 }
 
 std::string check_memory_budget(const ModelConfig& model, int stage, int world, int micro_batch,
-                                std::int64_t global_batch, bool deterministic, double budget, int tp) {
+                                std::int64_t global_batch, bool deterministic, double budget, int tp,
+                                DeviceKind device) {
   if (!(budget > 0)) return "";
   // micro-batches per DP rank of a world of w ranks at tensor-parallel degree t
   auto accum = [&](int w, int t = 1) {
     return int(std::max<std::int64_t>(1, global_batch / (std::int64_t(micro_batch) * (w / t))));
   };
-  const MemoryEstimate need = estimate_memory(model, stage, world, micro_batch, accum(world, tp), deterministic, tp);
+  const MemoryEstimate need = estimate_memory(model, stage, world, micro_batch, accum(world, tp), deterministic, tp, device);
   if (need.total() <= budget) return "";
   auto gb = [](double b) {
     char buf[64];
@@ -116,7 +117,7 @@ std::string check_memory_budget(const ModelConfig& model, int stage, int world, 
   };
   std::string fit;
   for (int s = stage + 1; s <= 3 && fit.empty(); ++s) {
-    const double t = estimate_memory(model, s, world, micro_batch, accum(world, tp), deterministic, tp).total();
+    const double t = estimate_memory(model, s, world, micro_batch, accum(world, tp), deterministic, tp, device).total();
     if (t <= budget)
       fit = "--zero-stage " + std::to_string(s) + (tp > 1 ? " --tp " + std::to_string(tp) : std::string()) + " at " +
             std::to_string(world) + " ranks needs " + gb(t);
@@ -124,14 +125,14 @@ std::string check_memory_budget(const ModelConfig& model, int stage, int world, 
   // A larger tensor-parallel degree on the same ranks (it also divides the activations).
   for (int t = tp * 2; t <= world && fit.empty(); t *= 2) {
     if (world % t != 0 || model.n_head % t != 0 || (4 * model.d_model) % t != 0) continue;
-    const double bytes = estimate_memory(model, stage, world, micro_batch, accum(world, t), deterministic, t).total();
+    const double bytes = estimate_memory(model, stage, world, micro_batch, accum(world, t), deterministic, t, device).total();
     if (bytes <= budget)
       fit = "--tp " + std::to_string(t) + (stage > 0 ? " --zero-stage " + std::to_string(stage) : std::string()) +
             " at " + std::to_string(world) + " ranks needs " + gb(bytes) + " per rank";
   }
   for (int w = world * 2; w <= 1024 && fit.empty(); w *= 2) {
     if (global_batch % (std::int64_t(micro_batch) * w) != 0) continue;
-    const double t = estimate_memory(model, 3, w, micro_batch, accum(w), deterministic, 1).total();
+    const double t = estimate_memory(model, 3, w, micro_batch, accum(w), deterministic, 1, device).total();
     if (t <= budget) fit = "--zero-stage 3 at " + std::to_string(w) + " ranks needs " + gb(t) + " per rank";
   }
   if (fit.empty())

@@ -2,7 +2,7 @@
 // micro-batch loop, the local loss sum, the global-norm clip and the update. What differs
 // between layouts -- where gradients live, how they are reduced, how the norm is rebuilt,
 // which parameters the optimizer updates -- is a StepHooks implementation; the order of the
-// calls below, and so every floating-point sum, is the same for all of them (contract 2).
+// calls below, and so every floating-point sum, is the same for all of them (contract 2 of docs/ARCHITECTURE.md).
 //
 // One step, in this order:
 //   begin_step()

@@ -42,7 +42,7 @@ void check_reshard_target(const ckpt::TensorSource& source, const StateLayout& t
                      " data-parallel ranks): the global batch " + std::to_string(m.global_batch) +
                      " is not a multiple of micro-batch " + std::to_string(m.micro_batch) + " x " +
                      std::to_string(target.dp()) +
-                     " (contract 1), so no job could resume this state there; pick a data-parallel size dividing " +
+                     " (contract 1 of docs/ARCHITECTURE.md), so no job could resume this state there; pick a data-parallel size dividing " +
                      std::to_string(m.micro_batch > 0 ? m.global_batch / m.micro_batch : 0));
   const ParameterRegistry registry(config);
   const auto specs = checkpoint_tensors(registry);

@@ -310,7 +310,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     exposed_s_ += watch.seconds();
     return loss;
   }
-  // Squared global gradient norm from per-chunk sums of the shards (contract 2; see zero.hpp).
+  // Squared global gradient norm from per-chunk sums of the shards (contract 2 of docs/ARCHITECTURE.md; see zero.hpp).
   double gradient_norm_squared() override {
     const std::size_t chunk = Backend::kReductionChunk;
     const auto& units = layout_.units();

@@ -6,10 +6,10 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/release_registry.hpp"
-#include "shardtrain/report/release_report.hpp"
-#include "shardtrain/report/scaling_report.hpp"
-#include "shardtrain/tool/release_decision.hpp"
+#include "shardtrain/release/registry.hpp"
+#include "shardtrain/release/report.hpp"
+#include "shardtrain/scaling/report.hpp"
+#include "shardtrain/release/decision.hpp"
 
 namespace shardtrain::release_gate {
 namespace {

@@ -1,10 +1,10 @@
 // scale-bench collectives: the Communicator's and bare MPI's collectives swept over sizes
-// (report/collective_sweep.hpp). Options + one call; rank 0 prints.
+// (bench/collective_sweep.hpp). Options + one call; rank 0 prints.
 #include <iostream>
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/log.hpp"
-#include "shardtrain/report/collective_sweep.hpp"
+#include "shardtrain/bench/collective_sweep.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 
 namespace shardtrain::scale_bench {

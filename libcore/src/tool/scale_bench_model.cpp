@@ -1,15 +1,17 @@
 // scale-bench fit, predict, plan (scale_bench.hpp): options + one call into the scaling model
-// (report/scaling_model.hpp). None needs MPI.
+// (scaling/step_model.hpp). None needs MPI.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/report/scaling_model.hpp"
+#include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 
 namespace shardtrain::scale_bench {
@@ -49,17 +51,7 @@ struct ModelOverrides {
     if (!model_path.empty() && !example.empty()) throw UsageError("give --model or --example, not both");
     if (!example.empty()) m = scaling::seed_lab_model();
     if (!model_path.empty()) {
-      std::FILE* f = std::fopen(model_path.c_str(), "rb");
-      if (!f) throw UsageError("--model '" + model_path + "': cannot open the file");
-      std::fclose(f);
-      nlohmann::json j;
-      try {
-        std::ifstream in(model_path);
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        throw UsageError("--model '" + model_path + "': not valid JSON (" + e.what() + ")");
-      }
-      m = scaling::StepModel::from_json(j, model_path);
+      m = scaling::StepModel::from_json(JsonFile::read(model_path, "the --model step model").json(), model_path);
     }
     nlohmann::json given = nlohmann::json::object();
     auto set = [&](const char* flag, double value, double scale, double& field) {
@@ -166,6 +158,9 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--memory-per-rank", st->memory, "Memory budget per rank: bytes, or 8GB, 80GiB, ...")->required();
   c.app->add_option("--micro-batch", st->o.micro_batch, "Sequences per micro-batch")->capture_default_str();
   c.app->add_option("--seq-len", st->o.seq_len, "Context length")->capture_default_str();
+  c.app->add_option("--device", st->o.device, "cpu or cuda: sizes the activations as that backend keeps them")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, DeviceKind>{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}}))
+      ->default_str("cpu");
   c.app->add_option("--vocab", st->o.vocab, "Vocabulary size")->capture_default_str();
   c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
   c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();

@@ -1,14 +1,14 @@
 // scale-bench run and scale-bench report (scale_bench.hpp): options, then one call into libcore
-// (tool/scale_launch.hpp, report/scaling_report.hpp). Neither needs MPI in this process: `run`
+// (bench/scale_launch.hpp, scaling/report.hpp). Neither needs MPI in this process: `run`
 // starts its jobs under mpirun as child processes.
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "shardtrain/report/scaling_report.hpp"
+#include "shardtrain/scaling/report.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
-#include "shardtrain/tool/scale_launch.hpp"
+#include "shardtrain/bench/scale_launch.hpp"
 
 namespace shardtrain::scale_bench {
 

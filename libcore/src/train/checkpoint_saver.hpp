@@ -1,4 +1,4 @@
-// Checkpoints during the step loop (contract 5): the manifest of the state after a step, written
+// Checkpoints during the step loop (contract 5 of docs/ARCHITECTURE.md): the manifest of the state after a step, written
 // synchronously (ckpt::save_checkpoint, which commits and logs) or, with --async-ckpt, snapshotted
 // to host memory and written by ckpt::AsyncCheckpointWriter's background thread.
 #pragma once

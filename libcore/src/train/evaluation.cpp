@@ -6,33 +6,70 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
+#include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/model/token_loss.hpp"
 
 namespace shardtrain {
 
-nlohmann::json evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples) {
-  const auto& slices = data.holdout_slices();
-  if (slices.empty() || data.num_holdout_samples() == 0) return nullptr;
-  const std::size_t T = model.config().seq_len;
-  const std::uint64_t per_slice = std::max<std::uint64_t>(1, std::uint64_t(max_samples) / slices.size());
-  std::vector<std::int32_t> tokens(std::size_t(model.max_batch()) * (T + 1));
-  double total_loss = 0, total_tokens = 0;
-  nlohmann::json by_owner = nlohmann::json::object();
-  for (const auto& slice : slices) {
-    const std::uint64_t n = std::min(per_slice, slice.samples);
-    if (n == 0) continue;
-    double loss = 0;
-    for (std::uint64_t first = 0; first < n; first += model.max_batch()) {
-      const int b = int(std::min<std::uint64_t>(model.max_batch(), n - first));
-      for (int j = 0; j < b; ++j) data.read_holdout_sample(slice.first_sample + first + j, tokens.data() + j * (T + 1));
-      loss += model.eval_micro_batch(tokens.data(), b);
-    }
-    const double count = double(n) * T;
-    by_owner[slice.owner] = loss / count;
-    total_loss += loss;
-    total_tokens += count;
+double score_holdout_positions(GptModel& model, const data::TrainingData& data, const std::vector<std::uint64_t>& samples,
+                               int max_batch, const HoldoutPositionVisitor& visit) {
+  const int T = model.config().seq_len, V = model.config().vocab;
+  if (max_batch < 1 || max_batch > model.max_batch())
+    throw UsageError("hold-out scoring: batch " + std::to_string(max_batch) + " is not in [1, " +
+                     std::to_string(model.max_batch()) + "]");
+  const std::size_t batch = std::size_t(max_batch);
+  std::vector<std::int32_t> tokens(batch * std::size_t(T + 1));
+  double forward_s = 0;
+  for (std::size_t first = 0; first < samples.size(); first += batch) {
+    const int b = int(std::min(batch, samples.size() - first));
+    for (int j = 0; j < b; ++j) data.read_holdout_sample(samples[first + j], tokens.data() + std::size_t(j) * (T + 1));
+    const Stopwatch watch;
+    model.forward(tokens.data(), b);
+    const std::vector<float> logits = model.download_logits();
+    forward_s += watch.seconds();
+    for (int j = 0; j < b; ++j)
+      for (int t = 0; t < T; ++t)
+        visit(first + std::size_t(j), t, logits.data() + (std::size_t(j) * T + t) * V,
+              tokens[std::size_t(j) * (T + 1) + t + 1]);
   }
-  if (total_tokens == 0) return nullptr;
-  return {{"holdout_loss", total_loss / total_tokens}, {"holdout_tokens", total_tokens}, {"holdout_loss_by_owner", by_owner}};
+  return forward_s;
+}
+
+nlohmann::json HoldoutLoss::to_json() const {
+  return {{"holdout_loss", loss}, {"holdout_tokens", tokens}, {"holdout_loss_by_owner", loss_by_owner}};
+}
+
+HoldoutLoss HoldoutLoss::from_json(const nlohmann::json& j) {
+  HoldoutLoss h;
+  h.loss = j.at("holdout_loss").get<double>();
+  h.tokens = j.at("holdout_tokens").get<double>();
+  h.loss_by_owner = j.at("holdout_loss_by_owner").get<std::map<std::string, double>>();
+  return h;
+}
+
+std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples) {
+  const std::vector<std::uint64_t> samples = spread_holdout_samples(data.holdout_slices(), max_samples);
+  if (samples.empty()) return std::nullopt;
+  const int T = model.config().seq_len, V = model.config().vocab;
+  // Per sample, the sum of its positions' losses (in position order); the overall and per-owner
+  // figures add those sums in sample order, exactly as release-gate's bootstrap estimate does.
+  std::vector<double> sample_loss(samples.size(), 0.0);
+  score_holdout_positions(model, data, samples, model.max_batch(), [&](std::size_t i, int, const float* logits, int target) {
+    sample_loss[i] += token_loss(logits, V, target);
+  });
+  double total = 0;
+  std::map<std::string, std::pair<double, double>> owners;  // owner -> (loss sum, tokens)
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    total += sample_loss[i];
+    auto& owner = owners[data.holdout_slices()[data.holdout_slice_of(samples[i])].owner];
+    owner.first += sample_loss[i];
+    owner.second += T;
+  }
+  HoldoutLoss h;
+  h.tokens = double(samples.size()) * T;
+  h.loss = total / h.tokens;
+  for (const auto& [name, sums] : owners) h.loss_by_owner[name] = sums.first / sums.second;
+  return h;
 }
 
 void write_parameters_file(const GptModel& model, const std::string& path) {

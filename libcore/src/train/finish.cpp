@@ -31,7 +31,7 @@ struct RunMeasurements {
   std::string params_path;
   nlohmann::json memory;                    // this rank's peaks (strategy->memory_report())
   nlohmann::json memory_by_rank;            // every rank's peaks (ZeRO shards differ by rank through padding)
-  nlohmann::json stragglers;                // straggler scores of the whole run (report/straggler.hpp)
+  nlohmann::json stragglers;                // straggler scores of the whole run (telemetry/straggler.hpp)
 };
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }

@@ -15,7 +15,9 @@ HoldoutEvaluation evaluate_current_model(Job& job) {
   const PhaseScope phase(Phase::kEvaluation);
   HoldoutEvaluation evaluation;
   job.strategy->with_full_model(
-      [&](GptModel& model) { evaluation.result = evaluate_holdout(model, job.data, job.options.eval_samples); });
+      [&](GptModel& model) {
+        if (const auto loss = evaluate_holdout(model, job.data, job.options.eval_samples)) evaluation.result = loss->to_json();
+      });
   evaluation.seconds = watch.seconds();
   return evaluation;
 }

@@ -154,7 +154,8 @@ ModelConfig model_config_for(const TrainOptions& o, const data::TrainingData& da
 // --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits.
 void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int world) {
   const std::string refusal = check_memory_budget(model, o.zero_stage, world, o.micro_batch, o.global_batch,
-                                                  o.deterministic, o.memory_budget, o.tp);
+                                                  o.deterministic, o.memory_budget, o.tp,
+                                                  o.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu);
   if (!refusal.empty()) throw UsageError(refusal);
 }
 

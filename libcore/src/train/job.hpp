@@ -17,8 +17,8 @@
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/parallel/strategy.hpp"
-#include "shardtrain/report/run_summary.hpp"
-#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/trainer.hpp"
 
 namespace shardtrain {
@@ -47,7 +47,7 @@ struct Job {
   int world = 1, rank = 0;
   data::TrainingData data;
   ModelConfig model;                    // options.model, the dataset's vocabulary filled in, validated
-  int grad_accum = 1;                   // micro-batches per rank per step (contract 1)
+  int grad_accum = 1;                   // micro-batches per rank per step (contract 1 of docs/ARCHITECTURE.md)
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TrainingStrategy> strategy;  // initialised from options.seed
   nlohmann::json run_config;            // the "config" of the summary and of every checkpoint

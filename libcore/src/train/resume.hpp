@@ -1,4 +1,4 @@
-// The training job's second phase, resume (contract 5): the newest valid checkpoint (--resume
+// The training job's second phase, resume (contract 5 of docs/ARCHITECTURE.md): the newest valid checkpoint (--resume
 // auto) or the one named, checked against this run -- same model, same global batch (contract 1),
 // same seed, same data selection unless --allow-data-change -- and restored into the strategy.
 // Another world size is fine: the tensors are logical and the sampler is elastic, so grad_accum

@@ -11,7 +11,7 @@
 #include "checkpoint_saver.hpp"
 #include "job.hpp"
 #include "shardtrain/data/batch_loader.hpp"
-#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain {
 

@@ -1,4 +1,4 @@
-// Straggler scores inside a job (report/straggler.hpp computes them): each rank profiles its own
+// Straggler scores inside a job (telemetry/straggler.hpp computes them): each rank profiles its own
 // step records, one all-gather on the job's communicator brings every rank's profile together,
 // and every rank computes the same report. Used live by the step loop (at its log steps) and once
 // by the finish phase (the summary's "stragglers").
@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "job.hpp"
-#include "shardtrain/report/straggler.hpp"
-#include "shardtrain/report/telemetry.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain {
 

@@ -5,7 +5,7 @@
 //   step loop (step_loop.hpp)   one step at a time, with checkpoints (checkpoint_saver.hpp) and the
 //                               hold-out evaluation (holdout_phase.hpp) -> LoopRecords
 //   finish (finish.hpp)         cross-rank measurements, params.h5, summary (rank 0)
-// Around them, contract 6: the phase each rank is in (comm/phase.hpp), its flight record on
+// Around them, contract 6 of docs/ARCHITECTURE.md: the phase each rank is in (comm/phase.hpp), its flight record on
 // SIGUSR2 or a stop signal, or when it stays in one phase past the collective timeout
 // (comm/dump_watcher.hpp), and when it leaves on an error, and the phase
 // faults of --inject.

@@ -55,6 +55,17 @@ struct AdamWArgs {
   float bias_correction2 = 1.0f;
 };
 
+// Floats a backend of kind `device` keeps from attention_forward for attention_backward (its `att`
+// buffer), for (batch, num_heads, seq_len):
+//   kCpu   the softmax probabilities, B x NH x T x T;
+//   kCuda  the fused attention's log-sum-exp per query row, B x NH x T (no T x T matrix is ever
+//          stored; backward recomputes the probabilities tile by tile).
+// The one definition of what attention keeps: every backend's attention_state_elements returns it
+// (the CUDA backend checks its kernel's layout against it), and memory estimates made before any
+// backend exists (GptModel::activation_bytes_for, --memory-budget, scale-bench plan) use it.
+std::size_t attention_state_elements_for(DeviceKind device, std::size_t batch, std::size_t num_heads,
+                                         std::size_t seq_len);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -68,12 +79,11 @@ class Backend {
   // The precision of the matrix products (see Precision). The CPU backend is always kFp32.
   virtual Precision precision() const { return Precision::kFp32; }
   // Elements of the `att` buffer that attention_forward fills and attention_backward reads, for
-  // the shape (batch, num_heads, seq_len): B*NH*T*T probabilities by default; a backend with a
-  // fused attention keeps less (CUDA's keeps the softmax's log-sum-exp per row, B*NH*T, never a
-  // T x T matrix). Callers size the buffer with this, never with their own formula.
+  // the shape (batch, num_heads, seq_len): attention_state_elements_for(device(), ...) below.
+  // Callers size the buffer with this, never with their own formula.
   virtual std::size_t attention_state_elements(std::size_t batch, std::size_t num_heads,
                                                std::size_t seq_len) const {
-    return batch * num_heads * seq_len * seq_len;
+    return attention_state_elements_for(device(), batch, num_heads, seq_len);
   }
 
   // ---- memory (counts are in bytes; memory is zeroed and 64-byte aligned; allocate_bytes(0) may
@@ -186,7 +196,7 @@ class Backend {
   // ((0+1)+(2+3))+((4+5)+(6+7))), and the chunk sums are added left to right from 0.0. So the
   // value is the same for any thread count and any backend, and the per-chunk sums of a buffer
   // split at chunk boundaries are the per-chunk sums of the whole (the layout-independent
-  // building block of norms over shards, contract 2).
+  // building block of norms over shards, contract 2 of docs/ARCHITECTURE.md).
   static constexpr std::size_t kReductionChunk = 4096;
   virtual double sum_squares(const float* x, std::size_t n) = 0;
   // Sum of x (n) in double, same chunking rule.

@@ -1,4 +1,4 @@
-// Checkpoints (contracts 3, 5, 6): complete, atomic, validated, layout-independent.
+// Checkpoints (contracts 3, 5, 6 of docs/ARCHITECTURE.md): complete, atomic, validated, layout-independent.
 //
 //   format.hpp  on-disk layout, TensorSpec / PieceView, CheckpointManifest, spread_pieces
 //               (replicated tensors written once, spread over ranks), sum64 tensor checksum

@@ -49,7 +49,7 @@ using shardtrain::dtype_from_name;
 using shardtrain::dtype_name;
 using shardtrain::dtype_size;
 
-// A logical (unsharded) tensor: stable name (contract 3), row-major shape. Names must be non-empty
+// A logical (unsharded) tensor: stable name (contract 3 of docs/ARCHITECTURE.md), row-major shape. Names must be non-empty
 // and contain no '/' (they become HDF5 object names). An empty shape is a scalar (numel 1).
 struct TensorSpec {
   std::string name;
@@ -158,6 +158,11 @@ struct CheckpointManifest {
   nlohmann::json to_json() const;
   // Throws UsageError "<where>: manifest lacks '<field>'" / "... field '<f>' has the wrong type".
   static CheckpointManifest from_json(const nlohmann::json& j, const std::string& where = "manifest");
+  // The manifest as stored (the `manifest` attribute of index.h5 or of a consolidated file) with
+  // the SHA-256 stored beside it: the one reader of that text. IoError naming `where` when the
+  // hash does not match (corrupt) or the text is not JSON; from_json's errors otherwise.
+  static CheckpointManifest from_stored_text(const std::string& text, const std::string& sha256_hex,
+                                             const std::string& where);
 };
 
 }  // namespace shardtrain::ckpt

@@ -19,7 +19,7 @@
 // previous checkpoint and `latest` are untouched until the new one is complete and durable.
 //
 // The broadcasts and the all-gather are Communicator collectives like every other one of the job:
-// sequence-numbered, flight-recorded and bounded by the collective timeout (contract 6). So a rank
+// sequence-numbered, flight-recorded and bounded by the collective timeout (contract 6 of docs/ARCHITECTURE.md). So a rank
 // that dies mid-save ends the save as a collective timeout on its peers instead of a silent hang,
 // and a rank whose file write (step 2) or commit (step 4) outlasts the others' by more than the
 // timeout is reported the same way: keep --collective-timeout above the time one rank file takes.

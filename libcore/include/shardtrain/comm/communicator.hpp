@@ -1,5 +1,5 @@
 // Communicator (libcore `comm`): the collectives the parallel trainers need, asynchronous, with a
-// per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6).
+// per-group sequence number, a flight recorder, a timeout and byte/time accounting (contract 6 of docs/ARCHITECTURE.md).
 // This header is the interface; one engine implements it over any Transport (transport.hpp:
 // make_communicator), mpi.hpp creates it over MPI (CPU ranks, or GPU ranks with host staging) and nccl.hpp over NCCL.
 //

@@ -1,5 +1,5 @@
 // The flight-record dumps a rank writes on its own, besides the comm engine's on a timeout
-// (contract 6). One thread per job that writes the rank's flight record (flight_recorder.hpp):
+// (contract 6 of docs/ARCHITECTURE.md). One thread per job that writes the rank's flight record (flight_recorder.hpp):
 //   - reason "signal", each time the job receives SIGUSR2, SIGTERM or SIGUSR1 (base/stop_signals.hpp:
 //     the handlers only count; a signal handler cannot write a file). The job goes on after a
 //     SIGUSR2; after a stop signal received outside a StopSignals scope the thread ends the process

@@ -1,4 +1,4 @@
-// Fault injection for tests of contract 6 ("no silent hang"): make one rank fail on purpose in
+// Fault injection for tests of contract 6 of docs/ARCHITECTURE.md ("no silent hang"): make one rank fail on purpose in
 // each way hang-diagnose must name. Off by default; a tool accepts it only behind an explicit
 // `--inject` flag. Specs (one per --inject flag; each kind at most once):
 //

@@ -1,4 +1,4 @@
-// The flight recorder (contract 6): for each communicator group, a ring buffer of its most recent
+// The flight recorder (contract 6 of docs/ARCHITECTURE.md): for each communicator group, a ring buffer of its most recent
 // operations, so a hang can be diagnosed after the fact (hang-diagnose reads the dumps of all ranks
 // and names the rank that is behind). Modelled on PyTorch c10d's flight recorder. Thread-safe: the
 // communication thread, the watchdog and the caller all write it.

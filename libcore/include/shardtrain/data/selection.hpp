@@ -67,6 +67,14 @@ struct HoldoutSlice {
   std::vector<int64_t> document_versions;
 };
 
+// The hold-out samples an evaluation scores: the one definition behind the trainer's hold-out loss
+// (summary.json, the progress lines) and release-gate's (evaluation.json), so one checkpoint,
+// data, cutoff and sample count give one loss. max_samples = 0: every sample; else up to
+// max(1, max_samples / slices) per owner slice, evenly spaced within it (sample floor(k n_s / n),
+// k < n, of a slice of n_s samples), slices in owner order. Indices are into the hold-out, i.e.
+// slice.first_sample + the index within the slice. Throws UsageError for max_samples < 0.
+std::vector<uint64_t> spread_holdout_samples(const std::vector<HoldoutSlice>& slices, int max_samples);
+
 // A read-only, selected view of a dataset file for training and hold-out evaluation.
 // open() reads the selected documents' tokens into memory (train stream and hold-out slices, at the
 // file's token width: memory = selected tokens x token_bits/8); after open no HDF5 call is made, so

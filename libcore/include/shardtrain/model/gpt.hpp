@@ -113,7 +113,7 @@ class GptModel {
   // Bytes of activations and gradient scratch held for backward.
   std::size_t activation_bytes() const;
   // The same, before building a model (memory budgets), per rank of a TP group of `tp`.
-  static std::size_t activation_bytes_for(const ModelConfig& config, int max_batch, int tp = 1);
+  static std::size_t activation_bytes_for(const ModelConfig& config, int max_batch, int tp, DeviceKind device);
 
   // The tensor-parallel group (nullptr when unsplit) and this rank's place in it.
   Communicator* tensor_parallel_comm() const { return tp_; }

@@ -1,4 +1,4 @@
-// Layout-independent initialisation (contract 4): an element's initial value is a pure function
+// Layout-independent initialisation (contract 4 of docs/ARCHITECTURE.md): an element's initial value is a pure function
 // of (seed, tensor name, logical element index), drawn through the counter-based Philox4x32-10
 // generator, so any shard of any tensor initialises itself without the rest of the tensor.
 #pragma once

@@ -40,7 +40,7 @@ double clip_factor(double grad_norm, double grad_clip);
 // weight_decay is left 0: the caller sets it per tensor (matrices and embeddings only).
 AdamWArgs adamw_step_args(const OptimizerConfig& config, std::int64_t step, double lr);
 
-// Squared global gradient norm, layout-independently (contract 2): per unit, the backend's chunked
+// Squared global gradient norm, layout-independently (contract 2 of docs/ARCHITECTURE.md): per unit, the backend's chunked
 // sum of squares over the unit (chunks start at the unit's first element), then the unit sums
 // added in unit order. A sharded layout whose shards start at multiples of
 // Backend::kReductionChunk within each unit reproduces it bitwise from per-chunk sums.

@@ -1,5 +1,5 @@
 // Parameter registry: every trainable tensor's stable name, logical shape and place in the flat
-// parameter buffer (contract 3). Gradients and optimizer moments use the same offsets in buffers
+// parameter buffer (contract 3 of docs/ARCHITECTURE.md). Gradients and optimizer moments use the same offsets in buffers
 // of the same length, so one registry describes all of them.
 //
 // Flat layout (llm.c style): wte, wpe, then each block's 12 tensors contiguously

@@ -1,4 +1,4 @@
-// The training state in a checkpoint (contract 5): which logical tensors hold it, how data-
+// The training state in a checkpoint (contract 5 of docs/ARCHITECTURE.md): which logical tensors hold it, how data-
 // parallel replicas spread the writing, and how a resume restores it.
 //
 // Tensors, in registry order: every parameter `<name>`, then `optim.exp_avg.<name>`, then

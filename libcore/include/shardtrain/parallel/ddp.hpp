@@ -7,7 +7,7 @@
 // backward has passed their first tensor, so communication overlaps the rest of backward.
 // finish() waits for the buckets still in flight; that wait is the exposed communication.
 //
-// Deterministic mode (contract 2): each micro-batch's gradient is computed alone (the buffer is
+// Deterministic mode (contract 2 of docs/ARCHITECTURE.md): each micro-batch's gradient is computed alone (the buffer is
 // zeroed before it) and joins an exact fixed-point sum (exact_sum.hpp, one segment per sharding
 // unit, as ZeRO has them); finish() agrees the grids, all-reduces the 64-bit words and decodes
 // them to fp32 once, and adds the loss sums in global micro-batch order. The result is bitwise

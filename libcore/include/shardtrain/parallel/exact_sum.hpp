@@ -1,4 +1,4 @@
-// Deterministic mode's reduction rule (contract 2), shared by DDP and every ZeRO stage: an exact,
+// Deterministic mode's reduction rule (contract 2 of docs/ARCHITECTURE.md), shared by DDP and every ZeRO stage: an exact,
 // order-independent sum of the per-micro-batch fp32 gradients, converted back to fp32 once, and
 // the loss sums added in global micro-batch order. The result depends only on the global batch's
 // micro-batches, never on how they are spread over ranks and accumulation steps, so one rule holds

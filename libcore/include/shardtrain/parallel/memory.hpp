@@ -65,12 +65,15 @@ struct MemoryEstimate {
   double model_state = 0, gathered = 0, communication = 0, activations = 0;
   double total() const { return model_state + gathered + communication + activations; }
 };
+// `device`: the backend the layout will run on; it decides what attention keeps for backward
+// (backend.hpp attention_state_elements_for), the one term that differs between devices.
 MemoryEstimate estimate_memory(const ModelConfig& model, int zero_stage, int world, int micro_batch, int grad_accum,
-                               bool deterministic, int tp = 1);
+                               bool deterministic, int tp, DeviceKind device);
 
 // The --memory-budget check: "" when `budget_bytes` (> 0) suffices, else the refusal naming the
 // bytes needed per rank and a stage, tensor-parallel degree or world size that fits.
 std::string check_memory_budget(const ModelConfig& model, int zero_stage, int world, int micro_batch,
-                                std::int64_t global_batch, bool deterministic, double budget_bytes, int tp = 1);
+                                std::int64_t global_batch, bool deterministic, double budget_bytes, int tp,
+                                DeviceKind device);
 
 }  // namespace shardtrain

@@ -3,7 +3,7 @@
 // (state_layout.hpp, the same function the trainers write with), so each target rank reads one
 // local file. Parameters, both AdamW moments and the whole manifest (step, sampler, LR position,
 // RNG, data snapshot) carry over unchanged; layout, grad_accum (= global_batch / (micro_batch x DP),
-// DP = W / T, contract 1), writers, files, checksums and created are rewritten, and the source's layout is
+// DP = W / T, contract 1 of docs/ARCHITECTURE.md), writers, files, checksums and created are rewritten, and the source's layout is
 // appended to manifest.history. Elements are copied bit for bit (no dtype conversion).
 #pragma once
 #include <cstdint>

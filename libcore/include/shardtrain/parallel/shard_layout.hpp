@@ -1,7 +1,7 @@
 // Sharded layout of the model state (ZeRO, zero.hpp): per sharding unit (ParameterRegistry::
 // units()), the unit's flat range padded with zeros to a multiple of W x Backend::kReductionChunk;
 // rank r owns the r-th of W equal slices, so every shard starts at a reduction-chunk boundary of
-// its unit (the layout-independent norm of contract 2).
+// its unit (the layout-independent norm of contract 2 of docs/ARCHITECTURE.md).
 #pragma once
 #include <cstddef>
 #include <vector>

@@ -2,7 +2,7 @@
 // optimizer step runs on that layout. The trainer (trainer.hpp) drives data, logs, evaluation and
 // checkpoints through this interface only, so DDP (full replicas, ddp.hpp) and the ZeRO stages
 // (sharded optimizer state, gradients, parameters) share one training loop, one step log and one
-// checkpoint format (logical tensors, contract 3).
+// checkpoint format (logical tensors, contract 3 of docs/ARCHITECTURE.md).
 //
 // Every method is called on every rank in the same order; methods marked collective communicate.
 #pragma once

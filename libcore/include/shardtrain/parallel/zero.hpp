@@ -17,7 +17,7 @@
 // Shards (ShardLayout): per sharding unit (ParameterRegistry::units(): embeddings, h.<l>, ln_f)
 // the unit's flat range padded with zeros to a multiple of W x Backend::kReductionChunk; rank r
 // owns the r-th of W equal slices. So every shard starts at a chunk boundary of its unit and the
-// global gradient norm is rebuilt bitwise from per-chunk sums of squares (contract 2): each rank
+// global gradient norm is rebuilt bitwise from per-chunk sums of squares (contract 2 of docs/ARCHITECTURE.md): each rank
 // computes the chunk sums of its shards, they are all-gathered and added left to right per unit,
 // then units in order, exactly as grad_norm_squared does over a full buffer.
 //

@@ -1,19 +1,48 @@
 // Hold-out evaluation and the final-parameters file of a training run.
+//
+// The hold-out is defined once, here and in data/selection.hpp, for every figure called a
+// hold-out loss: which samples (data::spread_holdout_samples), how they are run (forwards of a
+// fixed number of sequences, the logits downloaded) and how a position is scored
+// (model/token_loss.hpp). The trainer's evaluation (summary.json "holdout_loss") and release-gate
+// eval (evaluation.json "scores.loss") both go through score_holdout_positions, so the same
+// checkpoint, data, cutoff and sample count give the same loss, bit for bit at the same batch.
 #pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/model/gpt.hpp"
 #include "shardtrain/data/selection.hpp"
+#include "shardtrain/model/gpt.hpp"
 
 namespace shardtrain {
 
-// Mean token loss (nats) on the temporal hold-out, overall and per owner slice: up to
-// `max_samples` samples spread evenly over the slices (each slice's first samples), in
-// micro-batches of one slice each. {"holdout_loss", "holdout_tokens", "holdout_loss_by_owner"};
-// null when the selection has no hold-out.
-nlohmann::json evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);
+// Called for every scored target position: `sample` indexes the samples vector passed in,
+// `position` in [0, seq_len) is target token position + 1 of that sample, `logits` its vocab
+// logits and `target` the token. Positions of one sample arrive together, in order.
+using HoldoutPositionVisitor = std::function<void(std::size_t sample, int position, const float* logits, int target)>;
+
+// Runs the model over the hold-out samples `samples` (indices into data's hold-out) in forwards of
+// `batch` sequences (1 <= batch <= model.max_batch()) and visits every target position. Returns
+// the seconds spent in forwards (logits download included).
+double score_holdout_positions(GptModel& model, const data::TrainingData& data, const std::vector<std::uint64_t>& samples,
+                               int batch, const HoldoutPositionVisitor& visit);
+
+// The trainer's hold-out figures: mean token loss (nats) overall and per owner slice over
+// spread_holdout_samples(max_samples), in forwards of model.max_batch() sequences: the sum over
+// samples (in order) of each sample's loss sum, over the tokens. Empty when there is no hold-out.
+struct HoldoutLoss {
+  double loss = 0;                               // nats per token
+  double tokens = 0;                             // scored positions
+  std::map<std::string, double> loss_by_owner;   // owner -> nats per token
+  nlohmann::json to_json() const;                // {"holdout_loss","holdout_tokens","holdout_loss_by_owner"}
+  static HoldoutLoss from_json(const nlohmann::json& j);
+};
+std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);
 
 // Writes the model's parameters as logical tensors params/<name> (their logical shapes) to an
 // HDF5 file, atomically (temporary name + rename): the input equiv-check compares.

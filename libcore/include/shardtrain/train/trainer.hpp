@@ -25,7 +25,7 @@ struct TrainOptions {
   // Model: vocab 0 takes the dataset's vocabulary.
   ModelConfig model{0, 256, 256, 4, 4};
   OptimizerConfig optimizer;
-  // Batch (contract 1): global_batch = micro_batch x grad_accum x dp_size sequences.
+  // Batch (contract 1 of docs/ARCHITECTURE.md): global_batch = micro_batch x grad_accum x dp_size sequences.
   std::int64_t global_batch = 8;
   int micro_batch = 8;
   std::int64_t steps = 100;
@@ -60,7 +60,7 @@ struct TrainOptions {
   std::vector<std::string> inject;    // fault injection specs (tests): comm/fault_injection.hpp
   int flight_entries = 2048;          // flight-recorder ring per group; 0: recorder and phase history off
   std::string baseline_summary;  // a 1-rank run's summary.json: adds speedup and efficiency E(W)
-  // Straggler scores (report/straggler.hpp): live at each progress line and in the summary.
+  // Straggler scores (telemetry/straggler.hpp): live at each progress line and in the summary.
   double straggler_threshold = 0.75;  // a score below it names a straggler; in (0, 1]
   int straggler_window = 10;          // steps per window of the individual score; >= 2
   // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time

@@ -147,7 +147,11 @@ class CudaBackend final : public Backend {
   Precision precision() const override { return precision_; }
   std::size_t attention_state_elements(std::size_t batch, std::size_t num_heads,
                                        std::size_t seq_len) const override {
-    return flash_attention_state_elements(batch, num_heads, seq_len);
+    // The kernel's own layout must be the documented one that memory estimates use.
+    const std::size_t kept = flash_attention_state_elements(batch, num_heads, seq_len);
+    if (kept != attention_state_elements_for(DeviceKind::kCuda, batch, num_heads, seq_len))
+      throw Error(ExitCode::kInternal, "flash attention's state differs from attention_state_elements_for(kCuda)");
+    return kept;
   }
 
   // ---- memory ----

@@ -1,0 +1,111 @@
+// Hang diagnosis (hang-diagnose(1)): from the flight records of the ranks of one job
+// (flight_dump.hpp), which collective blocked first, which ranks never joined it, what they were
+// doing instead, and which rank is to blame.
+//
+// Contract (the analysis, in order):
+//   1. Groups are matched across ranks by name, members from world_ranks; entries by seq. A ring
+//      may have lost old entries: the counters (last_enqueued/started/completed) still count.
+//   2. Mismatches: at one group and seq, ranks that recorded a different op, numel, dtype or root.
+//   3. Blocked collective of a group: the lowest seq some dumped member enqueued that not every
+//      dumped member completed; a member joined it when its last_started >= seq. Across groups,
+//      the one whose joiners began waiting first (t_start, else t_enqueue); the group named by a
+//      timeout/error trigger wins when its time is within kCloseSeconds of that or unknown.
+//   4. Each member that did not join: skipped it (entry state skipped), waits in another group's
+//      operation (then that group's blocked collective is followed, a chain; coming back to a rank
+//      already seen is a cycle), exited on an error, or is outside any collective (from `now`).
+//      A member without a dump is a candidate of its own ("no dump: killed or crashed").
+//   5. Verdict: a mismatch names the minority rank (strict majority), else the rank that disagrees
+//      with the same collective in earlier steps (history), else ambiguous. A hang names the one
+//      candidate found by 4, or is ambiguous (several candidates, a cycle). Timing out does not make
+//      a rank guilty: the culprit is the rank the others waited for.
+//   6. No hang: nothing blocked (operations every member joined, in flight for less than the
+//      collective timeout, do not count) and no timeout/error dump. When every dump is a snapshot
+//      (reason signal/requested) a hang needs a rank that waited longer than min_wait_s in a
+//      collective a peer has not joined. An exit dump without a hang is verdict error-exit.
+// Exit code: 0 for no-hang, 1 for every other verdict (unusable input throws, see flight_dump.hpp).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/diagnose/flight_dump.hpp"
+
+namespace shardtrain::hang {
+
+struct DiagnosisOptions {
+  double min_wait_s = 60;  // snapshots only: a wait on a peer this long is a hang
+  // An operation every member joined counts as stalled after this long; a trigger's timeout_ms
+  // replaces it (the job's own --collective-timeout).
+  double collective_timeout_s = 300;
+};
+
+enum class Verdict { kNoHang, kHang, kMismatch, kErrorExit, kAmbiguous };
+const char* verdict_name(Verdict v);  // "no-hang", "hang", "mismatch", "error-exit", "ambiguous"
+
+struct Culprit {
+  int rank = -1;
+  std::string cause;  // skipped, outside-collective, no-dump, mismatch, error-exit, stalled-transport
+  std::string evidence;  // one sentence
+};
+
+// The first collective not completed by every member.
+struct BlockedCollective {
+  std::string group;
+  std::uint64_t seq = 0;
+  std::string op, dtype, phase;  // as the joined ranks recorded it ("" when no ring holds it)
+  std::uint64_t numel = 0;
+  std::int64_t step = -1;
+  std::vector<int> joined, not_joined, no_dump;
+};
+
+// What one rank was doing at its dump.
+struct RankStatus {
+  int rank = 0;
+  bool dump = false;
+  std::string reason;  // "" without a dump
+  DumpNow now;
+  double now_for_s = 0;  // dumped_at - now.since
+  std::string doing;     // one phrase
+};
+
+struct Mismatch {
+  std::string group;
+  std::uint64_t seq = 0;
+  std::string field;  // op, numel, dtype or root
+  std::map<int, nlohmann::json> values;  // world rank -> its value
+};
+
+struct Diagnosis {
+  std::string job_id;
+  int world_size = 0;
+  struct DumpRead {
+    int rank;
+    std::string file, reason;
+    double dumped_at;
+  };
+  std::vector<DumpRead> dumps;
+  std::vector<int> missing_ranks;
+  Verdict verdict = Verdict::kNoHang;
+  std::optional<Culprit> culprit;
+  std::vector<int> candidates;  // ambiguous: the ranks it could be
+  std::optional<BlockedCollective> blocked;
+  std::vector<RankStatus> ranks;
+  std::vector<Mismatch> mismatches;
+  std::vector<std::string> explanation;  // plain sentences
+
+  int exit_code() const { return verdict == Verdict::kNoHang ? 0 : 1; }
+  // Text report: dumps, blocked collective, ranks, mismatches, verdict, culprit, explanation.
+  std::string text() const;
+  // JSON report, format "shardtrain-hang-diagnosis" version 1 (hang-diagnose(1)).
+  nlohmann::json to_json() const;
+};
+
+inline constexpr double kCloseSeconds = 1.0;
+
+Diagnosis diagnose(const DumpSet& dumps, const DiagnosisOptions& options = {});
+
+}  // namespace shardtrain::hang

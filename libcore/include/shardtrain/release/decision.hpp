@@ -1,0 +1,43 @@
+// release-gate's decisions: register a named n-gram baseline, and decide on a candidate checkpoint
+// (evaluate it, compare it with a baseline under a policy, score the evidence rubric, write the
+// release record and move `last-known-good` on promotion). The record's fields are listed in
+// docs/FORMATS.md ("Release record").
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/release/evaluation.hpp"
+
+namespace shardtrain::release_gate {
+
+inline constexpr const char* kLastKnownGood = "last-known-good";
+
+struct BaselineOptions {
+  std::string name, registry;
+  HoldoutPlan plan;  // data, cutoff (train selection = available by it; hold-out = after it), seq_len, max_samples
+  int order = 2;
+};
+// Fits, evaluates and registers the baseline (<registry>/baselines/<name>.json and .h5); returns its JSON.
+nlohmann::json register_baseline(const BaselineOptions& options);
+
+struct DecideOptions {
+  std::string checkpoint, policy_path, baseline = kLastKnownGood, registry;
+  ReleaseEvalOptions eval;                 // holdout data/cutoff/max_samples: empty/unset = the baseline's
+  std::optional<int> max_samples;
+  std::string run_dir;                     // evidence folder; "" = <step folder>/../..
+  std::map<std::string, std::string> evidence;  // ITEM -> PATH overrides
+  bool dry_run = false;
+};
+struct Decision {
+  nlohmann::json record;  // with "record_path" when written
+  bool promote = false;
+};
+// Throws UsageError/IoError for unusable input (exit 2/3): an unreadable policy, an unknown
+// baseline, no last-known-good yet, a checkpoint that does not validate, hold-outs that differ.
+// Missing or failing evidence is a reject naming the item, not an error.
+Decision decide_release(const DecideOptions& options);
+
+}  // namespace shardtrain::release_gate

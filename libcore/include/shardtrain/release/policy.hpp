@@ -1,0 +1,80 @@
+// The release policy (a versioned JSON file; its sha256 is the file's bytes) and the checks it
+// makes of a candidate's evaluation against a baseline's (both release/evaluation.hpp JSON). The
+// format, with every field, is in docs/FORMATS.md ("Release policy"); scripts/release-policy.json
+// is the default policy.
+//
+// Checks (each one named in a reject's reasons):
+//   trained_past_cutoff  the checkpoint's data cutoff is missing (trained on everything) or later
+//                        than the evaluation's --cutoff: its training may have seen the hold-out.
+//   holdout_mismatch     the two evaluations scored different hold-outs (the holdout identity differs
+//                        in anything but the dataset's path):
+//                        not a release decision; the caller treats it as unusable input.
+//   loss_rise            candidate loss - baseline loss > thresholds.max_loss_rise (nats).
+//   slice_regression     a slice (by key) whose candidate *lower* bound exceeds the baseline's loss
+//                        for that slice by more than thresholds.max_slice_regression: it regressed
+//                        by more than y beyond its own interval. Named as "slice_regression:<key>".
+//   ece                  candidate ECE > thresholds.max_ece.
+//   latency              candidate ms per sequence p50 > max_latency_ratio x the baseline's (p50:
+//                        p99 of a few dozen forwards is one scheduling hiccup away); only
+//                        against a checkpoint baseline (an n-gram has no comparable latency: the
+//                        check is recorded as not applicable).
+//   rubric               evidence score < rubric.min_score, or a required item missing or failing
+//                        ("evidence:<item>").
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shardtrain {
+
+inline constexpr const char* kPolicyFormat = "shardtrain-release-policy";
+
+struct RubricItem {
+  std::string name;
+  double weight = 1;
+  bool required = false;
+};
+
+struct ReleasePolicy {
+  std::string path, version, sha256;
+  double max_loss_rise = 0, max_slice_regression = 0, max_ece = 0, max_latency_ratio = 0;
+  double min_score = 0.8;
+  std::vector<RubricItem> rubric;
+  nlohmann::json to_json() const;  // {"path","version","sha256","thresholds","rubric"}
+};
+
+// Reads and validates a policy file. Throws IoError (unreadable) or UsageError naming the field.
+ReleasePolicy read_release_policy(const std::string& path);
+
+// One check's outcome.
+struct CheckResult {
+  std::string name;       // e.g. "loss_rise", "slice_regression:owner=alice", "evidence:kill_resume"
+  bool passed = true;
+  bool applicable = true;
+  nlohmann::json value, limit;
+  std::string reason;     // a sentence; set for failures and not-applicable checks
+  nlohmann::json to_json() const;
+};
+
+// The evaluation checks (trained_past_cutoff, loss_rise, slice_regression, ece, latency) of a
+// candidate against a baseline. Throws UsageError "holdout_mismatch: ..." when they are not
+// comparable.
+std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const nlohmann::json& candidate,
+                                               const nlohmann::json& baseline);
+
+// One evidence item's outcome (release_evidence.hpp finds and reads it).
+struct EvidenceResult {
+  std::string item, path;
+  bool found = false, passed = false;
+  std::string detail;
+  nlohmann::json to_json() const;
+};
+
+// The rubric: score = sum of the weights of passing items / sum of all weights. Returns the
+// "rubric" check (failed when score < min_score) followed by one "evidence:<item>" check per
+// required item that is missing or failing; fills `score_json` with {"score","min_score","items"}.
+std::vector<CheckResult> score_rubric(const ReleasePolicy& policy, const std::vector<EvidenceResult>& evidence,
+                                      nlohmann::json* score_json);
+
+}  // namespace shardtrain

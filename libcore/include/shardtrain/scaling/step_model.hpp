@@ -1,0 +1,179 @@
+// The alpha-beta model of one data-parallel training step at W ranks (scale-bench fit, predict,
+// plan): pure computation, no MPI. Units: seconds, bytes, bytes per second; throughput in tokens
+// per second.
+//
+//   T(W)    = c(W) + (1 - o) x comm(W) + c(W) x s x log2 W
+//   c(W)    = compute_s           weak scaling (every rank keeps its batch)
+//           = compute_s / W       strong scaling (the global batch is divided among the ranks)
+//   comm(W) = sum over the collectives of one step (op, bytes of one call, calls per step) of
+//             calls x (f_op(W) x bytes / busbw + k_op(W) x alpha), the ring cost as nccl-tests counts it:
+//               all-reduce                  f = 2(W-1)/W   k = 2(W-1)
+//               reduce-scatter, all-gather  f = (W-1)/W    k = W-1
+//               broadcast                   f = 1          k = W-1     (all zero at W = 1)
+//             `bytes` is the nccl-tests size of one call (comm/types.hpp), busbw the bus bandwidth
+//             (bytes/s), alpha the latency of one ring step (s).
+//   o       overlap: the share of communication hidden behind the backward pass, in [0, 1]
+//   s       straggler coefficient: a synchronous step waits for the slowest of W ranks, taken to be
+//           c(W) x s x log2 W slower than the typical one
+//   throughput(W) = tokens(W) / T(W), tokens(W) = W x tokens_per_step (weak) or tokens_per_step (strong)
+//   speedup S(W) = throughput(W) / throughput(1);  efficiency E(W) = S(W) / W.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/comm/types.hpp"
+#include "shardtrain/model/config.hpp"
+#include "shardtrain/parallel/memory.hpp"
+
+namespace shardtrain::scaling {
+
+enum class Scaling { kWeak, kStrong };
+const char* scaling_name(Scaling s);  // "weak", "strong"
+
+// One kind of collective issued every step: `calls` calls (an average may be fractional) of
+// `bytes` each (nccl-tests size).
+struct StepCollective {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  double bytes = 0;
+  double calls = 1;
+};
+
+struct StepModel {
+  double compute_s = 0;        // compute of one step on one rank at W = 1 (s)
+  Scaling scaling = Scaling::kWeak;
+  double tokens_per_step = 1;  // tokens of one step at W = 1
+  std::vector<StepCollective> collectives;
+  double busbw_Bps = 0;        // bus bandwidth (bytes/s)
+  double alpha_s = 0;          // latency of one ring step (s)
+  double overlap = 0;          // o in [0, 1]
+  double straggler = 0;        // s >= 0
+  nlohmann::json inputs = nlohmann::json::object();  // where the numbers came from (files, fits, options)
+
+  // Throws UsageError naming the first unusable field ("model: busbw_Bps must be > 0, got 0").
+  void validate() const;
+  nlohmann::json to_json() const;  // {"format": "shardtrain-scaling-model", "version": 1, ...}
+  // Throws UsageError naming `source` and the missing or mistyped field.
+  static StepModel from_json(const nlohmann::json& j, const std::string& source);
+};
+
+// Seconds of one call of `op` over `world` ranks by the ring formula above.
+double collective_seconds(CollectiveOp op, double bytes, int world, double busbw_Bps, double alpha_s);
+
+// The terms of T(W) and what follows from them.
+struct StepTerms {
+  int world = 1;
+  double compute_s = 0, comm_s = 0, exposed_comm_s = 0, straggler_s = 0, step_s = 0;
+  double tokens_per_s = 0, speedup = 0, efficiency = 0;
+  nlohmann::json to_json() const;
+};
+StepTerms predict(const StepModel& model, int world);  // validates the model; world >= 1
+
+// "1,2,4,8" -> {1, 2, 4, 8}; UsageError naming `what` on an empty list, a non-number or a value < 1.
+std::vector<int> parse_workers(const std::string& text, const std::string& what = "--workers");
+
+// "8e9", "8GB" (10^9), "80GiB" (2^30), ... -> bytes; UsageError naming `what` unless > 0.
+double parse_bytes(const std::string& text, const std::string& what);
+
+// The deterministic simulation: the table (inputs, then W, step, speedup, E and the terms) and its JSON.
+std::string prediction_table(const StepModel& model, const std::vector<int>& workers);
+nlohmann::json prediction_json(const StepModel& model, const std::vector<int>& workers);
+
+// The seed's all-reduce scaling lab (120 ms local compute, ring all-reduce, logarithmic straggler
+// penalty; speedups 1.0/1.9/3.7/7.0/13.2x at 1/2/4/8/16 workers) with the parameters that
+// reproduce it (the choice is argued in scaling_model.cpp).
+StepModel seed_lab_model();
+std::vector<std::pair<int, double>> seed_lab_speedups();  // the lab's published (W, speedup)
+
+// ---------------------------------------------------------------- fit -----------------------------
+
+// One row of a collectives sweep (`scale-bench collectives --json`).
+struct CollectiveSample {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  int ranks = 0;
+  double bytes = 0, time_s = 0;
+};
+// The rows of one implementation ("" = communicator-fast when present, else the only one) with
+// ranks >= 2, bytes > 0 and wrong == 0. UsageError naming the file on a missing or malformed file.
+std::vector<CollectiveSample> read_collectives(const std::string& path, const std::string& impl,
+                                               std::string* impl_used = nullptr);
+
+// busbw and alpha by least squares of the relative residuals (t - model) / t over the rows.
+struct LinkFit {
+  double busbw_Bps = 0, alpha_s = 0;
+  int rows = 0;
+  double rms_relative_residual = 0;
+};
+LinkFit fit_link(const std::vector<CollectiveSample>& rows);
+
+// What a run folder's summary.json says about one step (train/finish.cpp writes it).
+struct RunSample {
+  std::string path;
+  int world = 1;
+  double step_s = 0;           // median_step_s
+  double tokens_per_step = 0;  // global tokens of one step: throughput_tokens_per_s x median_step_s
+  double comm_total_s = 0, comm_exposed_s = 0;  // rank 0's medians (per_rank_medians)
+  // communication.<op>: calls / steps, bytes / calls, for the all-reduces, reduce-scatters and
+  // all-gathers issued at least once per step (fewer calls than steps are end-of-run traffic).
+  std::vector<StepCollective> collectives;
+};
+RunSample read_run(const std::string& run_dir);
+
+// compute_s and straggler by least squares of the relative residuals of the runs' step times, the
+// communication being the model's (link + each run's own collectives, exposed share 1 - overlap).
+struct ComputeFit {
+  double compute_s = 0, straggler = 0;
+  bool straggler_fitted = false;  // false when the runs cover fewer than two world sizes
+  double rms_relative_residual = 0;
+};
+ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, Scaling scaling, double overlap);
+
+struct FitOptions {
+  std::string collectives_path;
+  std::vector<std::string> run_dirs;
+  std::string impl;              // "" = communicator-fast when present
+  std::string scaling = "auto";  // weak, strong, auto (from the runs' tokens per step)
+  double overlap = -1;           // < 0: measured from the runs (1 - exposed / total)
+};
+StepModel fit_model(const FitOptions& options);
+
+// ---------------------------------------------------------------- plan ----------------------------
+
+// A GPT-2 shaped ModelConfig of about `params` parameters (assumption, documented in the .cpp:
+// d_model = 128 x n_layer, d_model a multiple of 64, 64-wide heads, the given vocab and context).
+ModelConfig model_for_parameter_count(double params, int vocab, int seq_len);
+
+struct PlanOptions {
+  double params = 0;
+  int ranks = 1;
+  double memory_per_rank = 0;  // bytes
+  int micro_batch = 1, seq_len = 1024, vocab = 50257;
+  std::int64_t global_batch = 0;  // sequences per optimizer step; 0 = micro_batch x ranks
+  double peak_flops = 100e9;      // per rank, for the compute time when the model gives none
+  bool deterministic = false;
+  DeviceKind device = DeviceKind::kCpu;  // what attention keeps for backward (backend.hpp) depends on it
+  StepModel model;                // busbw, alpha, overlap, straggler (and compute_s when > 0)
+};
+struct PlanRow {
+  std::string layout;  // "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"
+  int zero_stage = 0;
+  MemoryEstimate memory;
+  bool fits = false;
+  std::string reason;  // why it is excluded ("" when it fits)
+  StepTerms predicted;
+  std::vector<StepCollective> collectives;
+};
+struct Plan {
+  ModelConfig config;
+  double params = 0;
+  int grad_accum = 1;
+  double compute_s = 0;
+  std::vector<PlanRow> rows;  // fitting layouts by predicted throughput (descending), then the excluded
+  std::string text() const;
+  nlohmann::json to_json() const;
+};
+Plan plan_layouts(const PlanOptions& options);
+
+}  // namespace shardtrain::scaling

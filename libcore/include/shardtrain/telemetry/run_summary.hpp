@@ -1,0 +1,54 @@
+// The run summary's cross-rank parts: every rank's median of each step-log timing column, the
+// per-rank table with the slowest rank, the --baseline comparison (speedup, scaling efficiency
+// E(W) = throughput_W / ((W / W_base) x throughput_base)), a bare all-reduce yardstick, and the
+// closing paragraph printed from the summary JSON itself.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
+
+namespace shardtrain {
+
+// One rank's median of each timing column (telemetry.hpp's kTimingColumns, in that order).
+using ColumnMedians = std::array<double, kNumTimingColumns>;
+
+// Collective: this rank's median of each column over `records`, gathered from all ranks ([rank]).
+std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::vector<StepRecord>& records);
+
+// {"<column>": {"min", "median", "max", "by_rank": [...]}} over the ranks' medians.
+nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians);
+// The straggler: the rank with the largest median step time minus exposed communication (a
+// synchronous step waits for it; its peers wait in exposed communication).
+int slowest_rank(const std::vector<ColumnMedians>& medians);
+
+// A baseline run's summary (--baseline), validated when read: a missing or unusable file is an
+// error before any training starts.
+struct Baseline {
+  std::string path;
+  double throughput_tokens_per_s = 0;
+  int world_size = 1;
+};
+Baseline read_baseline(const std::string& path);
+// Adds "baseline", "speedup" and "scaling_efficiency" to a summary of `world` ranks.
+void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throughput, int world);
+
+// Collective over `comm`: bus bandwidth (nccl-tests definition, algbw x 2(n-1)/n) of a blocking
+// all_reduce of `n` floats, best of 3 after a warm-up; 0 on a group of one. A yardstick for the
+// trainer's own gradient all-reduce: pass a communicator of its own made with
+// CommOptions::all_reduce = AllReduceAlgorithm::kLibrary, so it times the library's all-reduce
+// (MPI_Iallreduce), still with a sequence number and the collective timeout.
+double bare_allreduce_busbw(Communicator& comm, std::size_t n);
+
+// A count for humans: 3290624 -> "3.29M", 24576 -> "24.6k".
+std::string format_count(double value);
+
+// The one-paragraph summary printed at the end of a run, from the summary JSON.
+std::string summary_paragraph(const nlohmann::json& summary);
+
+}  // namespace shardtrain

@@ -1,0 +1,273 @@
+#include "shardtrain/bench/collective_sweep.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/comm/types.hpp"
+
+namespace shardtrain {
+namespace {
+
+const std::map<std::string, CollectiveOp> kOps = {{"all_reduce", CollectiveOp::kAllReduce},
+                                                  {"reduce_scatter", CollectiveOp::kReduceScatter},
+                                                  {"all_gather", CollectiveOp::kAllGather},
+                                                  {"broadcast", CollectiveOp::kBroadcast}};
+
+// The test pattern: small integers, so sums of up to thousands of ranks are exact in float32.
+float pattern(std::size_t i) { return float(i % 13 + 1); }
+
+// One implementation of one op at one size: fill the input, run the op, count wrong elements of
+// the output. Buffers are the sweep's (large enough for the largest size).
+struct Case {
+  CollectiveOp op;
+  int rank = 0, ranks = 1;
+  std::size_t count = 0;  // float32 elements of the operation's size
+  std::size_t block() const { return count / std::size_t(ranks); }
+
+  void fill(std::vector<float>& in) const {
+    const float mine = float(rank + 1);
+    switch (op) {
+      case CollectiveOp::kAllReduce:
+      case CollectiveOp::kReduceScatter:
+        for (std::size_t i = 0; i < count; ++i) in[i] = mine * pattern(i);
+        break;
+      case CollectiveOp::kAllGather:
+        for (std::size_t i = 0; i < block(); ++i) in[i] = mine * pattern(i);
+        break;
+      case CollectiveOp::kBroadcast:
+        for (std::size_t i = 0; i < count; ++i) in[i] = rank == 0 ? pattern(i) : 0.0f;
+        break;
+      default: break;
+    }
+  }
+
+  // Where the result is: in place for all-reduce and broadcast, `out` otherwise.
+  std::uint64_t wrong(const std::vector<float>& in, const std::vector<float>& out) const {
+    const float rank_sum = float(ranks) * float(ranks + 1) / 2;
+    std::uint64_t bad = 0;
+    switch (op) {
+      case CollectiveOp::kAllReduce:
+        for (std::size_t i = 0; i < count; ++i) bad += in[i] != rank_sum * pattern(i);
+        break;
+      case CollectiveOp::kReduceScatter:
+        for (std::size_t j = 0; j < block(); ++j) bad += out[j] != rank_sum * pattern(std::size_t(rank) * block() + j);
+        break;
+      case CollectiveOp::kAllGather:
+        for (int q = 0; q < ranks; ++q)
+          for (std::size_t j = 0; j < block(); ++j) bad += out[std::size_t(q) * block() + j] != float(q + 1) * pattern(j);
+        break;
+      case CollectiveOp::kBroadcast:
+        for (std::size_t i = 0; i < count; ++i) bad += in[i] != pattern(i);
+        break;
+      default: break;
+    }
+    return bad;
+  }
+};
+
+using RunOnce = std::function<void(std::vector<float>& in, std::vector<float>& out)>;
+
+// The three implementations of an op: (name, run once), those that exist for it.
+std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, Communicator& fast, Communicator& canonical) {
+  std::vector<std::pair<std::string, RunOnce>> out;
+  const int n = int(c.count), b = int(c.block());
+  switch (c.op) {
+    case CollectiveOp::kAllReduce:
+      out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.all_reduce(in.data(), c.count); });
+      out.emplace_back("communicator-deterministic",
+                       [&canonical, c](auto& in, auto&) { canonical.all_reduce_canonical_async(in.data(), c.count).wait(); });
+      out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Allreduce(MPI_IN_PLACE, in.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+      break;
+    case CollectiveOp::kReduceScatter:
+      out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.reduce_scatter(in.data(), o.data(), c.block()); });
+      out.emplace_back("mpi", [b](auto& in, auto& o) {
+        MPI_Reduce_scatter_block(in.data(), o.data(), b, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      });
+      break;
+    case CollectiveOp::kAllGather:
+      out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.all_gather(in.data(), o.data(), c.block()); });
+      out.emplace_back("mpi", [b](auto& in, auto& o) {
+        MPI_Allgather(in.data(), b, MPI_FLOAT, o.data(), b, MPI_FLOAT, MPI_COMM_WORLD);
+      });
+      break;
+    case CollectiveOp::kBroadcast:
+      out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.broadcast(in.data(), c.count, 0); });
+      out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Bcast(in.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD); });
+      break;
+    default: break;
+  }
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double max_over_ranks(double x) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return x;
+}
+
+// Times one implementation at one size (the slowest rank's mean), then checks one fresh run.
+SweepRow measure(const Case& c, const std::string& impl, const RunOnce& run, const SweepOptions& o,
+                 std::vector<float>& in, std::vector<float>& out) {
+  c.fill(in);
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < std::max(o.warmup, 1); ++i) run(in, out);
+  const double warm = max_over_ranks(seconds_since(t0) / std::max(o.warmup, 1));
+  // The same count on every rank (from the slowest rank's warm-up), so the ranks stay in step.
+  const int iterations = o.iterations > 0 ? o.iterations : std::clamp(int(0.2 / std::max(warm, 1e-9)), 2, 50);
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) run(in, out);
+  const double time_s = max_over_ranks(seconds_since(t0) / iterations);
+  c.fill(in);
+  std::fill(out.begin(), out.begin() + std::ptrdiff_t(c.count), -1.0f);
+  run(in, out);
+  std::uint64_t wrong = c.wrong(in, out);
+  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+
+  SweepRow row;
+  row.op = op_name(c.op);
+  row.impl = impl;
+  row.ranks = c.ranks;
+  row.bytes = std::uint64_t(c.count) * sizeof(float);
+  row.iterations = iterations;
+  row.time_s = time_s;
+  row.algbw_GBps = double(row.bytes) / time_s / 1e9;
+  row.busbw_GBps = bus_bandwidth(c.op, row.bytes, time_s, c.ranks) / 1e9;
+  row.wrong = wrong;
+  return row;
+}
+
+std::string format_bytes(std::uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(b >> 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%llu KiB", static_cast<unsigned long long>(b >> 10));
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+}  // namespace
+
+void SweepOptions::validate() const {
+  if (min_bytes < 4) throw UsageError("--min-bytes must be at least 4 (one float32 element)");
+  if (max_bytes < min_bytes) throw UsageError("--max-bytes must be at least --min-bytes");
+  if (max_bytes > (1ull << 31)) throw UsageError("--max-bytes must be at most 2 GiB (MPI counts are int)");
+  if (factor < 2) throw UsageError("--factor must be at least 2");
+  if (iterations < 0 || warmup < 0) throw UsageError("--iterations and --warmup must be >= 0");
+  if (ops.empty()) throw UsageError("--ops names no collective");
+  for (const auto& op : ops)
+    if (!kOps.count(op))
+      throw UsageError("--ops: '" + op + "' is not one of all_reduce, reduce_scatter, all_gather, broadcast");
+}
+
+std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
+  o.validate();
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  CommOptions options;
+  options.name = "sweep";
+  options.timeout = std::chrono::minutes(10);
+  auto fast = make_mpi_communicator(MPI_COMM_WORLD, options);
+  options.name = "sweep-canonical";
+  auto canonical = make_mpi_communicator(MPI_COMM_WORLD, options);
+
+  const std::size_t max_count = std::size_t(o.max_bytes / sizeof(float));
+  std::vector<float> in(max_count), out(max_count);
+  std::vector<SweepRow> rows;
+  for (const auto& name : o.ops) {
+    for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= std::uint64_t(o.factor)) {
+      Case c{kOps.at(name), rank, ranks, std::size_t(bytes / sizeof(float))};
+      // Reduce-scatter and all-gather need a whole block per rank.
+      const bool per_rank_block = c.op == CollectiveOp::kReduceScatter || c.op == CollectiveOp::kAllGather;
+      if (per_rank_block) c.count -= c.count % std::size_t(ranks);
+      if (c.count == 0) continue;
+      const bool canonical_ok = (ranks & (ranks - 1)) == 0;
+      for (const auto& [impl, run] : implementations(c, *fast, *canonical)) {
+        if (impl == "communicator-deterministic" && !canonical_ok) continue;  // needs a power-of-two group
+        rows.push_back(measure(c, impl, run, o, in, out));
+      }
+    }
+  }
+  return rows;
+}
+
+nlohmann::json sweep_json(const std::vector<SweepRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows)
+    out.push_back({{"op", r.op},
+                   {"impl", r.impl},
+                   {"ranks", r.ranks},
+                   {"bytes", r.bytes},
+                   {"iterations", r.iterations},
+                   {"time_s", r.time_s},
+                   {"algbw_GBps", r.algbw_GBps},
+                   {"busbw_GBps", r.busbw_GBps},
+                   {"wrong", r.wrong}});
+  return {{"format", "shardtrain-collectives"},
+          {"format_version", 1},
+          {"ranks", rows.empty() ? 0 : rows.front().ranks},
+          {"rows", out}};
+}
+
+std::string sweep_table(const std::vector<SweepRow>& rows) {
+  std::ostringstream s;
+  std::vector<std::string> ops;
+  for (const auto& r : rows)
+    if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
+  for (const auto& op : ops) {
+    std::vector<std::string> impls;
+    std::map<std::uint64_t, std::map<std::string, const SweepRow*>> by_size;
+    for (const auto& r : rows) {
+      if (r.op != op) continue;
+      if (std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
+      by_size[r.bytes][r.impl] = &r;
+    }
+    s << "# " << op << ", " << (rows.empty() ? 0 : rows.front().ranks)
+      << " ranks: time (us) / algbw / busbw (GB/s) / #wrong per implementation; comm/mpi = busbw ratio\n";
+    char cell[96];
+    std::snprintf(cell, sizeof cell, "%10s", "size");
+    s << cell;
+    for (const auto& impl : impls) {
+      std::snprintf(cell, sizeof cell, " | %-38s", impl.c_str());
+      s << cell;
+    }
+    s << " | comm/mpi\n";
+    for (const auto& [bytes, by_impl] : by_size) {
+      std::snprintf(cell, sizeof cell, "%10s", format_bytes(bytes).c_str());
+      s << cell;
+      for (const auto& impl : impls) {
+        auto it = by_impl.find(impl);
+        if (it == by_impl.end()) {
+          std::snprintf(cell, sizeof cell, " | %-38s", "-");
+        } else {
+          const SweepRow& r = *it->second;
+          std::snprintf(cell, sizeof cell, " | %10.1f %8.3f %8.3f %8llu", 1e6 * r.time_s, r.algbw_GBps, r.busbw_GBps,
+                        static_cast<unsigned long long>(r.wrong));
+        }
+        s << cell;
+      }
+      auto fast = by_impl.find("communicator-fast"), mpi = by_impl.find("mpi");
+      if (fast != by_impl.end() && mpi != by_impl.end() && mpi->second->busbw_GBps > 0)
+        std::snprintf(cell, sizeof cell, " | %6.3f\n", fast->second->busbw_GBps / mpi->second->busbw_GBps);
+      else
+        std::snprintf(cell, sizeof cell, " | %6s\n", "-");
+      s << cell;
+    }
+  }
+  return s.str();
+}
+
+}  // namespace shardtrain

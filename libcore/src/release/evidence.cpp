@@ -1,0 +1,95 @@
+#include "shardtrain/release/evidence.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/error.hpp"
+
+namespace shardtrain {
+namespace {
+
+struct Outcome {
+  bool passed;
+  std::string detail;
+};
+
+// Each item's rule (the table in the header), on the parsed file.
+Outcome judge(const std::string& item, const nlohmann::json& j, const std::string& dataset_snapshot_id) {
+  if (item == "deterministic_twin") {
+    const std::string v = j.value("verdict", "");
+    return {v == "BITWISE" || v == "WITHIN", "verdict " + (v.empty() ? std::string("missing") : v)};
+  }
+  if (item == "kill_resume") {
+    const std::string proof = j.value("proof", "");
+    return {proof == "holds", "proof " + (proof.empty() ? std::string("missing") : proof)};
+  }
+  if (item == "efficiency_report") {
+    const bool ok = j.value("efficiency_available", false) && j.contains("points") && j["points"].is_array() &&
+                    !j["points"].empty();
+    return {ok, ok ? std::to_string(j["points"].size()) + " points" : "no efficiency points"};
+  }
+  if (item == "replica_checks") {
+    const auto rc = j.contains("replica_checks") ? j["replica_checks"] : nlohmann::json::object();
+    const bool ok = rc.is_object() && rc.value("every", 0) > 0 && rc.value("checks", 0) >= 1;
+    return {ok, ok ? std::to_string(rc["checks"].get<long>()) + " checks, every " + std::to_string(rc["every"].get<long>()) +
+                         " steps"
+                   : "the run did not check its replicas (--check-replicas)"};
+  }
+  // no_skipped_data
+  const long rejects = j.contains("rejects") ? j["rejects"].value("count", -1L) : -1L;
+  const std::string snapshot = j.value("snapshot_id", "");
+  if (snapshot != dataset_snapshot_id)
+    return {false, "its snapshot_id " + snapshot.substr(0, 12) + " is not the evaluated dataset's " +
+                       dataset_snapshot_id.substr(0, 12)};
+  return {rejects == 0, rejects < 0 ? "no rejects count" : std::to_string(rejects) + " rejected input lines"};
+}
+
+}  // namespace
+
+std::string default_evidence_path(const std::string& item) {
+  // The items the checks know and where a run keeps their evidence, in the table's order.
+  static constexpr std::pair<const char*, const char*> kItems[] = {
+      {"deterministic_twin", "evidence/equivalence.json"}, {"kill_resume", "evidence/kill-resume.json"},
+      {"efficiency_report", "evidence/scaling/report.json"}, {"replica_checks", "summary.json"},
+      {"no_skipped_data", "evidence/data-prep.json"}};
+  std::string known;
+  for (const auto& [name, path] : kItems) {
+    if (item == name) return path;
+    if (!known.empty()) known += ", ";
+    known += name;
+  }
+  throw UsageError("unknown evidence item '" + item + "' (known: " + known + ")");
+}
+
+std::vector<EvidenceResult> collect_evidence(const ReleasePolicy& policy, const std::string& run_dir,
+                                             const std::map<std::string, std::string>& given,
+                                             const std::string& dataset_snapshot_id) {
+  for (const auto& [item, path] : given) (void)default_evidence_path(item);  // names an unknown item
+  std::vector<EvidenceResult> results;
+  for (const auto& ri : policy.rubric) {
+    EvidenceResult e;
+    e.item = ri.name;
+    const auto it = given.find(ri.name);
+    e.path = it != given.end() ? it->second : (std::filesystem::path(run_dir) / default_evidence_path(ri.name)).string();
+    e.found = std::filesystem::exists(e.path);
+    if (!e.found) {
+      e.detail = "no such file";
+    } else {
+      try {  // unreadable evidence fails its item (naming why); it does not stop the decision
+        const Outcome o = judge(ri.name, JsonFile::read(e.path, "the " + ri.name + " evidence").json(), dataset_snapshot_id);
+        e.passed = o.passed;
+        e.detail = o.detail;
+      } catch (const Error& ex) {
+        e.detail = std::string("unreadable: ") + ex.what();
+      } catch (const nlohmann::json::exception& ex) {
+        e.detail = std::string("unreadable: ") + ex.what();
+      }
+    }
+    results.push_back(e);
+  }
+  return results;
+}
+
+}  // namespace shardtrain
