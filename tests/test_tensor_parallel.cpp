@@ -220,18 +220,18 @@ TEST_CASE("tp: measured model state per rank within 5% of the formulas on the lo
       const StepResult r = strategy->run_step(0, tokens.data(), 1, micro, double(micro * S * N));
       CHECK(std::isfinite(r.grad_norm));
       const auto report = strategy->memory_report();
-      const double measured = report["model_state"].get<double>();
+      const double measured = report.model_state;
       const double formula = stage == 1 ? 8 * P + 8 * P / N : stage == 2 ? 4 * P + 12 * P / N : 16 * P / N;
       const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false, T, DeviceKind::kCpu);
       INFO("TP " << T << " DP " << N << " stage " << stage << ": measured " << measured << " formula " << formula
                  << " estimate " << e.model_state);
       CHECK(std::abs(measured - formula) <= 0.05 * formula);
       CHECK(std::abs(e.model_state - measured) <= 0.05 * measured);
-      CHECK(report["activations"].get<double>() == double(GptModel::activation_bytes_for(config, micro, T, DeviceKind::kCpu)));
+      CHECK(report.bytes(MemoryCategory::kActivations) == double(GptModel::activation_bytes_for(config, micro, T, DeviceKind::kCpu)));
       if (world->rank() == 0)
         std::printf("[tp memory] TP %d DP %d ZeRO-%d: model_state %.0f formula %.0f (%.2f%%), activations %.0f\n", T, N,
                     stage, measured, formula, 100.0 * (measured - formula) / formula,
-                    report["activations"].get<double>());
+                    report.bytes(MemoryCategory::kActivations));
     }
   }
 }

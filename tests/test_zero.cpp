@@ -92,7 +92,7 @@ TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas",
     const StepResult r = strategy->run_step(0, tokens.data(), 1, micro, double(micro * T * W));
     CHECK(std::isfinite(r.grad_norm));
     const auto report = strategy->memory_report();
-    const double measured = report["model_state"].get<double>();
+    const double measured = report.model_state;
     const double formula = stage == 0   ? 16 * P
                            : stage == 1 ? 8 * P + 8 * P / W
                            : stage == 2 ? 4 * P + 12 * P / W
@@ -101,16 +101,16 @@ TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas",
     CHECK(std::abs(measured - formula) <= 0.05 * formula);
     if (stage >= 1) {
       const MemoryEstimate e = estimate_memory(config, stage, W, micro, 1, false, 1, DeviceKind::kCpu);
-      CHECK(report["total"].get<double>() <= e.total());
+      CHECK(report.total <= e.total());
       if (stage == 3) {  // the gathered working set: at most embeddings + ln_f + two blocks, params and grads
-        const double gathered = report["gathered"].get<double>();
+        const double gathered = report.bytes(MemoryCategory::kGathered);
         CHECK(gathered > 0);
         CHECK(gathered <= e.gathered);
       }
       if (comm->rank() == 0)
         std::printf("[zero memory] stage %d W %d: model_state %.0f formula %.0f (%.2f%%), gathered %.0f, total %.0f\n",
                     stage, W, measured, formula, 100.0 * (measured - formula) / formula,
-                    report["gathered"].get<double>(), report["total"].get<double>());
+                    report.bytes(MemoryCategory::kGathered), report.total);
     }
   }
 }

@@ -89,10 +89,16 @@ class DdpStrategy final : public TrainingStrategy {
   // replicated tensors along the TP axis).
   std::vector<float> replicated_parameters() override { return model_.download_parameters(); }
 
-  nlohmann::json memory_report() const override {
+  MemoryReport memory_report() const override {
     const double p = double(model_.registry().total());
-    return {{"parameters", p * 4}, {"gradients", p * 4}, {"optimizer", p * 8}, {"gathered", 0},
-            {"activations", double(model_.activation_bytes())}, {"model_state", p * 16}};
+    MemoryReport r;
+    r.peak[std::size_t(MemoryCategory::kParameters)] = p * 4;
+    r.peak[std::size_t(MemoryCategory::kGradients)] = p * 4;
+    r.peak[std::size_t(MemoryCategory::kOptimizer)] = p * 8;
+    r.peak[std::size_t(MemoryCategory::kActivations)] = double(model_.activation_bytes());
+    r.model_state = p * 16;
+    r.total = r.model_state + r.bytes(MemoryCategory::kActivations);
+    return r;
   }
 
  private:

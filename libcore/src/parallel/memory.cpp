@@ -26,12 +26,34 @@ void MemoryTracker::sub(MemoryCategory c, std::size_t bytes) {
   total_ -= bytes;
 }
 
-nlohmann::json MemoryTracker::report() const {
+nlohmann::json MemoryReport::to_json() const {
   nlohmann::json j;
-  for (int c = 0; c < kNumMemoryCategories; ++c) j[memory_category_name(MemoryCategory(c))] = double(peak_[c]);
-  j["model_state"] = double(peak_[0] + peak_[1] + peak_[2]);
-  j["total"] = double(peak_total_);
+  for (int c = 0; c < kNumMemoryCategories; ++c) j[memory_category_name(MemoryCategory(c))] = peak[std::size_t(c)];
+  j["model_state"] = model_state;
+  j["total"] = total;
+  if (zero_stage > 0) {
+    j["formula_model_state"] = formula_model_state;
+    j["zero_stage"] = zero_stage;
+  }
   return j;
+}
+
+MemoryReport MemoryReport::from_json(const nlohmann::json& j) {
+  MemoryReport r;
+  for (int c = 0; c < kNumMemoryCategories; ++c) r.peak[std::size_t(c)] = j.value(memory_category_name(MemoryCategory(c)), 0.0);
+  r.model_state = j.value("model_state", 0.0);
+  r.total = j.value("total", 0.0);
+  r.formula_model_state = j.value("formula_model_state", 0.0);
+  r.zero_stage = j.value("zero_stage", 0);
+  return r;
+}
+
+MemoryReport MemoryTracker::report() const {
+  MemoryReport r;
+  for (int c = 0; c < kNumMemoryCategories; ++c) r.peak[std::size_t(c)] = double(peak_[c]);
+  r.model_state = double(peak_[0] + peak_[1] + peak_[2]);
+  r.total = double(peak_total_);
+  return r;
 }
 
 TrackedArray::TrackedArray(Backend& backend, std::size_t count, MemoryTracker& tracker, MemoryCategory category)

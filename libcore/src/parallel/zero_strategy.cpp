@@ -149,13 +149,12 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     return flat;
   }
 
-  nlohmann::json memory_report() const override {
-    nlohmann::json j = tracker_.report();
+  MemoryReport memory_report() const override {
+    MemoryReport r = tracker_.report();
     const double P = double(model_.registry().total()), N = double(comm_.size());
-    const double formula = stage_ == 1 ? 8 * P + 8 * P / N : stage_ == 2 ? 4 * P + 12 * P / N : 16 * P / N;
-    j["formula_model_state"] = formula;
-    j["zero_stage"] = stage_;
-    return j;
+    r.formula_model_state = stage_ == 1 ? 8 * P + 8 * P / N : stage_ == 2 ? 4 * P + 12 * P / N : 16 * P / N;
+    r.zero_stage = stage_;
+    return r;
   }
 
  private:

@@ -29,8 +29,8 @@ struct RunMeasurements {
   CommStats tp_comm_stats;                  // the tensor-parallel group's (TP > 1)
   double bare_busbw = 0;                    // bytes/s of the library all-reduce of the gradient size (yardstick group)
   std::string params_path;
-  nlohmann::json memory;                    // this rank's peaks (strategy->memory_report())
-  nlohmann::json memory_by_rank;            // every rank's peaks (ZeRO shards differ by rank through padding)
+  MemoryReport memory;                      // this rank's peaks (strategy->memory_report())
+  std::vector<MemoryReport> memory_by_rank; // every rank's peaks (ZeRO shards differ by rank through padding)
   nlohmann::json stragglers;                // straggler scores of the whole run (telemetry/straggler.hpp)
 };
 
@@ -62,21 +62,27 @@ double steady_median_step_s(const std::vector<StepRecord>& records) {
   return SeriesStats::of(steady).median;
 }
 
-// Collective: every rank's memory peaks, one object per rank.
-nlohmann::json memory_by_rank(Communicator& comm, const nlohmann::json& memory) {
-  static const char* const keys[] = {"parameters", "gradients", "optimizer", "gathered", "communication",
-                                     "activations", "model_state", "total"};
-  constexpr int kKeys = int(std::size(keys));
-  std::vector<double> mine, all(std::size_t(comm.size()) * kKeys);
-  for (const char* k : keys) mine.push_back(memory.contains(k) ? memory[k].get<double>() : 0.0);
-  comm.all_gather(mine.data(), all.data(), kKeys);
-  nlohmann::json by_rank = nlohmann::json::array();
+// Collective: every rank's memory peaks (the per-category peaks, model state and total).
+std::vector<MemoryReport> memory_by_rank(Communicator& comm, const MemoryReport& memory) {
+  constexpr int kFields = kNumMemoryCategories + 2;
+  std::vector<double> mine(memory.peak.begin(), memory.peak.end()), all(std::size_t(comm.size()) * kFields);
+  mine.push_back(memory.model_state);
+  mine.push_back(memory.total);
+  comm.all_gather(mine.data(), all.data(), kFields);
+  std::vector<MemoryReport> by_rank(std::size_t(comm.size()));
   for (int r = 0; r < comm.size(); ++r) {
-    nlohmann::json j;
-    for (int k = 0; k < kKeys; ++k) j[keys[k]] = all[std::size_t(r) * kKeys + k];
-    by_rank.push_back(j);
+    const double* f = all.data() + std::size_t(r) * kFields;
+    std::copy(f, f + kNumMemoryCategories, by_rank[std::size_t(r)].peak.begin());
+    by_rank[std::size_t(r)].model_state = f[kNumMemoryCategories];
+    by_rank[std::size_t(r)].total = f[kNumMemoryCategories + 1];
   }
   return by_rank;
+}
+
+nlohmann::json memory_json(const std::vector<MemoryReport>& by_rank) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const MemoryReport& r : by_rank) j.push_back(r.to_json());
+  return j;
 }
 
 RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
@@ -140,8 +146,8 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"stragglers", m.stragglers},
       {"exposed_comm_fraction", m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s},
       {"communication", comm_json},
-      {"memory_bytes_rank0", m.memory},
-      {"memory_bytes_by_rank", m.memory_by_rank},
+      {"memory_bytes_rank0", m.memory.to_json()},
+      {"memory_bytes_by_rank", memory_json(m.memory_by_rank)},
       {"eval", loop.last_eval},
       {"replica_checks", replica_checks_json(o, records)},
       {"step_log", step_log.path()},

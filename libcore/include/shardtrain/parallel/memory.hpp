@@ -18,14 +18,28 @@ enum class MemoryCategory { kParameters, kGradients, kOptimizer, kGathered, kCom
 constexpr int kNumMemoryCategories = 6;
 const char* memory_category_name(MemoryCategory c);
 
+// One rank's memory, in bytes: what a strategy reports (Strategy::memory_report) and the run
+// summary records ("memory_bytes_rank0", one per rank in "memory_bytes_by_rank"; docs/FORMATS.md).
+// JSON: {"parameters", "gradients", "optimizer", "gathered", "communication", "activations",
+// "model_state", "total"} and, for ZeRO, "formula_model_state" and "zero_stage".
+struct MemoryReport {
+  std::array<double, kNumMemoryCategories> peak{};  // peak bytes by MemoryCategory
+  double model_state = 0;  // peak of parameters + gradients + optimizer
+  double total = 0;        // peak of the sum of every category
+  // ZeRO: the model-state formula of docs/ARCHITECTURE.md for this stage and DP size (0: DDP).
+  double formula_model_state = 0;
+  int zero_stage = 0;
+  double bytes(MemoryCategory c) const { return peak[std::size_t(c)]; }
+  nlohmann::json to_json() const;
+  static MemoryReport from_json(const nlohmann::json& j);
+};
+
 // Current and peak bytes per category (and the peak of their sum) on one rank.
 class MemoryTracker {
  public:
   void add(MemoryCategory c, std::size_t bytes);
   void sub(MemoryCategory c, std::size_t bytes);
-  // {"parameters", "gradients", "optimizer", "gathered", "communication", "activations",
-  //  "model_state" (peak params + grads + optimizer), "total" (peak of the sum)}
-  nlohmann::json report() const;
+  MemoryReport report() const;
 
  private:
   std::array<std::size_t, kNumMemoryCategories> current_{}, peak_{};

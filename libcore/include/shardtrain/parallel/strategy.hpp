@@ -19,6 +19,7 @@
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/model/optim.hpp"
+#include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/parallel/train_step.hpp"
 
 namespace shardtrain {
@@ -56,8 +57,9 @@ class TrainingStrategy {
   virtual std::vector<float> replicated_parameters() = 0;
 
   // Peak bytes per category on this rank (parameters, gradients, optimizer, gathered,
-  // communication, activations) and their sum; {} when not tracked.
-  virtual nlohmann::json memory_report() const = 0;
+  // communication, activations) and their sum (memory.hpp MemoryReport). DDP reports its fixed
+  // layout (16P of model state); ZeRO its tracked peaks beside the formula.
+  virtual MemoryReport memory_report() const = 0;
 };
 
 // What make_strategy needs besides the model and optimizer configs.
