@@ -45,11 +45,22 @@ std::vector<StepRecord> concat(std::vector<StepRecord> a, const std::vector<Step
   return a;
 }
 
+// The report as the summary and `hang-diagnose --stragglers --json` write it (StragglerReport's
+// JSON); the text forms are made from it read back (from_json), so every case also checks that
+// the report survives its round trip.
 nlohmann::json report_of(const std::vector<std::vector<StepRecord>>& by_rank, StragglerOptions options = {}) {
   std::vector<RankProfile> profiles;
   for (int r = 0; r < int(by_rank.size()); ++r)
     profiles.push_back(profile_of(r, samples_of(by_rank[r]), options.window));
-  return straggler_report(profiles, options);
+  const nlohmann::json j = straggler_report(profiles, options).to_json();
+  CHECK(StragglerReport::from_json(j).to_json() == j);
+  return j;
+}
+std::string format_straggler_table(const nlohmann::json& report) {
+  return shardtrain::format_straggler_table(StragglerReport::from_json(report));
+}
+std::string format_straggler_names(const nlohmann::json& report) {
+  return shardtrain::format_straggler_names(StragglerReport::from_json(report));
 }
 
 const Ms kHealthy = {2, 20, 40, 10, 5, 0, 3};  // an 80 ms step
@@ -212,7 +223,7 @@ TEST_CASE("straggler: a run folder's step logs, with a partial last line and a n
 
   StragglerOptions options;
   options.window = 5;
-  const nlohmann::json report = straggler_report_from_run_dir(dir, options);
+  const nlohmann::json report = straggler_report_from_run_dir(dir, options).to_json();
   INFO(format_straggler_table(report));
   CHECK(report["skipped_lines"] == 1);
   CHECK(report["skipped_records"] == 1);

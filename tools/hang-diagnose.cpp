@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
       if (inputs.size() != 1) throw shardtrain::UsageError("--stragglers takes one run directory");
       straggler_options.validate();
       const auto report = shardtrain::straggler_report_from_run_dir(inputs[0], straggler_options);
-      if (json_output) std::cout << report.dump(2) << std::endl;
+      if (json_output) std::cout << report.to_json().dump(2) << std::endl;
       else std::cout << shardtrain::format_straggler_table(report);
-      return report["stragglers"].empty() ? 0 : 1;
+      return report.stragglers.empty() ? 0 : 1;
     }
     const hang::Diagnosis diagnosis = hang::diagnose(hang::load_flight_dumps(inputs, world_size), options);
     if (json_output) std::cout << diagnosis.to_json().dump(2) << std::endl;

@@ -12,6 +12,7 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain {
@@ -320,9 +321,9 @@ ScalingRun scaling_run_of(const nlohmann::json& summary, const std::string& run_
     r.host_cpus = summary["host"].value("cpus", 0);
     r.hostname = summary["host"].value("hostname", "");
   }
-  if (summary.contains("stragglers") && summary["stragglers"].contains("stragglers"))
-    for (const auto& s : summary["stragglers"]["stragglers"])
-      r.stragglers.push_back("rank " + std::to_string(s.value("rank", -1)) + " " + s.value("section", "?"));
+  if (summary.contains("stragglers") && summary["stragglers"].is_object())
+    for (const StragglerFinding& s : StragglerReport::from_json(summary["stragglers"]).stragglers)
+      r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
   if (summary.contains("memory_bytes_rank0")) {
     r.optimizer_bytes = summary["memory_bytes_rank0"].value("optimizer", 0.0);
     r.memory_bytes = summary["memory_bytes_rank0"].value("total", 0.0);

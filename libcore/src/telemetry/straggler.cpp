@@ -49,16 +49,30 @@ struct Candidate {
   bool individual = false;
   double value = 0, lost_s = 0;
   std::string why;  // empty: named
-  nlohmann::json to_json() const {
-    nlohmann::json j = {{"rank", rank},
-                        {"section", kSections[section].name},
-                        {"score", individual ? "individual" : "relative"},
-                        {"value", value},
-                        {"lost_s", lost_s}};
-    if (!why.empty()) j["why"] = why;
-    return j;
-  }
+  StragglerFinding finding() const { return {rank, Section(section), individual, value, lost_s, why}; }
 };
+
+nlohmann::json finding_json(const StragglerFinding& f) {
+  nlohmann::json j = {{"rank", f.rank},
+                      {"section", kSections[int(f.section)].name},
+                      {"score", f.individual ? "individual" : "relative"},
+                      {"value", f.value},
+                      {"lost_s", f.lost_s}};
+  if (!f.why.empty()) j["why"] = f.why;
+  return j;
+}
+
+Section section_named(const std::string& name) {
+  for (int s = 0; s < kNumSections; ++s)
+    if (name == kSections[s].name) return Section(s);
+  throw UsageError("straggler report: unknown section '" + name + "'");
+}
+
+StragglerFinding finding_of(const nlohmann::json& j) {
+  return {j.at("rank").get<int>(), section_named(j.at("section").get<std::string>()),
+          j.at("score").get<std::string>() == "individual", j.at("value").get<double>(), j.at("lost_s").get<double>(),
+          j.value("why", "")};
+}
 
 // The scores of one rank's section against the fastest rank's median.
 struct Scores {
@@ -124,15 +138,15 @@ void apply_wait_rule(Candidate& c, const std::vector<Candidate>& all) {
 }
 
 // Rule (b)'s pointer: the rank with the least exposed communication when the spread is meaningful.
-nlohmann::json waited_for(const std::vector<RankProfile>& ranks, double floor_s) {
+std::optional<int> waited_for(const std::vector<RankProfile>& ranks, double floor_s) {
   constexpr int kComm = int(Section::kCommExposed);
-  if (ranks.size() < 2) return nullptr;
+  if (ranks.size() < 2) return std::nullopt;
   auto by_exposed = [](const RankProfile& a, const RankProfile& b) {
     return a.sections[kComm].median_s < b.sections[kComm].median_s;
   };
   const auto [least, most] = std::minmax_element(ranks.begin(), ranks.end(), by_exposed);
   const double spread = most->sections[kComm].median_s - least->sections[kComm].median_s;
-  if (spread <= 0 || spread < floor_s) return nullptr;
+  if (spread <= 0 || spread < floor_s) return std::nullopt;
   return least->rank;
 }
 
@@ -229,42 +243,94 @@ RankProfile unflatten(const double* v) {
   return p;
 }
 
-nlohmann::json straggler_report(const std::vector<RankProfile>& ranks, const StragglerOptions& options) {
+StragglerReport straggler_report(const std::vector<RankProfile>& ranks, const StragglerOptions& options) {
   options.validate();
-  const double step_s = reference_step_s(ranks);
-  const double floor_s = options.min_share * step_s;
+  StragglerReport report;
+  report.threshold = options.threshold;
+  report.window = options.window;
+  report.min_share = options.min_share;
+  report.median_step_s = reference_step_s(ranks);
+  const double floor_s = options.min_share * report.median_step_s;
   std::array<double, kNumSections> fastest{};
   for (int s = 0; s < kNumSections; ++s) fastest[s] = fastest_median(ranks, s);
 
-  nlohmann::json rank_rows = nlohmann::json::array();
   std::vector<Candidate> candidates;
   for (const RankProfile& r : ranks) {
-    nlohmann::json sections = nlohmann::json::object();
+    RankScores row{r.rank, r.steps, r.median_step_s, {}};
     for (int s = 0; s < kNumSections; ++s) {
       const SectionProfile& p = r.sections[s];
       const Scores sc = scores_of(p, fastest[s]);
-      sections[kSections[s].name] = {{"median_s", p.median_s},
-                                     {"ran_fraction", p.ran_fraction},
-                                     {"relative", sc.relative},
-                                     {"individual", sc.individual ? nlohmann::json(*sc.individual) : nullptr},
-                                     {"lost_s", sc.lost_s},
-                                     {"individual_lost_s", sc.individual_lost_s}};
+      row.sections[s] = {p.median_s, p.ran_fraction, sc.relative, sc.individual, sc.lost_s, sc.individual_lost_s};
       if (sc.relative < options.threshold) candidates.push_back({r.rank, s, false, sc.relative, sc.lost_s, ""});
       if (sc.individual && *sc.individual < options.threshold)
         candidates.push_back({r.rank, s, true, *sc.individual, sc.individual_lost_s, ""});
     }
-    rank_rows.push_back({{"rank", r.rank}, {"steps", r.steps}, {"median_step_s", r.median_step_s},
-                         {"sections", sections}});
+    report.ranks.push_back(row);
   }
   for (Candidate& c : candidates) apply_share_and_comm_rules(c, floor_s, options.min_share);
   for (Candidate& c : candidates) apply_wait_rule(c, candidates);
   std::sort(candidates.begin(), candidates.end(), sort_order);
+  for (const Candidate& c : candidates) (c.why.empty() ? report.stragglers : report.not_named).push_back(c.finding());
+  report.waited_for = waited_for(ranks, floor_s);
+  return report;
+}
 
+nlohmann::json StragglerReport::to_json() const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const RankScores& r : ranks) {
+    nlohmann::json sections = nlohmann::json::object();
+    for (int s = 0; s < kNumSections; ++s) {
+      const SectionScore& sc = r.sections[s];
+      sections[kSections[s].name] = {{"median_s", sc.median_s},
+                                     {"ran_fraction", sc.ran_fraction},
+                                     {"relative", sc.relative},
+                                     {"individual", sc.individual ? nlohmann::json(*sc.individual) : nullptr},
+                                     {"lost_s", sc.lost_s},
+                                     {"individual_lost_s", sc.individual_lost_s}};
+    }
+    rows.push_back({{"rank", r.rank}, {"steps", r.steps}, {"median_step_s", r.median_step_s}, {"sections", sections}});
+  }
   nlohmann::json named = nlohmann::json::array(), held_back = nlohmann::json::array();
-  for (const Candidate& c : candidates) (c.why.empty() ? named : held_back).push_back(c.to_json());
-  return {{"threshold", options.threshold}, {"window", options.window},     {"min_share", options.min_share},
-          {"median_step_s", step_s},        {"ranks", rank_rows},           {"stragglers", named},
-          {"not_named", held_back},         {"waited_for", waited_for(ranks, floor_s)}};
+  for (const StragglerFinding& f : stragglers) named.push_back(finding_json(f));
+  for (const StragglerFinding& f : not_named) held_back.push_back(finding_json(f));
+  nlohmann::json j = {{"threshold", threshold}, {"window", window},   {"min_share", min_share},
+                      {"median_step_s", median_step_s}, {"ranks", rows}, {"stragglers", named},
+                      {"not_named", held_back}, {"waited_for", waited_for ? nlohmann::json(*waited_for) : nullptr}};
+  if (!run_dir.empty()) {
+    j["run_dir"] = run_dir;
+    j["skipped_lines"] = skipped_lines;
+    j["skipped_records"] = skipped_records;
+  }
+  return j;
+}
+
+StragglerReport StragglerReport::from_json(const nlohmann::json& j) {
+  StragglerReport r;
+  r.threshold = j.at("threshold").get<double>();
+  r.window = j.at("window").get<int>();
+  r.min_share = j.at("min_share").get<double>();
+  r.median_step_s = j.at("median_step_s").get<double>();
+  for (const auto& row : j.at("ranks")) {
+    RankScores rs{row.at("rank").get<int>(), row.at("steps").get<int>(), row.at("median_step_s").get<double>(), {}};
+    for (int s = 0; s < kNumSections; ++s) {
+      const auto& sec = row.at("sections").at(kSections[s].name);
+      SectionScore& sc = rs.sections[s];
+      sc.median_s = sec.at("median_s").get<double>();
+      sc.ran_fraction = sec.at("ran_fraction").get<double>();
+      sc.relative = sec.at("relative").get<double>();
+      if (!sec.at("individual").is_null()) sc.individual = sec.at("individual").get<double>();
+      sc.lost_s = sec.at("lost_s").get<double>();
+      sc.individual_lost_s = sec.at("individual_lost_s").get<double>();
+    }
+    r.ranks.push_back(rs);
+  }
+  for (const auto& f : j.at("stragglers")) r.stragglers.push_back(finding_of(f));
+  for (const auto& f : j.at("not_named")) r.not_named.push_back(finding_of(f));
+  if (!j.at("waited_for").is_null()) r.waited_for = j.at("waited_for").get<int>();
+  r.run_dir = j.value("run_dir", "");
+  r.skipped_lines = j.value("skipped_lines", 0);
+  r.skipped_records = j.value("skipped_records", 0);
+  return r;
 }
 
 RunSamples read_run_samples(const std::string& run_dir) {
@@ -287,24 +353,23 @@ RunSamples read_run_samples(const std::string& run_dir) {
   return out;
 }
 
-nlohmann::json straggler_report_from_run_dir(const std::string& run_dir, const StragglerOptions& options) {
+StragglerReport straggler_report_from_run_dir(const std::string& run_dir, const StragglerOptions& options) {
   options.validate();
   const RunSamples run = read_run_samples(run_dir);
   std::vector<RankProfile> profiles;
   for (std::size_t i = 0; i < run.ranks.size(); ++i)
     profiles.push_back(profile_of(run.ranks[i], run.samples[i], options.window));
-  nlohmann::json report = straggler_report(profiles, options);
-  report["run_dir"] = run_dir;
-  report["skipped_lines"] = run.skipped_lines;
-  report["skipped_records"] = run.skipped_records;
+  StragglerReport report = straggler_report(profiles, options);
+  report.run_dir = run_dir;
+  report.skipped_lines = run.skipped_lines;
+  report.skipped_records = run.skipped_records;
   return report;
 }
 
-std::string format_straggler_table(const nlohmann::json& report) {
-  std::string out = "straggler scores, relative/individual (threshold " +
-                    fixed(report["threshold"].get<double>(), "%.2f") + ", window " +
-                    std::to_string(report["window"].get<int>()) + " steps, median step " +
-                    fixed(1e3 * report["median_step_s"].get<double>(), "%.1f") + " ms; * = straggler)\n";
+std::string format_straggler_table(const StragglerReport& report) {
+  std::string out = "straggler scores, relative/individual (threshold " + fixed(report.threshold, "%.2f") +
+                    ", window " + std::to_string(report.window) + " steps, median step " +
+                    fixed(1e3 * report.median_step_s, "%.1f") + " ms; * = straggler)\n";
   char cell[64];
   std::snprintf(cell, sizeof(cell), "%-6s", "rank");
   out += cell;
@@ -313,52 +378,47 @@ std::string format_straggler_table(const nlohmann::json& report) {
     out += cell;
   }
   out += "\n";
-  for (const auto& row : report["ranks"]) {
-    const int rank = row["rank"].get<int>();
-    std::snprintf(cell, sizeof(cell), "%-6d", rank);
+  for (const RankScores& row : report.ranks) {
+    std::snprintf(cell, sizeof(cell), "%-6d", row.rank);
     out += cell;
-    for (const SectionInfo& s : kSections) {
-      const auto& sec = row["sections"][s.name];
+    for (int s = 0; s < kNumSections; ++s) {
+      const SectionScore& sec = row.sections[s];
       bool named = false;
-      for (const auto& n : report["stragglers"])
-        named = named || (n["rank"].get<int>() == rank && n["section"].get<std::string>() == s.name);
-      const std::string individual =
-          sec["individual"].is_null() ? "-" : fixed(sec["individual"].get<double>(), "%.2f");
-      const std::string text = fixed(sec["relative"].get<double>(), "%.2f") + "/" + individual + (named ? "*" : "");
+      for (const StragglerFinding& n : report.stragglers) named = named || (n.rank == row.rank && int(n.section) == s);
+      const std::string individual = sec.individual ? fixed(*sec.individual, "%.2f") : "-";
+      const std::string text = fixed(sec.relative, "%.2f") + "/" + individual + (named ? "*" : "");
       std::snprintf(cell, sizeof(cell), " %13s", text.c_str());
       out += cell;
     }
     out += "\n";
   }
-  auto describe = [](const nlohmann::json& c) {
-    return "rank " + std::to_string(c["rank"].get<int>()) + " " + c["section"].get<std::string>() + ": " +
-           c["score"].get<std::string>() + " " + fixed(c["value"].get<double>(), "%.2f") + ", " +
-           fixed(1e3 * c["lost_s"].get<double>(), "%+.1f") + " ms/step";
+  auto describe = [](const StragglerFinding& c) {
+    return "rank " + std::to_string(c.rank) + " " + kSections[int(c.section)].name + ": " +
+           (c.individual ? "individual" : "relative") + " " + fixed(c.value, "%.2f") + ", " +
+           fixed(1e3 * c.lost_s, "%+.1f") + " ms/step";
   };
-  for (const auto& c : report["stragglers"]) out += "straggler: " + describe(c) + "\n";
-  if (report["stragglers"].empty()) out += "no stragglers\n";
+  for (const StragglerFinding& c : report.stragglers) out += "straggler: " + describe(c) + "\n";
+  if (report.stragglers.empty()) out += "no stragglers\n";
   int noise = 0;  // rule a: counted, not listed (on a healthy run most low scores are tiny sections)
-  for (const auto& c : report["not_named"]) {
-    const std::string why = c["why"].get<std::string>();
-    if (why.rfind("rule a", 0) == 0) ++noise;
-    else out += "not named: " + describe(c) + " (" + why + ")\n";
+  for (const StragglerFinding& c : report.not_named) {
+    if (c.why.rfind("rule a", 0) == 0) ++noise;
+    else out += "not named: " + describe(c) + " (" + c.why + ")\n";
   }
   if (noise > 0)
-    out += "not named: " + std::to_string(noise) + " low score" + (noise == 1 ? "" : "s") +
-           " losing under " + fixed(100 * report["min_share"].get<double>(), "%.0f") +
-           "% of the median step (rule a; listed in not_named)\n";
-  if (!report["waited_for"].is_null())
-    out += "waited for at the gradient reduction: rank " + std::to_string(report["waited_for"].get<int>()) + "\n";
+    out += "not named: " + std::to_string(noise) + " low score" + (noise == 1 ? "" : "s") + " losing under " +
+           fixed(100 * report.min_share, "%.0f") + "% of the median step (rule a; listed in not_named)\n";
+  if (report.waited_for)
+    out += "waited for at the gradient reduction: rank " + std::to_string(*report.waited_for) + "\n";
   return out;
 }
 
-std::string format_straggler_names(const nlohmann::json& report) {
+std::string format_straggler_names(const StragglerReport& report) {
   std::string out;
-  for (const auto& c : report["stragglers"]) {
+  for (const StragglerFinding& c : report.stragglers) {
     out += out.empty() ? "stragglers: " : "; ";
-    out += "rank " + std::to_string(c["rank"].get<int>()) + " " + c["section"].get<std::string>() + " (" +
-           c["score"].get<std::string>() + " " + fixed(c["value"].get<double>(), "%.2f") + ", " +
-           fixed(1e3 * c["lost_s"].get<double>(), "%+.0f") + " ms/step)";
+    out += "rank " + std::to_string(c.rank) + " " + kSections[int(c.section)].name + " (" +
+           (c.individual ? "individual" : "relative") + " " + fixed(c.value, "%.2f") + ", " +
+           fixed(1e3 * c.lost_s, "%+.0f") + " ms/step)";
   }
   return out;
 }

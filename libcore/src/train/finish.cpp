@@ -31,7 +31,7 @@ struct RunMeasurements {
   std::string params_path;
   MemoryReport memory;                      // this rank's peaks (strategy->memory_report())
   std::vector<MemoryReport> memory_by_rank; // every rank's peaks (ZeRO shards differ by rank through padding)
-  nlohmann::json stragglers;                // straggler scores of the whole run (telemetry/straggler.hpp)
+  StragglerReport stragglers;               // straggler scores of the whole run (telemetry/straggler.hpp)
 };
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
@@ -143,7 +143,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"final_loss", records.back().loss},
       {"per_rank_medians", per_rank_table(m.rank_medians)},
       {"slowest_rank", slowest_rank(m.rank_medians)},
-      {"stragglers", m.stragglers},
+      {"stragglers", m.stragglers.to_json()},
       {"exposed_comm_fraction", m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s},
       {"communication", comm_json},
       {"memory_bytes_rank0", m.memory.to_json()},

@@ -15,7 +15,7 @@ StragglerOptions straggler_options(const TrainOptions& options) {
   return s;
 }
 
-nlohmann::json gather_straggler_report(Job& job, const std::vector<StepRecord>& records) {
+StragglerReport gather_straggler_report(Job& job, const std::vector<StepRecord>& records) {
   const StragglerOptions options = straggler_options(job.options);
   const RankProfile mine = profile_of(job.rank, samples_of(records), options.window);
   std::vector<RankProfile> all;

@@ -19,7 +19,7 @@ StragglerOptions straggler_options(const TrainOptions& options);
 // Collective over job.comm (one all-gather of kProfileDoubles doubles per rank; none on a group
 // of one): the straggler report of every rank's `records`. Every rank must pass the same number
 // of records (the step loop's records: one per step since the start or resume).
-nlohmann::json gather_straggler_report(Job& job, const std::vector<StepRecord>& records);
+StragglerReport gather_straggler_report(Job& job, const std::vector<StepRecord>& records);
 
 // The step loop's live check, at each step that prints a progress line. Collective, entered by
 // every rank at the same steps; skipped on every rank (no collective) until `window` steps are

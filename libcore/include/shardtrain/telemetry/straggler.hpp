@@ -45,6 +45,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,29 @@ inline constexpr int kProfileDoubles = 3 + 5 * kNumSections;
 std::array<double, kProfileDoubles> flatten(const RankProfile& profile);
 RankProfile unflatten(const double* values);
 
-// The scores and the named stragglers of `ranks` (one profile each, any order). JSON:
+// The scores of one (rank, section).
+struct SectionScore {
+  double median_s = 0, ran_fraction = 0;
+  double relative = 1;                // the fastest rank's median / this rank's
+  std::optional<double> individual;   // best window / latest window; empty with fewer than 2 windows
+  double lost_s = 0;                  // relative: seconds lost per step
+  double individual_lost_s = 0;       // individual: seconds lost per step
+};
+struct RankScores {
+  int rank = 0, steps = 0;
+  double median_step_s = 0;
+  std::array<SectionScore, kNumSections> sections{};  // index = Section
+};
+// A score below the threshold: named (why empty) or held back by a rule (why says which).
+struct StragglerFinding {
+  int rank = 0;
+  Section section = Section::kData;
+  bool individual = false;  // which score: individual, else relative
+  double value = 0, lost_s = 0;
+  std::string why;
+};
+// The scores and the named stragglers of a run. JSON (the summary's "stragglers", hang-diagnose
+// --stragglers --json; docs/FORMATS.md):
 //   {"threshold", "window", "min_share", "median_step_s" (s),
 //    "ranks": [{"rank", "steps", "median_step_s",
 //               "sections": {"<section>": {"median_s", "ran_fraction", "relative", "individual"
@@ -109,8 +132,22 @@ RankProfile unflatten(const double* values);
 //    "stragglers": [{"rank", "section", "score": "relative"|"individual", "value", "lost_s"}],
 //    "not_named": [{"rank", "section", "score", "value", "lost_s", "why"}],
 //    "waited_for": rank or null}
-// Stragglers and not_named are sorted by rank, then section, relative before individual.
-nlohmann::json straggler_report(const std::vector<RankProfile>& ranks, const StragglerOptions& options);
+// plus, for a run folder's report, "run_dir", "skipped_lines" and "skipped_records".
+struct StragglerReport {
+  double threshold = 0, min_share = 0, median_step_s = 0;
+  int window = 0;
+  std::vector<RankScores> ranks;
+  std::vector<StragglerFinding> stragglers;  // named, sorted by rank, section, relative first
+  std::vector<StragglerFinding> not_named;   // held back by rules a, b or c, same order
+  std::optional<int> waited_for;
+  std::string run_dir;                       // read_run_samples's counts, when read from a folder
+  int skipped_lines = 0, skipped_records = 0;
+  nlohmann::json to_json() const;
+  static StragglerReport from_json(const nlohmann::json& j);
+};
+
+// The scores and the named stragglers of `ranks` (one profile each, any order).
+StragglerReport straggler_report(const std::vector<RankProfile>& ranks, const StragglerOptions& options);
 
 // A run folder's step logs: RUN_DIR/steps.rank<R>.jsonl, one vector of samples per rank found
 // (index = position in `ranks`, ascending), read by step_log.hpp's read_step_log under its rules:
@@ -127,15 +164,15 @@ RunSamples read_run_samples(const std::string& run_dir);
 
 // read_run_samples + profile_of + straggler_report; adds "run_dir", "skipped_lines" and
 // "skipped_records". For `hang-diagnose --stragglers RUN_DIR`.
-nlohmann::json straggler_report_from_run_dir(const std::string& run_dir, const StragglerOptions& options);
+StragglerReport straggler_report_from_run_dir(const std::string& run_dir, const StragglerOptions& options);
 
 // A text table of a report: one row per rank, one column per section, each cell
 // "relative/individual" ("-": not scored, "*" marks a named straggler), then one line per named
 // straggler, the candidates held back by rules b and c (those of rule a only counted) and
 // waited_for.
-std::string format_straggler_table(const nlohmann::json& report);
+std::string format_straggler_table(const StragglerReport& report);
 // One line naming the stragglers of a report, e.g.
 // "stragglers: rank 1 other (relative 0.08, +152 ms/step)"; "" when none is named.
-std::string format_straggler_names(const nlohmann::json& report);
+std::string format_straggler_names(const StragglerReport& report);
 
 }  // namespace shardtrain
