@@ -1,6 +1,7 @@
 #include "job.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/comm/nccl.hpp"
+#include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/data/sampler.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
@@ -78,12 +80,17 @@ struct DevicePlacement {
 };
 DevicePlacement place_on_device(const TrainOptions& o) {
   if (o.device != "cuda") return {};
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0, local_size = 1;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
+  // The node-local rank from every rank's host name, gathered on a group of its own, so this
+  // collective too has a sequence number, a timeout and a flight record (a bare
+  // MPI_Comm_split_type on MPI_COMM_WORLD had none of them and could hang silently).
+  const auto placement = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "placement"));
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const std::vector<std::string> hosts = all_gather_strings(name, *placement);
+  const int me = placement->rank();
+  int local_rank = 0, local_size = 0;
+  for (int r = 0; r < int(hosts.size()); ++r)
+    if (hosts[std::size_t(r)] == hosts[std::size_t(me)]) local_rank += r < me, ++local_size;
   const int devices = cuda_device_count();
   if (devices < 1) return {};  // make_cuda_backend then says why
   return {local_rank % devices, local_size <= devices};
