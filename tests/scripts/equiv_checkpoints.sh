@@ -43,16 +43,8 @@ PY
 pass "another step of the run: DIFFERENT, naming parameters and moments"
 
 # Unusable input: exit 2, one line naming the folder.
-expect_exit2() {
-  local want=$1; shift
-  local rc=0 msg
-  msg=$("$BIN_DIR/equiv-check" "$@" 2>&1) || rc=$?
-  echo "  equiv-check $* -> exit $rc: $(echo "$msg" | tail -1)"
-  [ "$rc" -eq 2 ] || fail "expected exit 2"
-  echo "$msg" | grep -qF -- "$want" || fail "the message does not name $want"
-}
-expect_exit2 "$WORK/w1' is neither a checkpoint" "$WORK/w1" "$WORK/w2/checkpoints"
+expect_exit2 "$WORK/w1' is neither a checkpoint" "$BIN_DIR/equiv-check" "$WORK/w1" "$WORK/w2/checkpoints"
 cp -r "$WORK/w1/checkpoints/step_00000006" "$WORK/corrupt"
 printf 'X' | dd of="$WORK/corrupt/rank_00000.h5" bs=1 seek=100 conv=notrunc status=none
-expect_exit2 "rank_00000.h5" "$WORK/corrupt" "$WORK/w1/checkpoints"
+expect_exit2 "rank_00000.h5" "$BIN_DIR/equiv-check" "$WORK/corrupt" "$WORK/w1/checkpoints"
 pass "a folder that is no checkpoint, a corrupt checkpoint: exit 2 naming it"

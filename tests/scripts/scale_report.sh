@@ -106,14 +106,7 @@ if [ "$cpus" -ge 2 ]; then
 fi
 
 # Bad inputs: exit 2 and a line naming the culprit.
-expect_usage() {
-  local want=$1; shift
-  local rc=0 msg
-  msg=$("$SB" "$@" 2>&1) || rc=$?
-  echo "  scale-bench $* -> exit $rc: $(echo "$msg" | tail -1)"
-  [ "$rc" -eq 2 ] || fail "expected exit 2"
-  echo "$msg" | grep -qF -- "$want" || fail "the message does not name $want"
-}
+expect_usage() { local want=$1; shift; expect_exit2 "$want" "$SB" "$@"; }
 mkdir -p "$WORK/empty"
 expect_usage "$WORK/empty" report --out "$WORK/bad" "$out/w1" "$WORK/empty"
 mkdir -p "$WORK/other"
