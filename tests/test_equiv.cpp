@@ -1,6 +1,6 @@
 // equiv-check tests: ULP distance on hand-picked pairs, the tolerance rule, parameter-file and
-// step-log comparisons (BITWISE, WITHIN, DIFFERENT, structural differences, unusable input), and the
-// exit codes and JSON of the tool binary.
+// step-log comparisons (BITWISE, WITHIN, DIFFERENT, structural differences, unusable input),
+// checkpoints in two layouts, and the exit codes and JSON of the tool binary.
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -15,6 +15,7 @@
 #include "shardtrain/equiv/equivalence.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
+#include "test_ckpt_support.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;
@@ -274,4 +275,85 @@ TEST_CASE("equiv-check: exit codes and JSON of the tool", "[equiv]") {
   CHECK(run_tool(a + " " + b + " --rtol banana") == 2);
   CHECK(run_tool(a + " " + b + " --kind steps") == 2);  // HDF5 bytes are not JSONL
   CHECK(run_tool("--help") == 0);
+}
+
+// Checkpoints: the same logical state written in two layouts (spread over every rank; all of it by
+// rank 0) is BITWISE whichever folder form names it (step_<N>, or the folder whose `latest` names
+// it); one optimizer-moment element one ULP off is DIFFERENT naming that tensor alone (WITHIN at
+// --ulps 1); a changed counter is DIFFERENT at any tolerance; a corrupt or missing checkpoint is
+// unusable input.
+TEST_CASE("equiv: checkpoints in any layout, parameters and moments", "[mpi][equiv]") {
+  using namespace shardtrain::test::ckpt_fixture;
+  const auto [rank, world, dir, comm] = mpi_case("equiv-ckpt");
+  const ToyState state = make_state(3);
+  save_state(dir + "/spread", state, 7, *comm);
+  const auto whole = rank == 0 ? ck::spread_pieces(state.specs, state.pointers(), 1, 0) : std::vector<ck::PieceView>{};
+  ck::save_checkpoint(dir + "/whole", make_manifest(7, world), state.specs, whole, *comm);
+  ToyState moment_off = state, counter_off = state;
+  const std::string moment = "optim.exp_avg_sq.h.0.attn.qkv.weight";
+  for (std::size_t i = 0; i < state.specs.size(); ++i) {
+    if (state.specs[i].name == moment) {
+      float x;
+      std::memcpy(&x, moment_off.data[i].data() + 4 * 17, 4);
+      x = std::nextafter(x, 10.0f);
+      std::memcpy(moment_off.data[i].data() + 4 * 17, &x, 4);
+    }
+    if (state.specs[i].name == "rng.counters") counter_off.data[i][8] ^= 1;  // element 1
+  }
+  save_state(dir + "/moment_off", moment_off, 7, *comm);
+  save_state(dir + "/counter_off", counter_off, 7, *comm);
+  if (rank == 0) {
+    EquivOptions o;
+    o.a = dir + "/spread/step_00000007";
+    o.b = dir + "/whole";  // its `latest` names step_00000007
+    auto r = compare_files(o);
+    CHECK(r.kind == InputKind::kCheckpoint);
+    CHECK(r.verdict == Verdict::kBitwise);
+    CHECK(r.tensors.size() == state.specs.size());
+    CHECK(r.checkpoint_b == dir + "/whole/step_00000007");
+    CHECK(r.step_a == 7);
+    CHECK(r.to_json()["checkpoint_b"] == dir + "/whole/step_00000007");
+    CHECK_THAT(r.table(), Catch::EndsWith("verdict: BITWISE\n"));
+
+    o.a = dir + "/moment_off";
+    r = compare_files(o);
+    CHECK(r.verdict == Verdict::kDifferent);
+    int different = 0;
+    for (const auto& t : r.tensors) {
+      if (t.verdict == Verdict::kBitwise) continue;
+      ++different;
+      CHECK(t.name == moment);
+      CHECK(t.first_outside == 17);
+      CHECK(t.max_ulp == 1);
+    }
+    CHECK(different == 1);
+    o.tolerance.ulps = 1;
+    CHECK(compare_files(o).verdict == Verdict::kWithin);
+
+    o.a = dir + "/counter_off";
+    o.tolerance = {1.0, 1.0, 1000};  // no tolerance covers a changed counter
+    r = compare_files(o);
+    CHECK(r.verdict == Verdict::kDifferent);
+    for (const auto& t : r.tensors)
+      if (t.verdict != Verdict::kBitwise) {
+        CHECK(t.name == "rng.counters");
+        CHECK(t.dtype == "int64");
+        CHECK(t.first_outside == 1);
+      }
+
+    // Unusable: a folder that is no checkpoint, a corrupt rank file (named), --kind params on a folder.
+    o = EquivOptions{};
+    o.a = dir;
+    o.b = dir + "/whole";
+    CHECK_THROWS_WITH(compare_files(o), Catch::Contains("neither a checkpoint") && Catch::Contains("step_<N>"));
+    const std::string rank_file = dir + "/counter_off/step_00000007/" + ck::rank_file_name(0);
+    flip_byte(rank_file, std::int64_t(std::filesystem::file_size(rank_file)) - 1);
+    o.a = dir + "/counter_off";
+    CHECK_THROWS_AS(compare_files(o), UsageError);
+    CHECK_THROWS_WITH(compare_files(o), Catch::Contains("rank_00000.h5"));
+    o.a = dir + "/spread";
+    o.kind = InputKind::kParams;
+    CHECK_THROWS_WITH(compare_files(o), Catch::Contains("is a folder"));
+  }
+  comm->barrier();
 }

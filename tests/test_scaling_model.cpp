@@ -1,6 +1,8 @@
 // The alpha-beta step model (scaling/step_model.hpp) and scale-bench fit/predict/plan.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
@@ -228,11 +231,23 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   const ModelConfig cfg = model_for_parameter_count(o.params, o.vocab, o.seq_len);
   CHECK(std::fabs(double(cfg.parameter_count()) / o.params - 1) < 0.05);
   const Plan all = plan_layouts(o);
-  REQUIRE(all.rows.size() == 4);
+  // Every TP degree the trainers accept on 8 ranks (dividing 8, n_head and 4 x d_model), counted
+  // here from the shape itself, times the four stages.
+  std::vector<int> degrees;
+  for (int t = 1; t <= 8; ++t)
+    if (8 % t == 0 && cfg.n_head % t == 0 && (4 * cfg.d_model) % t == 0) degrees.push_back(t);
+  REQUIRE(degrees.size() >= 2);
+  CHECK(all.tp_degrees == degrees);
+  REQUIRE(all.rows.size() == 4 * degrees.size());
   for (const auto& r : all.rows) {
-    const MemoryEstimate e = estimate_memory(cfg, r.zero_stage, 8, 1, 1, false, 1, DeviceKind::kCpu);
+    INFO(r.layout);
+    CHECK(r.dp * r.tp == 8);
+    CHECK(r.grad_accum == 8 / r.dp);  // global batch = micro 1 x 8 ranks, spread over the DP ranks
+    const MemoryEstimate e = estimate_memory(cfg, r.zero_stage, 8, 1, r.grad_accum, false, r.tp, DeviceKind::kCpu);
     CHECK(r.memory.total() == e.total());
     CHECK(r.fits);
+    CHECK((r.tp == 1) == r.tp_collectives.empty());
+    CHECK(r.predicted.comm_s == Approx(r.dp_comm_s + r.tp_comm_s));
   }
   const double P = double(cfg.parameter_count());
   const auto row = [](const Plan& p, const std::string& name) -> const PlanRow& {
@@ -243,7 +258,7 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(row(all, "DDP").memory.model_state == 16 * P);  // the formula of PERFORMANCE.md
   for (std::size_t i = 1; i < all.rows.size(); ++i)
     CHECK(all.rows[i - 1].predicted.tokens_per_s >= all.rows[i].predicted.tokens_per_s);
-  CHECK(all.rows.back().layout == "ZeRO-3");  // 1.5x the traffic of the others
+  CHECK(row(all, "ZeRO-3").predicted.tokens_per_s < row(all, "ZeRO-2").predicted.tokens_per_s);  // 1.5x the traffic
   CHECK(row(all, "ZeRO-3").predicted.comm_s == Approx(1.5 * row(all, "DDP").predicted.comm_s));
   CHECK(row(all, "ZeRO-1").predicted.comm_s == Approx(row(all, "DDP").predicted.comm_s));
   // With latency, the fewer calls win: DDP's 4 MiB buckets (ceil(4P / 4 MiB) all-reduces, 2(W-1)
@@ -254,28 +269,83 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(row(lat, "DDP").predicted.comm_s - row(all, "DDP").predicted.comm_s == Approx(buckets * 14 * 20e-6));
   CHECK(row(lat, "ZeRO-1").predicted.comm_s - row(all, "ZeRO-1").predicted.comm_s ==
         Approx(2 * (cfg.n_layer + 2) * 7 * 20e-6));
-  CHECK(lat.rows.front().layout == "ZeRO-1");
+  const auto first_tp1 = [](const Plan& p) -> const PlanRow& {  // the best row without TP
+    for (const auto& r : p.rows)
+      if (r.tp == 1) return r;
+    throw std::runtime_error("no TP-1 row");
+  };
+  CHECK(first_tp1(lat).layout == "ZeRO-1");
   o.model.alpha_s = 0;
-  CHECK(all.text().find("tensor parallelism: not built yet") != std::string::npos);
+  CHECK(all.text().find("not built yet") == std::string::npos);
+  CHECK(all.text().find("tensor parallelism: TP degrees 1, 2") != std::string::npos);
 
-  // A budget between ZeRO-3's need and ZeRO-2's: only ZeRO-3 fits, the others say why.
+  // TP 2 by hand, the ring formula with alpha 0: the DP axis (4 ranks) all-reduces one TP rank's
+  // share of the gradients, 2(4-1)/4 x 4 P_local / busbw; the TP axis (2 ranks) per micro-batch
+  // (one here) 4L+2 all-reduces of 4NC bytes and one of 8N (2(2-1)/2 x bytes / busbw each) and an
+  // all-gather of 4N x 2 bytes ((2-1)/2 x bytes / busbw).
+  const PlanRow& ddp_tp2 = row(all, "DDP x TP2");
+  const double P_local = double(ParameterRegistry(cfg, {2, 0}).total());
+  CHECK(P_local < 0.6 * P);  // the split matrices and wte halve; LayerNorms, wpe and biases do not
+  CHECK(ddp_tp2.dp == 4);
+  CHECK(ddp_tp2.dp_comm_s == Approx(1.5 * 4 * P_local / 10e9));
+  const double N = 1.0 * 1024, C = cfg.d_model;
+  REQUIRE(ddp_tp2.grad_accum == 2);  // global batch 8 over DP 4, micro-batch 1
+  const double tp_s = 2 * ((4.0 * cfg.n_layer + 2) * 4 * N * C + 8 * N + 0.5 * 4 * N * 2) / 10e9;
+  CHECK(ddp_tp2.tp_comm_s == Approx(tp_s));
+  CHECK(ddp_tp2.memory.model_state == Approx(16 * P_local));
+  // The TP sums are on the critical path: exposed whatever the overlap, the DP share is not.
+  o.model.overlap = 1;
+  const Plan hidden = plan_layouts(o);
+  CHECK(row(hidden, "DDP x TP2").predicted.exposed_comm_s == Approx(ddp_tp2.tp_comm_s));
+  CHECK(row(hidden, "DDP").predicted.exposed_comm_s == 0);
+  o.model.overlap = 0;
+  // --device cuda: the trainers refuse --tp > 1 there, so the plan holds TP 1 only and says why.
+  o.device = DeviceKind::kCuda;
+  const Plan cuda = plan_layouts(o);
+  CHECK(cuda.tp_degrees == std::vector<int>{1});
+  CHECK(cuda.rows.size() == 4);
+  CHECK(cuda.text().find("only TP 1 on --device cuda") != std::string::npos);
+  o.device = DeviceKind::kCpu;
+
+  // A budget below every TP-1 layout's need but above the least a TP layout needs: only TP
+  // layouts fit, every TP-1 one is excluded saying why.
+  double least_tp1 = 1e300, least_tp = 1e300;
+  for (const auto& r : all.rows) {
+    double& least = r.tp == 1 ? least_tp1 : least_tp;
+    least = std::min(least, r.memory.total());
+  }
+  REQUIRE(least_tp < least_tp1);
+  o.memory_per_rank = (least_tp + least_tp1) / 2;
+  const Plan only_tp = plan_layouts(o);
+  CHECK(only_tp.rows.front().fits);
+  CHECK(only_tp.rows.front().tp > 1);
+  for (const auto& r : only_tp.rows)
+    if (r.tp == 1) CHECK_FALSE(r.fits);
+  o.memory_per_rank = 1e15;
+
+  // A budget between ZeRO-3's need and ZeRO-2's at TP 1: of the TP-1 layouts only ZeRO-3 fits,
+  // the others say why.
   const double z3 = row(all, "ZeRO-3").memory.total(), z2 = row(all, "ZeRO-2").memory.total();
   REQUIRE(z3 < z2);
   o.memory_per_rank = (z3 + z2) / 2;
   const Plan tight = plan_layouts(o);
-  CHECK(tight.rows.front().layout == "ZeRO-3");
-  CHECK(tight.rows.front().fits);
-  for (std::size_t i = 1; i < tight.rows.size(); ++i) {
-    const auto& r = tight.rows[i];
+  CHECK(first_tp1(tight).layout == "ZeRO-3");
+  CHECK(first_tp1(tight).fits);
+  for (const auto& r : tight.rows) {
+    if (r.tp > 1 || r.layout == "ZeRO-3") continue;
     CHECK_FALSE(r.fits);
     char expect[128];
     std::snprintf(expect, sizeof(expect), "needs %.2f GB per rank, budget %.2f GB", r.memory.total() / 1e9,
                   o.memory_per_rank / 1e9);
     CHECK(r.reason == expect);
   }
+  for (std::size_t i = 1; i < tight.rows.size(); ++i)  // the fitting ones first
+    CHECK((tight.rows[i - 1].fits || !tight.rows[i].fits));
   const nlohmann::json j = tight.to_json();
-  CHECK(j["tensor_parallelism"] == "not built yet");
-  CHECK(j["layouts"][0]["layout"] == "ZeRO-3");
+  CHECK(j["layouts"].size() == tight.rows.size());
+  CHECK(j["layouts"][0]["fits"] == true);
+  CHECK(j["layouts"][0]["dp"].get<int>() * j["layouts"][0]["tp"].get<int>() == 8);
+  CHECK(all.to_json()["tensor_parallelism"]["degrees"] == degrees);
 }
 
 TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing", "[scaling-model]") {

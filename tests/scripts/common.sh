@@ -25,3 +25,13 @@ expect_verdict() {
   echo "  equiv-check $* -> $got (exit $rc)"
   [[ "$got" == "verdict: $want"* ]] || { echo "$out" >&2; fail "expected $want"; }
 }
+# expect_exit2 WANT COMMAND ARGS...: COMMAND exits 2 (usage or input error) with WANT in its
+# message; prints the command's last line.
+expect_exit2() {
+  local want=$1; shift
+  local rc=0 msg
+  msg=$("$@" 2>&1) || rc=$?
+  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$msg" | tail -1)"
+  [ "$rc" -eq 2 ] || fail "expected exit 2"
+  echo "$msg" | grep -qF -- "$want" || fail "the message does not name $want"
+}

@@ -62,7 +62,7 @@ pass "report.json and report.md: weak scaling, oversubscribed marked, formula ma
 # The plots: XML, one marker and one label per W (measured and oversubscribed series each add one
 # marker in the key), every (W, rank) bar labelled.
 python3 - "$out" <<'PY' || fail "SVG checks"
-import sys, xml.etree.ElementTree as ET
+import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
 def texts(root): return [("".join(t.itertext())).strip() for t in root.iter() if t.tag.endswith("text")]
 for name in ("efficiency", "speedup"):
@@ -74,29 +74,39 @@ for name in ("efficiency", "speedup"):
     labels = [t for t in texts(root) if t.startswith("W=")]
     print(f"  {name}.svg: {len(rows)} data rows, {len(markers)} markers (with 2 in the key), labels {labels}")
     assert len(rows) == 3, rows
-    assert len(markers) == len(rows) + 2, f"{name}: {len(markers)} markers for {len(rows)} points"
+    # The key holds one marker per series: measured, and oversubscribed only where a point is.
+    over = any(row[2] == "1" for row in rows)
+    assert len(markers) == len(rows) + 1 + over, f"{name}: {len(markers)} markers for {len(rows)} points"
+    assert ("oversubscribed" in open(f"{d}/{name}.gp").read()) == over, f"{name}: oversubscribed series in the key"
     want = ["W=1", "W=2", "W=4 oversubscribed" if rows[2][2] == "1" else "W=4"]
     assert sorted(labels) == sorted(want), (labels, want)
+# The breakdown: one bar per (W, rank) labelled r<rank> under it, grouped by W, the group's name
+# ("W=4", "W=4 oversubscribed") under its bars.
 root = ET.parse(f"{d}/breakdown.svg").getroot()
-bars = [l for l in open(f"{d}/breakdown.dat") if not l.startswith("#")]
-labels = [t for t in texts(root) if t.startswith("W=")]
-print(f"  breakdown.svg: {len(bars)} bars, labels {labels}")
+bars = [l for l in open(f"{d}/breakdown.dat") if l.strip() and not l.startswith("#")]
+groups = [t for t in texts(root) if t.startswith("W=")]
+ranks = [t for t in texts(root) if t.startswith("r") and t[1:].isdigit()]
+print(f"  breakdown.svg: {len(bars)} bars, rank labels {ranks}, group labels {groups}")
 assert len(bars) == 1 + 2 + 4, bars
-for w in (1, 2, 4):
-    for r in range(w):
-        assert any(t.startswith(f"W={w} r{r}") for t in labels), f"no bar label for W={w} rank {r}"
+assert sorted(ranks) == sorted(["r0", "r0", "r1", "r0", "r1", "r2", "r3"]), ranks
+over4 = json.load(open(f"{d}/report.json"))["points"][2]["oversubscribed"]
+assert sorted(groups) == ["W=1", "W=2", "W=4 oversubscribed" if over4 else "W=4"], groups
 PY
 pass "SVGs parse and show every point and every rank's bar"
 
+# Without an oversubscribed point (W = 1 and 2 on a host of >= 2 CPUs) no plot names the series.
+cpus=$(python3 -c "import json; print(json.load(open('$out/w1/summary.json'))['host']['cpus'])")
+if [ "$cpus" -ge 2 ]; then
+  "$SB" report --out "$WORK/w12" "$out/w1" "$out/w2" >/dev/null
+  for f in efficiency speedup breakdown; do
+    ! grep -q "oversub" "$WORK/w12/$f.gp" || fail "$f.gp names an oversubscribed series without an oversubscribed point"
+    ! grep -q "oversub" "$WORK/w12/$f.svg" || fail "$f.svg mentions oversubscription without an oversubscribed point"
+  done
+  pass "W=1,2 on $cpus CPUs: no plot mentions oversubscription"
+fi
+
 # Bad inputs: exit 2 and a line naming the culprit.
-expect_usage() {
-  local want=$1; shift
-  local rc=0 msg
-  msg=$("$SB" "$@" 2>&1) || rc=$?
-  echo "  scale-bench $* -> exit $rc: $(echo "$msg" | tail -1)"
-  [ "$rc" -eq 2 ] || fail "expected exit 2"
-  echo "$msg" | grep -qF -- "$want" || fail "the message does not name $want"
-}
+expect_usage() { local want=$1; shift; expect_exit2 "$want" "$SB" "$@"; }
 mkdir -p "$WORK/empty"
 expect_usage "$WORK/empty" report --out "$WORK/bad" "$out/w1" "$WORK/empty"
 mkdir -p "$WORK/other"

@@ -8,21 +8,36 @@
 
 namespace shardtrain {
 
+namespace {
+std::size_t default_size(const Backend& backend, std::size_t n) {
+  return n != 0 ? n : backend.device() == DeviceKind::kCuda ? 8192 : 1024;
+}
+}  // namespace
+
+MatmulPeakProbe::MatmulPeakProbe(Backend& backend, std::size_t n)
+    : backend_(backend),
+      n_(default_size(backend, n)),
+      a_(backend, n_ * n_),
+      w_(backend, n_ * n_),
+      out_(backend, n_ * n_) {
+  backend_.fill(a_.data(), a_.size(), 0.5f);
+  backend_.fill(w_.data(), w_.size(), 0.25f);
+  for (int i = 0; i < 2; ++i) backend_.matmul_forward(out_.data(), a_.data(), w_.data(), nullptr, n_, n_, n_);  // warm-up
+  backend_.synchronize();
+}
+
+double MatmulPeakProbe::run(int repeats) {
+  const Stopwatch watch;
+  for (int i = 0; i < repeats; ++i) backend_.matmul_forward(out_.data(), a_.data(), w_.data(), nullptr, n_, n_, n_);
+  backend_.synchronize();
+  return watch.seconds();
+}
+
 double measure_matmul_peak_flops(Backend& backend, int repeats, std::size_t n) {
-  if (n == 0) n = backend.device() == DeviceKind::kCuda ? 8192 : 1024;
-  DeviceArray<float> a(backend, n * n), w(backend, n * n), out(backend, n * n);
-  backend.fill(a.data(), a.size(), 0.5f);
-  backend.fill(w.data(), w.size(), 0.25f);
-  for (int i = 0; i < 2; ++i) backend.matmul_forward(out.data(), a.data(), w.data(), nullptr, n, n, n);  // warm-up
-  backend.synchronize();
+  MatmulPeakProbe probe(backend, n);
   double best = 1e30;
-  for (int i = 0; i < repeats; ++i) {
-    const Stopwatch watch;
-    backend.matmul_forward(out.data(), a.data(), w.data(), nullptr, n, n, n);
-    backend.synchronize();
-    best = std::min(best, watch.seconds());
-  }
-  return 2.0 * double(n) * double(n) * double(n) / best;
+  for (int i = 0; i < repeats; ++i) best = std::min(best, probe.run(1));
+  return probe.flops_per_product() / best;
 }
 
 namespace {

@@ -13,6 +13,8 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/ckpt/commit.hpp"
+#include "shardtrain/ckpt/read.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain::equiv {
@@ -78,17 +80,24 @@ std::string lower_ext(const std::string& path) {
 }
 
 InputKind kind_of(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InputKind::kCheckpoint;
   const std::string ext = lower_ext(path);
   if (ext == ".jsonl") return InputKind::kStepLog;
   if (ext == ".h5" || ext == ".hdf5") return InputKind::kParams;
   throw UsageError(path + ": cannot tell the input kind from the extension '" + ext +
-                   "' (.jsonl: step log; .h5/.hdf5: parameters); pass --kind steps|params");
+                   "' (.jsonl: step log; .h5/.hdf5: parameters; a folder: checkpoint); pass --kind steps|params");
 }
 
-void require_file(const std::string& path, const char* which) {
+void require_input(const std::string& path, const char* which, InputKind kind) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw UsageError(std::string(which) + " '" + path + "': no such file");
+  if (std::filesystem::is_regular_file(path, ec)) return;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (kind == InputKind::kAuto || kind == InputKind::kCheckpoint) return;
+    throw UsageError(std::string(which) + " '" + path + "' is a folder, not a " + kind_name(kind) +
+                     " file; drop --kind to compare it as a checkpoint");
+  }
+  throw UsageError(std::string(which) + " '" + path + "': no such file or folder");
 }
 
 // ---- step logs ----
@@ -217,6 +226,119 @@ void compare_params(EquivReport& report) {
   }
 }
 
+// ---- checkpoints ----
+// The step_<N> folder `path` stands for: itself when it holds index.h5, else the one its `latest`
+// names. No fallback to another step when that one is bad: the user asked about this one.
+std::string checkpoint_folder(const std::string& path, const char* which) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / ckpt::kIndexFile, ec)) return path;
+  std::string latest;
+  try {
+    latest = ckpt::read_latest(path);
+  } catch (const IoError& e) {
+    throw UsageError(std::string(which) + " '" + path + "': " + e.what());
+  }
+  if (latest.empty())
+    throw UsageError(std::string(which) + " '" + path + "' is neither a checkpoint (no index.h5) nor a checkpoint "
+                     "folder with a `latest` file; pass a step_<N> folder");
+  return (fs::path(path) / latest).string();
+}
+
+std::unique_ptr<ckpt::CheckpointReader> open_checkpoint(const std::string& path, const char* which) {
+  const std::string folder = checkpoint_folder(path, which);
+  try {
+    return std::make_unique<ckpt::CheckpointReader>(folder);  // validated: sizes, SHA-256, coverage
+  } catch (const Error& e) {
+    throw UsageError(std::string(which) + " '" + path + "': " + e.what());
+  }
+}
+
+// A whole logical tensor's bytes (the reader checks its sum64).
+std::vector<unsigned char> tensor_bytes(const ckpt::CheckpointReader& r, const ckpt::TensorInfo& t) {
+  std::vector<unsigned char> out(std::size_t(t.spec.bytes()));
+  r.read(t.spec.name, out.data());
+  return out;
+}
+
+// Integer tensors (counters): equal or not, no tolerance. max_abs over the values as doubles.
+template <typename I>
+TensorDiff compare_integers(const std::string& name, const unsigned char* a, const unsigned char* b, std::size_t n) {
+  TensorDiff d;
+  d.name = name;
+  d.count = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    I x, y;
+    std::memcpy(&x, a + i * sizeof(I), sizeof(I));
+    std::memcpy(&y, b + i * sizeof(I), sizeof(I));
+    if (x == y) continue;
+    ++d.bits_differ;
+    if (d.outside++ == 0) d.first_outside = std::int64_t(i);
+    d.max_abs = std::max(d.max_abs, std::fabs(double(x) - double(y)));
+    d.max_rel = std::max(d.max_rel, y == 0 ? INFINITY : std::fabs(double(x) - double(y)) / std::fabs(double(y)));
+    d.max_ulp = kInfiniteUlp;  // no ULPs between integers: never within --ulps
+  }
+  d.verdict = d.outside ? Verdict::kDifferent : Verdict::kBitwise;
+  return d;
+}
+
+TensorDiff compare_tensor(const ckpt::CheckpointReader& ra, const ckpt::CheckpointReader& rb,
+                          const ckpt::TensorInfo& ta, const Tolerance& tol) {
+  const auto va = tensor_bytes(ra, ta), vb = tensor_bytes(rb, rb.at(ta.spec.name));
+  const std::size_t n = std::size_t(ta.spec.numel());
+  const std::string& name = ta.spec.name;
+  switch (ta.spec.dtype) {
+    case DType::kFloat32:
+      return compare_generic(name, reinterpret_cast<const float*>(va.data()), reinterpret_cast<const float*>(vb.data()), n, tol);
+    case DType::kFloat64:
+      return compare_generic(name, reinterpret_cast<const double*>(va.data()), reinterpret_cast<const double*>(vb.data()), n, tol);
+    case DType::kInt32: return compare_integers<std::int32_t>(name, va.data(), vb.data(), n);
+    case DType::kInt64: return compare_integers<std::int64_t>(name, va.data(), vb.data(), n);
+    case DType::kUInt64: return compare_integers<std::uint64_t>(name, va.data(), vb.data(), n);
+    case DType::kUInt8: return compare_integers<std::uint8_t>(name, va.data(), vb.data(), n);
+  }
+  throw Error(ExitCode::kInternal, name + ": unknown dtype");
+}
+
+void compare_checkpoints(EquivReport& report) {
+  const auto& o = report.options;
+  const auto ra = open_checkpoint(o.a, "A"), rb = open_checkpoint(o.b, "B");
+  report.checkpoint_a = ra->folder(), report.checkpoint_b = rb->folder();
+  report.step_a = ra->manifest().step, report.step_b = rb->manifest().step;
+  std::map<std::string, int> names;
+  for (const auto& t : ra->tensors()) names[t.spec.name] |= 1;
+  for (const auto& t : rb->tensors()) names[t.spec.name] |= 2;
+  std::size_t common = 0;
+  for (const auto& [n, where] : names) common += where == 3;
+  if (common == 0)
+    throw UsageError("no tensor in common between the checkpoints " + ra->folder() + " (" +
+                     std::to_string(ra->tensors().size()) + " tensors) and " + rb->folder() + " (" +
+                     std::to_string(rb->tensors().size()) + ")");
+  for (const auto& [name, where] : names) {
+    const ckpt::TensorInfo* ta = ra->find(name);
+    const ckpt::TensorInfo* tb = rb->find(name);
+    TensorDiff d;
+    d.name = name;
+    if (ta) d.shape_a = ta->spec.shape;
+    if (tb) d.shape_b = tb->spec.shape;
+    d.dtype = dtype_name((ta ? ta : tb)->spec.dtype);
+    if (where != 3) {
+      d.problem = where == 1 ? "only in A" : "only in B";
+    } else if (ta->spec.dtype != tb->spec.dtype) {
+      d.dtype = "mixed";
+      d.problem = std::string("dtype mismatch (") + dtype_name(ta->spec.dtype) + " vs " + dtype_name(tb->spec.dtype) + ")";
+    } else if (ta->spec.shape != tb->spec.shape) {
+      d.problem = "shape mismatch: " + shape_text(ta->spec.shape) + " vs " + shape_text(tb->spec.shape);
+    } else {
+      d = compare_tensor(*ra, *rb, *ta, o.tolerance);
+      d.shape_a = ta->spec.shape, d.shape_b = tb->spec.shape;
+      d.dtype = dtype_name(ta->spec.dtype);
+    }
+    if (!d.problem.empty()) d.verdict = Verdict::kDifferent;
+    report.tensors.push_back(std::move(d));
+  }
+}
+
 std::string shape_text(const std::vector<std::int64_t>& s) {
   std::ostringstream out;
   out << '(';
@@ -259,6 +381,7 @@ const char* kind_name(InputKind k) {
     case InputKind::kAuto: return "auto";
     case InputKind::kStepLog: return "steps";
     case InputKind::kParams: return "params";
+    case InputKind::kCheckpoint: return "checkpoint";
   }
   return "?";
 }
@@ -276,8 +399,8 @@ EquivReport compare_files(const EquivOptions& options) {
   if (options.tolerance.rtol < 0 || options.tolerance.atol < 0 || std::isnan(options.tolerance.rtol) ||
       std::isnan(options.tolerance.atol))
     throw UsageError("--rtol and --atol must be non-negative numbers");
-  require_file(options.a, "A");
-  require_file(options.b, "B");
+  require_input(options.a, "A", options.kind);
+  require_input(options.b, "B", options.kind);
   EquivReport report;
   report.options = options;
   if (options.kind == InputKind::kAuto) {
@@ -290,6 +413,7 @@ EquivReport compare_files(const EquivOptions& options) {
     report.kind = options.kind;
   }
   if (report.kind == InputKind::kStepLog) compare_step_logs(report);
+  else if (report.kind == InputKind::kCheckpoint) compare_checkpoints(report);
   else compare_params(report);
   std::sort(report.tensors.begin(), report.tensors.end(),
             [](const TensorDiff& x, const TensorDiff& y) { return x.name < y.name; });
@@ -309,6 +433,9 @@ std::string EquivReport::table() const {
   char line[512];
   out << "# equiv-check (" << kind_name(kind) << "): A = " << options.a << "\n";
   out << "#                       B = " << options.b << " (reference)\n";
+  if (kind == InputKind::kCheckpoint)
+    out << "# checkpoints: A step " << step_a << " (" << checkpoint_a << "), B step " << step_b << " ("
+        << checkpoint_b << ")\n";
   std::snprintf(line, sizeof line, "# tolerance: rtol=%g atol=%g ulps=%llu; rule: %s\n", tol.rtol, tol.atol,
                 static_cast<unsigned long long>(tol.ulps), kRule);
   out << line;
@@ -361,6 +488,10 @@ nlohmann::json EquivReport::to_json() const {
           {"b", options.b},
           {"group_a", options.group_a},
           {"group_b", options.group_b},
+          {"checkpoint_a", kind == InputKind::kCheckpoint ? nlohmann::json(checkpoint_a) : nlohmann::json(nullptr)},
+          {"checkpoint_b", kind == InputKind::kCheckpoint ? nlohmann::json(checkpoint_b) : nlohmann::json(nullptr)},
+          {"step_a", kind == InputKind::kCheckpoint ? nlohmann::json(step_a) : nlohmann::json(nullptr)},
+          {"step_b", kind == InputKind::kCheckpoint ? nlohmann::json(step_b) : nlohmann::json(nullptr)},
           {"tolerance", {{"rtol", options.tolerance.rtol}, {"atol", options.tolerance.atol}, {"ulps", options.tolerance.ulps}}},
           {"rule", kRule},
           {"tensors", rows},

@@ -1,7 +1,8 @@
 // The scaling report's plots (scaling_report.hpp): for each plot a data file and a gnuplot script
 // left in the output folder (so a reader can restyle and rerun them), drawn to SVG by gnuplot run
 // as a child process. Oversubscribed points get their own marker, colour, key entry and label in
-// every plot, so they are never read as hardware scaling.
+// the efficiency and speedup plots and their group's name in the breakdown, so they are never read
+// as hardware scaling; where no point is oversubscribed no plot mentions it.
 #include <algorithm>
 #include <sstream>
 
@@ -14,6 +15,12 @@ namespace shardtrain {
 namespace {
 
 constexpr const char* kGnuplotPackage = "gnuplot-nox";
+
+bool any_oversubscribed(const ScalingReport& r) {
+  for (const auto& p : r.points)
+    if (p.oversubscribed) return true;
+  return false;
+}
 
 // The point's label under its marker, e.g. "W=4 oversubscribed".
 std::string point_label(const ScalingReport& r, std::size_t i) {
@@ -50,13 +57,18 @@ std::string points_script(const ScalingReport& r, const std::string& dir, const 
   std::ostringstream g;
   g << gnuplot_script_head(dir + "/" + name + ".svg", what + ", " + mode_name(r.mode) + " scaling")
     << "set xlabel 'W (ranks)'\nset ylabel '" << (speedup ? "S(W)" : "E(W)") << "'\n"
-    << "set logscale x 2\nset xrange [0.8:" << max_w * 1.3 << "]\nset yrange [0:" << max_y * 1.2 << "]\n"
+    << "set logscale x 2\nset xrange [0.8:" << max_w * 1.9 << "]\nset yrange [0:" << max_y * 1.2 << "]\n"
     << "set key top left box opaque\nset datafile missing '?'\n"
     << "plot " << (speedup ? "x" : "1") << " with lines dt 2 lw 2 lc rgb 'gray40' title 'ideal',\\\n"
-    << "  '" << dat << "' using 1:($3==0?$2:1/0) with linespoints pt 7 ps 1.3 lw 2 lc rgb '#1f77b4' title 'measured',\\\n"
-    << "  '" << dat << "' using 1:($3==1?$2:1/0) with points pt 4 ps 1.6 lw 2 lc rgb '#d62728' "
-    << "title 'oversubscribed (ranks > CPUs): not hardware scaling',\\\n"
-    << "  '" << dat << "' using 1:2:4 with labels offset 0,-1.3 font ',9' notitle";
+    << "  '" << dat << "' using 1:($3==0?$2:1/0) with linespoints pt 7 ps 1.3 lw 2 lc rgb '#1f77b4' title 'measured',\\\n";
+  // The oversubscribed series (and its key entry) only where a point is oversubscribed: a key that
+  // names a series the plot does not have sends the reader looking for it.
+  if (any_oversubscribed(r))
+    g << "  '" << dat << "' using 1:($3==1?$2:1/0) with points pt 4 ps 1.6 lw 2 lc rgb '#d62728' "
+      << "title 'oversubscribed (ranks > CPUs): not hardware scaling',\\\n";
+  // Labels above and right of their marker: below it, a point near E = 0 had its label on the
+  // axis's tic labels; the x range leaves room for the widest ("W=8 oversubscribed").
+  g << "  '" << dat << "' using 1:2:4 with labels left offset 0.8,0.9 font ',9' notitle";
   bool predicted = false;
   for (const auto& p : r.points) predicted = predicted || p.predicted_efficiency.has_value();
   if (predicted)
@@ -66,36 +78,59 @@ std::string points_script(const ScalingReport& r, const std::string& dir, const 
   return g.str();
 }
 
-// breakdown.dat: one row per (W, rank): its label, then the seconds of each section.
+// breakdown.dat: one block per W (gnuplot's `index`: blocks apart by two blank lines), one row per
+// rank: its label ("r<rank>"), then the seconds of each section.
 std::string breakdown_data(const ScalingReport& r) {
   std::ostringstream d;
   d << "# label";
   for (const char* s : kBreakdownNames) d << " " << s;
   d << "\n";
-  for (std::size_t i = 0; i < r.points.size(); ++i)
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    if (i) d << "\n\n";
+    d << "# " << point_label(r, i) << "\n";
     for (int rank = 0; rank < r.runs[i].world_size; ++rank) {
-      d << "\"W=" << r.runs[i].world_size << " r" << rank << (r.points[i].oversubscribed ? " oversub" : "") << "\"";
+      d << "\"r" << rank << "\"";
       for (double s : r.runs[i].ranks[std::size_t(rank)].section_s) d << " " << s;
       d << "\n";
     }
+  }
   return d.str();
 }
 
+// One fixed colour per section, the same in every W's group (gnuplot would move on to the next
+// line type at each group otherwise).
+constexpr const char* kSectionColours[kBreakdownSections] = {"#9467bd", "#2ca02c", "#1f77b4", "#ff7f0e",
+                                                             "#e6c229", "#17becf", "#7f7f7f"};
+
+// Stacked bars, one per rank labelled "r<rank>" (short and horizontal: rotated per-bar labels
+// such as "W=4 r3 oversub" ran into each other and were cut), grouped by W with the group's name
+// ("W=4", "W=4 oversubscribed") under its bars and a bar's width of space between groups.
 std::string breakdown_script(const ScalingReport& r, const std::string& dir) {
-  bool any_over = false;
-  for (const auto& p : r.points) any_over = any_over || p.oversubscribed;
+  const bool any_over = any_oversubscribed(r);
   const std::string dat = dir + "/breakdown.dat";
+  int bars = 0;
+  for (const auto& run : r.runs) bars += run.world_size;
   std::ostringstream g;
   g << gnuplot_script_head(dir + "/breakdown.svg",
                    std::string("Per-rank median step by section, per W") +
-                       (any_over ? " (oversub = more ranks than CPUs: not hardware scaling)" : ""))
-    << "set ylabel 'median seconds per step'\n"
-    << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
-    << "set boxwidth 0.7\nset xtics rotate by -35 font ',9'\nset key outside right\nset yrange [0:*]\n"
+                       (any_over ? " (oversubscribed = more ranks than CPUs: not hardware scaling)" : ""))
+    << "set ylabel 'median seconds per step'\nset grid noxtics ytics\n"
+    << "set style data histograms\nset style histogram rowstacked title offset 0,-0.3\n"
+    << "set style fill solid 0.85 border -1\nset boxwidth 0.75\nset xtics nomirror font ',10'\n"
+    << "set key outside right\nset yrange [0:*]\nset bmargin 4\n"
+    << "set xrange [-0.8:" << bars + int(r.runs.size()) - 1 - 0.2 << "]\n"
     << "plot ";
-  for (int c = 0; c < kBreakdownSections; ++c)
-    g << (c ? ",\\\n  " : "") << "'" << dat << "' using " << c + 2 << (c == 0 ? ":xtic(1)" : "") << " title '"
-      << kBreakdownNames[c] << "'";
+  int at = 0;
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    g << (i ? ",\\\n  " : "") << "newhistogram \"" << point_label(r, i) << "\" at " << at;
+    for (int c = 0; c < kBreakdownSections; ++c) {
+      g << ",\\\n  '" << dat << "' index " << i << " using " << c + 2 << (c == 0 ? ":xtic(1)" : "") << " lc rgb '"
+        << kSectionColours[c] << "' ";
+      if (i == 0) g << "title '" << kBreakdownNames[c] << "'";
+      else g << "notitle";
+    }
+    at += r.runs[i].world_size + 1;
+  }
   g << "\n";
   return g.str();
 }

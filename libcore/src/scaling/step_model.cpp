@@ -12,6 +12,7 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/model/parameters.hpp"
 
 namespace shardtrain::scaling {
 namespace {
@@ -538,19 +539,25 @@ std::string Plan::text() const {
                   std::to_string(config.n_layer) + ", d_model " + std::to_string(config.d_model) + ", n_head " +
                   std::to_string(config.n_head) + ", vocab " + std::to_string(config.vocab) + ", seq_len " +
                   std::to_string(config.seq_len) + ": " + fmt("%.0f", double(config.parameter_count())) +
-                  " parameters), gradient accumulation " + std::to_string(grad_accum) + ", compute " +
+                  " parameters), gradient accumulation " + std::to_string(grad_accum) + " at TP 1, compute " +
                   fmt("%.3f", compute_s * 1e3) + " ms per rank per step\n";
-  s += "tensor parallelism: not built yet, so no layout uses it\n";
+  std::string degrees;
+  for (int t : tp_degrees) degrees += (degrees.empty() ? "" : ", ") + std::to_string(t);
+  s += "tensor parallelism: TP degrees " + degrees + " (dividing the ranks, the " + std::to_string(config.n_head) +
+       " heads and 4 x d_model = " + std::to_string(4 * config.d_model) +
+       "); each ZeRO stage over DP = ranks / TP; TP adds per micro-batch 4L+2 all-reduces of 4NC bytes, one of "
+       "8N and an all-gather of 4N x TP (N = micro-batch x seq_len), not overlapped\n";
+  if (!tp_note.empty()) s += "  (" + tp_note + ")\n";
   char line[320];
-  std::snprintf(line, sizeof(line), "%4s %-7s %12s %12s %10s %10s %12s  %s\n", "rank", "layout", "memory_GB",
-                "state_GB", "step_ms", "comm_ms", "tokens/s", "verdict");
+  std::snprintf(line, sizeof(line), "%4s %-13s %4s %4s %12s %12s %10s %10s %10s %12s  %s\n", "rank", "layout", "dp",
+                "tp", "memory_GB", "state_GB", "step_ms", "comm_ms", "tp_ms", "tokens/s", "verdict");
   s += line;
   int rank = 0;
   for (const auto& r : rows) {
     const std::string verdict = r.fits ? "fits" : "excluded: " + r.reason;
-    std::snprintf(line, sizeof(line), "%4s %-7s %12.3f %12.3f %10.3f %10.3f %12.1f  %s\n",
-                  r.fits ? std::to_string(++rank).c_str() : "-", r.layout.c_str(), r.memory.total() / 1e9,
-                  r.memory.model_state / 1e9, r.predicted.step_s * 1e3, r.predicted.comm_s * 1e3,
+    std::snprintf(line, sizeof(line), "%4s %-13s %4d %4d %12.3f %12.3f %10.3f %10.3f %10.3f %12.1f  %s\n",
+                  r.fits ? std::to_string(++rank).c_str() : "-", r.layout.c_str(), r.dp, r.tp, r.memory.total() / 1e9,
+                  r.memory.model_state / 1e9, r.predicted.step_s * 1e3, r.predicted.comm_s * 1e3, r.tp_comm_s * 1e3,
                   r.predicted.tokens_per_s, verdict.c_str());
     s += line;
   }
@@ -563,12 +570,18 @@ nlohmann::json Plan::to_json() const {
   for (const auto& r : rows)
     rj.push_back({{"layout", r.layout},
                   {"zero_stage", r.zero_stage},
+                  {"dp", r.dp},
+                  {"tp", r.tp},
+                  {"grad_accum", r.grad_accum},
                   {"memory_bytes", {{"total", r.memory.total()}, {"model_state", r.memory.model_state},
                                     {"gathered", r.memory.gathered}, {"communication", r.memory.communication},
                                     {"activations", r.memory.activations}}},
                   {"fits", r.fits},
                   {"reason", r.reason},
                   {"collectives", collectives_json(r.collectives)},
+                  {"tp_collectives", collectives_json(r.tp_collectives)},
+                  {"dp_comm_s", r.dp_comm_s},
+                  {"tp_comm_s", r.tp_comm_s},
                   {"predicted", r.predicted.to_json()}});
   return {{"format", "shardtrain-plan"},
           {"params", params},
@@ -576,9 +589,66 @@ nlohmann::json Plan::to_json() const {
           {"model_parameters", double(config.parameter_count())},
           {"grad_accum", grad_accum},
           {"compute_s", compute_s},
-          {"tensor_parallelism", "not built yet"},
+          {"tensor_parallelism", {{"degrees", tp_degrees},
+                                  {"note", tp_note},
+                                  {"rule", "TP divides the ranks, n_head and 4 x d_model (validate_tensor_parallel)"},
+                                  {"collectives_per_micro_batch",
+                                   "4L+2 all-reduces of 4NC bytes, one all-reduce of 8N bytes, one all-gather of 4N x TP "
+                                   "bytes (N = micro_batch x seq_len, C = d_model); not overlapped"}}},
           {"layouts", rj}};
 }
+
+namespace {
+
+// The degrees the trainers accept on `ranks` ranks (the same check: validate_tensor_parallel).
+std::vector<int> tensor_parallel_degrees(const ModelConfig& cfg, int ranks) {
+  std::vector<int> out;
+  for (int t = 1; t <= ranks; ++t) {
+    try {
+      validate_tensor_parallel(cfg, t, ranks);
+      out.push_back(t);
+    } catch (const UsageError&) {
+    }
+  }
+  return out;
+}
+
+// The DP-axis collectives of ZeRO stage `stage` (0: DDP) for `local_params` parameters per rank in
+// `units` gather/scatter units, `accum` micro-batches per step.
+std::vector<StepCollective> dp_collectives(int stage, double local_params, double units, double accum) {
+  const double bucket = 4.0 * 1024 * 1024;  // ddp-train's default --bucket-mb 4
+  const double grad_bytes = 4 * local_params, per_unit = 4 * local_params / units;
+  switch (stage) {
+    case 0: {  // bucketed all-reduce of the gradients
+      const double calls = std::ceil(grad_bytes / bucket);
+      return {{CollectiveOp::kAllReduce, grad_bytes / calls, calls}};
+    }
+    case 1:  // reduce-scatter the gradients, all-gather the updated parameters
+      return {{CollectiveOp::kReduceScatter, per_unit, units}, {CollectiveOp::kAllGather, per_unit, units}};
+    case 2:  // gradients scattered after every micro-batch
+      return {{CollectiveOp::kReduceScatter, per_unit, units * accum}, {CollectiveOp::kAllGather, per_unit, units}};
+    default:  // parameters gathered for forward and again for backward, every micro-batch
+      return {{CollectiveOp::kAllGather, per_unit, 2 * units * accum},
+              {CollectiveOp::kReduceScatter, per_unit, units * accum}};
+  }
+}
+
+// GptModel's tensor-parallel collectives of one step (see PlanRow).
+std::vector<StepCollective> tp_collectives(const ModelConfig& cfg, int micro_batch, int tp, double accum) {
+  if (tp <= 1) return {};
+  const double N = double(micro_batch) * cfg.seq_len, C = cfg.d_model;
+  return {{CollectiveOp::kAllReduce, 4 * N * C, (4.0 * cfg.n_layer + 2) * accum},
+          {CollectiveOp::kAllReduce, 8 * N, accum},
+          {CollectiveOp::kAllGather, 4 * N * tp, accum}};
+}
+
+double comm_seconds(const std::vector<StepCollective>& cs, int world, const StepModel& m) {
+  double t = 0;
+  for (const auto& c : cs) t += c.calls * collective_seconds(c.op, c.bytes, world, m.busbw_Bps, m.alpha_s);
+  return t;
+}
+
+}  // namespace
 
 Plan plan_layouts(const PlanOptions& o) {
   if (o.ranks < 1) throw UsageError("--ranks must be >= 1, got " + std::to_string(o.ranks));
@@ -594,46 +664,57 @@ Plan plan_layouts(const PlanOptions& o) {
   plan.grad_accum = int(global / (std::int64_t(o.micro_batch) * o.ranks));
   const double tokens = double(global) * o.seq_len;
   // Per rank per step: the model's --compute-ms when given, else 3 x forward FLOPs at the peak.
+  // Tensor parallelism divides a DP rank's matrix products over its TP ranks, so the compute per
+  // rank is the same for every layout of the same ranks (the replicated LayerNorms and the
+  // softmax are a small share, ignored).
   plan.compute_s = o.model.compute_s > 0 ? o.model.compute_s : plan.config.flops_per_token() * tokens / o.ranks / o.peak_flops;
   const ModelConfig& cfg = plan.config;
-  const double P = double(cfg.parameter_count());
   const double units = cfg.n_layer + 2.0;  // embeddings, blocks, head: ZeRO's gather/scatter unit
-  const double bucket = 4.0 * 1024 * 1024;  // ddp-train's default --bucket-mb 4
+  plan.tp_degrees = tensor_parallel_degrees(cfg, o.ranks);
+  if (o.device == DeviceKind::kCuda && plan.tp_degrees.size() > 1) {
+    // The trainers refuse --tp > 1 on --device cuda (job.cpp): no layout they would not run.
+    plan.tp_degrees = {1};
+    plan.tp_note = "only TP 1 on --device cuda: the CUDA backend has no tensor-parallel kernels yet";
+  } else if (plan.tp_degrees.size() == 1) {
+    plan.tp_note = "no TP degree above 1 divides both the ranks and the assumed shape's " + std::to_string(cfg.n_head) +
+                   " heads, so only TP 1 is planned";
+  }
+  StepModel link = o.model;
+  link.compute_s = plan.compute_s;
+  link.tokens_per_step = tokens;
+  link.collectives.clear();
+  link.validate();
   static const char* const names[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
-  for (int stage = 0; stage <= 3; ++stage) {
-    PlanRow r;
-    r.layout = names[stage];
-    r.zero_stage = stage;
-    r.memory = estimate_memory(cfg, stage, o.ranks, o.micro_batch, plan.grad_accum, o.deterministic, 1, o.device);
-    r.fits = r.memory.total() <= o.memory_per_rank;
-    if (!r.fits)
-      r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
-    const double grad_bytes = 4 * P, per_unit = 4 * P / units;
-    const double accum = plan.grad_accum;
-    switch (stage) {
-      case 0: {  // bucketed all-reduce of the gradients
-        const double calls = std::ceil(grad_bytes / bucket);
-        r.collectives = {{CollectiveOp::kAllReduce, grad_bytes / calls, calls}};
-        break;
-      }
-      case 1:  // reduce-scatter the gradients, all-gather the updated parameters
-        r.collectives = {{CollectiveOp::kReduceScatter, per_unit, units}, {CollectiveOp::kAllGather, per_unit, units}};
-        break;
-      case 2:  // gradients scattered after every micro-batch
-        r.collectives = {{CollectiveOp::kReduceScatter, per_unit, units * accum}, {CollectiveOp::kAllGather, per_unit, units}};
-        break;
-      default:  // parameters gathered for forward and again for backward, every micro-batch
-        r.collectives = {{CollectiveOp::kAllGather, per_unit, 2 * units * accum},
-                         {CollectiveOp::kReduceScatter, per_unit, units * accum}};
-        break;
+  for (int tp : plan.tp_degrees) {
+    const int dp = o.ranks / tp;
+    const int accum = int(global / (std::int64_t(o.micro_batch) * dp));
+    const double local_params = double(ParameterRegistry(cfg, {tp, 0}).total());  // one TP rank's share
+    for (int stage = 0; stage <= 3; ++stage) {
+      PlanRow r;
+      r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "");
+      r.zero_stage = stage;
+      r.dp = dp;
+      r.tp = tp;
+      r.grad_accum = accum;
+      r.memory = estimate_memory(cfg, stage, o.ranks, o.micro_batch, accum, o.deterministic, tp, o.device);
+      r.fits = r.memory.total() <= o.memory_per_rank;
+      if (!r.fits) r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
+      r.collectives = dp_collectives(stage, local_params, units, accum);
+      r.tp_collectives = tp_collectives(cfg, o.micro_batch, tp, accum);
+      r.dp_comm_s = comm_seconds(r.collectives, dp, link);
+      r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
+      StepTerms& t = r.predicted;
+      t.world = o.ranks;
+      t.compute_s = plan.compute_s;
+      t.comm_s = r.dp_comm_s + r.tp_comm_s;
+      t.exposed_comm_s = (1 - link.overlap) * r.dp_comm_s + r.tp_comm_s;
+      t.straggler_s = t.compute_s * link.straggler * std::log2(double(o.ranks));
+      t.step_s = t.compute_s + t.exposed_comm_s + t.straggler_s;
+      t.tokens_per_s = tokens / t.step_s;
+      t.speedup = t.tokens_per_s / (tokens / (plan.compute_s * o.ranks));  // one rank: all the compute, no comm
+      t.efficiency = t.speedup / o.ranks;
+      plan.rows.push_back(r);
     }
-    StepModel m = o.model;
-    m.scaling = Scaling::kStrong;
-    m.compute_s = plan.compute_s * o.ranks;
-    m.tokens_per_step = tokens;
-    m.collectives = r.collectives;
-    r.predicted = predict(m, o.ranks);
-    plan.rows.push_back(r);
   }
   std::stable_sort(plan.rows.begin(), plan.rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.fits != b.fits) return a.fits;

@@ -101,18 +101,21 @@ std::string summary_paragraph(const nlohmann::json& s) {
     datasheet = " and " + std::to_string(100.0 * s["mfu_datasheet"].get<double>()).substr(0, 4) + "% of the " +
                 s.value("device_name", std::string("device")) + "'s datasheet dense " +
                 s.value("precision", std::string("")) + " peak";
-  char paragraph[1500];
+  // Which peak MFU is over (absent in summaries older than "mfu_peak": the start-up measurement).
+  std::string peak_basis = "measured";
+  if (s.contains("mfu_peak") && s["mfu_peak"].is_object()) peak_basis = s["mfu_peak"].value("basis", peak_basis);
+  char paragraph[2000];
   std::snprintf(paragraph, sizeof(paragraph),
                 "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s) in %.1f s on %s. "
                 "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
-                "the measured %.1f GFLOP/s per-rank matmul peak%s; data loading took %.2f%% and exposed communication "
+                "the %.1f GFLOP/s per-rank matmul peak (%s)%s; data loading took %.2f%% and exposed communication "
                 "%.2f%% of step time%s. Step log: %s; summary: %s.",
                 (long long)s["steps"].get<std::int64_t>(), format_count(double(s["tokens"].get<std::int64_t>())).c_str(),
                 format_count(s["parameters"].get<double>()).c_str(), world, world == 1 ? "" : "s",
                 s["layout"].get<std::string>().c_str(), s["train_seconds"].get<double>(),
                 s["backend"].get<std::string>().c_str(), s["first_loss"].get<double>(), s["final_loss"].get<double>(),
                 holdout.c_str(), s["throughput_tokens_per_s"].get<double>(), median_step, 100.0 * s["mfu"].get<double>(),
-                s["peak_flops_per_rank"].get<double>() / 1e9, datasheet.c_str(),
+                s["peak_flops_per_rank"].get<double>() / 1e9, peak_basis.c_str(), datasheet.c_str(),
                 100.0 * medians["data_s"]["by_rank"][0].get<double>() / median_step,
                 100.0 * medians["comm_exposed_s"]["by_rank"][0].get<double>() / median_step, scaling.c_str(),
                 s["step_log"].get<std::string>().c_str(), s["summary"].get<std::string>().c_str());

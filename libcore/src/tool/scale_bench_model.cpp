@@ -151,10 +151,12 @@ Subcommand add_plan_command(CLI::App& parent) {
   };
   auto st = std::make_shared<State>();
   Subcommand c;
-  c.app = parent.add_subcommand("plan", "Every data-parallel layout (DDP, ZeRO-1/2/3) with its memory per rank,\n"
-                                        "whether it fits the budget and its predicted throughput, ranked.");
+  c.app = parent.add_subcommand("plan", "Every DP x TP layout (each tensor-parallel degree the trainers accept, each\n"
+                                        "ZeRO stage 0-3 over the DP axis) with its memory per rank by the trainers'\n"
+                                        "formulas, whether it fits the budget and its predicted throughput (the TP\n"
+                                        "collectives included), ranked.");
   c.app->add_option("--params", st->o.params, "Parameters of the model (a GPT-2 shape is assumed)")->required();
-  c.app->add_option("--ranks", st->o.ranks, "Data-parallel ranks")->required();
+  c.app->add_option("--ranks", st->o.ranks, "Ranks W = DP x TP (every TP degree dividing W is planned)")->required();
   c.app->add_option("--memory-per-rank", st->memory, "Memory budget per rank: bytes, or 8GB, 80GiB, ...")->required();
   c.app->add_option("--micro-batch", st->o.micro_batch, "Sequences per micro-batch")->capture_default_str();
   c.app->add_option("--seq-len", st->o.seq_len, "Context length")->capture_default_str();

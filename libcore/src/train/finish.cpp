@@ -135,6 +135,7 @@ nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRe
       {"flops_per_token", mfu.flops_per_token},
       {"peak_flops_per_rank", mfu.peak_flop_per_s},
       {"mfu", mfu.mfu(m.throughput, job.world)},
+      {"mfu_peak", mfu.peak_json(m.throughput, job.world)},
       {"precision", precision_name(job.backend->precision())},
       {"device_name", job.backend->device_name()},
       {"peak_flops_datasheet_per_rank", optional_json(mfu.datasheet_peak_flop_per_s)},

@@ -6,7 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <thread>
+
+#include <unistd.h>
 
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/backend/peak.hpp"
@@ -261,12 +265,76 @@ Job set_up_job(const TrainOptions& o) {
              std::move(ckpt_dir)};
 }
 
+namespace {
+
+constexpr int kPeakRepeats = 10;  // back-to-back products timed together (measure_matmul_peak_flops' count)
+
+// Collective over the job's group: every rank builds its probe (allocation, warm-ups), waits at a
+// barrier, then times its products while every other rank times its own; the per-rank peak is
+// the slowest rank's rate. Measured rank by rank, or while other ranks were still loading data,
+// each rank would see the cores the others leave idle, and on shared cores the peak would be up to
+// W times too high (MFU 147-194% was printed for 2 and 4 ranks on 2 loaded cores).
+double measure_peak_with_every_rank(Communicator& comm, Backend& backend) {
+  MatmulPeakProbe probe(backend);
+  comm.barrier();
+  const double mine = probe.run(kPeakRepeats);
+  std::vector<double> every(std::size_t(comm.size()));
+  comm.all_gather(&mine, every.data(), 1);
+  const double longest = *std::max_element(every.begin(), every.end());
+  return probe.flops_per_product() * kPeakRepeats / longest;
+}
+
+// Collective: how the job's ranks sit on hosts (hostname and CPU count of every rank); sets the
+// basis' max_ranks_per_host, host_cpus (of that host) and shared_cores (CPU runs only).
+void note_core_sharing(Communicator& comm, const TrainOptions& o, MfuBasis& basis) {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const std::string mine = std::string(name) + "\t" + std::to_string(std::thread::hardware_concurrency());
+  std::map<std::string, int> ranks_on;  // "host\tcpus" -> ranks
+  for (const std::string& h : all_gather_strings(mine, comm)) ++ranks_on[h];
+  bool shared = false;
+  for (const auto& [host, ranks] : ranks_on) {
+    const int cpus = std::stoi(host.substr(host.rfind('\t') + 1));
+    shared = shared || std::int64_t(ranks) * std::max(1, o.threads) > cpus;
+    if (ranks > basis.max_ranks_per_host) basis.max_ranks_per_host = ranks, basis.host_cpus = cpus;
+  }
+  if (o.device == "cpu") basis.shared_cores = shared;
+}
+
+}  // namespace
+
+nlohmann::json MfuBasis::peak_json(double tokens_per_s, int world) const {
+  const bool exceeded = ratio(tokens_per_s, world) > 1.0;
+  std::string basis = peak_given ? "given (--peak-gflops)"
+                                 : "measured with all " + std::to_string(ranks_measured_at_once) + " ranks at once";
+  if (shared_cores && *shared_cores)
+    basis += ", on shared cores (" + std::to_string(max_ranks_per_host) + " ranks on " + std::to_string(host_cpus) +
+             " CPUs)";
+  if (exceeded) basis += "; the achieved rate exceeded this peak, so MFU is reported as 1 (the peak is too low)";
+  return {{"basis", basis},
+          {"source", peak_given ? "given" : "measured"},
+          {"ranks_measured_at_once", ranks_measured_at_once},
+          {"shared_cores", shared_cores ? nlohmann::json(*shared_cores) : nlohmann::json(nullptr)},
+          {"max_ranks_per_host", max_ranks_per_host ? nlohmann::json(max_ranks_per_host) : nlohmann::json(nullptr)},
+          {"host_cpus", host_cpus ? nlohmann::json(host_cpus) : nlohmann::json(nullptr)},
+          {"achieved_flops_per_rank", tokens_per_s * flops_per_token / world},
+          {"peak_exceeded", exceeded}};
+}
+
 MfuBasis announce_job(const Job& job) {
   const TrainOptions& o = job.options;
   const ModelConfig& m = job.model;
-  const MfuBasis basis{m.flops_per_token(),
-                       o.peak_flop_per_s > 0 ? o.peak_flop_per_s : measure_matmul_peak_flops(*job.backend),
-                       datasheet_peak_flops(job.backend->device_name(), job.backend->precision())};
+  MfuBasis basis;
+  basis.flops_per_token = m.flops_per_token();
+  basis.datasheet_peak_flop_per_s = datasheet_peak_flops(job.backend->device_name(), job.backend->precision());
+  basis.peak_given = o.peak_flop_per_s > 0;
+  if (basis.peak_given) {
+    basis.peak_flop_per_s = o.peak_flop_per_s;
+  } else {
+    note_core_sharing(*job.comm, o, basis);
+    basis.peak_flop_per_s = measure_peak_with_every_rank(*job.comm, *job.backend);
+    basis.ranks_measured_at_once = job.world;
+  }
   log_line_rank0("model " + format_count(double(m.parameter_count())) + " parameters (" + std::to_string(m.n_layer) +
                  " layers, d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_head) +
                  " heads, seq_len " + std::to_string(m.seq_len) + ", vocab " + std::to_string(m.vocab) + ") on " +
@@ -281,10 +349,12 @@ MfuBasis announce_job(const Job& job) {
                  " (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data_path + " (" +
                  std::to_string(job.data.num_train_samples()) + " train samples, snapshot " +
                  job.data.selection_snapshot_id().substr(0, 12) + ")");
-  char peak_line[128];
+  char peak_line[256];
+  const std::string how = basis.peak_given ? "given"
+                          : "measured with all " + std::to_string(job.world) + " ranks at once" +
+                                (basis.shared_cores && *basis.shared_cores ? ", on shared cores" : "");
   std::snprintf(peak_line, sizeof(peak_line), "matmul peak %.1f GFLOP/s per rank (%s), %.1f MFLOP per token",
-                basis.peak_flop_per_s / 1e9, o.peak_flop_per_s > 0 ? "given" : "measured",
-                basis.flops_per_token / 1e6);
+                basis.peak_flop_per_s / 1e9, how.c_str(), basis.flops_per_token / 1e6);
   log_line_rank0(peak_line);
   if (basis.datasheet_peak_flop_per_s) {
     std::snprintf(peak_line, sizeof(peak_line), "datasheet dense %s peak of %s: %.1f TFLOP/s (measured: %.0f%% of it)",

@@ -5,6 +5,7 @@
 // and the run's identity. Every failure here is before any training or file output other than
 // the run folder (a wrong --baseline fails first of all).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,20 +74,37 @@ Precision resolve_precision(const std::string& device, const std::string& precis
 CommOptions comm_options_for(const TrainOptions& options, const std::string& group_name);
 
 // The MFU basis of the run: the model's training FLOPs per token and the per-rank matmul peak.
+// The peak is --peak-gflops, or measured by every rank at once (after a barrier of the job's
+// group), so that ranks sharing cores are measured sharing them: the per-rank peak is the
+// sustained rate of the slowest rank while all W run their products together (W x repeats x
+// 2n^3 FLOPs over the longest rank's seconds, divided by W). MFU is never reported above 1: if
+// the achieved rate beats the peak (the cores' other load fell after the measurement, or a given
+// peak is too low), MFU is 1 and the summary's "mfu_peak" says the peak was exceeded.
 struct MfuBasis {
   double flops_per_token = 0;
-  double peak_flop_per_s = 0;  // --peak-gflops, or measured on the backend
+  double peak_flop_per_s = 0;  // per rank: --peak-gflops, or measured with every rank at once
   // The device's datasheet dense peak in the run's precision (peak.hpp), where the table knows it.
   std::optional<double> datasheet_peak_flop_per_s;
-  // Model FLOPs utilisation of `tokens_per_s` on `world` ranks (a fraction, not a percentage).
-  double mfu(double tokens_per_s, int world) const {
+  bool peak_given = false;         // --peak-gflops
+  int ranks_measured_at_once = 0;  // W when measured, 0 when given
+  // CPU runs whose peak was measured: the most ranks on one host, its CPUs, and whether some host
+  // runs more rank threads (ranks x --threads) than it has CPUs. Unset otherwise.
+  std::optional<bool> shared_cores;
+  int max_ranks_per_host = 0, host_cpus = 0;
+
+  // Achieved FLOP/s over the peak of `world` ranks, uncapped.
+  double ratio(double tokens_per_s, int world) const {
     return tokens_per_s * flops_per_token / (peak_flop_per_s * world);
   }
-  // The same against the datasheet peak; nothing where the datasheet peak is unknown.
+  // Model FLOPs utilisation of `tokens_per_s` on `world` ranks (a fraction, at most 1).
+  double mfu(double tokens_per_s, int world) const { return std::min(1.0, ratio(tokens_per_s, world)); }
+  // The same against the datasheet peak (at most 1); nothing where the datasheet peak is unknown.
   std::optional<double> mfu_datasheet(double tokens_per_s, int world) const {
     if (!datasheet_peak_flop_per_s) return std::nullopt;
-    return tokens_per_s * flops_per_token / (*datasheet_peak_flop_per_s * world);
+    return std::min(1.0, tokens_per_s * flops_per_token / (*datasheet_peak_flop_per_s * world));
   }
+  // The summary's "mfu_peak" (docs/FORMATS.md, "Run summary: mfu and mfu_peak").
+  nlohmann::json peak_json(double tokens_per_s, int world) const;
 };
 
 // Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and

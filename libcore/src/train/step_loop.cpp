@@ -137,10 +137,12 @@ void StepLoop::print_step_line(const StepRecord& rec) const {
   const double tok_s = double(job_.tokens_per_step()) / rec.step_s;
   const std::string holdout =
       rec.extra.is_null() ? "" : " | hold-out " + std::to_string(rec.extra["holdout_loss"].get<double>()).substr(0, 6);
-  char line[320];
-  std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s",
+  // MFU is capped at 100%; a step faster than the peak allows says so instead of printing more.
+  const char* exceeded = mfu_.ratio(tok_s, job_.world) > 1.0 ? " (above the peak: see the summary's mfu_peak)" : "";
+  char line[360];
+  std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s%s",
                 (long long)rec.step + 1, (long long)job_.options.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
-                100.0 * mfu_.mfu(tok_s, job_.world), holdout.c_str());
+                100.0 * mfu_.mfu(tok_s, job_.world), exceeded, holdout.c_str());
   log_line_rank0(line);
 }
 

@@ -17,6 +17,24 @@ namespace shardtrain {
 // training matmul pays too (about 5% of an 8192 product's time on an H100-class device).
 double measure_matmul_peak_flops(Backend& backend, int repeats = 10, std::size_t n = 0);
 
+// The same product, split so that a caller can line up several ranks before the timed part (the
+// trainers measure every rank at once: ranks that share cores must be measured sharing them, or
+// each sees the cores the others leave idle and the peak, the MFU denominator, is too high).
+// Construction allocates the three n x n matrices and runs the two warm-ups; run(repeats) times
+// `repeats` back-to-back products, synchronised at the end, and returns the seconds they took (a
+// sustained rate, not the best single product: the other ranks' products overlap all of them).
+class MatmulPeakProbe {
+ public:
+  explicit MatmulPeakProbe(Backend& backend, std::size_t n = 0);
+  double run(int repeats);
+  double flops_per_product() const { return 2.0 * double(n_) * double(n_) * double(n_); }
+
+ private:
+  Backend& backend_;
+  std::size_t n_;
+  DeviceArray<float> a_, w_, out_;
+};
+
 // The vendor's datasheet dense (no sparsity) peak in FLOP/s of `device_name` (Backend::device_name,
 // as the driver reports it, e.g. "NVIDIA H200") for matrix products in `precision`, or nothing when
 // the device is not in the table (every CPU, and GPUs not listed). The table (peak.cpp) holds the

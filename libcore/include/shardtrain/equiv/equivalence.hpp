@@ -1,5 +1,7 @@
-// equiv (libcore): are two runs the same computation? Compares two step logs (loss per step) or two
-// parameter files (HDF5 float datasets by tensor name) and gives a verdict:
+// equiv (libcore): are two runs the same computation? Compares two step logs (loss per step), two
+// parameter files (HDF5 float datasets by tensor name) or two checkpoints (every logical tensor:
+// parameters, optimizer moments and the rest, read through ckpt/read.hpp whatever the layout that
+// wrote them) and gives a verdict:
 //   BITWISE   every compared value has identical bits, and both sides hold the same tensors/steps
 //   WITHIN    not bitwise, but every element satisfies the tolerance rule below
 //   DIFFERENT some element fails the rule, or a tensor/step is present on one side only, or
@@ -9,7 +11,8 @@
 //              or  |a - b| <= atol + rtol * |b|          (computed in double)
 //              or  ulp(a, b) <= ulps
 // With the defaults (0, 0, 0) the rule passes exactly the pairs with a == b as numbers (so +0 vs
-// -0 is WITHIN, not BITWISE). Used by equiv-check(1).
+// -0 is WITHIN, not BITWISE). Integer tensors of a checkpoint (counters) pass only when equal.
+// Used by equiv-check(1).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -41,7 +44,7 @@ const char* verdict_name(Verdict v);  // "BITWISE", "WITHIN", "DIFFERENT"
 struct TensorDiff {
   std::string name;
   std::vector<std::int64_t> shape_a, shape_b;  // empty when absent on that side
-  std::string dtype;                            // "float32", "float64"
+  std::string dtype;                            // "float32", "float64" (checkpoints also "int32", "int64", ...)
   std::uint64_t count = 0;                      // elements compared
   double max_abs = 0.0;                         // max |a - b|; +inf when some pair is NaN vs number
   double max_rel = 0.0;                         // max |a - b| / |b| (0 when a == b; +inf when b == 0 != a)
@@ -57,12 +60,14 @@ struct TensorDiff {
 TensorDiff compare_values(const std::string& name, const float* a, const float* b, std::size_t n, const Tolerance& tol);
 TensorDiff compare_values(const std::string& name, const double* a, const double* b, std::size_t n, const Tolerance& tol);
 
-enum class InputKind { kAuto, kStepLog, kParams };
-const char* kind_name(InputKind k);  // "auto", "steps", "params"
+enum class InputKind { kAuto, kStepLog, kParams, kCheckpoint };
+const char* kind_name(InputKind k);  // "auto", "steps", "params", "checkpoint"
 
 struct EquivOptions {
-  std::string a, b;                 // file paths; A is compared against the reference B
-  InputKind kind = InputKind::kAuto;  // auto: .jsonl -> steps; .h5/.hdf5 -> params
+  std::string a, b;                 // paths; A is compared against the reference B
+  // auto: .jsonl -> steps; .h5/.hdf5 -> params; a folder -> checkpoint (a step_<N> folder, or a
+  // checkpoint folder: the step_<N> its `latest` names, else its newest valid one)
+  InputKind kind = InputKind::kAuto;
   std::string group_a, group_b;     // params: dataset group of each file ("" = the whole file)
   Tolerance tolerance;
 };
@@ -70,6 +75,9 @@ struct EquivOptions {
 struct EquivReport {
   EquivOptions options;
   InputKind kind = InputKind::kParams;  // resolved
+  // checkpoint: the step_<N> folders read and their steps ("" / -1 otherwise)
+  std::string checkpoint_a, checkpoint_b;
+  std::int64_t step_a = -1, step_b = -1;
   std::vector<TensorDiff> tensors;      // sorted by name
   Verdict verdict = Verdict::kBitwise;
   // Fixed-width table: '#' header with the inputs and tolerance, a units row, one row per tensor,
@@ -79,8 +87,9 @@ struct EquivReport {
 };
 
 // Reads both inputs and compares them. Unusable input (missing file, not HDF5 / not JSONL, an
-// unknown extension without a kind, no float dataset or step in common, a malformed JSONL line)
-// throws UsageError naming the file (exit code 2). Differences are never exceptions: they are in
+// unknown extension without a kind, no float dataset or step in common, a malformed JSONL line, a
+// folder that is no valid checkpoint, checkpoints with no tensor in common) throws UsageError
+// naming the file (exit code 2). Differences are never exceptions: they are in
 // the report (verdict DIFFERENT).
 EquivReport compare_files(const EquivOptions& options);
 

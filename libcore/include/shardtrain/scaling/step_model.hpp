@@ -156,20 +156,38 @@ struct PlanOptions {
   DeviceKind device = DeviceKind::kCpu;  // what attention keeps for backward (backend.hpp) depends on it
   StepModel model;                // busbw, alpha, overlap, straggler (and compute_s when > 0)
 };
+// One DP x TP layout: `tp` ranks per tensor-parallel group (the degrees the trainers accept:
+// validate_tensor_parallel, dividing the world, n_head and 4 x d_model), dp = ranks / tp, and a
+// ZeRO stage over the DP axis. Its memory is estimate_memory's (parallel/memory.hpp) with that tp;
+// its step is
+//   T = compute + (1 - overlap) x comm_dp(dp) + comm_tp(tp) + compute x s x log2(ranks)
+// where comm_dp is the stage's collectives of the rank's local gradients/parameters (P_local =
+// the TP rank's share, ParameterRegistry with that tp) over the dp ranks, and comm_tp the
+// activation sums of GptModel's tensor-parallel forward and backward over the tp ranks, which sit
+// on the critical path (not overlapped). Per micro-batch, N = micro_batch x seq_len, C = d_model:
+// 4 L + 2 all-reduces of 4 N C bytes (embedding, two per block forward and two backward, the LM
+// head), one all-gather of 4 N tp bytes (row maxima) and one all-reduce of 8 N bytes (the
+// vocab-parallel cross-entropy's sums); times grad_accum per step.
 struct PlanRow {
-  std::string layout;  // "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"
+  std::string layout;  // "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"; under TP "<that> x TP<t>"
   int zero_stage = 0;
+  int dp = 1, tp = 1;
+  int grad_accum = 1;  // micro-batches per DP rank per step
   MemoryEstimate memory;
   bool fits = false;
   std::string reason;  // why it is excluded ("" when it fits)
-  StepTerms predicted;
-  std::vector<StepCollective> collectives;
+  StepTerms predicted;  // comm_s = dp_comm_s + tp_comm_s
+  double dp_comm_s = 0, tp_comm_s = 0;
+  std::vector<StepCollective> collectives;     // over the DP axis
+  std::vector<StepCollective> tp_collectives;  // over the TP axis (empty at tp = 1)
 };
 struct Plan {
   ModelConfig config;
   double params = 0;
-  int grad_accum = 1;
+  int grad_accum = 1;  // at tp = 1
   double compute_s = 0;
+  std::vector<int> tp_degrees;  // the tensor-parallel degrees planned (1 first)
+  std::string tp_note;          // why only TP 1 is planned ("" otherwise)
   std::vector<PlanRow> rows;  // fitting layouts by predicted throughput (descending), then the excluded
   std::string text() const;
   nlohmann::json to_json() const;
