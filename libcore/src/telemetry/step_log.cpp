@@ -40,11 +40,11 @@ bool is_torn_object(const std::string& line) {
   const auto first = line.find_first_not_of(" \t\r");
   if (first == std::string::npos || line[first] != '{') return false;
   try {
-    (void)nlohmann::json::parse(line);
+    const nlohmann::json parsed = nlohmann::json::parse(line);
+    return parsed.is_discarded();  // parsed: not torn (a whole value)
   } catch (const nlohmann::json::parse_error& e) {
     return e.byte >= line.size();  // the error is at the end: everything before it was valid
   }
-  return false;
 }
 
 // The value of field `name` of step record `j` as T, or nothing when absent; a wrong type is a
