@@ -32,6 +32,24 @@ import sys
 import warnings
 
 
+def torch_distributed_workaround():
+    """Debian 12's torch 1.13 (scripts/python-env.sh) fails to import torch.distributed.fsdp under
+    Python 3.11 (a dataclass with a mutable default in torch.distributed._shard), and transformers'
+    generate() imports it only to ask whether the model is FSDP-wrapped. When that import fails, a
+    stand-in module answers "no" (nothing here is FSDP); with a torch that imports it, nothing changes."""
+    import importlib
+    import sys
+    import types
+    try:
+        importlib.import_module("torch.distributed.fsdp")
+    except ValueError:
+        stub = types.ModuleType("torch.distributed.fsdp")
+        stub.FullyShardedDataParallel = type("FullyShardedDataParallel", (), {})
+        sys.modules["torch.distributed.fsdp"] = stub
+        import torch.distributed
+        torch.distributed.fsdp = stub
+
+
 def main():
     export_dir, holdout_path = sys.argv[1], sys.argv[2]
     holdout = json.load(open(holdout_path))
@@ -43,6 +61,7 @@ def main():
             failures.append(what)
 
     import torch
+    torch_distributed_workaround()
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 

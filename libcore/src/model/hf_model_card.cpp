@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <sstream>
 
 #include "shardtrain/model/config.hpp"
@@ -33,8 +34,15 @@ std::string base_name(const std::string& path) {
   return p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
 }
 
-// Table cells must not break the Markdown table.
+// A record's sentences name files by their local path: keep only the last component.
+std::string without_paths(const std::string& s) {
+  static const std::regex absolute("(/[^/\\s:()'\",]+)+/([^/\\s:()'\",]+)");
+  return std::regex_replace(s, absolute, "$2");
+}
+
+// Table cells must not break the Markdown table (nor carry a local path).
 std::string cell(std::string s) {
+  s = without_paths(s);
   for (auto& c : s)
     if (c == '|' || c == '\n') c = ' ';
   return s;
