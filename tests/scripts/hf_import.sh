@@ -95,7 +95,7 @@ pass "export -> import -> export: model.safetensors and config.json bitwise iden
 
 # (3) Fine-tune from the import, deterministic; resume on another world size.
 FT=(--data "$WORK/shard.h5" --vocab 50257 --seq-len 64 --layers 2 --heads 2 --d-model 64 --global-batch 4
-    --micro-batch 1 --deterministic --peak-gflops 100 --log-every 1000 --lr 1e-3 --warmup 2)
+    --micro-batch 1 --deterministic --peak-gflops 100 --log-every 1000 --lr 1e-3 --warmup 2 --decay-steps 10)
 ft() { local np=$1 dir=$2; shift 2
   mpirun -np "$np" --oversubscribe "$BIN_DIR/ddp-train" "${FT[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1 ||
     { local rc=$?; cat "$dir.log" >&2; return $rc; }; }
