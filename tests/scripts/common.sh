@@ -25,3 +25,11 @@ expect_verdict() {
   echo "  equiv-check $* -> $got (exit $rc)"
   [[ "$got" == "verdict: $want"* ]] || { echo "$out" >&2; fail "expected $want"; }
 }
+# expect_exit CODE PATTERN command...: runs it, checks the exit code and that its output matches.
+expect_exit() {
+  local want=$1 pattern=$2; shift 2
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-200)"
+  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
+}

@@ -18,13 +18,6 @@ BIN_DIR=$1 WORK=$2
 . "$(dirname "$0")/common.sh"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 RESHARD="$BIN_DIR/ckpt-reshard"
-expect_exit() {  # expect_exit CODE PATTERN command...
-  local want=$1 pattern=$2; shift 2
-  local out rc=0
-  out=$("$@" 2>&1) || rc=$?
-  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-160)"
-  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
-}
 
 # (1) Documents: 2024 ones train, 2025 ones are the hold-out (cutoff 2024-12-31); one owner.
 python3 - "$WORK/docs.jsonl" "$WORK/holdout_docs.json" <<'PY'

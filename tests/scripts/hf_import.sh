@@ -15,13 +15,6 @@ BIN_DIR=$1 WORK=$2 HELPER=$3
 . "$(dirname "$0")/common.sh"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 RESHARD="$BIN_DIR/ckpt-reshard"
-expect_exit() {  # expect_exit CODE PATTERN command...
-  local want=$1 pattern=$2; shift 2
-  local out rc=0
-  out=$("$@" 2>&1) || rc=$?
-  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-200)"
-  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
-}
 PY=$("$ROOT/scripts/python-env.sh") || { echo "SKIPPED: torch + transformers unavailable (scripts/python-env.sh said why above)"; exit 77; }
 FIX="$(dirname "$0")/hf_gpt2_fixture.py"
 
