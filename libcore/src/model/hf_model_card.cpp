@@ -42,10 +42,12 @@ std::string without_paths(const std::string& s) {
 
 // Table cells must not break the Markdown table (nor carry a local path).
 std::string cell(std::string s) {
-  s = without_paths(s);
-  for (auto& c : s)
-    if (c == '|' || c == '\n') c = ' ';
-  return s;
+  std::string out;
+  for (char c : without_paths(s)) {
+    if (c == '|') out += '\\';  // Markdown's escaped pipe
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
 }
 
 void release_section(std::ostringstream& o, const ModelCardInputs& in) {
@@ -106,7 +108,8 @@ std::string hf_model_card(const ModelCardInputs& in) {
   o << "| data selection snapshot id | `" << m.data_snapshot_id << "` |\n";
   o << "| cutoff | " << (m.data_cutoff.empty() ? "none (every document)" : m.data_cutoff) << " |\n";
   o << "| dataset snapshot id | `" << value_text(get(m.extra, "dataset_snapshot_id")) << "` |\n";
-  o << "| hold-out from | " << value_text(get(m.extra, "eval_from")) << " |\n";
+  const std::string eval_from = value_text(get(m.extra, "eval_from"));
+  o << "| hold-out from | " << (eval_from.empty() || eval_from == "-" ? "the cutoff" : eval_from) << " |\n";
   o << "| tokenizer | " << cell(in.tokenizer) << " |\n\n";
   o << "## Model\n\n";
   o << "| vocabulary | context | d_model | layers | heads | parameters |\n|---|---|---|---|---|---|\n";
