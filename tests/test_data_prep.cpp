@@ -285,3 +285,76 @@ TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[
   p.separator = n;
   CHECK(run_data_prep(p)["snapshot_id"] == summary["snapshot_id"]);
 }
+
+namespace {
+// An llm.c token shard as its format is documented (data/llmc_shard.hpp): 256 little-endian int32
+// (magic, version, N, zeros), then N uint16 tokens; each document preceded by end-of-text.
+void write_llmc_shard(const std::string& path, const std::vector<std::uint16_t>& tokens, std::int32_t magic = 20240520,
+                      std::int32_t version = 1, std::int64_t extra_bytes = 0) {
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = std::int32_t(tokens.size());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(2 * tokens.size() + extra_bytes));
+}
+}  // namespace
+
+TEST_CASE("data-prep --llmc keeps every token and document boundary of an llm.c shard", "[data_prep][llmc]") {
+  const std::string dir = test::temp_dir("prep-llmc");
+  // Documents of varied lengths, the largest id 50255 and id 0 among them; an empty run (two
+  // end-of-text tokens in a row) is no document.
+  std::vector<std::vector<std::uint32_t>> docs;
+  std::uint32_t x = 12345;
+  for (int d = 0; d < 30; ++d) {
+    std::vector<std::uint32_t> doc;
+    for (int t = 0; t < 1 + (d * 37) % 500; ++t) {
+      x = x * 1103515245u + 12345u;
+      doc.push_back((x >> 8) % 50256);
+    }
+    docs.push_back(doc);
+  }
+  docs[4] = {50255, 0, 50255};
+  std::vector<std::uint16_t> tokens;
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    tokens.push_back(50256);
+    if (d == 10) tokens.push_back(50256);  // an empty run
+    for (auto t : docs[d]) tokens.push_back(std::uint16_t(t));
+  }
+  write_llmc_shard(dir + "/shard.bin", tokens);
+  DataPrepOptions o;
+  o.llmc_inputs = {dir + "/shard.bin"};
+  o.output = dir + "/shard.h5";
+  o.progress_interval_s = 0;
+  o.text.owner = "web";
+  o.text.event_time = "2024-05-01T00:00:00Z";
+  o.text.version = 3;
+  const auto summary = run_data_prep(o);
+  CHECK(summary["documents"] == docs.size());
+  CHECK(summary["sources"][0]["bytes"] == 1024 + 2 * tokens.size());
+  const auto r = DatasetReader::open(dir + "/shard.h5");
+  CHECK(r.header().vocab == 50257);
+  CHECK(r.header().tokenizer == "gpt2");
+  CHECK(r.header().separator_token == 50256);
+  CHECK(r.header().token_bits == 16);
+  REQUIRE(r.documents().size() == docs.size());
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    CHECK(r.read_document(d) == docs[d]);
+    CHECK(r.documents()[d].id == dir + "/shard.bin:" + std::to_string(d));
+    CHECK(r.documents()[d].version == 3);
+    CHECK(r.owners()[r.documents()[d].owner] == "web");
+    CHECK(format_rfc3339(r.documents()[d].event_time) == "2024-05-01T00:00:00Z");
+  }
+  // Refusals, naming the file: another magic, another version, a size other than 1024 + 2N.
+  write_llmc_shard(dir + "/magic.bin", tokens, 20240501);
+  write_llmc_shard(dir + "/version.bin", tokens, 20240520, 2);
+  write_llmc_shard(dir + "/short.bin", tokens, 20240520, 1, -2);
+  for (const auto& [file, why] : {std::pair<std::string, std::string>{"magic.bin", "magic 20240501"},
+                                  {"version.bin", "version 2"},
+                                  {"short.bin", "truncated"}}) {
+    o.llmc_inputs = {dir + "/" + file};
+    o.output = dir + "/bad.h5";
+    CHECK_THROWS_WITH(run_data_prep(o), Catch::Contains(file) && Catch::Contains(why));
+  }
+}

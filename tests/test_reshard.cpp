@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,8 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/ckpt/safetensors.hpp"
 #include "shardtrain/model/hf_export.hpp"
+#include "shardtrain/model/hf_import.hpp"
+#include "shardtrain/model/hf_tokenizer.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/state_layout.hpp"
 
@@ -201,4 +204,47 @@ TEST_CASE("GPT-2 export names: Hugging Face names, Conv1D transposes, tied head"
   CHECK(config["n_positions"] == 13);
   CHECK(config["activation_function"] == "gelu_new");
   CHECK(config["torch_dtype"] == "bfloat16");
+}
+
+TEST_CASE("Hugging Face byte tokenizer: 256 distinct printable characters, the separator special", "[reshard][hf]") {
+  std::set<std::string> seen;
+  for (int b = 0; b < 256; ++b) seen.insert(hf_byte_alphabet(std::uint8_t(b)));
+  CHECK(seen.size() == 256);
+  CHECK(hf_byte_alphabet('A') == "A");
+  CHECK(hf_byte_alphabet(0) == "\u0100");    // the first byte that does not stand for itself
+  CHECK(hf_byte_alphabet(' ') == "\u0120");  // GPT-2's familiar space
+  CHECK(hf_byte_alphabet(0xAD) == "\u0143");
+  const auto files = hf_byte_tokenizer_files(0, 64);
+  const auto& vocab = files.at("tokenizer.json")["model"]["vocab"];
+  CHECK(vocab.size() == 256);
+  CHECK(vocab["<|endoftext|>"] == 0);
+  CHECK(!vocab.contains("\u0100"));
+  CHECK(files.at("tokenizer.json")["model"]["merges"].empty());
+  CHECK(files.at("tokenizer_config.json")["model_max_length"] == 64);
+  CHECK(files.at("tokenizer_config.json")["clean_up_tokenization_spaces"] == false);
+  const auto config = hf_gpt2_config(awkward_config(), ExportDType::kFloat32, 0);
+  CHECK(config["eos_token_id"] == 0);
+  CHECK(config["pad_token_id"] == 0);
+}
+
+TEST_CASE("Hugging Face import: a GPT-2 config maps onto the decoder or is refused with the reason", "[reshard][hf]") {
+  const nlohmann::json good = {{"model_type", "gpt2"}, {"vocab_size", 50257}, {"n_positions", 64}, {"n_embd", 64},
+                               {"n_layer", 2},         {"n_head", 2},          {"activation_function", "gelu_new"},
+                               {"layer_norm_epsilon", 1e-5}, {"n_inner", nullptr}};
+  const ModelConfig c = model_config_from_hf(good, "config.json");
+  CHECK(c.vocab == 50257);
+  CHECK(c.seq_len == 64);
+  CHECK(c.d_model == 64);
+  const auto refused = [&](const char* key, const nlohmann::json& value, const char* why) {
+    nlohmann::json bad = good;
+    bad[key] = value;
+    CHECK_THROWS_WITH(model_config_from_hf(bad, "config.json"), Catch::Contains(why));
+  };
+  refused("model_type", "llama", "model_type 'llama' is not gpt2");
+  refused("activation_function", "relu", "activation_function 'relu'");
+  refused("layer_norm_epsilon", 1e-6, "layer_norm_epsilon");
+  refused("n_inner", 100, "n_inner 100");
+  refused("tie_word_embeddings", false, "untied");
+  refused("n_ctx", 128, "beyond the model");
+  refused("n_head", 3, "n_head");
 }

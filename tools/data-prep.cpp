@@ -25,11 +25,13 @@ int main(int argc, char** argv) {
   app.add_option("inputs", o.jsonl_inputs, "JSONL files, one document per line ('-' reads standard input)");
   app.add_option("-o,--output", o.output, "Dataset file to write (replaced atomically)")->required();
   app.add_option("--text", o.text_inputs, "Plain text file or folder: one document per file (repeatable)");
-  app.add_option("--owner", owner, "--text: owner of the documents (default: the file's name)");
-  app.add_option("--doc-version", o.text.version, "--text: document version")->capture_default_str();
-  app.add_option("--event-time", event_time, "--text: RFC 3339 event time (default: file modification time)");
-  app.add_option("--available-time", available_time, "--text: RFC 3339 availability time (default: event time)");
-  app.add_option("--vocab", vocab, "Vocabulary size of 'tokens' input (default: 256, bytes of 'text')");
+  app.add_option("--llmc", o.llmc_inputs, "llm.c token shard (.bin: 256 x int32 header, uint16 GPT-2 tokens); "
+                                         "each document between end-of-text tokens is one document (repeatable)");
+  app.add_option("--owner", owner, "--text/--llmc: owner of the documents (default: the file's name)");
+  app.add_option("--doc-version", o.text.version, "--text/--llmc: document version")->capture_default_str();
+  app.add_option("--event-time", event_time, "--text/--llmc: RFC 3339 event time (default: file modification time)");
+  app.add_option("--available-time", available_time, "--text/--llmc: RFC 3339 availability time (default: event time)");
+  app.add_option("--vocab", vocab, "Vocabulary size of 'tokens' input (default: 256, bytes of 'text'; 50257 with --llmc)");
   app.add_option("--tokenizer", tokenizer, "Tokenizer name recorded with --vocab (default: bytes)");
   app.add_option("--separator", separator, "Document separator token with --vocab (bytes: 0)");
   app.add_option("--skip-bad", skip_bad, "Write rejected lines with reasons to FILE and continue");
@@ -49,7 +51,7 @@ int main(int argc, char** argv) {
   return shardtrain::run_tool(app, argc, argv, {}, [&] {
     nlohmann::json summary;
     if (!synthetic.empty()) {
-      if (!o.jsonl_inputs.empty() || !o.text_inputs.empty())
+      if (!o.jsonl_inputs.empty() || !o.text_inputs.empty() || !o.llmc_inputs.empty())
         throw shardtrain::UsageError("--synthetic generates its corpus: give no input files or --text");
       summary = data::write_markov_dataset(o.output, markov);
       if (!synthetic_jsonl.empty()) summary["jsonl"] = data::write_markov_jsonl(synthetic_jsonl, markov)["output"];

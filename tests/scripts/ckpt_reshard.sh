@@ -33,13 +33,6 @@ ftrain() {  # ftrain NP RUN_DIR [fsdp-train options...]; --zero-stage 0 runs ddp
   mpirun -np "$np" --oversubscribe "$BIN_DIR/$tool" --data "$DATA" "${F[@]}" --run-dir "$dir" "$@" >"$dir.log" 2>&1 ||
     { local rc=$?; cat "$dir.log" >&2; return $rc; }
 }
-expect_exit() {  # expect_exit CODE PATTERN command...: runs it, checks the exit code and that stderr+stdout match
-  local want=$1 pattern=$2; shift 2
-  local out rc=0
-  out=$("$@" 2>&1) || rc=$?
-  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-160)"
-  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
-}
 pieces_of() { h5ls -r "$1" | awk '$1 ~ /^\/pieces\/.*\/[0-9]+$/ {print $1}' | sort; }
 same_piece_layout() {  # same_piece_layout CKPT_A CKPT_B: every rank file holds the same piece datasets
   local a=$1 b=$2 n=0

@@ -35,3 +35,11 @@ expect_exit2() {
   [ "$rc" -eq 2 ] || fail "expected exit 2"
   echo "$msg" | grep -qF -- "$want" || fail "the message does not name $want"
 }
+# expect_exit CODE PATTERN command...: runs it, checks the exit code and that its output matches.
+expect_exit() {
+  local want=$1 pattern=$2; shift 2
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  echo "  $(basename "$1") ${*:2} -> exit $rc: $(echo "$out" | grep -E "$pattern" | head -1 | cut -c1-200)"
+  [ "$rc" -eq "$want" ] && echo "$out" | grep -qE "$pattern" || { echo "$out" >&2; fail "expected exit $want and /$pattern/"; }
+}

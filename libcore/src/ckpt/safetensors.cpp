@@ -1,7 +1,9 @@
 #include "shardtrain/ckpt/safetensors.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -48,6 +50,112 @@ std::int64_t write_safetensors(const std::string& path, const std::vector<Safete
   for (const auto& [name, t] : by_name) content.append(reinterpret_cast<const char*>(t->data.data()), t->data.size());
   write_file_atomically(path, content);
   return std::int64_t(content.size());
+}
+
+namespace {
+
+std::size_t element_size(const std::string& dtype) {
+  static const std::map<std::string, std::size_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+      {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}};
+  const auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h >> 15) << 31;
+  std::uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);  // inf / NaN
+  } else if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      bits = sign | std::uint32_t(127 - 15 - e) << 23 | (mant & 0x3FF) << 13;
+    }
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path + ": cannot open the safetensors file");
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t n = 0;
+  if (content.size() < 8) throw UsageError(path + ": not a safetensors file (shorter than 8 bytes)");
+  std::memcpy(&n, content.data(), 8);
+  if (n > content.size() - 8) throw UsageError(path + ": not a safetensors file (header length beyond the file)");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(content.begin() + 8, content.begin() + 8 + std::ptrdiff_t(n));
+  } catch (const nlohmann::json::exception&) {
+    throw UsageError(path + ": not a safetensors file (its header is not JSON)");
+  }
+  if (!header.is_object()) throw UsageError(path + ": not a safetensors file (its header is not a JSON object)");
+  const std::uint64_t data_size = content.size() - 8 - n;
+  SafetensorsFile file;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      for (const auto& [k, v] : entry.items())
+        if (v.is_string()) file.metadata[k] = v.get<std::string>();
+      continue;
+    }
+    SafetensorsTensor t;
+    t.name = name;
+    try {
+      t.dtype = entry.at("dtype").get<std::string>();
+      t.shape = entry.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+      const std::size_t element = element_size(t.dtype);
+      if (element == 0) throw UsageError(path + ": tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
+      std::uint64_t numel = 1;
+      for (auto d : t.shape) {
+        if (d < 0) throw UsageError(path + ": tensor '" + name + "' has a negative dimension");
+        numel *= std::uint64_t(d);
+      }
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+          offsets[1] - offsets[0] != numel * element)
+        throw UsageError(path + ": tensor '" + name + "' has data_offsets outside the file or not matching its shape");
+      ranges.push_back({offsets[0], offsets[1]});
+      const char* begin = content.data() + 8 + n + offsets[0];
+      t.data.assign(begin, begin + (offsets[1] - offsets[0]));
+    } catch (const nlohmann::json::exception&) {
+      throw UsageError(path + ": tensor '" + name + "' lacks dtype, shape or data_offsets");
+    }
+    file.tensors.push_back(std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) throw UsageError(path + ": tensors overlap in the data section");
+  return file;
+}
+
+std::vector<float> safetensors_floats(const SafetensorsTensor& t) {
+  std::vector<float> out;
+  if (t.dtype == "F32") {
+    out.resize(t.data.size() / 4);
+    std::memcpy(out.data(), t.data.data(), t.data.size());
+  } else if (t.dtype == "BF16" || t.dtype == "F16") {
+    out.resize(t.data.size() / 2);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, t.data.data() + 2 * i, 2);
+      out[i] = t.dtype == "BF16" ? std::bit_cast<float>(std::uint32_t(h) << 16) : half_to_float(h);
+    }
+  } else {
+    throw UsageError("safetensors: tensor '" + t.name + "' is " + t.dtype + "; weights must be F32, BF16 or F16");
+  }
+  return out;
 }
 
 }  // namespace shardtrain::ckpt

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "shardtrain/data/dataset.hpp"
+#include "shardtrain/data/llmc_shard.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/log.hpp"
@@ -131,14 +132,18 @@ class Prep {
  public:
   explicit Prep(const DataPrepOptions& o) : o_(o) {
     if (o.output.empty()) throw UsageError("data-prep: an output file is required (-o FILE)");
-    if (o.jsonl_inputs.empty() && o.text_inputs.empty())
-      throw UsageError("data-prep: no input: give JSONL files (or - for stdin) and/or --text PATH");
-    vocab_ = o.vocab.value_or(kByteVocab);
+    if (o.jsonl_inputs.empty() && o.text_inputs.empty() && o.llmc_inputs.empty())
+      throw UsageError("data-prep: no input: give JSONL files (or - for stdin), --text PATH and/or --llmc SHARD");
+    const bool gpt2 = !o.llmc_inputs.empty();  // llm.c shards: GPT-2 ids unless told otherwise
+    vocab_ = o.vocab.value_or(gpt2 ? kGpt2Vocab : kByteVocab);
     if (o.vocab && (!o.tokenizer || !o.separator))
       throw UsageError("data-prep: --vocab needs --tokenizer NAME and --separator TOKEN (the document "
                        "separator id) as well");
-    tokenizer_ = o.tokenizer.value_or(kByteTokenizer);
-    separator_ = o.separator.value_or(kByteSeparator);
+    tokenizer_ = o.tokenizer.value_or(gpt2 ? "gpt2" : kByteTokenizer);
+    separator_ = o.separator.value_or(gpt2 ? kGpt2EndOfText : kByteSeparator);
+    if (gpt2 && (vocab_ > 65536 || separator_ < 0 || separator_ > 65535))
+      throw UsageError("data-prep: --llmc shards hold uint16 tokens: --vocab must be at most 65,536 and --separator "
+                       "below 65,536");
     bytes_ok_ = vocab_ == kByteVocab && tokenizer_ == kByteTokenizer;
     if (!o.text_inputs.empty() && !bytes_ok_)
       throw UsageError("data-prep: --text needs the bytes tokenizer (vocab 256), but --vocab " +
@@ -155,6 +160,7 @@ class Prep {
     since_progress_.restart();
     for (const auto& path : o_.jsonl_inputs) read_jsonl(path);
     for (const auto& path : o_.text_inputs) read_text_path(path);
+    for (const auto& path : o_.llmc_inputs) read_llmc(path);
     if (writer_->num_documents() == 0)
       throw UsageError("data-prep: no valid document in the input" +
                        std::string(reject_count_ ? " (" + std::to_string(reject_count_) + " rejected)" : ""));
@@ -205,6 +211,7 @@ class Prep {
             {"options",
              {{"jsonl_inputs", o_.jsonl_inputs},
               {"text_inputs", o_.text_inputs},
+              {"llmc_inputs", o_.llmc_inputs},
               {"text_owner", opt(o_.text.owner)},
               {"text_event_time", opt(o_.text.event_time)},
               {"text_available_time", opt(o_.text.available_time)},
@@ -387,13 +394,8 @@ class Prep {
     for (const auto& f : files) read_text_file(f.string(), fs::relative(f, root).string());
   }
 
-  void read_text_file(const std::string& path, const std::string& id) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError("cannot open " + path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw IoError("cannot read " + path);
-    SourceRecord src{path, to_hex(sha256(text.data(), text.size())), text.size()};
-    input_bytes_ += text.size();
+  // The --text / --llmc document times of the file at `path`.
+  std::pair<int64_t, int64_t> file_times(const std::string& path) const {
     int64_t event;
     if (o_.text.event_time) {
       event = parse_rfc3339(*o_.text.event_time, "--event-time");
@@ -402,7 +404,45 @@ class Prep {
       if (::stat(path.c_str(), &st) != 0) throw IoError("cannot stat " + path);
       event = int64_t(st.st_mtime);
     }
-    int64_t avail = o_.text.available_time ? parse_rfc3339(*o_.text.available_time, "--available-time") : event;
+    return {event, o_.text.available_time ? parse_rfc3339(*o_.text.available_time, "--available-time") : event};
+  }
+
+  void read_llmc(const std::string& path) {
+    const auto [event, avail] = file_times(path);
+    const std::string owner = o_.text.owner.value_or(fs::path(path).filename().string());
+    std::uint64_t k = 0;
+    const LlmcShardInfo info = read_llmc_shard(path, uint32_t(separator_), [&](const std::vector<uint32_t>& tokens) {
+      const std::string id = path + ":" + std::to_string(k++);
+      try {
+        if (avail < event)
+          reject("available_before_event", "available_time " + format_rfc3339(avail) + " is before event_time " +
+                                               format_rfc3339(event));
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+          if (int64_t(tokens[i]) >= vocab_)
+            reject("token_out_of_vocab", "document " + id + ": token " + std::to_string(tokens[i]) + " at index " +
+                                             std::to_string(i) + " is outside the vocab [0, " + std::to_string(vocab_) + ")");
+        check_duplicate(id, o_.text.version);
+        writer_->add_document(id, o_.text.version, event, avail, owner, std::span<const uint32_t>(tokens));
+        event_range_.add(event);
+        avail_range_.add(avail);
+      } catch (const RejectError& e) {
+        handle_reject(path, k, "", e.reject);
+      }
+    });
+    input_bytes_ += info.bytes;
+    const SourceRecord src{path, info.sha256_hex, info.bytes};
+    writer_->add_source(src);
+    sources_.push_back(src);
+  }
+
+  void read_text_file(const std::string& path, const std::string& id) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError("cannot open " + path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw IoError("cannot read " + path);
+    SourceRecord src{path, to_hex(sha256(text.data(), text.size())), text.size()};
+    input_bytes_ += text.size();
+    const auto [event, avail] = file_times(path);
     std::string owner = o_.text.owner.value_or(fs::path(path).filename().string());
     try {
       if (avail < event)

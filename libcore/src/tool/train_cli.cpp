@@ -56,6 +56,9 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
   app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
   app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
+  app.add_flag("--fine-tune", o.fine_tune, "With --resume: start a new run from the checkpoint's weights (step 0, "
+                                           "fresh sampler and LR schedule; any data, batch and seed); implied for a "
+                                           "checkpoint of ckpt-reshard --import");
   app.add_option("--straggler-threshold", o.straggler_threshold, "A straggler score below this names a straggler, in (0, 1]")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "Steps per window of the individual straggler score (>= 2)")->capture_default_str();
   app.add_option("--inject", o.inject,

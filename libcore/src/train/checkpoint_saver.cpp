@@ -42,6 +42,8 @@ ckpt::CheckpointManifest CheckpointSaver::manifest_after(std::int64_t completed,
   m.extra = {{"seed", o.seed},
              {"config_hash", job_.identity.config_hash},
              {"dataset_snapshot_id", job_.data.dataset_snapshot_id()},
+             {"tokenizer",  // what an export needs to describe the token ids (ckpt-reshard --export hf)
+              {{"name", job_.data.tokenizer()}, {"vocab", job_.data.vocab()}, {"separator", job_.data.separator_token()}}},
              {"eval_from", o.eval_from.value_or("")},
              {"optimizer", o.optimizer.to_json()}};
   return m;

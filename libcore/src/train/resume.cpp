@@ -11,12 +11,16 @@
 namespace shardtrain {
 namespace {
 
+// A checkpoint ckpt-reshard --import wrote (from another toolkit's weights): always a fine-tune start.
+bool is_imported(const ckpt::CheckpointManifest& m) { return m.extra.contains("imported_from"); }
+
 // The checks a checkpoint must pass to continue this run (the model is compared as JSON).
 ckpt::ReadOptions read_options_for(const Job& job) {
   const TrainOptions& o = job.options;
   ckpt::ReadOptions ro;
   ro.expected_model = job.model.to_json();
   ro.compatible = [&o, &data = job.data](const ckpt::CheckpointManifest& m) -> std::string {
+    if (o.fine_tune || is_imported(m)) return "";  // a new run from these weights: only the model must match
     if (m.global_batch != o.global_batch)
       return "global batch " + std::to_string(m.global_batch) + " in the checkpoint vs --global-batch " +
              std::to_string(o.global_batch) + " (the global batch stays across resumes; grad_accum adapts)";
@@ -47,6 +51,12 @@ ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOp
   const auto& m = reader.manifest();
   ResumePoint start{m.step, {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)},
                     std::filesystem::path(folder).filename().string()};
+  if (job.options.fine_tune || is_imported(m)) {
+    log_line_rank0("fine-tuning from " + folder + " (step " + std::to_string(m.step) +
+                   (is_imported(m) ? ", imported" : "") + "): its weights and AdamW moments, then step 0 with a fresh "
+                   "sampler and LR schedule on this run's data");
+    return {0, {}, start.checkpoint_id};
+  }
   if (start.sampler.consumed >= job.data.num_train_samples()) {  // only after --allow-data-change
     log_line_rank0("the new data selection has fewer samples than the checkpoint's epoch position: continuing at "
                    "the start of epoch " + std::to_string(start.sampler.epoch + 1));

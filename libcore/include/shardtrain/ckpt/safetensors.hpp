@@ -1,6 +1,6 @@
-// A small writer of the safetensors format (Hugging Face), so a trained model leaves the toolkit in
+// A small writer and reader of the safetensors format (Hugging Face), so a trained model leaves the toolkit in
 // a file PyTorch users load with safetensors.torch.load_file or transformers' from_pretrained.
-// Debian 12 packages no C or C++ safetensors library, hence this writer (about 60 lines).
+// Debian 12 packages no C or C++ safetensors library, hence this code.
 //
 // The format, as written here:
 //   bytes 0..7     N: the header length, unsigned 64-bit little-endian
@@ -32,5 +32,19 @@ struct SafetensorsTensor {
 // `path` atomically (path.tmp, fsync, rename). Returns the file's size in bytes.
 std::int64_t write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
+
+struct SafetensorsFile {
+  std::vector<SafetensorsTensor> tensors;      // in header order (data as stored)
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads a safetensors file whole. Checks what the format requires: the header length within the
+// file, a JSON object, every tensor's dtype known, data_offsets within the data section and
+// matching shape x element size, no overlaps. Throws UsageError naming the file and the tensor.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// The float32 values of a tensor stored as F32, BF16 or F16 (exact: every such value is a float).
+// Throws UsageError for another dtype.
+std::vector<float> safetensors_floats(const SafetensorsTensor& tensor);
 
 }  // namespace shardtrain::ckpt

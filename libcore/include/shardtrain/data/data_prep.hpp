@@ -23,6 +23,13 @@
 // or, by default, the file's name; event_time = text.event_time or, by default, the file's
 // modification time; available_time = text.available_time or, by default, event_time.
 //
+// llm.c token shards (--llmc PATH, repeatable; llmc_shard.hpp): each document of a shard (the tokens
+// between end-of-text separators) is one document, tokens unchanged. Vocabulary 50,257, tokenizer
+// "gpt2", separator 50,256 unless --vocab/--tokenizer/--separator say otherwise (a token outside
+// the vocabulary is a token_out_of_vocab reject of that document). id = "<path as given>:<k>" (k the
+// 0-based document index in the shard); version, owner (default: the file's name), event_time
+// (default: the file's modification time) and available_time as for --text.
+//
 // Streaming: JSONL is read in 4 MiB blocks and written through DatasetWriter, so memory is bounded by
 // the buffers, the longest line, and 8 bytes per document for the duplicate check (a 64-bit hash of
 // (id, version); a hash collision, probability ~D^2/2^65 for D documents, would reject a line as a
@@ -48,9 +55,10 @@ struct TextInputOptions {
 struct DataPrepOptions {
   std::vector<std::string> jsonl_inputs;  // files; "-" reads standard input
   std::vector<std::string> text_inputs;   // files or folders
-  TextInputOptions text;
+  std::vector<std::string> llmc_inputs;   // llm.c token shards (.bin)
+  TextInputOptions text;                  // --text and --llmc documents
   std::string output;                     // dataset file to create (replaced atomically)
-  std::optional<int64_t> vocab;           // absent: 256 (bytes); given: tokenizer and separator required
+  std::optional<int64_t> vocab;           // absent: 256 (bytes), 50257 with --llmc; given: tokenizer and separator required
   std::optional<std::string> tokenizer;   // absent: "bytes"
   std::optional<int64_t> separator;       // absent: 0 (bytes)
   std::optional<std::string> skip_bad;    // rejects file; absent: the first bad line is an error

@@ -1,6 +1,14 @@
-// Export of the model weights in Hugging Face's GPT-2 naming and layout (safetensors + config.json),
-// so PyTorch users load a trained model with transformers' GPT2LMHeadModel.from_pretrained(dir) or
-// with safetensors.torch.load_file into their own GPT-2 module.
+// Export of a checkpoint as a Hugging Face model folder in GPT-2's naming and layout, so PyTorch
+// users load a trained model with transformers' AutoModelForCausalLM / AutoTokenizer /
+// pipeline("text-generation") from the folder as it is, or with safetensors.torch.load_file into
+// their own GPT-2 module. The folder holds:
+//   model.safetensors        the weights (names below; metadata: format pt, producer, source = the
+//                            checkpoint folder's NAME (no local path), step, data snapshot, code version)
+//   config.json              GPT-2 config (below), bos/eos/pad_token_id = the dataset's separator
+//   generation_config.json   bos/eos/pad = the separator, max_length = the context (seq_len)
+//   tokenizer.json, tokenizer_config.json, special_tokens_map.json   for the bytes tokenizer
+//                            (hf_tokenizer.hpp); another tokenizer is named in the card, no files
+//   README.md                the model card (hf_model_card.hpp)
 //
 // Names (ours -> Hugging Face), per layer l:
 //   wte.weight (V,C)              -> transformer.wte.weight (V,C)
@@ -21,7 +29,7 @@
 // (tie_word_embeddings): no lm_head.weight is stored, as transformers' own save_pretrained does.
 // config.json: model_type gpt2, n_embd, n_layer, n_head, n_positions (= n_ctx = seq_len),
 // vocab_size, activation_function "gelu_new" (the tanh GELU our decoder uses), layer_norm_epsilon
-// 1e-5, dropouts 0, tie_word_embeddings true, torch_dtype.
+// 1e-5, dropouts 0, tie_word_embeddings true, torch_dtype, bos/eos/pad_token_id.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +39,7 @@
 
 #include "shardtrain/ckpt/read.hpp"
 #include "shardtrain/model/config.hpp"
+#include <optional>
 
 namespace shardtrain {
 
@@ -45,18 +54,39 @@ struct HfTensorName {
 // Every parameter of `config`'s model, in registry order, with its GPT-2 name.
 std::vector<HfTensorName> hf_gpt2_names(const ModelConfig& config);
 
-// The GPT-2 config.json of `config` (fields above).
-nlohmann::json hf_gpt2_config(const ModelConfig& config, ExportDType dtype);
+// The GPT-2 config.json of `config` (fields above); bos/eos/pad_token_id = `separator` when >= 0.
+nlohmann::json hf_gpt2_config(const ModelConfig& config, ExportDType dtype, std::int64_t separator = -1);
+
+// What the dataset the checkpoint trained on tokenised with (manifest extra "tokenizer", or the
+// dataset file named with --data).
+struct HfTokenizerInfo {
+  std::string name = "bytes";
+  std::int64_t vocab = 256;
+  std::int64_t separator = 0;
+};
+
+struct HfExportOptions {
+  ExportDType dtype = ExportDType::kFloat32;
+  HfTokenizerInfo tokenizer;
+  std::string manifest_sha256;            // for the card ("" when unknown)
+  std::optional<nlohmann::json> release;  // the checkpoint's release record, for the card
+  std::string registry_note = "no --registry given";
+};
 
 struct ExportResult {
-  std::string safetensors_path, config_path;
+  std::string folder;              // where the files are
+  std::vector<std::string> files;  // their names, written
+  bool tokenizer_files = false;    // false: the tokenizer is not one this version writes files for
   std::int64_t tensors = 0, bytes = 0;
 };
 
 // Reads the parameters (not the moments) of `source` whole (sum64 checked: IoError naming the
-// tensor otherwise), converts (transpose, bf16 round-to-nearest-even when asked) and writes
-// `path` and config.json beside it, both atomically. `path` or that config.json existing:
-// UsageError (nothing is overwritten).
-ExportResult export_hf_gpt2(const ckpt::TensorSource& source, const std::string& path, ExportDType dtype);
+// tensor otherwise), converts (transpose, bf16 round-to-nearest-even when asked) and writes the
+// folder. `out` is the folder to create (it must not exist; its parent must), or, the older form,
+// a path ending in ".safetensors": the files then go beside it in its existing folder, the weights
+// under that name (none of them may exist). Every file is first written into a temporary sibling
+// folder, fsynced, and only then moved into place, so a refused or failed export leaves nothing:
+// UsageError for an existing target or a missing parent, IoError for a corrupt source.
+ExportResult export_hf_gpt2(const ckpt::TensorSource& source, const std::string& out, const HfExportOptions& options);
 
 }  // namespace shardtrain

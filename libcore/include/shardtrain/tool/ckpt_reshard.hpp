@@ -2,8 +2,11 @@
 // four modes, each one call into the library:
 //   reshard      parallel/reshard.hpp      CKPT --out DIR --world W [--zero-stage S] [--tp T]
 //   consolidate  ckpt/consolidated.hpp     CKPT --consolidate --out FILE.h5
-//   export       model/hf_export.hpp       CKPT --export safetensors --out FILE.safetensors [--dtype]
+//   export       model/hf_export.hpp       CKPT --export hf --out DIR [--dtype] [--data FILE] [--registry DIR]
+//                                          (safetensors: the same; --out may also be FILE.safetensors)
 //   inspect      ckpt/inspect.hpp          --inspect CKPT [--json]
+//   import       model/hf_import.hpp       --import hf DIR --out CKPT_DIR [--world W --zero-stage S --tp T]
+//                                          (then parallel/reshard.hpp writes it for that layout)
 // Exit codes: 0 done (inspect: every checksum verified), 1 inspect found a corrupt checkpoint, 2 a
 // refusal (bad options, a source failing validation, an existing output, a target the state cannot
 // be split into, a model that cannot be split --tp ways, a dtype loss on moments), 3 I/O failure while writing.
@@ -19,8 +22,12 @@ struct CkptReshardOptions {
   int zero_stage = -1;       // -1: keep the source's stage
   int tp = 1;
   bool consolidate = false;
-  std::string export_format; // "" or "safetensors"
+  std::string export_format; // "", "hf" or "safetensors" (the same export)
+  std::string data;          // export: the dataset the checkpoint trained on (tokenizer, separator)
+  std::string registry;      // export: a release registry holding the checkpoint's record (model card)
   std::string dtype = "fp32";  // fp32 | bf16 (export only: the state is copied bit for bit)
+  std::string import_format;  // "" or "hf"
+  std::string import_dir;     // --import hf DIR
   bool inspect = false;
   bool json = false;
 };

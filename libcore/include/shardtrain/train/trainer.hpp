@@ -71,6 +71,10 @@ struct TrainOptions {
   bool async_ckpt = false;       // snapshot to host memory, write from a background thread
   std::string resume;            // "" (fresh), "auto" (newest valid in ckpt_dir, else fresh) or a folder
   bool allow_data_change = false;  // resume even if the data selection's snapshot id changed
+  // Start a new training from the checkpoint's weights (and its AdamW moments as stored: zero in an
+  // imported one): step 0, fresh sampler and LR schedule, any data, global batch and seed. Implied
+  // for a checkpoint ckpt-reshard --import wrote (manifest extra "imported_from").
+  bool fine_tune = false;
 };
 
 // Runs the job; returns the summary JSON that was also written to run_dir/summary.json.

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The Python environment of the Hugging Face tests (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and
+# transformers, cached OUTSIDE the clone so a second run installs nothing.
+#
+# Usage: scripts/python-env.sh     prints the environment's python on standard output (exit 0), or
+#                                  why it cannot be had on standard error (exit 77: a test skips)
+# Environment: SHARDTRAIN_PY_ENV (the folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1),
+#              SHARDTRAIN_NO_INSTALL=1 (use the environment if it is there, install nothing).
+#
+# What it installs, and why this set (the smallest that works on a CPU-only machine):
+#   * PyTorch: Debian's python3-torch (1.13, CPU only; about 176 MB to download, 0.8 GB installed).
+#     PyPI's torch wheel for Linux is built for CUDA: the wheel alone is 539 MB and does not import
+#     without its NVIDIA packages (libcufile, cuDNN, cuBLAS, NCCL, ...: 2.8 GB to download with them).
+#   * transformers 4.46.3 and its pure-Python/small wheels (tokenizers, safetensors, huggingface-hub,
+#     regex, ...: about 20 MB) from PyPI, into a venv that sees the system's packages (torch, numpy).
+#     4.46 is the last line that supports torch 1.13 (later ones need torch >= 2).
+set -euo pipefail
+env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
+py="$env_dir/bin/python"
+say() { echo "python-env.sh: $*" >&2; }
+skip() { say "$*"; exit 77; }
+requirements=(transformers==4.46.3 "tokenizers>=0.20,<0.21" "safetensors>=0.4.1" "huggingface-hub>=0.23.2,<1.0")
+
+check() { [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; }
+if check; then echo "$py"; exit 0; fi
+[ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no Python environment with torch and transformers at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
+
+debs=()
+for p in python3-torch python3-venv python3-numpy; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || debs+=("$p")
+done
+if ((${#debs[@]})); then
+  [ "$(id -u)" -eq 0 ] || skip "needs the Debian packages ${debs[*]}: sudo apt-get install -y ${debs[*]}"
+  say "installing ${debs[*]} (Debian)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1; } ||
+    skip "could not install ${debs[*]} with apt-get"
+fi
+/usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch is installed but does not import"
+
+say "creating $env_dir (transformers from PyPI; once)"
+rm -rf "$env_dir"
+mkdir -p "$(dirname "$env_dir")"
+/usr/bin/python3 -m venv --system-site-packages "$env_dir" || skip "python3 -m venv failed"
+"$py" -m pip install -q --disable-pip-version-check "${requirements[@]}" >&2 ||
+  skip "pip could not install ${requirements[*]} (is PyPI reachable?)"
+touch "$env_dir/.complete"
+check || skip "the environment at $env_dir does not import torch and transformers"
+echo "$py"
