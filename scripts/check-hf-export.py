@@ -15,7 +15,8 @@ Checks (exit 0 when all pass, 1 otherwise, each printed):
      generation config (max_length = the context) from a prompt 8 tokens short of the context stops
      within the context instead of running past the position table (an IndexError).
   3. The hold-out loss transformers computes on the trainer's hold-out samples (the stream of the
-     hold-out documents joined by the separator, sample i = tokens [i T, i T + T + 1)) equals the
+     hold-out documents joined by the separator, sample i = tokens [i T, i T + T + 1), the samples
+     spread evenly over the stream as data::spread_holdout_samples picks them) equals the
      trainer's within 1e-6 relative. fp32 weights both sides; the two forwards differ only in the
      order of float32 operations, O(1e-7) relative on the mean loss (measured 3e-9 on the export of
      issue 25's demo), so 1e-6 has room and a wrong weight, layout or epsilon gives >= 1e-3.
@@ -109,8 +110,12 @@ def main():
         if i:
             stream.append(sep)
         stream.extend(doc.encode("utf-8"))
+    # The trainer's samples (data::spread_holdout_samples, one owner slice here): n of the stream's
+    # floor((len - 1) / T) samples, evenly spaced, sample floor(k * available / n) for k < n.
     n = holdout["samples"]
-    samples = torch.tensor([stream[i * T: i * T + T + 1] for i in range(n)], dtype=torch.long)
+    available = (len(stream) - 1) // T
+    picks = [k * available // n for k in range(n)]
+    samples = torch.tensor([stream[i * T: i * T + T + 1] for i in picks], dtype=torch.long)
     total = 0.0
     with torch.no_grad():
         for b in range(0, n, 8):
