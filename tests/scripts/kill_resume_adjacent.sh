@@ -7,13 +7,9 @@
 # attempt the first had already ended: one restart for two kills, and a false "FAIL".
 #
 # Usage: kill_resume_adjacent.sh BIN_DIR WORK_DIR
-set -euo pipefail
 BIN_DIR=$1 WORK=$2
+. "$(dirname "$0")/common.sh"  # strict mode, the Open MPI environment, fail/pass (its dataset is unused)
 here="$(cd "$(dirname "$0")/../.." && pwd)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-rm -rf "$WORK" && mkdir -p "$WORK"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-pass() { echo "ok: $*"; }
 
 cat >"$WORK/plan" <<'PLAN'
 # rank step mode capacity

@@ -6,13 +6,9 @@
 # BITWISE), not a harness inconsistency, while its count check stays consistent.
 #
 # Usage: kill_resume_planted_loss.sh BIN_DIR WORK_DIR
-set -euo pipefail
 BIN_DIR=$1 WORK=$2
+. "$(dirname "$0")/common.sh"  # strict mode, the Open MPI environment, fail/pass (its dataset is unused)
 here="$(cd "$(dirname "$0")/../.." && pwd)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-rm -rf "$WORK" && mkdir -p "$WORK"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-pass() { echo "ok: $*"; }
 
 printf '1 3 step -\n' >"$WORK/plan"  # one kill after step 3: the resume is from step_00000002
 rc=0
