@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -44,6 +46,15 @@ std::optional<std::string> checkpoint_to_resume(const Job& job, ckpt::ReadOption
   return folder;
 }
 
+// TEST-ONLY fault switch, the one place it is read: SHARDTRAIN_TEST_FAULT=skip-sampler-restore makes
+// a resume keep a fresh sampler instead of the checkpoint's position -- a real loss (the run sees
+// its first samples again) that the kill-and-resume proof must catch (its test plants it:
+// tests/scripts/kill_resume_planted_loss.sh). Never set it for a real run.
+bool test_fault_skip_sampler_restore() {
+  const char* fault = std::getenv("SHARDTRAIN_TEST_FAULT");
+  return fault != nullptr && std::strcmp(fault, "skip-sampler-restore") == 0;
+}
+
 // Restores the strategy from a validated checkpoint; returns its position, logged on rank 0.
 ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOptions& ro) {
   ckpt::CheckpointReader reader(folder, ro);
@@ -61,6 +72,10 @@ ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOp
     log_line_rank0("the new data selection has fewer samples than the checkpoint's epoch position: continuing at "
                    "the start of epoch " + std::to_string(start.sampler.epoch + 1));
     start.sampler = {start.sampler.epoch + 1, 0};
+  }
+  if (test_fault_skip_sampler_restore()) {
+    log_line_rank0("TEST FAULT SHARDTRAIN_TEST_FAULT=skip-sampler-restore: the sampler position is NOT restored");
+    start.sampler = {};
   }
   log_line_rank0("resumed from " + folder + ": step " + std::to_string(start.step) + ", sampler epoch " +
                  std::to_string(start.sampler.epoch) + " consumed " + std::to_string(start.sampler.consumed) +
