@@ -221,9 +221,10 @@ id[costs]=$(sbatch "${common_sbatch[@]}" $(stage_job costs) --dependency=afteran
   --wrap "$self ${args[*]@Q} --stage costs")
 echo "costs ${id[costs]}" >>"$run/jobs.txt"
 
-# A job pending for a reason that never clears by itself: cancel the chain and say which.
+# A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
+# failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.)
 sleep "${PIPELINE_PENDING_CHECK_S:-3}"
-never='PartitionConfig|PartitionNodeLimit|PartitionTimeLimit|BadConstraints|ReqNodeNotAvail|InvalidAccount|InvalidQOS|AccountNotAllowed|QOSMaxCpuPerJobLimit|DependencyNeverSatisfied|Held'
+never='PartitionConfig|PartitionNodeLimit|PartitionTimeLimit|BadConstraints|InvalidAccount|InvalidQOS|AccountNotAllowed|QOSMax[A-Za-z]*PerJobLimit|AssocMax[A-Za-z]*PerJobLimit'
 ids=$(printf '%s,' "${id[@]}")
 bad=$(squeue -h -j "${ids%,}" -o '%i %j %r' 2>/dev/null | grep -E " ($never)" || true)
 if [ -n "$bad" ]; then

@@ -115,14 +115,15 @@ cutoff=2019-01-01T00:00:00Z
 tiny="--layers 2 --d-model 32 --heads 2 --global-batch 8 --micro-batch 2 --eval-samples 16 --peak-gflops 100 --log-every 20"
 slow="--inject delay:rank=0,ms=400 --inject delay:rank=1,ms=400"  # sleeps, so these jobs barely use a core
 # The training jobs' environment (train.sbatch's variables).
-tenv() { echo "ALL,SHARDTRAIN_HOME=$repo,SHARDTRAIN_BIN=$BIN_DIR,DATA=$WORK/docs.h5,SEQ_LEN=32,STEPS=100,CKPT_EVERY=1000,$1"; }
+tenv() { echo "ALL,SHARDTRAIN_HOME=$repo,SHARDTRAIN_BIN=$BIN_DIR,DATA=$WORK/docs.h5,SEQ_LEN=32,STEPS=120,$1"; }
 export MODEL="$tiny"
 
 # ---- B: time limit (submitted first: it takes longest, and mostly sleeps) ----------------------------
-# --time=1 with the warning 50 s before it: SIGUSR1 reaches the batch script at the controller's
-# first time-limit pass after 10 s (passes are 30 s apart), while 100 steps x 0.4 s are still running.
-B=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=1 --signal=B:USR1@50 \
-      --job-name=timelimit --output="$WORK/timelimit-%j.out" --export="$(tenv "RUN_DIR=$WORK/tl,SAVE_WAIT=40")" \
+# --time=2 with the warning 80 s before it: Slurm sends it at its first time-limit pass (passes are
+# 30 s apart) that finds the job within 80 + 30 s of its limit, so 10 to 40 s after the start, while
+# 120 steps x 0.4 s are still running (and after the ranks have set up their signal handlers).
+B=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=2 --signal=B:USR1@80 \
+      --job-name=timelimit --output="$WORK/timelimit-%j.out" --export="$(tenv "RUN_DIR=$WORK/tl,CKPT_EVERY=1000,SAVE_WAIT=40")" \
       "$repo/scripts/slurm/train.sbatch")
 echo "B: time-limit job $B submitted"
 # ---- C: scancel + resubmit, with mpirun inside the allocation ---------------------------------------
@@ -163,7 +164,8 @@ D3=$(TRAIN_ARGS="--cutoff $cutoff" PATH="$WORK/nopmix:$PATH" sbatch --parsable -
 mkdir -p "$WORK/fresh"
 G=$(cd "$WORK/fresh" && env -u MODEL sbatch --parsable "$repo/scripts/slurm/train.sbatch")
 # ---- E: a failed stage ----------------------------------------------------------------------------
-"${pipeline[@]}" --name broken --no-proof --input "$WORK/no-such-input.jsonl" | tee "$WORK/pipeline-broken.log"
+"${pipeline[@]}" --name broken --no-proof --input "$WORK/no-such-input.jsonl" >"$WORK/pipeline-broken.log" 2>&1 ||
+  { cat "$WORK/pipeline-broken.log"; fail "pipeline.sh did not submit the chain on a missing input (it fails as a job)"; }
 mapfile -t broken < <(awk '{ print $2 }' "$WORK/run/broken/jobs.txt")
 
 wait_jobs 60 "$D1" "$D2" "$D3" "$G"
@@ -211,7 +213,7 @@ at=$(cat "$WORK/sc/checkpoints/latest")
 C2=$(TRAIN_ARGS="--cutoff $cutoff" sbatch --parsable -n 2 --job-name=resubmitted --output="$WORK/cancel-%j.out" \
        --export="$(tenv "RUN_DIR=$WORK/sc,CKPT_EVERY=5,LAUNCHER=mpirun")" "$repo/scripts/slurm/train.sbatch")
 # The uninterrupted reference (same problem, no delay), here on the login node with mpirun.
-mpirun -np 2 "$BIN_DIR/ddp-train" --data "$WORK/docs.h5" --cutoff "$cutoff" --seq-len 32 $tiny --steps 100 \
+mpirun -np 2 "$BIN_DIR/ddp-train" --data "$WORK/docs.h5" --cutoff "$cutoff" --seq-len 32 $tiny --steps 120 \
   --ckpt-every 1000 --deterministic --run-dir "$WORK/ref" >"$WORK/ref.log" 2>&1 || { cat "$WORK/ref.log"; fail "reference run failed"; }
 wait_jobs 120 "$C2"
 echo "C: scancel at $at, resubmitted"
@@ -250,7 +252,7 @@ grep -q "time limit near" "$out" && grep -q "checkpoint step_[0-9]* committed af
   grep -q "requeueing job $B" "$out" && grep -q "restart count 1" "$out" || fail "the time-limit job's output lacks the signal -> checkpoint -> requeue -> resume lines"
 grep -q "stop signal: saved step" "$out" || fail "the ranks did not save on the signal"
 last=$(cat "$WORK/tl/checkpoints/latest")
-[ "$last" = step_00000100 ] || fail "the time-limit job ended at $last"
+[ "$last" = step_00000120 ] || fail "the time-limit job ended at $last"
 v=$(verdict "$WORK/tl/params.h5" "$WORK/ref/params.h5")
 vc=$(verdict "$WORK/tl/checkpoints/$last/index.h5" "$WORK/ref/checkpoints/$last/index.h5" --group tensors)
 echo "    equiv-check tl/params.h5 ref/params.h5: $v; final checkpoints' tensors: $vc"
