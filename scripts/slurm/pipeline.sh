@@ -88,8 +88,13 @@ say() { echo "pipeline.sh [$name]: $*"; }
 # Options every training run shares (the scaling report and the twin compare like with like).
 read -r -a model <<<"$model_args"
 read -r -a extra <<<"$train_args"
+# One learning-rate schedule for all of them (the decay's length defaults to --steps, and the
+# scaling report refuses runs whose optimizers differ): the main run's, unless --train-args sets it.
+schedule="--decay-steps $steps"
+[[ " $model_args $train_args " == *" --decay-steps "* ]] && schedule=""
+read -r -a sched <<<"$schedule"
 common_train=(--data "$data" --cutoff "$cutoff" --seq-len "$seq_len" "${model[@]}" --device "$device"
-              --deterministic --check-replicas "$replicas" "${extra[@]}")
+              --deterministic --check-replicas "$replicas" "${sched[@]}" "${extra[@]}")
 
 # Training locally: ddp-train under the resilient launcher (what train.sbatch does in a job).
 local_train() {  # local_train RUN_DIR RANKS STEPS
@@ -136,7 +141,10 @@ run_stage() {
 timed_stage() {  # timed_stage STAGE RANKS
   local t0 t1 rc=0
   t0=$(date +%s.%N)
-  run_stage "$1" || rc=$?
+  # In the background: a function called as `f || ...` runs with errexit off, so a failing command
+  # inside would not end the stage; an asynchronous command keeps it.
+  run_stage "$1" &
+  wait $! || rc=$?
   t1=$(date +%s.%N)
   mkdir -p "$run"
   python3 -c 'import json, sys; s, r, a, b, rc, job = sys.argv[1:]
@@ -178,7 +186,7 @@ train_sbatch_args() {  # train_sbatch_args STAGE RANKS RUN_DIR STEPS: printed on
     --export="$(train_env "$3" "$4")" "${user_sbatch[@]}" "${user_train_sbatch[@]}"
 }
 # MODEL and TRAIN_ARGS hold spaces and commas (which --export would split): exported here instead.
-export MODEL="$model_args" TRAIN_ARGS="--cutoff $cutoff --check-replicas $replicas $train_args"
+export MODEL="$model_args" TRAIN_ARGS="--cutoff $cutoff --check-replicas $replicas $schedule $train_args"
 
 # Every job shape, checked before anything is submitted: a request this cluster can never
 # satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.

@@ -19,7 +19,7 @@
 #   G  a bare `sbatch train.sbatch` from a folder that is not a clone: the output file is in the
 #      submit folder and says what is missing
 #   H  exclude-node.sh on a real job: the node lands in the job's ExcNodeList and the job is requeued
-# Models are tiny (2 layers, d_model 32, seq_len 32). The node claims 8 CPUs (SLURM_CLUSTER_CPUS)
+# Models are tiny (2 layers, d_model 32, seq_len 32). The node claims 16 CPUs (SLURM_CLUSTER_CPUS)
 # so that jobs which mostly sleep (B and C: --inject delay) run beside the chain on two cores.
 #
 # Usage: slurm_chain.sh BIN_DIR WORK_DIR
@@ -38,11 +38,13 @@ t_start=$SECONDS
 cluster=$(mktemp -d /tmp/slurm-test.XXXXXX)
 cleanup() {
   local rc=$?
+  set +e
   if ((rc != 0)); then
     echo "--- squeue / recent controller log (the cluster's logs are kept in $WORK/cluster-logs)" >&2
     squeue 2>/dev/null >&2 || true
     tail -n 30 "$cluster/log/slurmctld.log" >&2 2>/dev/null || true
   fi
+  if [ -n "${kicker:-}" ]; then kill "$kicker" 2>/dev/null; fi
   bash "$repo/tests/scripts/slurm_cluster.sh" stop "$cluster" || true
   cp -r "$cluster/log" "$WORK/cluster-logs" 2>/dev/null || true
   rm -rf "$cluster"
@@ -50,7 +52,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-env_line=$(SLURM_CLUSTER_CPUS=8 bash "$repo/tests/scripts/slurm_cluster.sh" start "$cluster")
+env_line=$(SLURM_CLUSTER_CPUS=16 bash "$repo/tests/scripts/slurm_cluster.sh" start "$cluster")
 eval "$env_line"
 srun --mpi=list 2>&1 | grep -qw pmix || fail "the test cluster's srun has no pmix (srun --mpi=list)"
 grep -q '^MpiDefault=none' "$SLURM_CONF" || fail "the test cluster must keep Slurm's default MpiDefault=none"
@@ -113,16 +115,20 @@ PY
 "$BIN_DIR/data-prep" "$WORK/docs.jsonl" -o "$WORK/docs.h5" >/dev/null
 cutoff=2019-01-01T00:00:00Z
 tiny="--layers 2 --d-model 32 --heads 2 --global-batch 8 --micro-batch 2 --eval-samples 16 --peak-gflops 100 --log-every 20"
-slow="--inject delay:rank=0,ms=400 --inject delay:rank=1,ms=400"  # sleeps, so these jobs barely use a core
+# Rank 0 sleeps 0.4 s a step (rank 1 waits for it in the gradient sum, yielding its core).
+slow="--inject delay:rank=0,ms=400"
+export OMPI_MCA_mpi_yield_when_idle=1
 # The training jobs' environment (train.sbatch's variables).
 tenv() { echo "ALL,SHARDTRAIN_HOME=$repo,SHARDTRAIN_BIN=$BIN_DIR,DATA=$WORK/docs.h5,SEQ_LEN=32,STEPS=120,$1"; }
 export MODEL="$tiny"
 
 # ---- B: time limit (submitted first: it takes longest, and mostly sleeps) ----------------------------
-# --time=2 with the warning 80 s before it: Slurm sends it at its first time-limit pass (passes are
-# 30 s apart) that finds the job within 80 + 30 s of its limit, so 10 to 40 s after the start, while
-# 120 steps x 0.4 s are still running (and after the ranks have set up their signal handlers).
-B=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=2 --signal=B:USR1@80 \
+# Slurm sends the warning at its first time-limit pass (passes are 30 s apart) that finds the job
+# within 50 + 30 s of its limit. Submitted with 10 minutes; once the ranks are stepping, the test
+# lowers the limit to 1 minute (scontrol update TimeLimit=1), so Slurm's own warning arrives
+# mid-run, within 30 s, while 120 steps x 0.4 s are still running; without the requeue the job
+# would be killed at the 1-minute limit.
+B=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=10 --signal=B:USR1@50 \
       --job-name=timelimit --output="$WORK/timelimit-%j.out" --export="$(tenv "RUN_DIR=$WORK/tl,CKPT_EVERY=1000,SAVE_WAIT=40")" \
       "$repo/scripts/slurm/train.sbatch")
 echo "B: time-limit job $B submitted"
@@ -132,23 +138,46 @@ C1=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --job-name=cance
        --export="$(tenv "RUN_DIR=$WORK/sc,CKPT_EVERY=5,LAUNCHER=mpirun")" "$repo/scripts/slurm/train.sbatch")
 echo "C: job $C1 submitted (to be cancelled)"
 
+# Once the time-limit job's ranks are stepping: lower its limit, and start it again as soon as
+# Slurm has requeued it (Slurm holds a requeued job for 120 s before it may start again; the test
+# starts it at once with StartTime=now, and gives the second run room to finish: TimeLimit=10).
+for _ in $(seq 1 240); do
+  [ -s "$WORK/tl/steps.rank0.jsonl" ] && [ "$(wc -l <"$WORK/tl/steps.rank0.jsonl")" -ge 5 ] && break; sleep 0.5
+done
+[ -s "$WORK/tl/steps.rank0.jsonl" ] || fail "time-limit job $B made no steps in 120 s"
+scontrol update JobId="$B" TimeLimit=1
+echo "B: job $B at step $(wc -l <"$WORK/tl/steps.rank0.jsonl"): time limit lowered to 1 minute"
+( for _ in $(seq 1 200); do
+    if [ "$(field "$B" JobState)" = PENDING ] && [ "$(field "$B" Restarts)" -ge 1 ]; then
+      echo "B: job $B requeued (pending: $(field "$B" Reason)): started again without Slurm's 120 s requeue delay"
+      scontrol update JobId="$B" TimeLimit=10 StartTime=now; exit 0
+    fi
+    final_state "$(field "$B" JobState)" && exit 0
+    sleep 1
+  done ) &
+kicker=$!
+# C: cancel once a checkpoint is committed (it is submitted again below).
+for _ in $(seq 1 120); do [ -s "$WORK/sc/checkpoints/latest" ] && break; sleep 0.5; done
+[ -s "$WORK/sc/checkpoints/latest" ] || fail "job $C1 made no checkpoint in 60 s"
+scancel "$C1"
+
 # ---- A: the whole chain ---------------------------------------------------------------------------
 pipeline=("$repo/scripts/slurm/pipeline.sh" --input "$WORK/docs.jsonl" --cutoff "$cutoff" --root "$WORK"
           --bin "$BIN_DIR" --registry "$WORK/registry" --np 2 --steps 30 --base-steps 10 --seq-len 32
-          --model "$tiny" --check-replicas 10 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3")
+          --model "$tiny" --check-replicas 10 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3"
+          --sbatch "--comment=issue23")
 "${pipeline[@]}" --name chain | tee "$WORK/pipeline-chain.log"
 grep -q "submitted: prep" "$WORK/pipeline-chain.log" || fail "pipeline.sh did not submit the chain"
 mapfile -t chain < <(awk '{ print $2 }' "$WORK/run/chain/jobs.txt")
 
 # ---- F: a job shape this cluster cannot hold ---------------------------------------------------------
-before=$(squeue -h | wc -l)
 rc=0; "${pipeline[@]}" --name toobig --np 64 >"$WORK/pipeline-toobig.log" 2>&1 || rc=$?
 cat "$WORK/pipeline-toobig.log"
 [ "$rc" -eq 2 ] || fail "pipeline.sh --np 64 exited $rc, expected 2"
 grep -q "cannot run on this cluster: sbatch --test-only" "$WORK/pipeline-toobig.log" || fail "the refusal does not name sbatch --test-only"
 grep -q submitted "$WORK/pipeline-toobig.log" && fail "pipeline.sh said 'submitted' for a job that cannot run"
-[ "$(squeue -h | wc -l)" -eq "$before" ] || fail "pipeline.sh --np 64 left jobs in the queue"
-pass "F: --np 64 on an 8-CPU node: refused before submitting (exit 2), nothing queued"
+scontrol -o show job | grep -q "JobName=toobig-" && fail "pipeline.sh --np 64 submitted jobs"
+pass "F: --np 64 on a 16-CPU node: refused before submitting (exit 2), nothing queued"
 
 # ---- D: a bad option, an option twice, no PMIx: fail at once, in the output file, not retried --------
 D1=$(TRAIN_ARGS="--cutoff $cutoff --no-such-option 3" sbatch --parsable -n 1 --job-name=badopt \
@@ -168,7 +197,7 @@ G=$(cd "$WORK/fresh" && env -u MODEL sbatch --parsable "$repo/scripts/slurm/trai
   { cat "$WORK/pipeline-broken.log"; fail "pipeline.sh did not submit the chain on a missing input (it fails as a job)"; }
 mapfile -t broken < <(awk '{ print $2 }' "$WORK/run/broken/jobs.txt")
 
-wait_jobs 60 "$D1" "$D2" "$D3" "$G"
+wait_jobs 120 "$D1" "$D2" "$D3" "$G"
 echo "D: bad option, option twice, no PMIx"
 for j in "$D1" "$D2" "$D3"; do show_job "$j" "$(field "$j" StdOut)"; expect_state "$j" FAILED; done
 out=$(field "$D1" StdOut)
@@ -204,10 +233,7 @@ grep -q "no-such-input" "$WORK/run/broken/slurm-prep-${broken[0]}.out" || fail "
 [ -f "$WORK/run/broken/costs.json" ] || fail "the costs job did not write costs.json after a failed chain"
 pass "E: prep FAILED; its $((i - 2)) downstream jobs CANCELLED (none pending); costs still ran"
 
-# ---- C: cancel once a checkpoint is committed, then submit the same job again -----------------------
-for _ in $(seq 1 120); do [ -s "$WORK/sc/checkpoints/latest" ] && break; sleep 0.5; done
-[ -s "$WORK/sc/checkpoints/latest" ] || fail "job $C1 made no checkpoint in 60 s"
-scancel "$C1"
+# ---- C: submit the cancelled job again ------------------------------------------------------------
 wait_jobs 60 "$C1"
 at=$(cat "$WORK/sc/checkpoints/latest")
 C2=$(TRAIN_ARGS="--cutoff $cutoff" sbatch --parsable -n 2 --job-name=resubmitted --output="$WORK/cancel-%j.out" \
@@ -227,21 +253,8 @@ echo "    equiv-check sc/params.h5 ref/params.h5: $v"
 [ "$v" = BITWISE ] || fail "scancel + resubmit is $v, not BITWISE"
 pass "C: scancel at $at + resubmit (mpirun in the allocation): final parameters BITWISE the uninterrupted run's"
 
-# ---- B: the time limit --------------------------------------------------------------------------
-# Slurm holds a requeued job for 120 s before it may start again; the test starts it at once
-# (StartTime=now) and gives the second run room to finish (TimeLimit=5).
-deadline=$((SECONDS + 150)) kicked=0
-while :; do
-  s=$(field "$B" JobState) r=$(field "$B" Reason)
-  final_state "$s" && break
-  if [ "$s" = PENDING ] && [ "$(field "$B" Restarts)" -ge 1 ] && ((kicked < $(field "$B" Restarts))); then
-    scontrol update JobId="$B" TimeLimit=5 StartTime=now
-    kicked=$(field "$B" Restarts)
-    echo "B: job $B requeued (pending: $r): started again without Slurm's 120 s requeue delay"
-  fi
-  ((SECONDS < deadline)) || fail "time-limit job $B still $s ($r) after 150 s"
-  sleep 1
-done
+wait_jobs 200 "$B"
+wait "$kicker" || true
 echo "B: time limit"
 out=$(field "$B" StdOut)
 show_job "$B" "$out" "$WORK/tl/params.h5" "$WORK/tl/restarts-$B.json"
@@ -290,10 +303,17 @@ while read -r st j; do
   esac
   show_job "$j" "$(field "$j" StdOut)" "${files[@]}"
   if [ "$st" = decide ]; then expect_state "$j" COMPLETED FAILED; else expect_state "$j" COMPLETED; fi
+  [ "$(field "$j" Comment)" = issue23 ] || fail "job $j did not get pipeline.sh --sbatch's --comment"
 done <"$r/jobs.txt"
 python3 - "$r" "$WORK/registry" <<'PY'
 import glob, json, os, sys
 run, reg = sys.argv[1:]
+# pipeline.sh's --steps, --np, --base-steps reached the Slurm jobs.
+for d, steps, w in ((run, 30, 2), (f"{run}/baseline", 10, 1), (f"{run}/twin", 10, 2)):
+    s = json.load(open(f"{d}/summary.json"))
+    assert (s["steps"], s["world_size"]) == (steps, w), f"{d}: steps {s['steps']}, W {s['world_size']}: wanted {steps}, {w}"
+    print(f"    {os.path.relpath(d, run) if d != run else 'main run'}: {s['steps']} steps on {s['world_size']} ranks")
+assert json.load(open(f"{run}/summary.json"))["replica_checks"]["checks"] >= 1
 eq = json.load(open(f"{run}/evidence/equivalence.json"))
 assert eq["verdict"] == "BITWISE", f"the twin is {eq['verdict']}, not BITWISE"
 rep = json.load(open(f"{run}/evidence/scaling/report.json"))

@@ -46,8 +46,26 @@ stop_pid() {  # stop_pid NAME: TERM, then KILL after 10 s, the process in DIR/NA
 case "$action" in
   env) echo "export SLURM_CONF=$conf"; exit 0 ;;
   stop)
-    # slurmd first (it may be running job steps), then the controller, then munged.
+    # The jobs first (stopping slurmd leaves their slurmstepd and tasks running): cancel them and
+    # wait (at most 30 s) until the controller has none left running.
+    if [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+      export SLURM_CONF=$conf
+      jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
+      if [ -n "${jobs// /}" ]; then
+        # shellcheck disable=SC2086 # one word per job id
+        scancel $jobs 2>/dev/null || true
+        for _ in $(seq 1 60); do [ -z "$(squeue -h -t R,CG,S -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+      fi
+    fi
+    # slurmd, then the controller, then munged.
     stop_pid slurmd; stop_pid slurmctld; stop_pid munged
+    # Any step daemon of this cluster still alive (it carries this cluster's SLURM_CONF): KILL it.
+    for p in /proc/[0-9]*; do
+      [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || continue
+      tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$conf" || continue
+      echo "slurm_cluster.sh: step daemon ${p#/proc/} outlived the cluster: KILL" >&2
+      kill -KILL "${p#/proc/}" 2>/dev/null || true
+    done
     exit 0 ;;
   start) ;;
   *) die "unknown action '$action' (start, stop, env)" ;;
