@@ -16,7 +16,8 @@ Figures (docs/RUNBOOK.md, "Costs"):
   preprocessing_s   the prep stage's wall seconds (data-prep)
   per stage         compute core-seconds = run time x CPUs allocated (Slurm), or wall x ranks
                     (--local); queue wait = start - submit time (Slurm; a requeued job's later runs
-                    count their own wait, from the requeue), 0 when not queued.
+                    count their own wait, from the requeue), 0 when not queued; of it, the wait
+                    for resources = start - eligible time (after its dependencies were met).
 Exit status 0; 2 when RUN_DIR is not a folder.
 """
 import datetime
@@ -59,7 +60,7 @@ def sacct_runs(ids):
     """Every run of each job from accounting, or None when the cluster keeps none."""
     try:
         out = subprocess.run(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(ids),
-                              "-o", "JobID,State,Submit,Start,End,ElapsedRaw,AllocCPUS"],
+                              "-o", "JobID,State,Submit,Eligible,Start,End,ElapsedRaw,AllocCPUS"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -68,13 +69,14 @@ def sacct_runs(ids):
     runs = {}
     for line in out.stdout.splitlines():
         f = line.split("|")
-        if len(f) < 7:
+        if len(f) < 8:
             continue
-        submit, start = slurm_time(f[2]), slurm_time(f[3])
+        submit, eligible, start = slurm_time(f[2]), slurm_time(f[3]), slurm_time(f[4])
         runs.setdefault(f[0], []).append({
-            "state": f[1].split()[0], "submit": submit, "start": start, "end": slurm_time(f[4]),
-            "run_s": float(f[5] or 0), "cpus": int(f[6] or 0),
-            "queue_wait_s": (start - submit) if start and submit else None})
+            "state": f[1].split()[0], "submit": submit, "start": start, "end": slurm_time(f[5]),
+            "run_s": float(f[6] or 0), "cpus": int(f[7] or 0),
+            "queue_wait_s": (start - submit) if start and submit else None,
+            "resource_wait_s": (start - eligible) if start and eligible else None})
     return runs
 
 
@@ -84,12 +86,14 @@ def scontrol_run(job):
         return None
     kv = dict(re.findall(r"(\w+)=(\S*)", out.stdout))
     submit, start = slurm_time(kv.get("SubmitTime")), slurm_time(kv.get("StartTime"))
+    eligible = slurm_time(kv.get("EligibleTime"))
     run_s = duration(kv.get("RunTime", "0:0:0"))
     ran = run_s > 0 or kv.get("JobState") in ("RUNNING", "COMPLETED", "FAILED", "TIMEOUT")
     return {"state": kv.get("JobState"), "submit": submit, "start": start if ran else None,
             "end": slurm_time(kv.get("EndTime")), "run_s": float(run_s), "cpus": int(kv.get("NumCPUs", 0) or 0),
             "restarts": int(kv.get("Restarts", 0) or 0),
             "queue_wait_s": (start - submit) if ran and start and submit else None,
+            "resource_wait_s": (start - eligible) if ran and start and eligible else None,
             "reason": kv.get("Reason")}
 
 
@@ -132,6 +136,7 @@ def main():
                    "compute_core_s": sum(r["run_s"] * r["cpus"] for r in rs),
                    "run_s": sum(r["run_s"] for r in rs),
                    "queue_wait_s": sum(r["queue_wait_s"] for r in rs if r["queue_wait_s"] is not None),
+                   "resource_wait_s": sum(r["resource_wait_s"] for r in rs if r["resource_wait_s"] is not None),
                    "started": any(r["start"] for r in rs)}
             if last.get("reason") and last["reason"] != "None":
                 row["reason"] = last["reason"]
@@ -142,7 +147,7 @@ def main():
                 continue
             rows.append({"stage": s["stage"], "job_id": None, "state": "COMPLETED" if s["exit_status"] == 0 else "FAILED",
                          "cpus": s["ranks"], "run_s": s["wall_s"], "compute_core_s": s["wall_s"] * s["ranks"],
-                         "queue_wait_s": 0.0, "started": True})
+                         "queue_wait_s": 0.0, "resource_wait_s": 0.0, "started": True})
 
     dataset = os.path.getsize(os.path.join(run, "data.h5")) if os.path.exists(os.path.join(run, "data.h5")) else 0
     ckpt = 0
@@ -165,13 +170,13 @@ def main():
     os.replace(tmp, os.path.join(run, "costs.json"))
 
     sb = costs["storage_bytes"]
-    print(f"costs of {run} (Slurm figures from {source}):")
+    print(f"costs of {run} (per-stage figures from {source}):")
     print(f"  stored: dataset {sb['dataset']} B, checkpoints {sb['checkpoints']} B, records {sb['records']} B, total {sb['total']} B")
     print(f"  preprocessing: {costs['preprocessing_s']:.2f} s" if prep else "  preprocessing: not run")
-    print(f"  {'stage':<9} {'job':>6} {'state':<11} {'cpus':>4} {'runs':>4} {'run s':>8} {'core s':>9} {'queue s':>8}")
+    print(f"  {'stage':<9} {'job':>6} {'state':<11} {'cpus':>4} {'runs':>4} {'run s':>8} {'core s':>9} {'queue s':>8} {'of it, for CPUs':>15}")
     for r in rows:
         print(f"  {r['stage']:<9} {str(r.get('job_id') or '-'):>6} {str(r.get('state')):<11} {r.get('cpus', 0):>4} "
-              f"{r.get('runs', 1):>4} {r.get('run_s', 0):>8.1f} {r.get('compute_core_s', 0):>9.1f} {r.get('queue_wait_s', 0):>8.1f}")
+              f"{r.get('runs', 1):>4} {r.get('run_s', 0):>8.1f} {r.get('compute_core_s', 0):>9.1f} {r.get('queue_wait_s', 0):>8.1f} {r.get('resource_wait_s', 0):>15.1f}")
     print(f"  total compute {costs['compute_core_s_total']:.1f} core-s, queue wait {costs['queue_wait_s_total']:.1f} s")
     return 0
 

@@ -225,6 +225,7 @@ all=""
 for s in "${stages[@]}"; do all+="${all:+:}${id[$s]}"; echo "$s ${id[$s]}"; done >"$run/jobs.txt"
 # The cost table runs after all of them, whatever their outcome (afterany), and reads Slurm's
 # record of each job listed in jobs.txt.
+# shellcheck disable=SC2046 # stage_job's words are single options without spaces
 id[costs]=$(sbatch "${common_sbatch[@]}" $(stage_job costs) --dependency=afterany:"$all" \
   --wrap "$self ${args[*]@Q} --stage costs")
 echo "costs ${id[costs]}" >>"$run/jobs.txt"

@@ -75,10 +75,11 @@ wait_jobs() {
 # files it produced (that must exist).
 show_job() {
   local j=$1 f; shift
-  local sub start
+  local sub start queued=-
   sub=$(field "$j" SubmitTime) start=$(field "$j" StartTime)
-  printf '  job %-4s %-16s %-10s exit %-5s restarts %s  out %s\n' "$j" "$(field "$j" JobName)" "$(field "$j" JobState)" \
-    "$(field "$j" ExitCode)" "$(field "$j" Restarts)" "$(field "$j" StdOut | sed "s|$WORK/||")"
+  [ "$(field "$j" RunTime)" != 00:00:00 ] && queued="$(($(date -d "$start" +%s) - $(date -d "$sub" +%s)))s"
+  printf '  job %-4s %-16s %-10s exit %-5s restarts %s  queued %-4s out %s\n' "$j" "$(field "$j" JobName)" \
+    "$(field "$j" JobState)" "$(field "$j" ExitCode)" "$(field "$j" Restarts)" "$queued" "$(field "$j" StdOut | sed "s|$WORK/||")"
   for f in "$@"; do
     [ -e "$f" ] || fail "job $j ($(field "$j" JobName)) did not produce $f"
     printf '           produced %s (%s bytes)\n' "${f#"$WORK"/}" "$(du -sb "$f" | cut -f1)"
@@ -239,7 +240,8 @@ at=$(cat "$WORK/sc/checkpoints/latest")
 C2=$(TRAIN_ARGS="--cutoff $cutoff" sbatch --parsable -n 2 --job-name=resubmitted --output="$WORK/cancel-%j.out" \
        --export="$(tenv "RUN_DIR=$WORK/sc,CKPT_EVERY=5,LAUNCHER=mpirun")" "$repo/scripts/slurm/train.sbatch")
 # The uninterrupted reference (same problem, no delay), here on the login node with mpirun.
-mpirun -np 2 "$BIN_DIR/ddp-train" --data "$WORK/docs.h5" --cutoff "$cutoff" --seq-len 32 $tiny --steps 120 \
+read -r -a tiny_args <<<"$tiny"
+mpirun -np 2 "$BIN_DIR/ddp-train" --data "$WORK/docs.h5" --cutoff "$cutoff" --seq-len 32 "${tiny_args[@]}" --steps 120 \
   --ckpt-every 1000 --deterministic --run-dir "$WORK/ref" >"$WORK/ref.log" 2>&1 || { cat "$WORK/ref.log"; fail "reference run failed"; }
 wait_jobs 120 "$C2"
 echo "C: scancel at $at, resubmitted"
