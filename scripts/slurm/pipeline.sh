@@ -19,7 +19,9 @@
 #   train     the main run on --np ranks (--check-replicas: replica_checks in summary.json); Slurm:
 #             scripts/slurm/train.sbatch (requeue, SIGUSR1 120 s before the time limit, checkpoint,
 #             requeue, resume); --local: ddp-train under scripts/run-resilient.sh
-#   report    scale-bench report baseline/ and the main run -> evidence/scaling (efficiency_report);
+#   scale<W>  with --scale-points: the same short run on W ranks in scale-w<W>/, a further point of
+#             the scaling report (one per W in the list other than 1 and --np)
+#   report    scale-bench report baseline/, scale-w*/ and the main run -> evidence/scaling (efficiency_report);
 #             a point with more ranks than its host's CPUs is marked oversubscribed there
 #   decide    release-gate: registers the bigram baseline on first use, then decides the newest
 #             checkpoint against last-known-good (or the bigram when there is none yet); exit 0
@@ -32,6 +34,8 @@
 # Options: --input FILE (JSONL for data-prep), --cutoff RFC3339, --name NAME (run/<name>),
 #   --np N (ranks of the main run and the twin, default 2), --steps S (default 200),
 #   --base-steps B (the baseline's and the twin's steps, default 40 or S if smaller),
+#   --scale-points "4,8" (more world sizes for the scaling report; under Slurm a W the cluster
+#   cannot hold is left out, said so),
 #   --seq-len L (default 256), --model "..." (model and batch options, default "--layers 4
 #   --d-model 256 --heads 4 --global-batch 16 --micro-batch 8 --eval-samples 128"),
 #   --device cpu|cuda (default cpu), --check-replicas N (default 50), --registry DIR (default
@@ -52,7 +56,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 input="" cutoff="" name="" np=2 steps=200 base_steps="" registry="" policy="$here/scripts/release-policy.json"
 train_args="" proof=1 local=0 stage="" bin="$here/build/bin" seq_len=256 device=cpu replicas=50 root="$here"
-sbatch_opts="" train_sbatch="" launcher=srun proof_args=""
+sbatch_opts="" train_sbatch="" launcher=srun proof_args="" scale_points=""
 model_args="--layers 4 --d-model 256 --heads 4 --global-batch 16 --micro-batch 8 --eval-samples 128"
 args=("$@")
 usage() { echo "pipeline.sh: $*" >&2; exit 2; }
@@ -64,7 +68,7 @@ while (($#)); do
     --registry) registry=$2; shift 2 ;; --seq-len) seq_len=$2; shift 2 ;; --model) model_args=$2; shift 2 ;;
     --device) device=$2; shift 2 ;; --check-replicas) replicas=$2; shift 2 ;;
     --policy) policy=$2; shift 2 ;; --train-args) train_args=$2; shift 2 ;; --no-proof) proof=0; shift ;;
-    --proof-args) proof_args=$2; shift 2 ;;
+    --proof-args) proof_args=$2; shift 2 ;; --scale-points) scale_points=$2; shift 2 ;;
     --local) local=1; shift ;; --stage) stage=$2; shift 2 ;; --bin) bin=$2; shift 2 ;; --root) root=$2; shift 2 ;;
     --sbatch) sbatch_opts=$2; shift 2 ;; --train-sbatch) train_sbatch=$2; shift 2 ;; --launcher) launcher=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -76,6 +80,11 @@ for v in np steps seq_len replicas; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || usage "--${v//_/-} must be a positive whole number (got '${!v}')"
 done
 base_steps=${base_steps:-$((steps < 40 ? steps : 40))}
+scale=()  # the extra world sizes of the scaling report
+for w in ${scale_points//,/ }; do
+  [[ "$w" =~ ^[1-9][0-9]*$ ]] || usage "--scale-points takes world sizes like 4,8 (got '$w')"
+  if ((w != 1 && w != np)) && [[ " ${scale[*]} " != *" $w "* ]]; then scale+=("$w"); fi
+done
 [[ "$base_steps" =~ ^[1-9][0-9]*$ ]] || usage "--base-steps must be a positive whole number"
 case "$device" in cpu|cuda) ;; *) usage "--device must be cpu or cuda" ;; esac
 case "$launcher" in srun|mpirun) ;; *) usage "--launcher must be srun or mpirun" ;; esac
@@ -120,8 +129,11 @@ run_stage() {
     equiv)
       mkdir -p "$run/evidence"
       "$bin/equiv-check" --json "$run/evidence/equivalence.json" "$run/twin/params.h5" "$run/baseline/params.h5" ;;
+    scale[1-9]*) local_train "$run/scale-w${1#scale}" "${1#scale}" "$base_steps" ;;
     report)
-      "$bin/scale-bench" report "$run/baseline" "$run" --out "$run/evidence/scaling" ;;
+      local -a points=("$run/baseline")
+      for w in "${scale[@]}"; do if [ -f "$run/scale-w$w/summary.json" ]; then points+=("$run/scale-w$w"); fi; done
+      "$bin/scale-bench" report "${points[@]}" "$run" --out "$run/evidence/scaling" ;;
     decide)
       if [ ! -f "$registry/baselines/bigram.json" ]; then
         "$bin/release-gate" baseline bigram --registry "$registry" --data "$data" --cutoff "$cutoff" --order 2 --seq-len "$seq_len"
@@ -132,7 +144,7 @@ run_stage() {
         --data "$data" --cutoff "$cutoff" --run-dir "$run" ;;
     costs)
       python3 "$here/scripts/slurm/costs.py" "$run" ;;
-    *) usage "unknown stage '$1' (prep, proof, baseline, twin, equiv, train, report, decide, costs)" ;;
+    *) usage "unknown stage '$1' (prep, proof, baseline, twin, scale<W>, equiv, train, report, decide, costs)" ;;
   esac
 }
 
@@ -153,12 +165,14 @@ print(json.dumps({"stage": s, "ranks": int(r), "start": float(a), "end": float(b
     "$1" "$2" "$t0" "$t1" "$rc" "${SLURM_JOB_ID:-}" >>"$run/stages.jsonl"
   return "$rc"
 }
-ranks_of() { case "$1" in twin|train) echo "$np" ;; proof) echo 2 ;; *) echo 1 ;; esac; }
+ranks_of() { case "$1" in twin|train) echo "$np" ;; proof) echo 2 ;; scale[1-9]*) echo "${1#scale}" ;; *) echo 1 ;; esac; }
 
 if [ -n "$stage" ]; then timed_stage "$stage" "$(ranks_of "$stage")"; exit; fi
 stages=(prep)
 ((proof)) && stages+=(proof)
-stages+=(baseline twin equiv train report decide)
+stages+=(baseline twin)
+for w in "${scale[@]}"; do stages+=("scale$w"); done
+stages+=(equiv train report decide)
 mkdir -p "$run"
 : >"$run/stages.jsonl"
 if [ "$local" -eq 1 ]; then
@@ -198,6 +212,20 @@ check_shape() {  # check_shape WHAT sbatch-options...
 check_shape "1-task" --ntasks=1 "${user_sbatch[@]}"
 ((proof)) && check_shape "proof (2-task)" --ntasks=2 "${user_sbatch[@]}"
 check_shape "training ($np ranks)" --ntasks="$np" "${user_sbatch[@]}" "${user_train_sbatch[@]}"
+fitting=()
+for w in "${scale[@]}"; do
+  if sbatch --test-only --ntasks="$w" "${user_sbatch[@]}" "${user_train_sbatch[@]}" --wrap true >/dev/null 2>&1; then
+    fitting+=("$w")
+  else
+    say "W=$w does not fit this cluster (sbatch --test-only --ntasks=$w): left out of the scaling report"
+  fi
+done
+scale=("${fitting[@]}")
+kept=()
+for s in "${stages[@]}"; do
+  if [[ "$s" != scale* || " ${scale[*]} " == *" ${s#scale} "* ]]; then kept+=("$s"); fi
+done
+stages=("${kept[@]}")
 
 submit_stage() {  # submit_stage DEPENDENCY STAGE: prints the job id
   local dep=$1 st=$2
@@ -218,7 +246,12 @@ id[baseline]=$(submit_train "${id[prep]}" baseline 1 "$run/baseline" "$base_step
 id[twin]=$(submit_train "${id[prep]}" twin "$np" "$run/twin" "$base_steps")
 id[train]=$(submit_train "${id[prep]}" train "$np" "$run" "$steps")
 id[equiv]=$(submit_stage "${id[baseline]}:${id[twin]}" equiv)
-id[report]=$(submit_stage "${id[baseline]}:${id[train]}" report)
+report_deps="${id[baseline]}:${id[train]}"
+for w in "${scale[@]}"; do
+  id[scale$w]=$(submit_train "${id[prep]}" "scale$w" "$w" "$run/scale-w$w" "$base_steps")
+  report_deps+=":${id[scale$w]}"
+done
+id[report]=$(submit_stage "$report_deps" report)
 decide_deps="${id[prep]}:${id[equiv]}:${id[report]}${id[proof]:+:${id[proof]}}"
 id[decide]=$(submit_stage "$decide_deps" decide)
 all=""

@@ -3,8 +3,8 @@
 # by tests/scripts/slurm_cluster.sh in a temporary folder, loopback only). Jobs are submitted with
 # sbatch, awaited with bounded waits, and every job's state, output and files are checked and
 # printed. Cases (issue 23):
-#   A  the whole chain (pipeline.sh: prep, proof, baseline, twin, equiv, train, report, decide,
-#      costs): every stage COMPLETED (decide: COMPLETED or FAILED = promote or reject), the five
+#   A  the whole chain (pipeline.sh: prep, proof, baseline, twin, scale4, equiv, train, report,
+#      decide, costs): every stage COMPLETED (decide: COMPLETED or FAILED = promote or reject), the five
 #      release evidence items present and passing in the release record, costs.json with Slurm's
 #      queue waits
 #   B  a time limit that expires: SIGUSR1 before the limit -> checkpoint on every rank -> requeue ->
@@ -77,7 +77,8 @@ show_job() {
   local j=$1 f; shift
   local sub start queued=-
   sub=$(field "$j" SubmitTime) start=$(field "$j" StartTime)
-  [ "$(field "$j" RunTime)" != 00:00:00 ] && queued="$(($(date -d "$start" +%s) - $(date -d "$sub" +%s)))s"
+  case "$(field "$j" JobState)" in COMPLETED|FAILED|RUNNING|TIMEOUT)
+    queued="$(($(date -d "$start" +%s) - $(date -d "$sub" +%s)))s" ;; esac
   printf '  job %-4s %-16s %-10s exit %-5s restarts %s  queued %-4s out %s\n' "$j" "$(field "$j" JobName)" \
     "$(field "$j" JobState)" "$(field "$j" ExitCode)" "$(field "$j" Restarts)" "$queued" "$(field "$j" StdOut | sed "s|$WORK/||")"
   for f in "$@"; do
@@ -166,7 +167,7 @@ scancel "$C1"
 pipeline=("$repo/scripts/slurm/pipeline.sh" --input "$WORK/docs.jsonl" --cutoff "$cutoff" --root "$WORK"
           --bin "$BIN_DIR" --registry "$WORK/registry" --np 2 --steps 30 --base-steps 10 --seq-len 32
           --model "$tiny" --check-replicas 10 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3"
-          --sbatch "--comment=issue23")
+          --sbatch "--comment=issue23" --scale-points 4)
 "${pipeline[@]}" --name chain | tee "$WORK/pipeline-chain.log"
 grep -q "submitted: prep" "$WORK/pipeline-chain.log" || fail "pipeline.sh did not submit the chain"
 mapfile -t chain < <(awk '{ print $2 }' "$WORK/run/chain/jobs.txt")
@@ -296,6 +297,7 @@ while read -r st j; do
     prep) files=("$r/data.h5" "$r/evidence/data-prep.json") ;;
     proof) files=("$r/evidence/kill-resume.json") ;;
     baseline) files=("$r/baseline/summary.json" "$r/baseline/params.h5") ;;
+    scale4) files=("$r/scale-w4/summary.json") ;;
     twin) files=("$r/twin/summary.json" "$r/twin/params.h5") ;;
     equiv) files=("$r/evidence/equivalence.json") ;;
     train) files=("$r/summary.json" "$r/checkpoints/latest" "$r/restarts-$j.json") ;;
@@ -319,9 +321,11 @@ assert json.load(open(f"{run}/summary.json"))["replica_checks"]["checks"] >= 1
 eq = json.load(open(f"{run}/evidence/equivalence.json"))
 assert eq["verdict"] == "BITWISE", f"the twin is {eq['verdict']}, not BITWISE"
 rep = json.load(open(f"{run}/evidence/scaling/report.json"))
-pts = [(p["world_size"], p["efficiency"], p["oversubscribed"]) for p in rep["points"]]
+pts = [(p["world_size"], round(p["efficiency"], 3), p["oversubscribed"]) for p in rep["points"]]
 print(f"    scaling report: efficiency_available {rep['efficiency_available']}, (W, E, oversubscribed) = {pts}")
-assert rep["efficiency_available"] and sorted(w for w, _, _ in pts) == [1, 2], pts
+assert rep["efficiency_available"] and sorted(w for w, _, _ in pts) == [1, 2, 4], pts
+for p in rep["points"]:
+    assert p["oversubscribed"] == (p["host"]["cpus"] > 0 and p["world_size"] > p["host"]["cpus"]), p
 recs = sorted(glob.glob(f"{reg}/records/*.json"))
 assert recs, "no release record"
 rec = json.load(open(recs[-1]))
