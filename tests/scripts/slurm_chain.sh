@@ -130,10 +130,15 @@ export MODEL="$tiny"
 # lowers the limit to 1 minute (scontrol update TimeLimit=1), so Slurm's own warning arrives
 # mid-run, within 30 s, while 120 steps x 0.4 s are still running; without the requeue the job
 # would be killed at the 1-minute limit.
-B=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=10 --signal=B:USR1@50 \
-      --job-name=timelimit --output="$WORK/timelimit-%j.out" --export="$(tenv "RUN_DIR=$WORK/tl,CKPT_EVERY=1000,SAVE_WAIT=40")" \
-      "$repo/scripts/slurm/train.sbatch")
-echo "B: time-limit job $B submitted"
+# Two of them: the ranks started by srun --mpi=pmix (tl/) and by mpirun (tl-mpirun/).
+submit_limited() {  # submit_limited RUN_DIR LAUNCHER
+  TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --time=10 --signal=B:USR1@50 \
+    --job-name="timelimit-$2" --output="$WORK/timelimit-$2-%j.out" \
+    --export="$(tenv "RUN_DIR=$1,CKPT_EVERY=1000,SAVE_WAIT=40,LAUNCHER=$2")" "$repo/scripts/slurm/train.sbatch"
+}
+B=$(submit_limited "$WORK/tl" srun)
+B2=$(submit_limited "$WORK/tl-mpirun" mpirun)
+echo "B: time-limit jobs $B (srun) and $B2 (mpirun) submitted"
 # ---- C: scancel + resubmit, with mpirun inside the allocation ---------------------------------------
 mkdir -p "$WORK/sc"
 C1=$(TRAIN_ARGS="--cutoff $cutoff $slow" sbatch --parsable -n 2 --job-name=cancelled --output="$WORK/cancel-%j.out" \
@@ -143,18 +148,26 @@ echo "C: job $C1 submitted (to be cancelled)"
 # Once the time-limit job's ranks are stepping: lower its limit, and start it again as soon as
 # Slurm has requeued it (Slurm holds a requeued job for 120 s before it may start again; the test
 # starts it at once with StartTime=now, and gives the second run room to finish: TimeLimit=10).
-for _ in $(seq 1 240); do
-  [ -s "$WORK/tl/steps.rank0.jsonl" ] && [ "$(wc -l <"$WORK/tl/steps.rank0.jsonl")" -ge 5 ] && break; sleep 0.5
+for jd in "$B:$WORK/tl" "$B2:$WORK/tl-mpirun"; do
+  j=${jd%%:*} d=${jd#*:}
+  for _ in $(seq 1 240); do
+    [ -s "$d/steps.rank0.jsonl" ] && [ "$(wc -l <"$d/steps.rank0.jsonl")" -ge 5 ] && break; sleep 0.5
+  done
+  [ -s "$d/steps.rank0.jsonl" ] || fail "time-limit job $j made no steps in 120 s"
+  scontrol update JobId="$j" TimeLimit=1
+  echo "B: job $j at step $(wc -l <"$d/steps.rank0.jsonl"): time limit lowered to 1 minute"
 done
-[ -s "$WORK/tl/steps.rank0.jsonl" ] || fail "time-limit job $B made no steps in 120 s"
-scontrol update JobId="$B" TimeLimit=1
-echo "B: job $B at step $(wc -l <"$WORK/tl/steps.rank0.jsonl"): time limit lowered to 1 minute"
-( for _ in $(seq 1 200); do
-    if [ "$(field "$B" JobState)" = PENDING ] && [ "$(field "$B" Restarts)" -ge 1 ]; then
-      echo "B: job $B requeued (pending: $(field "$B" Reason)): started again without Slurm's 120 s requeue delay"
-      scontrol update JobId="$B" TimeLimit=10 StartTime=now; exit 0
-    fi
-    final_state "$(field "$B" JobState)" && exit 0
+( kicked=""
+  for _ in $(seq 1 200); do
+    for j in "$B" "$B2"; do
+      [[ " $kicked " == *" $j "* ]] && continue
+      if [ "$(field "$j" JobState)" = PENDING ] && [ "$(field "$j" Restarts)" -ge 1 ]; then
+        echo "B: job $j requeued (pending: $(field "$j" Reason)): started again without Slurm's 120 s requeue delay"
+        scontrol update JobId="$j" TimeLimit=10 StartTime=now; kicked+=" $j"
+      fi
+      final_state "$(field "$j" JobState)" && kicked+=" $j"
+    done
+    [[ " $kicked " == *" $B "* && " $kicked " == *" $B2 "* ]] && exit 0
     sleep 1
   done ) &
 kicker=$!
@@ -248,7 +261,7 @@ wait_jobs 120 "$C2"
 echo "C: scancel at $at, resubmitted"
 show_job "$C1" "$(field "$C1" StdOut)"
 expect_state "$C1" CANCELLED
-show_job "$C2" "$(field "$C2" StdOut)" "$WORK/sc/params.h5" "$WORK/sc/restarts-$C2.json"
+show_job "$C2" "$(field "$C2" StdOut)" "$WORK/sc/params.h5" "$WORK/sc/restarts-$C2.0.json"
 expect_state "$C2" COMPLETED
 grep -q "resum" "$(field "$C2" StdOut)" || fail "the resubmitted job did not resume"
 v=$(verdict "$WORK/sc/params.h5" "$WORK/ref/params.h5")
@@ -256,24 +269,28 @@ echo "    equiv-check sc/params.h5 ref/params.h5: $v"
 [ "$v" = BITWISE ] || fail "scancel + resubmit is $v, not BITWISE"
 pass "C: scancel at $at + resubmit (mpirun in the allocation): final parameters BITWISE the uninterrupted run's"
 
-wait_jobs 200 "$B"
+wait_jobs 200 "$B" "$B2"
 wait "$kicker" || true
-echo "B: time limit"
-out=$(field "$B" StdOut)
-show_job "$B" "$out" "$WORK/tl/params.h5" "$WORK/tl/restarts-$B.json"
-expect_state "$B" COMPLETED
-[ "$(field "$B" Restarts)" -ge 1 ] || fail "job $B was never requeued"
-grep -E "time limit near|committed after|requeueing job|restart count 1|resumed from" "$out" | sed 's/^/    /'
-grep -q "time limit near" "$out" && grep -q "checkpoint step_[0-9]* committed after" "$out" &&
-  grep -q "requeueing job $B" "$out" && grep -q "restart count 1" "$out" || fail "the time-limit job's output lacks the signal -> checkpoint -> requeue -> resume lines"
-grep -q "stop signal: saved step" "$out" || fail "the ranks did not save on the signal"
-last=$(cat "$WORK/tl/checkpoints/latest")
-[ "$last" = step_00000120 ] || fail "the time-limit job ended at $last"
-v=$(verdict "$WORK/tl/params.h5" "$WORK/ref/params.h5")
-vc=$(verdict "$WORK/tl/checkpoints/$last/index.h5" "$WORK/ref/checkpoints/$last/index.h5" --group tensors)
-echo "    equiv-check tl/params.h5 ref/params.h5: $v; final checkpoints' tensors: $vc"
-[ "$v" = BITWISE ] && [ "$vc" = BITWISE ] || fail "time limit + requeue is $v / $vc, not BITWISE"
-pass "B: signal before the limit -> checkpoint on both ranks -> requeue -> resume: BITWISE the uninterrupted run"
+for jd in "$B:$WORK/tl:srun" "$B2:$WORK/tl-mpirun:mpirun"; do
+  j=${jd%%:*} d=${jd#*:} l=${jd##*:}; d=${d%:*}
+  echo "B: time limit, LAUNCHER=$l"
+  out=$(field "$j" StdOut)
+  show_job "$j" "$out" "$d/params.h5" "$d/restarts-$j.0.json" "$d/restarts-$j.1.json"
+  expect_state "$j" COMPLETED
+  [ "$(field "$j" Restarts)" -ge 1 ] || fail "job $j was never requeued"
+  grep -E "time limit near|committed after|requeueing job|restart count 1|resumed from" "$out" | sed 's/^/    /'
+  grep -q "time limit near" "$out" && grep -q "checkpoint step_[0-9]* committed after" "$out" &&
+    grep -q "requeueing job $j" "$out" && grep -q "restart count 1" "$out" ||
+    fail "job $j's output lacks the signal -> checkpoint -> requeue -> resume lines"
+  grep -q "stop signal: saved step" "$out" || fail "the ranks of job $j did not save on the signal"
+  last=$(cat "$d/checkpoints/latest")
+  [ "$last" = step_00000120 ] || fail "the time-limit job $j ended at $last"
+  v=$(verdict "$d/params.h5" "$WORK/ref/params.h5")
+  vc=$(verdict "$d/checkpoints/$last/index.h5" "$WORK/ref/checkpoints/$last/index.h5" --group tensors)
+  echo "    equiv-check ${d#"$WORK"/}/params.h5 ref/params.h5: $v; final checkpoints' tensors: $vc"
+  [ "$v" = BITWISE ] && [ "$vc" = BITWISE ] || fail "time limit + requeue ($l) is $v / $vc, not BITWISE"
+done
+pass "B: signal before the limit -> checkpoint on both ranks -> requeue -> resume, with srun and with mpirun: BITWISE the uninterrupted run"
 
 # ---- H: exclude-node.sh inside a real job: ExcNodeList gets the node, the job is requeued ------------
 node=$(sinfo -h -o %N | head -1)
@@ -300,7 +317,7 @@ while read -r st j; do
     scale4) files=("$r/scale-w4/summary.json") ;;
     twin) files=("$r/twin/summary.json" "$r/twin/params.h5") ;;
     equiv) files=("$r/evidence/equivalence.json") ;;
-    train) files=("$r/summary.json" "$r/checkpoints/latest" "$r/restarts-$j.json") ;;
+    train) files=("$r/summary.json" "$r/checkpoints/latest" "$r/restarts-$j.0.json") ;;
     report) files=("$r/evidence/scaling/report.json" "$r/evidence/scaling/report.md") ;;
     decide) files=() ;;
     costs) files=("$r/costs.json") ;;
