@@ -323,7 +323,9 @@ PY
   # same command again cannot succeed, so it is not retried; the command's own message ends the log.
   if ((status == 2)); then
     say "attempt $attempt failed with status 2 (a usage or input error: not retried)"
-    last=$(grep -v '^run-resilient.sh:' "$out" | grep -v '^\s*$' | tail -1)
+    # The command's own message: the last line outside mpirun's banners (blocks between lines of
+    # dashes) and CLI hints, not ours.
+    last=$(awk '/^--------------------+$/ { banner = !banner; next } !banner && !/^run-resilient.sh:/ && !/^Run with --help/ && !/^\s*$/ { l = $0 } END { print l }' "$out")
     [ -n "$last" ] && echo "$last" >&2
     break
   fi
