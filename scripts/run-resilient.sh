@@ -23,7 +23,8 @@
 #   run-resilient.sh: verdict attempt N: CLASS rank R (host H) group G seq S op OP step K phase P; diagnosed in X.XX s
 # CLASS: skipped-collective, mismatch, hang-outside-collective, dead-rank, error-exit, straggler or
 # ambiguous; fields it cannot know print as "-"; X.XX: seconds from the first rank's timeout (the
-# earliest failure trigger in the records) to this line. An attempt that left no flight record is
+# earliest failure trigger in the records; for a rank that died, the survivors' first record on
+# mpirun's signal) to this line. An attempt that left no flight record is
 # judged from the command's output (our tools' "[rank R/W] error" line: error-exit; mpirun's "rank R
 # ... exited on signal": dead-rank). The restart log gets "verdict": {class, culprit_rank,
 # culprit_host, group, seq, op, step, phase, diagnosis_s} and "failed_rank" = the culprit (never the
@@ -162,17 +163,19 @@ rank_count() {
   done
 }
 
-# diagnose ATTEMPT OUTPUT WORLD: the verdict of a failed attempt (see the header). Prints the verdict
+# diagnose ATTEMPT OUTPUT WORLD ENDED: the verdict of a failed attempt (see the header). Prints the verdict
 # line on stderr, writes the verdict object to RUN_DIR/attemptN.verdict.json, moves the attempt's
 # flight records to RUN_DIR/flight.attemptN/, and sets v_rank (the culprit to count; empty when none),
 # v_host and v_class.
 diagnose() {
   local answer
-  answer=$(python3 - "$diagnose_bin" "$run_dir" "$2" "$3" "$1" <<'PY'
+  answer=$(python3 - "$diagnose_bin" "$run_dir" "$2" "$3" "$1" "$4" <<'PY'
 import glob, json, os, re, subprocess, sys, time
-bin_dir, run, out_path, world, attempt = sys.argv[1:]
+bin_dir, run, out_path, world, attempt, ended = sys.argv[1:]
 records = sorted(glob.glob(os.path.join(run, "flight.rank*.json")))
-hosts, first = {}, None
+# The first failure trigger (timeout, error, exit) of any record; without one (a rank died and
+# mpirun ended the others) the first record written on a signal: when the failure was noticed.
+hosts, first, first_signal = {}, None, None
 for f in records:
     try:
         r = json.load(open(f))
@@ -180,8 +183,14 @@ for f in records:
         continue
     hosts[r.get("rank")] = r.get("hostname")
     for t in r.get("triggers") or []:
-        if t.get("reason") in ("timeout", "error", "exit") and isinstance(t.get("at"), (int, float)):
+        if not isinstance(t.get("at"), (int, float)):
+            continue
+        if t.get("reason") in ("timeout", "error", "exit"):
             first = t["at"] if first is None else min(first, t["at"])
+        elif t.get("reason") == "signal":
+            first_signal = t["at"] if first_signal is None else min(first_signal, t["at"])
+if first is None:
+    first = first_signal
 try:
     output = open(out_path, errors="replace").read()
 except OSError:
@@ -190,7 +199,7 @@ except OSError:
 died = {int(m.group(1)): m.group(2) for m in
         re.finditer(r"rank (\d+) with PID \d+ on node (\S+) exited on signal", output)}
 v = {"class": "ambiguous", "culprit_rank": None, "culprit_host": None, "group": None, "seq": None, "op": None,
-     "step": None, "phase": None, "diagnosis_s": None, "source": "hang-diagnose"}
+     "step": None, "phase": None, "diagnosis_s": None, "source": "hang-diagnose", "command_ended_at": float(ended)}
 tool = os.path.join(bin_dir, "hang-diagnose") if bin_dir else ""
 diagnosis, no_hang = None, False
 if records and tool and os.access(tool, os.X_OK):
@@ -284,6 +293,7 @@ while :; do
   say "attempt $attempt: ${cmd[*]}"
   "${cmd[@]}" > >(tee "$out") 2>&1
   status=$?
+  ended=$(now)
   sleep 0.2  # let tee finish
   if ((attempt > 0)); then
     first=$(first_step_after "$launched")
@@ -292,7 +302,7 @@ while :; do
 import json, sys
 path, attempt, status, rank, ckpt, launched, first, old_w, new_w, reason, verdict = sys.argv[1:]
 try:
-    verdict = {k: v for k, v in json.load(open(verdict)).items() if k != "source"}
+    verdict = {k: v for k, v in json.load(open(verdict)).items() if k not in ("source", "command_ended_at")}
 except (OSError, ValueError):
     verdict = None
 rec = {"attempt": int(attempt), "previous_exit_status": int(status),
@@ -315,7 +325,7 @@ PY
   fi
   prev_rank=""
   if ((status != 2)); then
-    diagnose "$attempt" "$out" "$(rank_count "${cmd[@]}")"
+    diagnose "$attempt" "$out" "$(rank_count "${cmd[@]}")" "$ended"
     prev_rank=$v_rank  # the culprit of the diagnosis (none for an error of the whole job)
   fi
   prev_status=$status
@@ -393,7 +403,8 @@ import json, sys
 tmp, path, status, attempts, stop, verdict = sys.argv[1:]
 restarts = [json.loads(l) for l in open(tmp) if l.strip()]
 try:
-    verdict = {k: v for k, v in json.load(open(verdict)).items() if k != "source"} if int(status) not in (0, 2) else None
+    verdict = ({k: v for k, v in json.load(open(verdict)).items() if k not in ("source", "command_ended_at")}
+               if int(status) not in (0, 2) else None)
 except (OSError, ValueError):
     verdict = None
 json.dump({"final_exit_status": int(status), "restarts": restarts, "final_verdict": verdict,
