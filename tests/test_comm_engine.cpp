@@ -411,6 +411,7 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
 TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail together before any data moves", "[comm]") {
   // Two ranks, no majority: both fail the group with the same kind of message listing both headers,
   // and the receiving rank's buffer is untouched (the check runs before the data).
+  forget_flight_triggers();  // earlier tests' dumps of these ranks
   const std::string dir = test::temp_dir("engine-transport-error");
   std::vector<std::string> errors(2);
   std::vector<bool> failed(2);
@@ -446,6 +447,7 @@ TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail togethe
   CHECK(j["trigger"]["agreement"]["headers"][0]["numel"] == 8);
   CHECK(j["trigger"]["agreement"]["headers"][1]["numel"] == 4);
   CHECK(group_of(j, "dp")["entries"].back()["state"] == "aborted");
+  forget_flight_triggers();  // later tests read their own first failure
 }
 
 TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at once, the others call its input untrusted",
@@ -458,6 +460,7 @@ TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at 
   for (const bool reduce_scatter : {true, false}) {
     DYNAMIC_SECTION((reduce_scatter ? "ReduceScatter" : "AllReduce")) {
       const int W = 3;
+      forget_flight_triggers();  // earlier dumps of these ranks
       const std::string dir = test::temp_dir(std::string("engine-agreement-") + (reduce_scatter ? "rs" : "ar"));
       std::vector<std::string> errors(W);
       std::vector<double> took(W);
@@ -501,6 +504,7 @@ TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at 
         CHECK(took[std::size_t(r)] < 5.0);  // the teardown grace (20 ms) plus scheduling, not the 20 s timeout
         CHECK(untouched[std::size_t(r)]);
       }
+      forget_flight_triggers();
     }
   }
 }
