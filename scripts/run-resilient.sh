@@ -4,13 +4,13 @@
 # restart), up to --max-restarts times with an exponential backoff (doubling with each failure in a
 # row that made no progress, i.e. committed no new checkpoint; an attempt that did resets it, so a
 # job failing once a day does not wait as long as a crash loop). Each restart is logged as
-# one JSON object in --log: attempt, exit status, the failing rank where the output names one,
+# one JSON object in --log: attempt, exit status, the verdict and its culprit (below),
 # the checkpoint resumed from, and the restart time (relaunch to the first completed resumed step,
 # read from the rank-0 step log's wall-clock "time").
 #
 # Elastic restarts (--min-ranks M): when a node is gone (--capacity-cmd prints fewer ranks than
-# run now) or one rank keeps failing (the same rank fails --rank-failures times in a row: its slot
-# is dropped), the restart runs on the largest world size W' >= M that the launch allows
+# run now) or one rank keeps failing (the diagnosis names the same culprit --rank-failures times in
+# a row: its slot is dropped), the restart runs on the largest world size W' >= M that the launch allows
 # (W' <= capacity, never above the first launch's) and that divides the global batch's
 # micro-batches (--global-batch / --micro-batch of the command): grad_accum absorbs the difference,
 # so the global batch, learning-rate schedule and sample order continue exactly (and bitwise with
