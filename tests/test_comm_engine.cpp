@@ -19,6 +19,7 @@
 
 #include "fake_transport.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/phase.hpp"
 #include "shardtrain/comm/transport.hpp"
 #include "test_support.hpp"
@@ -407,37 +408,105 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
   }
 }
 
-TEST_CASE("comm engine: an operation the transport refuses fails the group like a timeout, with a dump", "[comm]") {
-  // The ranks disagree on a broadcast's length (a bug the fake transport detects on the receiving
-  // rank): that rank's group must fail with the transport's message and a flight record, not end
-  // the process from the communication thread.
+TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail together before any data moves", "[comm]") {
+  // Two ranks, no majority: both fail the group with the same kind of message listing both headers,
+  // and the receiving rank's buffer is untouched (the check runs before the data).
+  forget_flight_triggers();  // earlier tests' dumps of these ranks
   const std::string dir = test::temp_dir("engine-transport-error");
-  std::string error;
-  bool failed = false;
+  std::vector<std::string> errors(2);
+  std::vector<bool> failed(2);
+  std::vector<float> received;
   auto world = std::make_shared<test::FakeWorld>(2);
   test::run_ranks(2, [&](int r) {
     auto dp = make_communicator(world->transport(r), failing_options("dp", dir));
     dp->set_step(7);
-    std::vector<float> data(r == 0 ? 8 : 4, 1.0f);
+    std::vector<float> data(r == 0 ? 8 : 4, r == 0 ? 1.0f : 5.0f);
     try {
       dp->broadcast(data.data(), data.size(), 0);
     } catch (const CommunicationError& e) {
-      if (r == 1) error = e.what();
+      errors[std::size_t(r)] = e.what();
     }
-    if (r == 1) failed = dp->failed();
+    failed[std::size_t(r)] = dp->failed();
+    if (r == 1) received = data;
   });
-  CHECK_THAT(error, Catch::StartsWith("collective failed: Broadcast(seq=1, group=dp, numel=4, ") &&
-                        Catch::Contains("fake transport: a message of 32 bytes where 16 were expected") &&
-                        Catch::EndsWith("flight record: " + dir + "/flight.rank1.json"));
-  CHECK(failed);
+  CHECK_THAT(errors[1], Catch::StartsWith("collective failed: Broadcast(seq=1, group=dp, numel=4, ") &&
+                            Catch::Contains("no header has a majority: world rank 0 Broadcast seq 1 of 8 float32 "
+                                            "elements (root 0); world rank 1 Broadcast seq 1 of 4 float32") &&
+                            Catch::EndsWith("flight record: " + dir + "/flight.rank1.json"));
+  CHECK_THAT(errors[0], Catch::StartsWith("collective failed: Broadcast(seq=1, group=dp, numel=8, "));
+  CHECK(failed[0]);
+  CHECK(failed[1]);
+  CHECK(received == std::vector<float>(4, 5.0f));
   const auto j = read_json(dir + "/flight.rank1.json");
   CHECK(j["reason"] == "error");
   CHECK(j["timed_out_group"] == "dp");
   CHECK(j["trigger"]["seq"] == 1);
   CHECK(j["trigger"]["step"] == 7);
-  CHECK(j["trigger"]["detected_by"] == "transport");
-  CHECK_THAT(j["trigger"]["error"].get<std::string>(), Catch::Contains("32 bytes where 16"));
+  CHECK(j["trigger"]["detected_by"] == "agreement");
+  CHECK(j["trigger"]["agreement"]["majority"] == false);
+  CHECK(j["trigger"]["agreement"]["headers"][0]["numel"] == 8);
+  CHECK(j["trigger"]["agreement"]["headers"][1]["numel"] == 4);
   CHECK(group_of(j, "dp")["entries"].back()["state"] == "aborted");
+  forget_flight_triggers();  // later tests read their own first failure
+}
+
+TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at once, the others call its input untrusted",
+          "[comm]") {
+  // Library collectives (the fake's reduce-scatter and all-reduce, as MPI's at W = 3) do not check
+  // sizes themselves: the header exchange must. Rank 1 is one element short (the wrong-count fault).
+  // Every rank fails well within the collective timeout (no one waits for it), with a record whose
+  // trigger lists every header; ranks 0 and 2 name rank 1 as the source of untrusted input, rank 1
+  // says its own header is the odd one, and no rank's output was written.
+  for (const bool reduce_scatter : {true, false}) {
+    DYNAMIC_SECTION((reduce_scatter ? "ReduceScatter" : "AllReduce")) {
+      const int W = 3;
+      forget_flight_triggers();  // earlier dumps of these ranks
+      const std::string dir = test::temp_dir(std::string("engine-agreement-") + (reduce_scatter ? "rs" : "ar"));
+      std::vector<std::string> errors(W);
+      std::vector<double> took(W);
+      std::vector<bool> untouched(W);
+      auto world = std::make_shared<test::FakeWorld>(W);
+      test::run_ranks(W, [&](int r) {
+        CommOptions o = failing_options("dp", dir);
+        o.timeout = milliseconds(20000);  // the failure must not come from a timeout
+        auto dp = make_communicator(world->transport(r), o);
+        FaultInjection f;
+        f.add("wrong-count:rank=1,step=2");
+        dp->set_fault_injection(f);
+        dp->set_step(2);
+        const std::size_t block = 6;
+        std::vector<float> in(block * W, 1.0f), out(block, -1.0f);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          if (reduce_scatter) dp->reduce_scatter(in.data(), out.data(), block);
+          else dp->all_reduce(out.data(), out.size());
+        } catch (const CommunicationError& e) {
+          errors[std::size_t(r)] = e.what();
+        }
+        took[std::size_t(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        untouched[std::size_t(r)] = out == std::vector<float>(block, -1.0f);
+      });
+      const std::string op = reduce_scatter ? "ReduceScatter" : "AllReduce";
+      for (int r : {0, 2}) {
+        CHECK_THAT(errors[std::size_t(r)], Catch::Contains("untrusted input from world rank(s) 1: world rank 1 has " + op +
+                                                           " seq 1 of 5 float32 elements, this rank and the majority " +
+                                                           op + " seq 1 of 6 float32 elements"));
+        const auto j = read_json(dir + "/flight.rank" + std::to_string(r) + ".json");
+        CHECK(j["trigger"]["agreement"]["untrusted_input_from"] == nlohmann::json::array({1}));
+        CHECK(j["trigger"]["agreement"]["disagreeing_world_ranks"] == nlohmann::json::array({1}));
+      }
+      CHECK_THAT(errors[1], Catch::Contains("this rank's " + op + " seq 1 of 5 float32 elements disagrees with the "
+                                            "majority's " + op + " seq 1 of 6 float32 elements"));
+      const auto j1 = read_json(dir + "/flight.rank1.json");
+      CHECK(j1["reason"] == "error");
+      CHECK_FALSE(j1["trigger"]["agreement"].contains("untrusted_input_from"));
+      for (int r = 0; r < W; ++r) {
+        CHECK(took[std::size_t(r)] < 5.0);  // the teardown grace (20 ms) plus scheduling, not the 20 s timeout
+        CHECK(untouched[std::size_t(r)]);
+      }
+      forget_flight_triggers();
+    }
+  }
 }
 
 TEST_CASE("comm engine: skip-collective with group= and phase= skips one collective of a split group", "[comm]") {

@@ -456,3 +456,23 @@ TEST_CASE("hang-diagnose: unusable dumps are refused, naming the file", "[hang-d
     refused({empty}, empty, "no flight.rank*.json");
   }
 }
+
+TEST_CASE("hang-diagnose: a rank that skipped a collective of another group (TP) is named for the skip", "[hang-diagnose]") {
+  // Rank 2 skipped tp seq 11, so its queue never reached dp seq 11, where rank 0 waited first. The
+  // block followed is dp's; rank 2 is not "outside any collective" (its skip is in its record).
+  const auto history = completed_steps(5);  // seq 1..10 in each group
+  const std::vector<int> dp = {0, 2}, tp = {1, 2};
+  auto late = [](std::uint64_t seq, double t) { return Entry{seq, "timed_out", 6, "backward", "AllReduce", 1024, t}; };
+  const Diagnosis d = run({Dump(0, 3, "timeout", kDumpedAt).timed_out("dp", 11).group("dp", dp, 0, plus(history, {late(11, kT0 + 11)})),
+                           Dump(1, 3, "timeout", kDumpedAt).timed_out("tp", 11).group("tp", tp, 0, plus(history, {late(11, kT0 + 50)})),
+                           Dump(2, 3, "timeout", kDumpedAt).timed_out("tp", 11)
+                               .group("dp", dp, 1, history)
+                               .group("tp", tp, 1, plus(history, {{11, "skipped", 6}}))});
+  CHECK(d.verdict == Verdict::kHang);
+  REQUIRE(d.culprit);
+  CHECK(d.culprit->rank == 2);
+  CHECK(d.culprit->cause == "skipped");
+  CHECK_THAT(d.culprit->evidence, Catch::Contains("skipped tp seq 11") && Catch::Contains("never joined dp seq 11"));
+  CHECK(d.to_json()["summary"]["class"] == "skipped-collective");
+  CHECK(d.to_json()["summary"]["culprit_rank"] == 2);
+}

@@ -3,7 +3,8 @@
 # MPI): a bash script that reads its rank count from -np, fails naming a rank while its plan says
 # so, and succeeds otherwise. Checks the world-size decisions and the restart log:
 #  (1) the same rank failing twice in a row drops its slot: 4 -> 3 ranks (12 micro-batches: 3
-#      divides), with old and new W and the reason in restarts.json;
+#      divides), with old and new W and the reason in restarts.json; without flight records the
+#      launcher's verdict comes from the command's "[rank R/W] error" line (error-exit, rank 1);
 #  (2) a capacity of 5 with 12 micro-batches restarts on 4 (5 does not divide 12), and when the
 #      capacity comes back the next restart grows back to the first launch's 6;
 #  (3) no world size >= --min-ranks fits: the launcher gives up with the last failure's status;
@@ -53,6 +54,8 @@ r = json.load(open(sys.argv[1]))["restarts"]
 assert [(x["previous_world_size"], x["world_size"]) for x in r] == [(4, 4), (4, 3)], r
 assert r[1]["world_size_reason"] == "rank 1 failed 2 times in a row", r[1]
 assert r[0]["world_size_reason"] is None and r[1]["failed_rank"] == 1, r
+# No flight records (a stand-in command): the verdict comes from the command's "[rank R/W] error" line.
+assert [x["verdict"]["class"] for x in r] == ["error-exit", "error-exit"] and r[1]["verdict"]["culprit_rank"] == 1, r
 PY
 pass "(1) a rank failing twice in a row: 4 -> 3 ranks, logged with the reason"
 

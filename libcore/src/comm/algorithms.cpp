@@ -13,7 +13,8 @@ Driver::Driver(Transport& transport, const std::atomic<int>& waiters, std::funct
       waiters_(waiters),
       abandon_(std::move(abandon)),
       tag_span_(std::max(1, transport.max_tag() / 64 - 1)),
-      scratch_(transport.device_memory()) {}
+      scratch_(transport.device_memory()),
+      header_scratch_(transport.device_memory()) {}
 
 // While the compute thread computes, after a short spin the thread sleeps between tests (backing off
 // to kMaxPollSleep): a rank's communication thread shares its core with the compute thread, and
@@ -54,7 +55,35 @@ bool Driver::linear_broadcast(void* data, std::size_t count, DType dtype, int ro
   return true;
 }
 
-void Driver::abandon_scratch() { scratch_.abandon(); }
+void Driver::abandon_scratch() {
+  scratch_.abandon();
+  header_scratch_.abandon();
+}
+
+bool Driver::exchange_headers(const OpHeader& mine, std::vector<OpHeader>& all) {
+  static_assert(sizeof(OpHeader) == 5 * sizeof(std::uint64_t));
+  constexpr std::size_t kWords = sizeof(OpHeader) / sizeof(std::uint64_t);
+  Transport& t = transport_;
+  const int W = t.size(), r = t.rank();
+  all.assign(std::size_t(W), mine);
+  if (W == 1) return true;
+  const int tag = 64 * int(mine.seq % std::uint64_t(tag_span_)) + 63;
+  DeviceMemory* device = t.device_memory();
+  auto* space = device ? static_cast<OpHeader*>(header_scratch_.get(std::size_t(W) * sizeof(OpHeader))) : all.data();
+  if (device) device->to_device(space + r, &mine, sizeof mine);
+  // Every message posted first, then completed pair by pair: no rank waits on a peer's order.
+  std::vector<TransportRequest> reqs;
+  reqs.reserve(2 * std::size_t(W - 1));
+  for (int k = 1; k < W; ++k) {
+    const int from = (r - k + W) % W, to = (r + k) % W;
+    reqs.push_back(t.irecv(space + from, kWords, DType::kUInt64, from, tag));
+    reqs.push_back(t.isend(space + r, kWords, DType::kUInt64, to, tag));
+  }
+  for (std::size_t i = 0; i < reqs.size(); i += 2)
+    if (!drive(&reqs[i], 2)) return false;
+  if (device) device->to_host(all.data(), space, std::size_t(W) * sizeof(OpHeader));
+  return true;
+}
 
 bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq) {
   return dtype == DType::kFloat32 ? halving_doubling_typed(static_cast<float*>(data), n, seq)

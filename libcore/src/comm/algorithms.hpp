@@ -39,6 +39,23 @@ class Driver {
   // disagree fail the group and dump their records. Tags from `seq`. False when abandoned.
   bool linear_broadcast(void* data, std::size_t count, DType dtype, int root, std::uint64_t seq);
 
+  // One rank's description of an operation, exchanged before any of its data moves
+  // (exchange_headers): what every rank must agree on for the library or the engine to run it.
+  struct OpHeader {
+    std::uint64_t seq = 0, op = 0, dtype = 0, count = 0;
+    std::int64_t root = -1;
+    bool operator==(const OpHeader& o) const {
+      return seq == o.seq && op == o.op && dtype == o.dtype && count == o.count && root == o.root;
+    }
+  };
+  // Every group rank's header (all[q] from rank q; all[rank()] = mine): each rank sends its own to
+  // every peer and receives every peer's (2 (size - 1) messages of 40 bytes, one round of latency),
+  // so that every rank sees every disagreement and all fail the operation together, before a
+  // library collective with mismatched counts can corrupt memory or end the process. Fixed-size
+  // messages on the tag after the operation's algorithm tags (64 seq + 63), so they never match
+  // data. Device transports (NCCL) get the headers through device scratch. False when abandoned.
+  bool exchange_headers(const OpHeader& mine, std::vector<OpHeader>& all);
+
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
 
@@ -58,6 +75,7 @@ class Driver {
   // halving_doubling's receive buffer, kept between calls so that large reductions neither allocate
   // nor fault pages in each time: host memory, or the device transport's (Transport::device_memory).
   ScratchBuffer scratch_;
+  ScratchBuffer header_scratch_;  // exchange_headers' space on a device transport
 };
 
 }  // namespace shardtrain::comm_detail

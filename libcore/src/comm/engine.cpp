@@ -7,6 +7,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -45,6 +46,73 @@ double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// Ranks that disagree on an operation (the header exchange, algorithms.hpp): the message, and the
+// table of every rank's header for the flight record's trigger ("agreement", FORMATS.md).
+class Disagreement : public CommunicationError {
+ public:
+  Disagreement(const std::string& what, nlohmann::json detail) : CommunicationError(what), detail(std::move(detail)) {}
+  nlohmann::json detail;
+};
+
+using OpHeader = comm_detail::Driver::OpHeader;
+
+OpHeader header_of(const Communicator::Request& r, std::uint64_t seq) {
+  return {seq, std::uint64_t(r.op), std::uint64_t(r.dtype), std::uint64_t(r.count), std::int64_t(r.root)};
+}
+
+// "AllReduce seq 12 of 99 float32 elements" (root and unknown codes as such).
+std::string header_text(const OpHeader& h) {
+  std::string op = h.op < std::uint64_t(kNumCollectiveOps) ? op_name(CollectiveOp(int(h.op))) : "op#" + std::to_string(h.op);
+  std::string dtype = h.dtype <= std::uint64_t(DType::kUInt8) ? dtype_name(DType(int(h.dtype))) : "dtype#" + std::to_string(h.dtype);
+  std::string text = op + " seq " + std::to_string(h.seq) + " of " + std::to_string(h.count) + " " + dtype + " elements";
+  if (h.root >= 0) text += " (root " + std::to_string(h.root) + ")";
+  return text;
+}
+
+// Throws Disagreement when the headers of `all` (by group rank) are not all equal. The ranks that
+// hold the strict majority's header name the others as the source of input they cannot trust
+// ("untrusted input from world rank R"); a rank outside the majority says its own header is the odd
+// one; without a majority every rank lists every header.
+void check_agreement(const std::vector<OpHeader>& all, int me, const std::vector<int>& world_ranks) {
+  if (std::all_of(all.begin(), all.end(), [&](const OpHeader& h) { return h == all[0]; })) return;
+  const int W = int(all.size());
+  int majority = -1;  // a group rank holding the strict majority's header
+  for (int q = 0; q < W && majority < 0; ++q)
+    if (2 * std::count(all.begin(), all.end(), all[std::size_t(q)]) > W) majority = q;
+  nlohmann::json headers = nlohmann::json::array();
+  std::vector<int> odd;  // world ranks outside the majority (all, without one)
+  for (int q = 0; q < W; ++q) {
+    const OpHeader& h = all[std::size_t(q)];
+    headers.push_back({{"group_rank", q}, {"world_rank", world_ranks[std::size_t(q)]},
+                       {"seq", h.seq}, {"op", h.op < std::uint64_t(kNumCollectiveOps) ? op_name(CollectiveOp(int(h.op))) : "?"},
+                       {"dtype", h.dtype <= std::uint64_t(DType::kUInt8) ? dtype_name(DType(int(h.dtype))) : "?"},
+                       {"numel", h.count}, {"root", h.root}});
+    if (majority < 0 || !(h == all[std::size_t(majority)])) odd.push_back(world_ranks[std::size_t(q)]);
+  }
+  std::string list;
+  for (int w : odd) list += (list.empty() ? "" : ", ") + std::to_string(w);
+  nlohmann::json detail = {{"headers", headers}, {"majority", majority >= 0}, {"disagreeing_world_ranks", odd}};
+  std::string message;
+  if (majority < 0) {
+    message = "the ranks disagree on this collective and no header has a majority:";
+    for (int q = 0; q < W; ++q)
+      message += std::string(q ? ";" : "") + " world rank " + std::to_string(world_ranks[std::size_t(q)]) + " " +
+                 header_text(all[std::size_t(q)]);
+  } else if (all[std::size_t(me)] == all[std::size_t(majority)]) {
+    detail["untrusted_input_from"] = odd;
+    message = "untrusted input from world rank(s) " + list + ": ";
+    for (std::size_t i = 0; i < odd.size(); ++i) {
+      const auto q = std::size_t(std::find(world_ranks.begin(), world_ranks.end(), odd[i]) - world_ranks.begin());
+      message += std::string(i ? "; " : "") + "world rank " + std::to_string(odd[i]) + " has " + header_text(all[q]);
+    }
+    message += ", this rank and the majority " + header_text(all[std::size_t(majority)]);
+  } else {
+    message = "this rank's " + header_text(all[std::size_t(me)]) + " disagrees with the majority's " +
+              header_text(all[std::size_t(majority)]);
+  }
+  throw Disagreement(message + " (checked before any data moved)", std::move(detail));
 }
 
 enum class Status { kPending, kCompleted, kFailed };  // pending: queued or in flight
@@ -158,7 +226,9 @@ struct Core {
   // transport refused (`error`: the transport's message) dumps, prints, and fails the communicator,
   // so waiters throw and on_fatal ends the job as for a timeout. Returns the failure message (the
   // first one, whoever detected it).
-  std::string fail(EngineWork& w, const char* detected_by, const std::string& error) {
+  // `agreement`: the header table when the ranks disagreed on the operation (check_agreement).
+  std::string fail(EngineWork& w, const char* detected_by, const std::string& error,
+                   const nlohmann::json& agreement = nullptr) {
     std::lock_guard<std::mutex> lock(fail_mu);
     if (failed.load()) return failure_message;
     const double elapsed = std::chrono::duration<double>(Clock::now() - w.enqueued()).count();
@@ -178,6 +248,7 @@ struct Core {
                                     {"detected_by", detected_by},
                                     {"skipped_by_fault_injection", w.skip}};
     if (!error.empty()) trigger["error"] = error;
+    if (!agreement.is_null()) trigger["agreement"] = agreement;
     try {
       write_flight_record(path, world_rank, world_size, error.empty() ? "timeout" : "error", trigger);
       message += "; flight record: " + path;
@@ -304,6 +375,9 @@ class EngineCommunicator final : public Communicator {
     c.stats.group_size = c.size;
     library_ = transport_->library_name();
     max_count_ = transport_->max_count();
+    world_ranks_ = transport_->world_ranks();
+    const char* off = std::getenv("SHARDTRAIN_NO_AGREEMENT_CHECK");
+    agreement_check_ = !(off && std::string(off) == "1");
     c.stats.all_reduce_algorithm = halving_all_reduce_ ? "halving" : library_;
     staging_ = std::make_unique<comm_detail::Staging>(c.options.device_memory.get(), transport_->device_memory());
     comm_thread_ = std::thread([this] { run_queue(); });
@@ -454,6 +528,10 @@ class EngineCommunicator final : public Communicator {
   // Buffers on the wrong side of the transport run on staged copies (communicator.hpp, "Device
   // buffers"); the copies back are run_queue's, once the operation completed.
   bool execute(EngineWork& w) {
+    if (agreement_check_ && core_->size > 1) {  // every rank agrees on op, dtype, count and root before any data moves
+      if (!driver_.exchange_headers(header_of(w.request(), w.seq()), headers_)) return false;
+      check_agreement(headers_, core_->rank, world_ranks_);
+    }
     const Request r = staging_->stage(w.request(), core_->size);
     Transport& t = *transport_;
     const bool floating = r.dtype == DType::kFloat32 || r.dtype == DType::kFloat64;
@@ -509,6 +587,12 @@ class EngineCommunicator final : public Communicator {
       try {
         done = execute(*w);
         if (done) staging_->unstage();
+      } catch (const Disagreement& e) {  // nothing moved: the transport stays usable, but the group fails
+        transport_->abandon();
+        driver_.abandon_scratch();
+        staging_->abandon();
+        core_->fail(*w, "agreement", e.what(), e.detail);
+        break;
       } catch (const std::exception& e) {  // the transport (or a staging copy) refused it (transport.hpp, "Failure")
         transport_->abandon();
         driver_.abandon_scratch();
@@ -601,6 +685,12 @@ class EngineCommunicator final : public Communicator {
   std::unique_ptr<comm_detail::Staging> staging_;  // idem (made once the options are known)
   std::string library_;                   // transport_->library_name(), for the submitting thread
   std::size_t max_count_ = 0;             // transport_->max_count(), idem
+  std::vector<int> world_ranks_;          // transport_->world_ranks(), for the communication thread
+  std::vector<OpHeader> headers_;         // the last header exchange (communication thread)
+  // The header exchange before every operation (transport.hpp, "Agreement"); off only to measure its
+  // cost: SHARDTRAIN_NO_AGREEMENT_CHECK=1 in the environment (then ranks that disagree reach the
+  // library unchecked, as before).
+  bool agreement_check_ = true;
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
   std::atomic<std::uint64_t> next_seq_{1};
   std::atomic<std::int64_t> step_;

@@ -222,6 +222,11 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions o
                                  "per communicator); this MPI library provided ") +
                      got + ": use an MPI built with thread support (Open MPI: --enable-mpi-thread-multiple)");
   }
+  // Errors on the base group (and MPI_COMM_WORLD, whose handler the library uses where no
+  // communicator applies) return to the caller: the default handler would end the rank from inside
+  // the library (Open MPI exits with the error class, e.g. 15) before any flight record is written.
+  MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN);
+  if (base != MPI_COMM_WORLD) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm comm = MPI_COMM_NULL;
   if (MPI_Comm_dup(base, &comm) != MPI_SUCCESS) throw CommunicationError("MPI_Comm_dup failed");
   return make_communicator(std::make_unique<MpiTransport>(comm), std::move(options));

@@ -418,6 +418,14 @@ class Diagnoser {
                                (b.longest_wait > 0 ? " for up to " + seconds(b.longest_wait) : "");
     if (e && e->state == "skipped")
       return chain.candidates.push_back({r, "skipped", who + " skipped " + what + " " + waited});
+    // A skip in another group of the rank (a TP group, say) blocks its queue there: that is why it
+    // never reached this one.
+    for (const auto& other : d.groups)
+      for (const auto& s : other.entries)
+        if (other.name != b.info.group && s.state == "skipped" && s.seq > other.last_completed)
+          return chain.candidates.push_back({r, "skipped", who + " skipped " + other.name + " seq " +
+                                                               std::to_string(s.seq) + " " + describe(&s) +
+                                                               ", so it never joined " + what + " " + waited});
     if (d.reason == "exit")
       return chain.candidates.push_back({r, "error-exit", who + " exited with error (" + d.error_message() +
                                                               ") before joining " + what});

@@ -29,6 +29,49 @@ std::string values_text(const Mismatch& m) {
   return out;
 }
 
+// The launcher's class of a diagnosis (run-resilient.sh's verdict line): the culprit's cause named
+// for what an operator does about it.
+std::string failure_class(const Diagnosis& d) {
+  if (d.verdict == Verdict::kNoHang) return "no-hang";
+  if (!d.culprit) return "ambiguous";
+  const std::string& cause = d.culprit->cause;
+  if (cause == "skipped") return "skipped-collective";
+  if (cause == "outside-collective") return "hang-outside-collective";
+  if (cause == "no-dump") return "dead-rank";
+  if (cause == "mismatch" || cause == "error-exit") return cause;
+  return "ambiguous";  // stalled-transport: every member joined; no rank is behind
+}
+
+// {"class", "culprit_rank", "group", "seq", "op", "step", "phase"}: one line's worth. Where the
+// culprit was: for a rank hung outside any collective its own phase and step (its "now"), for an
+// error exit the phase and step it left in; otherwise the collective it broke (the mismatched one,
+// else the blocked one). Unknown fields are null.
+json summary_json(const Diagnosis& d) {
+  json s = {{"class", failure_class(d)}, {"culprit_rank", d.culprit ? json(d.culprit->rank) : json()},
+            {"group", nullptr}, {"seq", nullptr}, {"op", nullptr}, {"step", nullptr}, {"phase", nullptr}};
+  auto at_blocked = [&] {
+    if (!d.blocked) return;
+    const BlockedCollective& b = *d.blocked;
+    s["group"] = b.group;
+    s["seq"] = b.seq;
+    if (!b.op.empty()) s.update({{"op", b.op}, {"step", b.step}, {"phase", b.phase}});
+  };
+  const std::string cls = s["class"];
+  if (cls == "mismatch" && !d.mismatches.empty()) {
+    const Mismatch& m = d.mismatches.front();
+    if (d.blocked && d.blocked->group == m.group && d.blocked->seq == m.seq) at_blocked();
+    else s.update({{"group", m.group}, {"seq", m.seq}});
+  } else {
+    at_blocked();
+  }
+  if ((cls == "hang-outside-collective" || cls == "error-exit") && d.culprit) {
+    const RankStatus& r = d.ranks.at(std::size_t(d.culprit->rank));
+    if (r.now.known) s.update({{"step", r.now.step}, {"phase", r.now.phase}});
+    if (cls == "error-exit" && !d.blocked) s.update({{"group", nullptr}, {"seq", nullptr}, {"op", nullptr}});
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string Diagnosis::text() const {
@@ -74,6 +117,7 @@ json Diagnosis::to_json() const {
   j["verdict"] = verdict_name(verdict);
   j["culprit"] = culprit ? json{{"rank", culprit->rank}, {"cause", culprit->cause}, {"evidence", culprit->evidence}} : json();
   j["candidates"] = candidates;
+  j["summary"] = summary_json(*this);
   if (blocked) {
     const BlockedCollective& b = *blocked;
     j["blocked"] = {{"group", b.group}, {"seq", b.seq}, {"op", b.op}, {"numel", b.numel}, {"dtype", b.dtype},

@@ -36,30 +36,6 @@ std::string flight_record_path(const TrainOptions& o, int rank) {
   return o.run_dir + "/flight.rank" + std::to_string(rank) + ".json";
 }
 
-nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& dumps) {
-  const Stopwatch job_clock;
-  set_phase(Phase::kSetup);
-  Job job = set_up_job(options);
-  dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world, job.comm->timeout());
-  const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
-  set_phase(Phase::kResume);
-  const ResumePoint start = resume(job);
-  job.identity.checkpoint_id = start.checkpoint_id;
-  if (start.step >= options.steps) return nothing_to_do(job, start);
-
-  set_phase(Phase::kSetup);  // the loop's set-up: the checkpoint group's split, the step log, the peak
-  data::BatchLoader loader(job.data, options.seed, start.sampler, job.model.seq_len, options.micro_batch,
-                           job.grad_accum, job.mesh.dp_rank, job.mesh.dp_size);
-  CheckpointSaver saver(job);
-  const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
-  StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
-  const MfuBasis mfu = announce_job(job);
-
-  const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
-  set_phase(Phase::kFinish);
-  return finish_job(job, start, loop, step_log, mfu, job_clock);
-}
-
 // The record of a rank leaving on an error (reason "exit"; a timeout's own dump stays the cause).
 void dump_on_exit(const TrainOptions& o, const std::string& message, ExitCode code) {
   const std::string path = flight_record_path(o, log_rank());
@@ -71,6 +47,53 @@ void dump_on_exit(const TrainOptions& o, const std::string& message, ExitCode co
   }
 }
 
+// Runs `body`; an error escaping it is recorded (once per job: `dumped`) before it propagates
+// further, i.e. while everything the caller's scope holds is alive: the job's groups and the
+// checkpoint group are still registered, so the record keeps every group's last collectives
+// (a dump after the unwinding would find none of them).
+template <typename Body>
+auto recording_errors(const TrainOptions& o, bool& dumped, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    if (!dumped) dump_on_exit(o, e.what(), e.code());
+    dumped = true;
+    throw;
+  } catch (const std::exception& e) {
+    if (!dumped) dump_on_exit(o, e.what(), ExitCode::kInternal);
+    dumped = true;
+    throw;
+  }
+}
+
+nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& dumps, bool& dumped) {
+  const Stopwatch job_clock;
+  set_phase(Phase::kSetup);
+  Job job = set_up_job(options);
+  dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world, job.comm->timeout());
+  // Each phase runs inside recording_errors, so an error is recorded while the groups it used live.
+  return recording_errors(options, dumped, [&]() -> nlohmann::json {
+    const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
+    set_phase(Phase::kResume);
+    const ResumePoint start = resume(job);
+    job.identity.checkpoint_id = start.checkpoint_id;
+    if (start.step >= options.steps) return nothing_to_do(job, start);
+
+    set_phase(Phase::kSetup);  // the loop's set-up: the checkpoint group's split, the step log, the peak
+    data::BatchLoader loader(job.data, options.seed, start.sampler, job.model.seq_len, options.micro_batch,
+                             job.grad_accum, job.mesh.dp_rank, job.mesh.dp_size);
+    CheckpointSaver saver(job);
+    const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
+    StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
+    const MfuBasis mfu = announce_job(job);
+    return recording_errors(options, dumped, [&]() -> nlohmann::json {
+      const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
+      set_phase(Phase::kFinish);
+      return finish_job(job, start, loop, step_log, mfu, job_clock);
+    });
+  });
+}
+
 }  // namespace
 
 nlohmann::json run_training(const TrainOptions& options) {
@@ -79,13 +102,14 @@ nlohmann::json run_training(const TrainOptions& options) {
   set_phase_history_enabled(options.flight_entries > 0);
   const JobSignals signals;                 // SIGUSR2 dumps; a stop signal dumps too (stop_signals.hpp)
   std::optional<DumpWatcher> dumps;  // from the job's set-up on (it knows the rank)
+  bool dumped = false;               // the exit record is written (inside train, groups alive)
   try {
-    return train(options, dumps);
+    return train(options, dumps, dumped);
   } catch (const Error& e) {
-    if (dumps) dump_on_exit(options, e.what(), e.code());  // before the set-up: a bad option, nothing to record
+    if (dumps && !dumped) dump_on_exit(options, e.what(), e.code());  // before the set-up: a bad option, nothing to record
     throw;
   } catch (const std::exception& e) {
-    if (dumps) dump_on_exit(options, e.what(), ExitCode::kInternal);
+    if (dumps && !dumped) dump_on_exit(options, e.what(), ExitCode::kInternal);
     throw;
   }
 }

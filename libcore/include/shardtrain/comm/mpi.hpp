@@ -25,7 +25,8 @@
 namespace shardtrain {
 
 // Collective over `base` (MPI_Comm_dup). Throws UsageError when MPI is not initialised or not at
-// MPI_THREAD_MULTIPLE.
+// MPI_THREAD_MULTIPLE. Sets MPI_ERRORS_RETURN on `base` and MPI_COMM_WORLD: no MPI error ends a rank
+// from inside the library (its group fails, with a flight record, and the tool exits on its own).
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions options);
 
 // A FatalHook for tools: logs nothing more (the timeout line is already out) and calls

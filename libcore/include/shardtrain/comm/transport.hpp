@@ -32,6 +32,16 @@
 // buffers"), and the engine's own algorithms keep their scratch and do their additions where the
 // transport's buffers live.
 //
+// Agreement (the engine, every operation of a group of more than one rank: the library's
+// collectives, the engine's halving/doubling and broadcast, Split): before any of its data moves,
+// the ranks exchange a 40-byte header (seq, op, dtype, element count, root) with every peer over
+// isend/irecv. When the headers differ nothing is sent: every rank fails the group at once as for a
+// transport error (flight record reason "error", detected_by "agreement", the trigger's "agreement"
+// holding every rank's header), so a wrong count can neither corrupt a peer's memory nor end a rank
+// inside the library. The message tells cause from effect: a rank holding the majority's header
+// says "untrusted input from world rank(s) R: ..."; the odd rank says "this rank's ... disagrees with
+// the majority's ...". SHARDTRAIN_NO_AGREEMENT_CHECK=1 turns the exchange off (to measure its cost).
+//
 // Failure: a call the library refuses throws CommunicationError, and so does a completed receive
 // whose message had another size than its count (ranks that disagree on an operation's size must
 // fail, not read short data). A request that never completes is
