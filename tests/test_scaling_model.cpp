@@ -309,18 +309,19 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   p.model.busbw_Bps = 1e9;
   CHECK_THROWS_WITH(plan_layouts(p), Catch::Contains("--memory-per-rank must be > 0"));
 
-  // Through the subcommands: exit 2 for each, 0 for good input.
+  // Through the subcommands: exit 2 for each bad input, 3 for a file that cannot be read (as the man
+  // page says; the one JSON-file reader, base/json_file.hpp), 0 for good input.
   const std::string model = (dir / "model.json").string();
   write_text(dir / "model.json", seed_lab_model().to_json().dump());
   CHECK(run_scale_bench({"predict", "--model", model, "--workers", "1,2"}) == 0);
   CHECK(run_scale_bench({"predict", "--model", model, "--workers", "0"}) == 2);
   CHECK(run_scale_bench({"predict", "--model", model, "--workers", "x"}) == 2);
-  CHECK(run_scale_bench({"predict", "--model", (dir / "missing.json").string()}) == 2);
+  CHECK(run_scale_bench({"predict", "--model", (dir / "missing.json").string()}) == 3);
   CHECK(run_scale_bench({"predict", "--model", (dir / "broken.json").string()}) == 2);
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5"}) == 2);  // no compute
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5", "--compute-ms", "120",
                          "--grad-bytes", "1e9", "--buckets", "25"}) == 0);
-  CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 2);
+  CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 3);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "other.json").string(), "--overlap=-0.5", "-o",
                          (dir / "o.json").string()}) == 2);
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);

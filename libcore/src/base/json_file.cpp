@@ -1,6 +1,7 @@
 #include "shardtrain/base/json_file.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -9,8 +10,10 @@
 namespace shardtrain {
 
 JsonFile JsonFile::read(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw IoError(path + ": cannot open " + what + " (no such file)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot read " + what + " (missing file or permission?)");
+  if (!in) throw IoError(path + ": cannot open " + what + " (permission? a folder?)");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw IoError(path + ": reading " + what + " failed");
   return parse(text, path, what);

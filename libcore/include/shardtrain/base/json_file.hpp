@@ -1,6 +1,7 @@
 // JSON files at the edges: the one reader of every JSON file libcore reads (run summaries,
 // policies, registry records, step models, evidence, sweeps), with one error rule:
-//   * a file that cannot be opened: IoError "PATH: cannot read WHAT (missing file or permission?)";
+//   * a file that cannot be opened: IoError "PATH: cannot open WHAT (no such file)" (exit 3, as
+//     error.hpp has it for every missing file);
 //   * text that is not JSON: UsageError "PATH: WHAT is not valid JSON (at byte N: ...)";
 //   * a missing field or one of the wrong type: UsageError "PATH: WHAT has no field /a/b" or
 //     "PATH: WHAT field /a/b is not a number" (fields are named by their JSON pointer).
