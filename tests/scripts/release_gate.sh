@@ -194,6 +194,23 @@ rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram --dry-run --co
 rm "$WORK/good/costs.json"
 pass "RUN/costs.json is copied into the record and the decision; a file that is no cost table exits 2"
 
+# A registry from before per-sequence losses: last-known-good's record without them is evaluated
+# again from its checkpoint (a copy of the registry, so the records below stay as they are).
+cp -r "$reg" "$WORK/old-registry"
+python3 - "$WORK/old-registry" <<'PY'
+import json, sys
+reg = sys.argv[1]
+p = json.load(open(f"{reg}/last-known-good"))["record"]
+r = json.load(open(f"{reg}/{p}"))
+del r["scores"]["candidate"]["scores"]["per_sequence"]
+json.dump(r, open(f"{reg}/{p}", "w"))
+PY
+rc=0; "$gate" decide "$(ck slice)" --bootstrap-resamples 300 --latency-runs 5 --policy "$policy" --registry "$WORK/old-registry" \
+  --baseline last-known-good --dry-run >"$WORK/old.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "evaluating it again" "$WORK/old.log" && grep -q "^  utility of promoting over last-known-good" "$WORK/old.log" ||
+  { cat "$WORK/old.log"; fail "a last-known-good record without per-sequence losses: exit $rc"; }
+pass "a last-known-good recorded without per-sequence losses is evaluated again for the utility"
+
 decide "$(ck leak)" last-known-good 1 "trained_past_cutoff"
 pass "trained past the cutoff: rejected (trained_past_cutoff)"
 decide "$(ck slice)" last-known-good 1 "slice_regression:owner=bob" --json "$WORK/slice-record.json"

@@ -69,10 +69,17 @@ nlohmann::json fallback_of(const BaselineChoice& b) {
 
 // What promoting is weighed against: the release in service (last-known-good) when there is one,
 // else the named baseline the candidate was compared with. Its evaluation must be of the same
-// hold-out (as compare_with_baseline requires of the baseline).
-std::pair<nlohmann::json, std::string> fallback_evaluation(const BaselineChoice& b, const nlohmann::json& candidate) {
+// hold-out (as compare_with_baseline requires of the baseline). A release recorded before
+// evaluations kept per-sequence losses is evaluated again from its checkpoint (same options), so a
+// registry of older records keeps working.
+std::pair<nlohmann::json, std::string> fallback_evaluation(const BaselineChoice& b, const nlohmann::json& candidate,
+                                                           const ReleaseEvalOptions& eval) {
   if (b.last_known_good.is_null()) return {b.evaluation, b.description["name"].get<std::string>()};
-  const nlohmann::json& e = b.last_known_good["scores"]["candidate"];
+  nlohmann::json e = b.last_known_good["scores"]["candidate"];
+  if (!e["scores"].contains("per_sequence")) {
+    log_line("release-gate: the release in service was recorded without per-sequence losses: evaluating it again");
+    e = evaluate_checkpoint(b.last_known_good["artifact"]["folder"].get<std::string>(), eval);
+  }
   nlohmann::json ch = candidate.at("holdout"), fh = e.at("holdout");
   ch.erase("data");
   fh.erase("data");
@@ -139,7 +146,7 @@ Decision decide_release(const DecideOptions& o) {
       collect_evidence(policy, run_dir, o.evidence, candidate["holdout"]["dataset_snapshot_id"]);
   nlohmann::json rubric;
   for (auto& c : score_rubric(policy, evidence, &rubric)) checks.push_back(std::move(c));
-  const auto [fallback_eval, fallback_name] = fallback_evaluation(baseline, candidate);
+  const auto [fallback_eval, fallback_name] = fallback_evaluation(baseline, candidate, eval);
   const UtilityEstimate utility = estimate_utility(policy.utility, candidate, fallback_eval, fallback_name);
   for (auto& c : check_utility(utility)) checks.push_back(std::move(c));
 
