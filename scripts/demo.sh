@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The main job end to end on a fresh Debian machine: install what is missing, build (Release),
 # prepare the bundled data, then train the decoder on real English text (the fortunes corpus):
-#   1. one rank for about 40 s (a line per 20 steps, a closing summary) - also the baseline;
-#   2. two ranks, data-parallel, under the resilient launcher, checkpointing every 40 steps; rank 1
-#      is killed (SIGKILL) at step 90 and the job resumes by itself from the last checkpoint;
+#   1. one rank for about 40 s (a line per 20 steps, a closing summary): 80 steps of the two-rank
+#      run's global batch, in deterministic mode - the scaling baseline, and the deterministic twin
+#      of the two-rank run's first 80 steps;
+#   2. two ranks, data-parallel, deterministic, under the resilient launcher, checkpointing every 40
+#      steps; rank 1 is killed (SIGKILL) at step 90 and the job resumes by itself from step 80;
 #   3. a report: hold-out loss, scaling efficiency E(2) against run 1, and the restart time;
-#   4. release-gate: a bigram baseline of the training selection is registered, then the two-rank
-#      run's checkpoint is evaluated (hold-out slices, calibration, latency) and decided on under
-#      scripts/release-policy.json; the decision and its reasons are printed.
-# About 2 minutes after the build on two cores.
+#   4. release-gate: the evidence the rubric reads is made (data-prep's summary; the scaling report;
+#      equiv-check of run 1's step-80 checkpoint against run 2's, parameters and optimizer moments,
+#      which must be BITWISE; a tiny scripts/kill-resume-proof.sh --report; run 2's replica checks),
+#      a bigram baseline of the training selection is registered, run 2's checkpoint is evaluated
+#      (hold-out slices, calibration, latency) and decided on under scripts/release-policy.json
+#      (thresholds, the five-item rubric, and the expected utility with its probability of regret):
+#      PROMOTE; then a planted bad candidate, run 2's own half-trained step-80 checkpoint, is decided
+#      against last-known-good: REJECT, the fallback named and last-known-good unmoved.
+# About 2.5 minutes after the build on two cores (step 4's evidence and second decision: the time
+# is printed).
 #
-# Usage: scripts/demo.sh [extra ddp-train options for both runs, e.g. --steps 60]
-# Output: run/demo/ (one/ and two/: step logs, summaries, checkpoints; restarts.json; registry/ and
-# two/eval/: the release record, evaluation.md and the reliability diagram).
+# Usage: scripts/demo.sh [extra ddp-train options for both runs, e.g. --lr 1e-3]
+# Output: run/demo/ (one/ and two/: step logs, summaries, checkpoints; restarts.json; two/evidence/:
+# the rubric's files; registry/ and two/eval/: the release records, evaluation.md and the
+# reliability diagram).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/scripts/setup.sh"
@@ -21,12 +30,15 @@ build="${BUILD_DIR:-$here/build}"
 data="${DATA_DIR:-$here/data}"
 demo="$here/run/demo"
 rm -rf "$demo" && mkdir -p "$demo"
+# One global batch for both runs, deterministic: the 1-rank run is the 2-rank run's twin, bit for bit.
 model=(--data "$data/fortunes.h5" --cutoff 2019-01-01T00:00:00Z --layers 4 --d-model 256 --heads 4 --seq-len 256
-       --micro-batch 8 --lr 2e-3 --warmup 20 --eval-samples 128 --log-every 20)
+       --global-batch 16 --micro-batch 8 --lr 2e-3 --warmup 20 --decay-steps 160 --eval-samples 128 --log-every 20
+       --deterministic)
 
 echo "demo.sh: [1/4] one rank: a 3.3M-parameter decoder (4 layers, d_model 256, seq_len 256) on the fortunes"
-echo "demo.sh:       corpus, documents available by 2019-01-01; later ones are the hold-out."
-mpirun -np 1 "$build/bin/ddp-train" "${model[@]}" --global-batch 8 --steps 160 --eval-every 80 \
+echo "demo.sh:       corpus, documents available by 2019-01-01; later ones are the hold-out. 80 steps of"
+echo "demo.sh:       global batch 16 (two micro-batches of 8), deterministic: run 2's twin for its first 80 steps."
+mpirun -np 1 "$build/bin/ddp-train" "${model[@]}" --steps 80 --eval-every 80 --ckpt-every 80 \
   --run-dir "$demo/one" "$@"
 
 echo "demo.sh: [2/4] two ranks, data-parallel (global batch 16 = 8 per rank), checkpoint every 40 steps,"
@@ -42,8 +54,8 @@ echo "demo.sh:       under scripts/run-resilient.sh; rank 1 will be killed with 
   done ) &
 killer=$!
 "$here/scripts/run-resilient.sh" --max-restarts 2 --backoff 1 --log "$demo/restarts.json" -- \
-  mpirun -np 2 "$build/bin/ddp-train" "${model[@]}" --global-batch 16 --steps 160 --eval-every 80 \
-  --ckpt-every 40 --check-replicas 40 --baseline "$demo/one/summary.json" --run-dir "$demo/two" "$@"
+  mpirun -np 2 "$build/bin/ddp-train" "${model[@]}" --steps 160 --eval-every 80 \
+  --ckpt-every 40 --keep 4 --check-replicas 40 --baseline "$demo/one/summary.json" --run-dir "$demo/two" "$@"
 wait "$killer" 2>/dev/null || true
 
 echo "demo.sh: [3/4] report"
@@ -62,19 +74,52 @@ for r in restarts:
     print(f"  restart {r['attempt']}: rank {r['failed_rank']} died (exit {r['previous_exit_status']}), resumed from "
           f"{r['resumed_from']}, first resumed step {rs} after relaunch")
 PY
-echo "demo.sh: [4/4] release-gate: bigram baseline, then the two-rank checkpoint evaluated and decided on"
+echo "demo.sh: [4/4] release-gate: the rubric's evidence, a bigram baseline, then run 2 decided on (and a planted bad candidate)"
 gate="$build/bin/release-gate"
 cutoff=2019-01-01T00:00:00Z
-"$gate" baseline bigram --registry "$demo/registry" --data "$data/fortunes.h5" --cutoff "$cutoff" --order 2 --seq-len 256
-mkdir -p "$demo/two/evidence"
-cp "$data/fortunes.summary.json" "$demo/two/evidence/data-prep.json"   # data-prep's summary: no_skipped_data
-"$build/bin/scale-bench" report "$demo/one" "$demo/two" --out "$demo/two/evidence/scaling" >/dev/null ||
+evidence_start=$(date +%s.%N)
+ev="$demo/two/evidence"
+mkdir -p "$ev"
+cp "$data/fortunes.summary.json" "$ev/data-prep.json"   # data-prep's summary: no_skipped_data
+"$build/bin/scale-bench" report "$demo/one" "$demo/two" --out "$ev/scaling" >/dev/null ||
   echo "demo.sh: scale-bench report failed (above): the release has no efficiency evidence"
+# The deterministic twin: run 1's step-80 checkpoint against run 2's (written before the kill).
+step80=$(printf 'step_%08d' 80)
+"$build/bin/equiv-check" "$demo/one/checkpoints/$step80/index.h5" "$demo/two/checkpoints/$step80/index.h5" \
+  --group tensors --json "$ev/equivalence.json" | grep -E '^verdict' | sed 's/^/demo.sh:       twin: /' ||
+  echo "demo.sh: the deterministic twin differs (above): the release lacks that evidence"
+# The kill-and-resume proof, tiny: 12 steps of a small model, one SIGKILL, final state BITWISE.
+"$here/scripts/kill-resume-proof.sh" --bin "$build/bin" --steps 12 --kills 1 --save-kills 0 \
+  --report "$ev/kill-resume.json" | grep -E 'PROOF|FAIL' | sed 's/^/demo.sh:       /' ||
+  echo "demo.sh: the kill-and-resume proof failed: the release will be rejected for it"
+evidence_s=$(python3 -c "import time; print(f'{time.time() - $evidence_start:.1f}')")
+"$gate" baseline bigram --registry "$demo/registry" --data "$data/fortunes.h5" --cutoff "$cutoff" --order 2 --seq-len 256
 "$gate" eval "$demo/two/checkpoints" --data "$data/fortunes.h5" --cutoff "$cutoff" --out "$demo/two/eval"
-decision=0
-"$gate" decide "$demo/two/checkpoints" --policy "$here/scripts/release-policy.json" --registry "$demo/registry" \
-  --baseline bigram || decision=$?
-[ "$decision" -le 1 ] || exit "$decision"
-[ "$decision" -eq 0 ] || echo "demo.sh: rejected for the reasons above (the demo's fast-mode run makes no kill-and-resume" \
-  "proof: scripts/kill-resume-proof.sh --report $demo/two/evidence/kill-resume.json makes one); nothing was promoted"
-echo "demo.sh: done; step logs, summaries and checkpoints in $demo; evaluation in $demo/two/eval/evaluation.md"
+policy="$here/scripts/release-policy.json"
+good=0
+"$gate" decide "$demo/two/checkpoints" --policy "$policy" --registry "$demo/registry" --baseline bigram || good=$?
+[ "$good" -le 1 ] || exit "$good"
+lkg_before=$(cat "$demo/registry/last-known-good" 2>/dev/null || echo none)
+echo "demo.sh:       a planted bad candidate: run 2's own step-80 checkpoint (half the training), against last-known-good"
+bad_start=$(date +%s.%N)
+bad=0
+if [ "$good" -eq 0 ]; then
+  "$gate" decide "$demo/two/checkpoints/$step80" --policy "$policy" --registry "$demo/registry" \
+    --baseline last-known-good --run-dir "$demo/two" || bad=$?
+else
+  bad=1
+fi
+bad_s=$(python3 -c "import time; print(f'{time.time() - $bad_start:.1f}')")
+[ "$bad" -le 1 ] || exit "$bad"
+[ "$(cat "$demo/registry/last-known-good" 2>/dev/null || echo none)" == "$lkg_before" ] ||
+  { echo "demo.sh: last-known-good moved on the planted bad candidate" >&2; exit 1; }
+echo "demo.sh: the release step's extra work took ${evidence_s} s (evidence: scaling report, twin, kill-and-resume proof)" \
+  "+ ${bad_s} s (the bad candidate's decision)"
+if [ "$good" -ne 0 ] || [ "$bad" -ne 1 ]; then
+  echo "demo.sh: expected PROMOTE for run 2 and REJECT for the planted bad candidate (got exit $good and $bad):" \
+    "the reasons are above" >&2
+  exit 1
+fi
+echo "demo.sh: done: run 2 PROMOTED, the planted bad candidate REJECTED with last-known-good in service;"
+echo "demo.sh: step logs, summaries and checkpoints in $demo; evaluation in $demo/two/eval/evaluation.md;"
+echo "demo.sh: the records: $gate history --registry $demo/registry"

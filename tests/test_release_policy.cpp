@@ -33,7 +33,10 @@ nlohmann::json policy_json() {
              {{{"name", "kill_resume"}, {"weight", 2}, {"required", true}},
               {{"name", "efficiency_report"}, {"weight", 1}},
               {{"name", "replica_checks"}, {"weight", 1}},
-              {{"name", "deterministic_twin"}, {"weight", 1}}}}}}};
+              {{"name", "deterministic_twin"}, {"weight", 1}}}}}},
+          {"utility",
+           {{"value_per_nat_token", 1e-6}, {"served_tokens_per_day", 1e8}, {"cost_per_ms_p99_day", 1},
+            {"bad_release_cost", 1000}, {"horizon_days", 30}, {"regret_bound", 0.05}}}};
 }
 
 // A minimal evaluation: overall loss, one slice, ECE, median latency and the checkpoint's cutoff.
@@ -68,6 +71,11 @@ TEST_CASE("release policy: read, versioned and hashed, bad files named", "[relea
   auto bad = policy_json();
   bad["thresholds"].erase("max_ece");
   CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("max_ece"));
+  bad = policy_json();
+  bad.erase("utility");
+  CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("utility missing"));
+  CHECK(p.utility.horizon_days == 30);
+  CHECK(p.to_json()["utility"]["regret_bound"] == 0.05);
   bad = policy_json();
   bad["format"] = "something-else";
   CHECK_THROWS_AS(read_release_policy(write_policy(dir, bad)), UsageError);
@@ -106,8 +114,9 @@ TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]"
   const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
   fs::create_directories(dir + "/run/evidence/scaling");
   write_json_file(dir + "/run/evidence/kill-resume.json", {{"proof", "holds"}});
-  write_json_file(dir + "/run/evidence/scaling/report.json", {{"efficiency_available", true}, {"points", {1, 2}}});
-  write_json_file(dir + "/run/summary.json", {{"replica_checks", {{"every", 5}, {"checks", 4}}}});
+  const nlohmann::json w1 = {{"world_size", 1}, {"efficiency", 1.0}}, w2 = {{"world_size", 2}, {"efficiency", 0.9}};
+  write_json_file(dir + "/run/evidence/scaling/report.json", {{"efficiency_available", true}, {"points", {w1, w2}}});
+  write_json_file(dir + "/run/summary.json", {{"world_size", 2}, {"replica_checks", {{"every", 5}, {"checks", 4}}}});
   write_json_file(dir + "/twin.json", {{"verdict", "DIFFERENT"}});
   // 2 + 1 + 1 of 5 = 0.8 with the twin failing: promotes.
   auto evidence = collect_evidence(p, dir + "/run", {{"deterministic_twin", dir + "/twin.json"}}, "snap");
@@ -119,6 +128,31 @@ TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]"
   evidence = collect_evidence(p, dir + "/run", {}, "snap");
   CHECK(failed(score_rubric(p, evidence, &score)) == std::vector<std::string>{"rubric", "evidence:kill_resume"});
   CHECK_THROWS_AS(collect_evidence(p, dir + "/run", {{"no_such_item", "x"}}, "snap"), UsageError);
+}
+
+TEST_CASE("release evidence: an E(W) needs a W > 1 point, replica checks need two replicas", "[release]") {
+  const std::string dir = test::temp_dir("evidence-rules");
+  const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
+  auto item = [&](const std::string& name, const nlohmann::json& file) {
+    write_json_file(dir + "/" + name + ".json", file);
+    for (const auto& e : collect_evidence(p, dir, {{name, dir + "/" + name + ".json"}}, "snap"))
+      if (e.item == name) return e;
+    FAIL("no item " << name);
+    return EvidenceResult{};
+  };
+  const nlohmann::json w1 = {{"world_size", 1}, {"efficiency", 1.0}};
+  const nlohmann::json w2 = {{"world_size", 2}, {"efficiency", 0.9}, {"oversubscribed", true}};
+  // The W=1 run alone: a base but no scaling measured; no W=1 run: no E(W) at all.
+  CHECK_FALSE(item("efficiency_report", {{"efficiency_available", true}, {"points", {w1}}}).passed);
+  CHECK_FALSE(item("efficiency_report", {{"efficiency_available", false}, {"points", {w2}}}).passed);
+  const EvidenceResult e = item("efficiency_report", {{"efficiency_available", true}, {"points", {w1, w2}}});
+  CHECK(e.passed);
+  CHECK_THAT(e.detail, Catch::Contains("1 oversubscribed"));
+  // One rank has no replica to compare: its checks prove nothing.
+  const nlohmann::json checks = {{"every", 5}, {"checks", 4}};
+  CHECK_FALSE(item("replica_checks", {{"world_size", 1}, {"replica_checks", checks}}).passed);
+  CHECK_FALSE(item("replica_checks", {{"world_size", 2}, {"replica_checks", {{"every", 0}, {"checks", 0}}}}).passed);
+  CHECK(item("replica_checks", {{"world_size", 2}, {"replica_checks", checks}}).passed);
 }
 
 TEST_CASE("release registry: records, pointer and history", "[release]") {

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# release-gate end to end (issue 16): a seeded good candidate is promoted over a registered unigram
-# baseline; four bad candidates are each rejected for their own named reason and last-known-good
-# never moves to them:
+# release-gate end to end (issues 16, 23): a seeded good candidate (two ranks, with all five
+# evidence items made by the project's tools: its one-rank deterministic twin, the kill-and-resume
+# proof, the W=1 -> W=2 scaling report, replica checks, data-prep's summary) is promoted over a
+# registered unigram baseline with a positive expected utility, checked by hand from its record
+# (the probability of regret replayed here, independently, from the recorded per-sequence losses);
+# a policy that values nothing rejects it on utility alone; a cost table in the run folder is
+# copied into the record; four bad candidates are each rejected for their own named reason and
+# last-known-good never moves to them:
 #   leak         trained with a cutoff after the evaluation's          -> trained_past_cutoff
 #   slice        trained with owner bob's documents removed            -> slice_regression:owner=bob
 #   calibration  the good checkpoint with ln_f scaled by 3 (logits x3) -> ece
@@ -45,30 +50,35 @@ prep "$WORK/nobob.jsonl" "$WORK/nobob.h5" >/dev/null 2>&1 || fail "data-prep nob
 cutoff=2024-01-15T00:00:00Z
 reg="$WORK/registry"
 policy="$repo/scripts/release-policy.json"
-gtrain() {  # gtrain RUN_DIR DATA CUTOFF: the candidates' training, one rank, deterministic
-  local dir=$1 data=$2 cut=$3
+gtrain() {  # gtrain RUN_DIR DATA CUTOFF [RANKS]: the candidates' training (default one rank), deterministic
+  local dir=$1 data=$2 cut=$3 np=${4:-1}
   mkdir -p "$dir"
-  DATA="$data" train 1 "$dir" --d-model 32 --global-batch 8 --micro-batch 8 --steps 120 --lr 1e-2 --warmup 10 \
+  DATA="$data" train "$np" "$dir" --d-model 32 --global-batch 8 --micro-batch 4 --steps 120 --lr 1e-2 --warmup 10 \
     --cutoff "$cut" --deterministic --check-replicas 40 --ckpt-every 120 --seed 1 || fail "training $dir"
 }
 evidence() {  # evidence RUN_DIR: the files the rubric reads, made by the project's own tools
   local dir=$1
   mkdir -p "$dir/evidence"
   cp "$WORK/data-prep.json" "$dir/evidence/data-prep.json"
-  "$BIN_DIR/scale-bench" report "$dir" --out "$dir/evidence/scaling" >/dev/null 2>&1 || fail "scale-bench report $dir"
+  # The W=1 twin is the scaling report's base for a two-rank run (a one-rank run has no E(W) to show).
+  local runs=("$dir")
+  [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['world_size'])" "$dir/summary.json")" -eq 1 ] ||
+    runs=("$WORK/twin" "$dir")
+  "$BIN_DIR/scale-bench" report "${runs[@]}" --out "$dir/evidence/scaling" >/dev/null 2>&1 || fail "scale-bench report $dir"
   "$BIN_DIR/equiv-check" "$dir/params.h5" "$WORK/twin/params.h5" --json "$dir/evidence/equivalence.json" >/dev/null 2>&1 || true
   cp "$WORK/kill-resume.json" "$dir/evidence/kill-resume.json"
 }
 # The kill-and-resume proof, small: 2 SIGKILLs in 12 steps, final checkpoints bitwise equal.
 "$repo/scripts/kill-resume-proof.sh" --bin "$BIN_DIR" --steps 12 --kills 2 --work "$WORK/proof" \
   --report "$WORK/kill-resume.json" >"$WORK/proof.log" 2>&1 || { cat "$WORK/proof.log"; fail "kill-resume-proof.sh"; }
-gtrain "$WORK/good" "$WORK/full.h5" "$cutoff"
-gtrain "$WORK/twin" "$WORK/full.h5" "$cutoff"       # the deterministic twin: same job, run again
+gtrain "$WORK/good" "$WORK/full.h5" "$cutoff" 2
+gtrain "$WORK/twin" "$WORK/full.h5" "$cutoff"       # the deterministic twin: the same job on one rank
 gtrain "$WORK/leak" "$WORK/full.h5" 2024-01-25T00:00:00Z
 gtrain "$WORK/slice" "$WORK/nobob.h5" "$cutoff"
 for d in good leak slice; do evidence "$WORK/$d"; done
 ck() { local d="$WORK/$1/checkpoints"; echo "$d/$(cat "$d/latest")"; }   # the run's newest checkpoint
-fast=(--bootstrap-resamples 300 --latency-runs 5 --registry "$reg" --policy "$policy")
+fast_any=(--bootstrap-resamples 300 --latency-runs 5 --registry "$reg")   # without the policy
+fast=("${fast_any[@]}" --policy "$policy")
 
 # Unusable input: exit 2, nothing written.
 rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline last-known-good >"$WORK/u.log" 2>&1 || rc=$?
@@ -97,14 +107,117 @@ decide() {
     grep -q "in service: last-known-good" "$WORK/decide.log" || fail "the reject does not name the fallback"
   fi
 }
-decide "$(ck good)" unigram 0 ""
+# A policy that values nothing: every other check passes, the expected utility is 0, not > 0.
+python3 - "$policy" "$WORK/no-value-policy.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["utility"]["value_per_nat_token"] = 0; p["version"] += "-no-value"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+rc=0; "$gate" decide "$(ck good)" "${fast_any[@]}" --policy "$WORK/no-value-policy.json" --baseline unigram --dry-run \
+  >"$WORK/novalue.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c '^  reason: ' "$WORK/novalue.log")" -eq 1 ] && grep -q '^  reason: utility: ' "$WORK/novalue.log" ||
+  { cat "$WORK/novalue.log"; fail "a policy valuing nothing: exit $rc, expected a reject for utility alone"; }
+pass "a policy that values nothing rejects the good candidate for utility alone: $(grep -o 'expected utility[^:]*' "$WORK/novalue.log")"
+
+decide "$(ck good)" unigram 0 "" --json "$WORK/good-record.json"
 grep -q "$(ck good)" "$reg/last-known-good" || fail "last-known-good does not name the promoted checkpoint"
-pass "the good candidate is promoted over the unigram baseline; last-known-good names it"
+grep -q "^  utility of promoting over unigram: E = " "$WORK/decide.log" || fail "the decision prints no utility"
+grep -q "^  costs: none" "$WORK/decide.log" || fail "without costs.json the decision does not say so"
+# utility_check RECORD: the utility from the record's own inputs, by hand, and the probability of
+# regret replayed from the per-sequence losses of both evaluations (bootstrap.hpp's draws in Python).
+utility_check() {
+  python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+u, m = r["utility"], r["utility"]["model"]
+fb = r["scores"]["baseline"] if u["fallback"] == r["baseline"]["name"] else None
+c = r["scores"]["candidate"]["scores"]
+assert abs(u["candidate_loss"] - c["loss"]) < 1e-9, (u["candidate_loss"], c["loss"])
+if fb is not None:
+    assert abs(u["fallback_loss"] - fb["scores"]["loss"]) < 1e-9
+assert abs(u["loss_saved"] - (u["fallback_loss"] - u["candidate_loss"])) < 1e-9
+H, vN, cL = m["horizon_days"], m["value_per_nat_token"] * m["served_tokens_per_day"], m["cost_per_ms_p99_day"] * u["latency"]["delta_ms"]
+U = lambda s: H * (vN * s - cL)
+P, B = u["regret_probability"], m["bad_release_cost"]
+for key, s in (("expected_utility", u["loss_saved"]), ("lower", u["loss_saved_lower"]), ("upper", u["loss_saved_upper"])):
+    want = U(s) - B * P
+    assert abs(u[key] - want) <= 1e-9 * max(1, abs(want)), (key, u[key], want)
+# The probability of regret, replayed: d_i = fallback - candidate loss sums of sequence i.
+MASK, GOLDEN = (1 << 64) - 1, 0x9E3779B97F4A7C15
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+cs = c["per_sequence"]
+fs = (fb if fb is not None else {"scores": {}})["scores"].get("per_sequence")
+if fs is not None:
+    d = [f - x for f, x in zip(fs["loss_sums"], cs["loss_sums"])]
+    t, n, R, seed = cs["tokens"], len(d), u["bootstrap"]["resamples"], u["bootstrap"]["seed"]
+    regret = 0
+    for k in range(R):
+        idx = [(mix64((seed + (k * n + j + 1) * GOLDEN) & MASK) * n) >> 64 for j in range(n)]
+        regret += U(sum(d[i] for i in idx) / sum(t[i] for i in idx)) < 0
+    assert regret == u["regret_resamples"] and abs(P - regret / R) < 1e-12, (regret, u["regret_resamples"])
+items = {i["item"]: i["passed"] for i in r["rubric"]["items"]}
+print(f"E = {H:g} x ({vN:g} x {u['loss_saved']:.6f} - {cL:g}) - {B:g} x {P:.4f} = {u['expected_utility']:.2f} "
+      f"({u['lower']:.2f} to {u['upper']:.2f}); P(regret) {u['regret_resamples']}/{u['bootstrap']['resamples']}"
+      f"{' replayed' if fs is not None else ''}; evidence {sum(items.values())}/{len(items)}; costs {'null' if r['costs'] is None else 'present'}")
+PY
+}
+line=$(utility_check "$WORK/good-record.json") || fail "the good candidate's utility does not check by hand"
+python3 - "$WORK/good-record.json" <<'PY' || fail "the good candidate's record: not 5/5 evidence, positive utility, costs null"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert all(i["passed"] for i in r["rubric"]["items"]) and len(r["rubric"]["items"]) == 5, r["rubric"]
+assert r["rubric"]["score"] == 1.0 and r["utility"]["positive"] and r["utility"]["regret_within_bound"]
+assert r["costs"] is None
+PY
+pass "the good candidate is promoted over the unigram baseline with 5/5 evidence; last-known-good names it; $line"
+
+# A cost table in the run folder (the pipeline's costs.json) goes into the record and the lines.
+python3 - "$WORK/good/costs.json" <<'PY'
+import json, sys
+json.dump({"format": "shardtrain-costs", "version": 1, "source": "local",
+           "storage_bytes": {"dataset": 100, "checkpoints": 2000, "records": 30, "total": 2130}, "preprocessing_s": 0.25,
+           "stages": [{"stage": "train", "job_id": None, "state": "COMPLETED", "cpus": 2, "run_s": 5.0,
+                       "compute_core_s": 10.0, "queue_wait_s": 0.0}]}, open(sys.argv[1], "w"))
+PY
+"$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram --dry-run --json "$WORK/costs-record.json" \
+  >"$WORK/costs.log" 2>&1 || true
+grep -q "checkpoints 2000 B" "$WORK/costs.log" || { cat "$WORK/costs.log"; fail "the cost table is not in the decision's lines"; }
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['costs']['stages'][0]['compute_core_s'] == 10.0" \
+  "$WORK/costs-record.json" || fail "the cost table is not in the record"
+echo '{"format": "not-costs"}' >"$WORK/bad-costs.json"
+rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram --dry-run --costs "$WORK/bad-costs.json" \
+  >"$WORK/u.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "bad-costs.json" "$WORK/u.log" || { cat "$WORK/u.log"; fail "a file that is no cost table: exit $rc, expected 2"; }
+rm "$WORK/good/costs.json"
+pass "RUN/costs.json is copied into the record and the decision; a file that is no cost table exits 2"
+
+# A registry from before per-sequence losses: last-known-good's record without them is evaluated
+# again from its checkpoint (a copy of the registry, so the records below stay as they are).
+cp -r "$reg" "$WORK/old-registry"
+python3 - "$WORK/old-registry" <<'PY'
+import json, sys
+reg = sys.argv[1]
+p = json.load(open(f"{reg}/last-known-good"))["record"]
+r = json.load(open(f"{reg}/{p}"))
+del r["scores"]["candidate"]["scores"]["per_sequence"]
+json.dump(r, open(f"{reg}/{p}", "w"))
+PY
+rc=0; "$gate" decide "$(ck slice)" --bootstrap-resamples 300 --latency-runs 5 --policy "$policy" --registry "$WORK/old-registry" \
+  --baseline last-known-good --dry-run >"$WORK/old.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "evaluating it again" "$WORK/old.log" && grep -q "^  utility of promoting over last-known-good" "$WORK/old.log" ||
+  { cat "$WORK/old.log"; fail "a last-known-good record without per-sequence losses: exit $rc"; }
+pass "a last-known-good recorded without per-sequence losses is evaluated again for the utility"
 
 decide "$(ck leak)" last-known-good 1 "trained_past_cutoff"
 pass "trained past the cutoff: rejected (trained_past_cutoff)"
-decide "$(ck slice)" last-known-good 1 "slice_regression:owner=bob"
-pass "bob's documents removed from training: rejected (slice_regression:owner=bob)"
+decide "$(ck slice)" last-known-good 1 "slice_regression:owner=bob" --json "$WORK/slice-record.json"
+line=$(utility_check "$WORK/slice-record.json") || fail "the slice candidate's utility does not check by hand"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['utility']['fallback'] == 'last-known-good'" \
+  "$WORK/slice-record.json" || fail "the slice candidate's utility is not weighed against last-known-good"
+pass "bob's documents removed from training: rejected (slice_regression:owner=bob), fallback last-known-good; $line"
 "$helper" "$(ck good)" "$WORK/hot/checkpoints" 3 >/dev/null || fail "scale_logits_helper"
 decide "$(ck hot)" last-known-good 1 "ece" --run-dir "$WORK/good"
 pass "logits x 3: rejected (ece)"

@@ -21,16 +21,12 @@ double interpolated_percentile(const std::vector<double>& sorted, double q) {
   return sorted[below] + (sorted[above] - sorted[below]) * fraction;
 }
 
-BootstrapInterval bootstrap_ratio_interval(const std::vector<double>& loss_sums, const std::vector<double>& tokens,
-                                           int resamples, std::uint64_t seed, double level) {
+std::vector<double> bootstrap_ratio_statistics(const std::vector<double>& loss_sums, const std::vector<double>& tokens,
+                                               int resamples, std::uint64_t seed) {
   if (loss_sums.size() != tokens.size() || loss_sums.empty())
     throw UsageError("bootstrap: need as many loss sums as token counts, and at least one unit");
   if (resamples < 2) throw UsageError("bootstrap: need at least 2 resamples (got " + std::to_string(resamples) + ")");
-  if (!(level > 0 && level < 1)) throw UsageError("bootstrap: the level must be in (0, 1)");
   const std::uint64_t n = loss_sums.size();
-  BootstrapInterval interval;
-  interval.estimate = std::accumulate(loss_sums.begin(), loss_sums.end(), 0.0) /
-                      std::accumulate(tokens.begin(), tokens.end(), 0.0);
   std::vector<double> statistics(static_cast<std::size_t>(resamples));
   for (std::uint64_t r = 0; r < std::uint64_t(resamples); ++r) {
     double s = 0, t = 0;
@@ -42,6 +38,16 @@ BootstrapInterval bootstrap_ratio_interval(const std::vector<double>& loss_sums,
     }
     statistics[std::size_t(r)] = s / t;
   }
+  return statistics;
+}
+
+BootstrapInterval bootstrap_ratio_interval(const std::vector<double>& loss_sums, const std::vector<double>& tokens,
+                                           int resamples, std::uint64_t seed, double level) {
+  if (!(level > 0 && level < 1)) throw UsageError("bootstrap: the level must be in (0, 1)");
+  std::vector<double> statistics = bootstrap_ratio_statistics(loss_sums, tokens, resamples, seed);
+  BootstrapInterval interval;
+  interval.estimate = std::accumulate(loss_sums.begin(), loss_sums.end(), 0.0) /
+                      std::accumulate(tokens.begin(), tokens.end(), 0.0);
   std::sort(statistics.begin(), statistics.end());
   interval.lower = interpolated_percentile(statistics, (1 - level) / 2);
   interval.upper = interpolated_percentile(statistics, (1 + level) / 2);

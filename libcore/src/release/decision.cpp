@@ -1,5 +1,6 @@
 #include "shardtrain/release/decision.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 
@@ -8,6 +9,7 @@
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/data/dataset.hpp"
+#include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/evidence.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/registry.hpp"
@@ -65,6 +67,39 @@ nlohmann::json fallback_of(const BaselineChoice& b) {
           {"file", b.description.value("file", "")}};
 }
 
+// What promoting is weighed against: the release in service (last-known-good) when there is one,
+// else the named baseline the candidate was compared with. Its evaluation must be of the same
+// hold-out (as compare_with_baseline requires of the baseline). A release recorded before
+// evaluations kept per-sequence losses is evaluated again from its checkpoint (same options), so a
+// registry of older records keeps working.
+std::pair<nlohmann::json, std::string> fallback_evaluation(const BaselineChoice& b, const nlohmann::json& candidate,
+                                                           const ReleaseEvalOptions& eval) {
+  if (b.last_known_good.is_null()) return {b.evaluation, b.description["name"].get<std::string>()};
+  nlohmann::json e = b.last_known_good["scores"]["candidate"];
+  if (!e["scores"].contains("per_sequence")) {
+    log_line("release-gate: the release in service was recorded without per-sequence losses: evaluating it again");
+    e = evaluate_checkpoint(b.last_known_good["artifact"]["folder"].get<std::string>(), eval);
+  }
+  nlohmann::json ch = candidate.at("holdout"), fh = e.at("holdout");
+  ch.erase("data");
+  fh.erase("data");
+  if (ch != fh)
+    throw UsageError("holdout_mismatch: the release in service (" + b.last_known_good["record_path"].get<std::string>() +
+                     ") was evaluated on another hold-out than the candidate, so the utility of replacing it cannot be "
+                     "measured; decide with the --data, --cutoff and --max-samples of its record");
+  return {e, kLastKnownGood};
+}
+
+// The run's cost table: --costs, else <run_dir>/costs.json when it exists; null when there is none.
+nlohmann::json cost_table(const std::string& given, const std::string& run_dir) {
+  std::string path = given;
+  if (path.empty()) {
+    path = (fs::path(run_dir) / "costs.json").string();
+    if (!fs::exists(path)) return nullptr;
+  }
+  return CostTable::read(path).to_json();
+}
+
 }  // namespace
 
 nlohmann::json register_baseline(const BaselineOptions& o) {
@@ -102,14 +137,18 @@ Decision decide_release(const DecideOptions& o) {
   if (eval.holdout.cutoff.empty()) eval.holdout.cutoff = bh.at("cutoff");
   eval.holdout.max_samples = o.max_samples.value_or(bh.at("max_samples").get<int>());
   const std::string folder = resolve_checkpoint_folder(o.checkpoint);
+  const std::string run_dir = o.run_dir.empty() ? fs::path(folder).parent_path().parent_path().string() : o.run_dir;
+  const nlohmann::json costs = cost_table(o.costs_path, run_dir);  // before the evaluation: a bad file fails fast
   const nlohmann::json candidate = evaluate_checkpoint(folder, eval);
 
   std::vector<CheckResult> checks = compare_with_baseline(policy, candidate, baseline.evaluation);
-  const std::string run_dir = o.run_dir.empty() ? fs::path(folder).parent_path().parent_path().string() : o.run_dir;
   const std::vector<EvidenceResult> evidence =
       collect_evidence(policy, run_dir, o.evidence, candidate["holdout"]["dataset_snapshot_id"]);
   nlohmann::json rubric;
   for (auto& c : score_rubric(policy, evidence, &rubric)) checks.push_back(std::move(c));
+  const auto [fallback_eval, fallback_name] = fallback_evaluation(baseline, candidate, eval);
+  const UtilityEstimate utility = estimate_utility(policy.utility, candidate, fallback_eval, fallback_name);
+  for (auto& c : check_utility(utility)) checks.push_back(std::move(c));
 
   Decision d;
   d.promote = std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.passed; });
@@ -118,12 +157,15 @@ Decision decide_release(const DecideOptions& o) {
     checks_json.push_back(c.to_json());
     if (!c.passed) reasons.push_back(c.name + ": " + c.reason);
   }
-  if (d.promote) reasons.push_back("every check passed and the rubric scored " + std::to_string(rubric["score"].get<double>()));
+  if (d.promote)
+    reasons.push_back("every check passed, the rubric scored " + std::to_string(rubric["score"].get<double>()) +
+                      " and the expected utility over " + fallback_name + " is " + std::to_string(utility.expected_utility) +
+                      " with P(regret) " + std::to_string(utility.regret_probability));
   const auto& ck = candidate["checkpoint"];
   const auto& h = candidate["holdout"];
   d.record = {
       {"format", "shardtrain-release-record"},
-      {"format_version", 1},
+      {"format_version", 2},
       {"decision", d.promote ? "promote" : "reject"},
       {"reasons", reasons},
       {"checks", checks_json},
@@ -142,6 +184,8 @@ Decision decide_release(const DecideOptions& o) {
       {"code_version", ck["code_version"]},
       {"scores", {{"candidate", candidate}, {"baseline", baseline.evaluation}}},
       {"rubric", rubric},
+      {"utility", utility.to_json()},
+      {"costs", costs},
       {"policy", policy.to_json()},
       {"baseline", baseline.description},
       {"previous_last_known_good",

@@ -26,16 +26,29 @@ Outcome judge(const std::string& item, const nlohmann::json& j, const std::strin
     return {proof == "holds", "proof " + (proof.empty() ? std::string("missing") : proof)};
   }
   if (item == "efficiency_report") {
-    const bool ok = j.value("efficiency_available", false) && j.contains("points") && j["points"].is_array() &&
-                    !j["points"].empty();
-    return {ok, ok ? std::to_string(j["points"].size()) + " points" : "no efficiency points"};
+    // E(W) at some W > 1: a report of the W=1 run alone has efficiency_available (its base) but
+    // measures no scaling, and a report without a W=1 run has no E(W) at all.
+    if (!j.value("efficiency_available", false)) return {false, "no W=1 run in the report: no E(W)"};
+    int scaled = 0, oversubscribed = 0;
+    if (j.contains("points") && j["points"].is_array())
+      for (const auto& p : j["points"])
+        if (p.is_object() && p.value("world_size", 0) > 1 && p.contains("efficiency") && p["efficiency"].is_number()) {
+          ++scaled;
+          oversubscribed += p.value("oversubscribed", false);
+        }
+    if (scaled == 0) return {false, "no point with W > 1: no E(W) measured"};
+    return {true, std::to_string(scaled) + " E(W) points at W > 1" +
+                      (oversubscribed ? " (" + std::to_string(oversubscribed) + " oversubscribed)" : "")};
   }
   if (item == "replica_checks") {
+    // One rank has no replica to compare with: its checks pass trivially and prove nothing.
     const auto rc = j.contains("replica_checks") ? j["replica_checks"] : nlohmann::json::object();
-    const bool ok = rc.is_object() && rc.value("every", 0) > 0 && rc.value("checks", 0) >= 1;
-    return {ok, ok ? std::to_string(rc["checks"].get<long>()) + " checks, every " + std::to_string(rc["every"].get<long>()) +
-                         " steps"
-                   : "the run did not check its replicas (--check-replicas)"};
+    const bool checked = rc.is_object() && rc.value("every", 0) > 0 && rc.value("checks", 0) >= 1;
+    const long world = j.value("world_size", 0L);
+    if (!checked) return {false, "the run did not check its replicas (--check-replicas)"};
+    if (world < 2) return {false, "the run had " + std::to_string(world) + " rank(s): no replica to compare"};
+    return {true, std::to_string(rc["checks"].get<long>()) + " checks of " + std::to_string(world) + " replicas, every " +
+                      std::to_string(rc["every"].get<long>()) + " steps"};
   }
   // no_skipped_data
   const long rejects = j.contains("rejects") ? j["rejects"].value("count", -1L) : -1L;

@@ -31,6 +31,7 @@ void HoldoutScores::Units::add(std::uint64_t sequence, double loss) {
   if (sequence != last_sequence || loss_sums.empty()) {
     loss_sums.push_back(0);
     tokens.push_back(0);
+    sequences.push_back(sequence);
     last_sequence = sequence;
   }
   loss_sums.back() += loss;
@@ -71,7 +72,8 @@ nlohmann::json HoldoutScores::summary(const BootstrapSettings& b) const {
           {"calibration", calibration_.summary()},
           {"slices", slices},
           {"worst_slice", worst},
-          {"slices_worse_than_mean", worse}};
+          {"slices_worse_than_mean", worse},
+          {"per_sequence", {{"sequence", all_.sequences}, {"loss_sums", all_.loss_sums}, {"tokens", all_.tokens}}}};
 }
 
 }  // namespace shardtrain

@@ -1,6 +1,7 @@
 #include "shardtrain/release/policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -45,7 +46,8 @@ nlohmann::json ReleasePolicy::to_json() const {
             {"max_slice_regression", max_slice_regression},
             {"max_ece", max_ece},
             {"max_latency_ratio", max_latency_ratio}}},
-          {"rubric", {{"min_score", min_score}, {"items", items}}}};
+          {"rubric", {{"min_score", min_score}, {"items", items}}},
+          {"utility", utility.to_json()}};
 }
 
 ReleasePolicy read_release_policy(const std::string& path) {
@@ -80,6 +82,7 @@ ReleasePolicy read_release_policy(const std::string& path) {
                   item.value("required", false)};
     p.rubric.push_back(ri);
   }
+  p.utility = UtilityModel::from_json(j.contains("utility") ? j["utility"] : nlohmann::json(nullptr), path);
   return p;
 }
 
@@ -177,6 +180,20 @@ std::vector<CheckResult> score_rubric(const ReleasePolicy& policy, const std::ve
                                         "rubric score " + fixed(score) + " < " + fixed(policy.min_score))};
   checks.insert(checks.end(), missing.begin(), missing.end());
   return checks;
+}
+
+std::vector<CheckResult> check_utility(const UtilityEstimate& u) {
+  const std::string interval = " (" + std::to_string(std::lround(u.level * 100)) + "% interval " + fixed(u.lower) + " to " +
+                               fixed(u.upper) + ")";
+  return {check("utility", u.positive(), u.expected_utility, 0.0,
+                "expected utility of promoting over keeping " + u.fallback + " is " + fixed(u.expected_utility) +
+                    interval + ", not > 0: " + fixed(u.loss_saved) + " nats/token saved is worth " +
+                    fixed(u.value_over_horizon) + ", latency costs " + fixed(u.latency_cost_over_horizon) +
+                    ", regret risk " + fixed(u.model.bad_release_cost * u.regret_probability)),
+          check("regret", u.regret_within_bound(), u.regret_probability, u.model.regret_bound,
+                "probability of regret (the candidate worse than " + u.fallback + ") " + fixed(u.regret_probability) +
+                    " = " + std::to_string(u.regret_resamples) + " of " + std::to_string(u.resamples) +
+                    " resamples, not below " + fixed(u.model.regret_bound))};
 }
 
 }  // namespace shardtrain

@@ -1,9 +1,12 @@
 #include "shardtrain/release/report.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "shardtrain/base/gnuplot.hpp"
+#include "shardtrain/release/costs.hpp"
+#include "shardtrain/release/utility.hpp"
 
 namespace shardtrain {
 namespace {
@@ -13,6 +16,30 @@ std::string num(const nlohmann::json& v, int decimals = 4) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v.get<double>());
   return buf;
+}
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// The utility with the policy's numbers substituted into its formula (release/utility.hpp).
+std::string utility_lines(const UtilityEstimate& u) {
+  std::ostringstream t;
+  const auto& m = u.model;
+  t << "  utility of promoting over " << u.fallback << ": E = H (v N S - c L) - B P = " << general(m.horizon_days)
+    << " x (" << general(m.value_per_nat_token) << " x " << general(m.served_tokens_per_day) << " x " << num(u.loss_saved, 6)
+    << " - " << general(m.cost_per_ms_p99_day) << " x " << num(u.latency_delta_ms, 4) << ") - "
+    << general(m.bad_release_cost) << " x " << num(u.regret_probability, 4) << " = " << num(u.expected_utility, 2) << " ("
+    << std::lround(u.level * 100) << "% interval " << num(u.lower, 2) << " to " << num(u.upper, 2) << ")\n"
+    << "    S = " << num(u.fallback_loss, 6) << " - " << num(u.candidate_loss, 6) << " nats/token saved on " << u.sequences
+    << " paired sequences (" << num(u.loss_saved_lower, 6) << " to " << num(u.loss_saved_upper, 6) << "); L = "
+    << (u.latency_applicable ? num(u.candidate_p99_ms, 4) + " - " + num(u.fallback_p99_ms, 4) + " ms p99"
+                             : std::string("0 (not applicable against an n-gram)"))
+    << "; P(regret) = " << u.regret_resamples << " / " << u.resamples << " resamples with U < 0 "
+    << (u.regret_within_bound() ? "< " : ">= ") << general(m.regret_bound) << "\n";
+  return t.str();
 }
 
 }  // namespace
@@ -99,6 +126,11 @@ std::string decision_text(const nlohmann::json& r) {
     << " against baseline " << r["baseline"]["name"].get<std::string>() << " (policy " << r["policy"]["version"].get<std::string>()
     << ", rubric score " << num(r["rubric"]["score"], 2) << ")\n";
   for (const auto& reason : r["reasons"]) t << "  reason: " << reason.get<std::string>() << "\n";
+  if (r.contains("utility") && r["utility"].is_object()) t << utility_lines(UtilityEstimate::from_json(r["utility"]));
+  if (r.contains("costs") && r["costs"].is_object())
+    t << CostTable::from_json(r["costs"], r["costs"].value("path", "costs.json")).text();
+  else
+    t << "  costs: none (no cost table in the run folder; scripts/slurm/pipeline.sh's costs stage writes RUN/costs.json)\n";
   t << "  in service: " << r["in_service"]["name"].get<std::string>()
     << (r["in_service"].contains("checkpoint") && !r["in_service"]["checkpoint"].is_null()
             ? " (" + r["in_service"]["checkpoint"].get<std::string>() + ")"

@@ -123,6 +123,8 @@ Subcommand add_decide_command(CLI::App& parent) {
   add_eval_options(c.app, o.eval);
   c.app->add_option("--run-dir", o.run_dir, "The training run's folder, where evidence is looked for (default: <CKPT>/../..)");
   c.app->add_option("--evidence", a->evidence, "ITEM=PATH: an evidence file instead of the default (repeatable)");
+  c.app->add_option("--costs", o.costs_path,
+                    "The run's cost table, copied into the record (default: <run dir>/costs.json when it exists)");
   c.app->add_flag("--dry-run", o.dry_run, "Decide and print, but write no record and move no pointer");
   c.app->add_option("--json", a->json, "Also write the record to FILE ('-': standard output)");
   c.run = [a] {

@@ -21,6 +21,12 @@ struct BootstrapInterval {
   double lower = 0, upper = 0;
 };
 
+// The R resample statistics sum(s*)/sum(t*) in resample order (r = 0..R-1), by the draws above: what
+// the interval is taken from, and what a caller needing more than two percentiles (the release
+// utility's probability of regret) counts in. Throws UsageError as bootstrap_ratio_interval does.
+std::vector<double> bootstrap_ratio_statistics(const std::vector<double>& loss_sums, const std::vector<double>& tokens,
+                                               int resamples, std::uint64_t seed);
+
 // Throws UsageError when the inputs differ in length, are empty, R < 2 or level is not in (0, 1).
 BootstrapInterval bootstrap_ratio_interval(const std::vector<double>& loss_sums, const std::vector<double>& tokens,
                                            int resamples, std::uint64_t seed, double level = 0.95);

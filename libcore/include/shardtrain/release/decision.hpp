@@ -29,6 +29,7 @@ struct DecideOptions {
   std::optional<int> max_samples;
   std::string run_dir;                     // evidence folder; "" = <step folder>/../..
   std::map<std::string, std::string> evidence;  // ITEM -> PATH overrides
+  std::string costs_path;                  // the run's cost table; "" = <run_dir>/costs.json when present
   bool dry_run = false;
 };
 struct Decision {
@@ -37,7 +38,10 @@ struct Decision {
 };
 // Throws UsageError/IoError for unusable input (exit 2/3): an unreadable policy, an unknown
 // baseline, no last-known-good yet, a checkpoint that does not validate, hold-outs that differ.
-// Missing or failing evidence is a reject naming the item, not an error.
+// Missing or failing evidence is a reject naming the item, not an error. A cost table that is present
+// but not one (release/costs.hpp) is unusable input; an absent one is "costs": null in the record.
+// The utility (release/utility.hpp) is weighed against the fallback: last-known-good when there is
+// one (its evaluation must be of the same hold-out), else the named baseline.
 Decision decide_release(const DecideOptions& options);
 
 }  // namespace shardtrain::release_gate

@@ -7,10 +7,14 @@
 //   deterministic_twin evidence/equivalence.json         equiv-check --json of the run against its
 //                                                        deterministic twin: verdict BITWISE or WITHIN
 //   kill_resume        evidence/kill-resume.json         scripts/kill-resume-proof.sh --report: "proof": "holds"
-//   efficiency_report  evidence/scaling/report.json      scale-bench report: efficiency_available and >= 1 point
-//   replica_checks     summary.json                      the run's summary: replica_checks.every > 0 and
-//                                                        replica_checks.checks >= 1 (a diverged replica
-//                                                        stops the run, so a summary means they matched)
+//   efficiency_report  evidence/scaling/report.json      scale-bench report of a W=1 run and the run:
+//                                                        efficiency_available and a point with W > 1
+//                                                        whose efficiency is a number (oversubscribed
+//                                                        points count, named in the detail)
+//   replica_checks     summary.json                      the run's summary: world_size >= 2,
+//                                                        replica_checks.every > 0 and checks >= 1 (a
+//                                                        diverged replica stops the run, so a summary
+//                                                        means they matched; one rank compares nothing)
 //   no_skipped_data    evidence/data-prep.json           data-prep's JSON summary: rejects.count == 0 and its
 //                                                        snapshot_id is the evaluated dataset's
 #pragma once

@@ -38,12 +38,16 @@ class HoldoutScores {
   // {"loss", "perplexity", "tokens", "sequences", "interval": {"lower","upper","level","resamples","seed"},
   //  "calibration": CalibrationAccumulator::summary(), "slices": [{"key","kind","name","loss","perplexity",
   //  "tokens","units","lower","upper"}] (owners then versions, each sorted), "worst_slice": key,
-  //  "slices_worse_than_mean": [key...]}. Throws UsageError when nothing was added.
+  //  "slices_worse_than_mean": [key...], "per_sequence": {"sequence": [id...], "loss_sums": [nats...],
+  //  "tokens": [count...]}} (the overall bootstrap's units in arrival order: two evaluations of the same
+  //  hold-out list the same sequences and token counts, so their losses pair up position for position;
+  //  release/utility.hpp resamples the paired differences). Throws UsageError when nothing was added.
   nlohmann::json summary(const BootstrapSettings& bootstrap) const;
 
  private:
   struct Units {  // one bootstrap unit per (sequence, slice)
     std::vector<double> loss_sums, tokens;
+    std::vector<std::uint64_t> sequences;  // the sequence of each unit
     std::uint64_t last_sequence = UINT64_MAX;
     void add(std::uint64_t sequence, double loss);
   };

@@ -20,11 +20,17 @@
 //                        check is recorded as not applicable).
 //   rubric               evidence score < rubric.min_score, or a required item missing or failing
 //                        ("evidence:<item>").
+//   utility              the expected utility of promoting against keeping the fallback is not > 0
+//                        (release/utility.hpp: the policy's utility model on the paired hold-out).
+//   regret               the probability of regret (the candidate worse than the fallback) is not
+//                        below utility.regret_bound.
 #pragma once
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "shardtrain/release/utility.hpp"
 
 namespace shardtrain {
 
@@ -41,7 +47,8 @@ struct ReleasePolicy {
   double max_loss_rise = 0, max_slice_regression = 0, max_ece = 0, max_latency_ratio = 0;
   double min_score = 0.8;
   std::vector<RubricItem> rubric;
-  nlohmann::json to_json() const;  // {"path","version","sha256","thresholds","rubric"}
+  UtilityModel utility;
+  nlohmann::json to_json() const;  // {"path","version","sha256","thresholds","rubric","utility"}
 };
 
 // Reads and validates a policy file. Throws IoError (unreadable) or UsageError naming the field.
@@ -76,5 +83,8 @@ struct EvidenceResult {
 // required item that is missing or failing; fills `score_json` with {"score","min_score","items"}.
 std::vector<CheckResult> score_rubric(const ReleasePolicy& policy, const std::vector<EvidenceResult>& evidence,
                                       nlohmann::json* score_json);
+
+// The "utility" check (expected utility > 0) and the "regret" check (P(regret) < regret_bound).
+std::vector<CheckResult> check_utility(const UtilityEstimate& utility);
 
 }  // namespace shardtrain

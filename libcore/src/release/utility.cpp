@@ -1,0 +1,186 @@
+#include "shardtrain/release/utility.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/hash.hpp"
+#include "shardtrain/release/bootstrap.hpp"
+
+namespace shardtrain {
+namespace {
+
+double field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number()) throw UsageError(where + ": needs a number '" + key + "'");
+  const double v = j[key].get<double>();
+  if (!std::isfinite(v) || v < 0) throw UsageError(where + ": '" + key + "' must be a finite number >= 0");
+  return v;
+}
+
+// An evaluation's paired units: the per-sequence loss sums and token counts.
+struct Units {
+  std::vector<std::uint64_t> sequence;
+  std::vector<double> loss_sums, tokens;
+};
+
+Units units_of(const nlohmann::json& evaluation, const std::string& which) {
+  const auto& s = evaluation.at("scores");
+  if (!s.contains("per_sequence"))
+    throw UsageError("utility: the " + which + " evaluation has no scores.per_sequence (made by an older release-gate); "
+                     "register the baseline again (release-gate baseline) or decide against a baseline evaluated since");
+  const auto& p = s["per_sequence"];
+  Units u{p.at("sequence").get<std::vector<std::uint64_t>>(), p.at("loss_sums").get<std::vector<double>>(),
+          p.at("tokens").get<std::vector<double>>()};
+  if (u.sequence.size() != u.loss_sums.size() || u.tokens.size() != u.loss_sums.size() || u.loss_sums.empty())
+    throw UsageError("utility: the " + which + " evaluation's scores.per_sequence arrays differ in length or are empty");
+  return u;
+}
+
+double or_zero(const nlohmann::json& j, const char* a, const char* b) {
+  return j.contains(a) && j[a].contains(b) && j[a][b].is_number() ? j[a][b].get<double>() : 0.0;
+}
+
+}  // namespace
+
+UtilityModel UtilityModel::from_json(const nlohmann::json& j, const std::string& where) {
+  const std::string w = where + ": utility";
+  if (!j.is_object()) throw UsageError(w + " missing (an object: value_per_nat_token, served_tokens_per_day, "
+                                           "cost_per_ms_p99_day, bad_release_cost, horizon_days, regret_bound)");
+  UtilityModel m;
+  m.value_per_nat_token = field(j, "value_per_nat_token", w);
+  m.served_tokens_per_day = field(j, "served_tokens_per_day", w);
+  m.cost_per_ms_p99_day = field(j, "cost_per_ms_p99_day", w);
+  m.bad_release_cost = field(j, "bad_release_cost", w);
+  m.horizon_days = field(j, "horizon_days", w);
+  if (!(m.horizon_days > 0)) throw UsageError(w + ": 'horizon_days' must be > 0");
+  m.regret_bound = field(j, "regret_bound", w);
+  if (!(m.regret_bound > 0 && m.regret_bound <= 1)) throw UsageError(w + ": 'regret_bound' is a probability in (0, 1]");
+  return m;
+}
+
+nlohmann::json UtilityModel::to_json() const {
+  return {{"value_per_nat_token", value_per_nat_token}, {"served_tokens_per_day", served_tokens_per_day},
+          {"cost_per_ms_p99_day", cost_per_ms_p99_day},   {"bad_release_cost", bad_release_cost},
+          {"horizon_days", horizon_days},                 {"regret_bound", regret_bound}};
+}
+
+nlohmann::json UtilityEstimate::to_json() const {
+  return {{"formula", kFormula},
+          {"model", model.to_json()},
+          {"fallback", fallback},
+          {"candidate_loss", candidate_loss},
+          {"fallback_loss", fallback_loss},
+          {"loss_saved", loss_saved},
+          {"loss_saved_lower", loss_saved_lower},
+          {"loss_saved_upper", loss_saved_upper},
+          {"sequences", sequences},
+          {"tokens", tokens},
+          {"bootstrap", {{"resamples", resamples}, {"seed", seed}, {"level", level}}},
+          {"latency",
+           {{"applicable", latency_applicable},
+            {"candidate_p99_ms", candidate_p99_ms},
+            {"fallback_p99_ms", fallback_p99_ms},
+            {"delta_ms", latency_delta_ms}}},
+          {"value_over_horizon", value_over_horizon},
+          {"latency_cost_over_horizon", latency_cost_over_horizon},
+          {"break_even_loss_saved",
+           std::isfinite(break_even_loss_saved) ? nlohmann::json(break_even_loss_saved) : nlohmann::json(nullptr)},
+          {"regret_resamples", regret_resamples},
+          {"regret_probability", regret_probability},
+          {"expected_utility", expected_utility},
+          {"lower", lower},
+          {"upper", upper},
+          {"positive", positive()},
+          {"regret_within_bound", regret_within_bound()}};
+}
+
+UtilityEstimate UtilityEstimate::from_json(const nlohmann::json& j) {
+  UtilityEstimate u;
+  u.model = UtilityModel::from_json(j.at("model"), "release record");
+  u.fallback = j.at("fallback").get<std::string>();
+  u.candidate_loss = j.at("candidate_loss");
+  u.fallback_loss = j.at("fallback_loss");
+  u.loss_saved = j.at("loss_saved");
+  u.loss_saved_lower = j.at("loss_saved_lower");
+  u.loss_saved_upper = j.at("loss_saved_upper");
+  u.sequences = j.at("sequences");
+  u.tokens = j.at("tokens");
+  u.resamples = j.at("bootstrap").at("resamples");
+  u.seed = j.at("bootstrap").at("seed");
+  u.level = j.at("bootstrap").at("level");
+  const auto& l = j.at("latency");
+  u.latency_applicable = l.at("applicable");
+  u.candidate_p99_ms = l.at("candidate_p99_ms");
+  u.fallback_p99_ms = l.at("fallback_p99_ms");
+  u.latency_delta_ms = l.at("delta_ms");
+  u.value_over_horizon = j.at("value_over_horizon");
+  u.latency_cost_over_horizon = j.at("latency_cost_over_horizon");
+  const auto& be = j.at("break_even_loss_saved");
+  u.break_even_loss_saved = be.is_null() ? std::numeric_limits<double>::infinity() : be.get<double>();
+  u.regret_resamples = j.at("regret_resamples");
+  u.regret_probability = j.at("regret_probability");
+  u.expected_utility = j.at("expected_utility");
+  u.lower = j.at("lower");
+  u.upper = j.at("upper");
+  return u;
+}
+
+UtilityEstimate estimate_utility(const UtilityModel& model, const nlohmann::json& candidate,
+                                 const nlohmann::json& fallback, const std::string& fallback_name) {
+  const Units c = units_of(candidate, "candidate"), f = units_of(fallback, "fallback");
+  if (c.sequence != f.sequence || c.tokens != f.tokens)
+    throw UsageError("utility: the candidate's and the fallback's evaluations scored different hold-out sequences; "
+                     "decide against a baseline evaluated with the same --data, --cutoff, --seq-len and --max-samples");
+  UtilityEstimate u;
+  u.model = model;
+  u.fallback = fallback_name;
+  std::vector<double> saved(c.loss_sums.size());
+  double c_sum = 0, f_sum = 0;
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    saved[i] = f.loss_sums[i] - c.loss_sums[i];
+    c_sum += c.loss_sums[i];
+    f_sum += f.loss_sums[i];
+    u.tokens += c.tokens[i];
+  }
+  u.sequences = saved.size();
+  u.candidate_loss = c_sum / u.tokens;
+  u.fallback_loss = f_sum / u.tokens;
+  const auto& interval = candidate.at("scores").at("interval");
+  u.resamples = interval.at("resamples");
+  u.level = interval.at("level");
+  u.seed = interval.at("seed").get<std::uint64_t>() ^ fnv1a64("utility");
+  // The paired statistic's resamples: the same units and draws as the loss intervals, on d_i.
+  if (!(u.level > 0 && u.level < 1)) throw UsageError("utility: the candidate's bootstrap level must be in (0, 1)");
+  const std::vector<double> s_r = bootstrap_ratio_statistics(saved, c.tokens, u.resamples, u.seed);
+  std::vector<double> sorted = s_r;
+  std::sort(sorted.begin(), sorted.end());
+  u.loss_saved = std::accumulate(saved.begin(), saved.end(), 0.0) / u.tokens;
+  u.loss_saved_lower = interpolated_percentile(sorted, (1 - u.level) / 2);
+  u.loss_saved_upper = interpolated_percentile(sorted, (1 + u.level) / 2);
+
+  // Latency: only against a checkpoint (an n-gram's serving cost is not measured on this path).
+  u.latency_applicable = fallback.value("kind", "") == "checkpoint" && candidate.contains("latency");
+  if (u.latency_applicable) {
+    u.candidate_p99_ms = or_zero(candidate, "latency", "ms_per_sequence_p99");
+    u.fallback_p99_ms = or_zero(fallback, "latency", "ms_per_sequence_p99");
+    u.latency_delta_ms = u.candidate_p99_ms - u.fallback_p99_ms;
+  }
+  const double H = model.horizon_days, vN = model.value_per_nat_token * model.served_tokens_per_day;
+  const double latency_cost = model.cost_per_ms_p99_day * u.latency_delta_ms;
+  auto utility = [&](double s) { return H * (vN * s - latency_cost); };
+  u.value_over_horizon = H * vN * u.loss_saved;
+  u.latency_cost_over_horizon = H * latency_cost;
+  u.break_even_loss_saved = vN > 0 ? latency_cost / vN : std::numeric_limits<double>::infinity();
+  for (const double s : s_r) u.regret_resamples += utility(s) < 0;
+  u.regret_probability = double(u.regret_resamples) / double(u.resamples);
+  const double bad = model.bad_release_cost * u.regret_probability;
+  u.expected_utility = utility(u.loss_saved) - bad;
+  u.lower = utility(u.loss_saved_lower) - bad;
+  u.upper = utility(u.loss_saved_upper) - bad;
+  return u;
+}
+
+}  // namespace shardtrain
