@@ -140,6 +140,9 @@ run_stage() {
       fi
       local base=bigram
       [ -f "$registry/last-known-good" ] && base=last-known-good
+      # The cost table of every stage so far goes into the release record (decide reads
+      # RUN/costs.json); the costs stage rewrites it with the last stages once the chain is done.
+      python3 "$here/scripts/slurm/costs.py" "$run" >/dev/null || say "costs.py failed: the record will say costs null"
       "$bin/release-gate" decide "$run/checkpoints" --policy "$policy" --registry "$registry" --baseline "$base" \
         --data "$data" --cutoff "$cutoff" --run-dir "$run" ;;
     costs)
