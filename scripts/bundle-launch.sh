@@ -64,7 +64,7 @@ while read -r soname; do
     if [ -e "${dirs[$i]}/$soname" ]; then hit="${dirs[$i]}/$soname" from="${whence[$i]}"; break; fi
   done
   if [ -z "$hit" ] && command -v ldconfig >/dev/null 2>&1; then
-    hit=$(ldconfig -p 2>/dev/null | awk -v s="$soname" '$1 == s {print $NF; exit}') from="ldconfig cache"
+    hit=$(ldconfig -p 2>/dev/null | awk -v s="$soname" '$1 == s && !h {h = $NF} END {print h}' || true) from="ldconfig cache"
   fi
   if [ -n "$hit" ]; then
     ln -sf "$hit" "$bundle/lib/device/$soname"
@@ -79,7 +79,7 @@ done <"$bundle/lib/device-libs.txt"
 # The driver: the bundled CUDA runtime loads libcuda.so.1 through the usual search; a driver folder
 # the linker's cache does not know is added to LD_LIBRARY_PATH (for libcuda only: nothing the bundle
 # holds is there).
-driver=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" {print $NF; exit}' || true)
+driver=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" && !h {h = $NF} END {print h}' || true)
 if [ -z "$driver" ]; then
   for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib; do
     if [ -e "$d/libcuda.so.1" ]; then driver="$d/libcuda.so.1"; export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
@@ -113,20 +113,30 @@ print_report() {
 
 # Open MPI and PMIx relocated into the bundle; root allowed (the GPU machine runs commands as root).
 export OPAL_PREFIX="$bundle" OPAL_SYSCONFDIR="$bundle/etc/openmpi"
-export PMIX_INSTALL_PREFIX="$bundle/lib/x86_64-linux-gnu/pmix2"
+pmix="$bundle/lib/x86_64-linux-gnu/pmix2"
+export PMIX_PREFIX="$pmix" PMIX_PKGLIBDIR="$pmix/lib/pmix" PMIX_PKGDATADIR="$pmix/share/pmix" PMIX_SYSCONFDIR="$pmix/share"
+export PMIX_MCA_mca_base_component_path="$pmix/lib/pmix"
 export HWLOC_PLUGINS_PATH="$bundle/lib/hwloc"  # none bundled: keep the machine's own hwloc plugins out
 export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
 export OMPI_MCA_btl_base_warn_component_unused=0
+# mpirun refuses to start without an ssh or rsh client even for ranks on this machine only; a GPU
+# image has none. With `false` as the agent one-node jobs run and a remote launch fails at once.
+if ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+  export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-false}"
+fi
 export PATH="$bundle/bin:$PATH" SHARDTRAIN_BUNDLE="$bundle"
 
 case "$mode" in
   report) print_report ;;
   env)
-    for v in OPAL_PREFIX OPAL_SYSCONFDIR PMIX_INSTALL_PREFIX HWLOC_PLUGINS_PATH OMPI_ALLOW_RUN_AS_ROOT \
+    for v in OPAL_PREFIX OPAL_SYSCONFDIR PMIX_PREFIX PMIX_PKGLIBDIR PMIX_PKGDATADIR PMIX_SYSCONFDIR PMIX_MCA_mca_base_component_path HWLOC_PLUGINS_PATH OMPI_ALLOW_RUN_AS_ROOT \
              OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl_base_warn_component_unused PATH SHARDTRAIN_BUNDLE; do
+      [ -n "${!v+x}" ] || continue
       printf 'export %s=%q\n' "$v" "${!v}"
     done
-    [ -n "${LD_LIBRARY_PATH:-}" ] && printf 'export LD_LIBRARY_PATH=%q\n' "$LD_LIBRARY_PATH"
+    for v in OMPI_MCA_plm_rsh_agent LD_LIBRARY_PATH; do
+      if [ -n "${!v:-}" ]; then printf 'export %s=%q\n' "$v" "${!v}"; fi
+    done
     ;;
   exec)
     [ "$verbose" = 1 ] && print_report >&2

@@ -4,11 +4,12 @@
 # HDF5, oneDNN, no package registry). The machine that runs it unpacks the archive and calls
 # BUNDLE/launch or BUNDLE/gpu-check.sh; nothing is built there.
 #
-# Usage: scripts/device-bundle.sh [--build DIR] [--out DIR] [--force] [--list]
+# Usage: scripts/device-bundle.sh [--build DIR] [--out DIR] [--no-build] [--force] [--list]
 #   --build DIR  the build folder (default: build, or $BUILD_DIR). It must be a Release build with the
 #                CUDA backend (setup.sh makes one where nvcc is found); it is brought up to date
 #                (cmake --build), never configured a second time.
 #   --out DIR    where the archive goes (default: gpu-bundle, ignored by git)
+#   --no-build   pack the build folder as it is (no cmake --build)
 #   --force      repack even when the archive is newer than everything it holds
 #   --list       print the archive's files after packing
 # Output: OUT/shardtrain-gpu-bundle.tar.xz (at most 48 MiB, checked), holding shardtrain-gpu-bundle/:
@@ -29,17 +30,18 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${BUILD_DIR:-$here/build}" out="$here/gpu-bundle" force=0 list=0
+build="${BUILD_DIR:-$here/build}" out="$here/gpu-bundle" force=0 list=0 nobuild=0
 name=shardtrain-gpu-bundle
 max_bytes=$((48 * 1024 * 1024))
 say() { echo "device-bundle.sh: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) [ $# -ge 2 ] || die "--build needs a folder" 2; build=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder" 2; out=$2; shift 2 ;;
     --force) force=1; shift ;;
+    --no-build) nobuild=1; shift ;;
     --list) list=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" 2 ;;
@@ -62,10 +64,12 @@ nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*
 [ -n "$nvcc" ] && [ -x "$nvcc" ] || die "$build is a CPU-only build (no CUDA compiler): install the CUDA toolkit and rerun scripts/setup.sh" 2
 grep -q 'CUDA_ARCHITECTURES "90"' "$here/libcore/CMakeLists.txt" || die "libcore no longer targets sm_90 (CUDA_ARCHITECTURES)"
 tools=$(cd "$here/tools" && ls ./*.cpp | sed 's|^\./||; s|\.cpp$||')
-say "bringing $build up to date (tools and shardtrain_tests)"
-# shellcheck disable=SC2086  # one target per tool
-cmake --build "$build" -j "${JOBS:-2}" --target $tools shardtrain_tests >"$build/device-bundle-build.log" 2>&1 ||
-  { tail -30 "$build/device-bundle-build.log" >&2; die "the build failed (log: $build/device-bundle-build.log)"; }
+if [ "$nobuild" = 0 ]; then
+  say "bringing $build up to date (tools and shardtrain_tests)"
+  # shellcheck disable=SC2086  # one target per tool
+  cmake --build "$build" -j "${JOBS:-2}" --target $tools shardtrain_tests >"$build/device-bundle-build.log" 2>&1 ||
+    { tail -30 "$build/device-bundle-build.log" >&2; die "the build failed (log: $build/device-bundle-build.log)"; }
+fi
 [ -n "$(cache_get SHARDTRAIN_NCCL_LIBRARY | grep -v NOTFOUND)" ] || say "note: this build has no NCCL transport (NCCL was not found)"
 [ -f "$here/data/fortunes.h5" ] || DATA_DIR="$here/data" "$here/scripts/prepare-data.sh" "$build" >/dev/null
 
@@ -112,22 +116,25 @@ mkdir -p "$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3" "$B/lib/x86_64-linux-gnu
 heavy='lib(ucp|ucs|uct|ucm|fabric|psm|psm2|psm_infinipath|ibverbs|rdmacm|jvm|mpi_java|mca_common_(ucx|ofi|verbs))'
 dropped=()
 for c in "$ompi_libdir"/openmpi3/*.so; do
-  if ldd "$c" 2>/dev/null | grep -qE "$heavy|not found"; then dropped+=("$(basename "$c" .so)"); continue; fi
+  deps=$(ldd "$c" 2>&1 || true)  # whole, then matched: grep -q on a pipe would race pipefail
+  if grep -qE "$heavy|not found" <<<"$deps"; then dropped+=("$(basename "$c" .so)"); continue; fi
   cp "$c" "$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/"
 done
 cp "$pmix_dir"/lib/pmix/*.so "$B/lib/x86_64-linux-gnu/pmix2/lib/pmix/"
 cp -r "$pmix_dir/share" "$B/lib/x86_64-linux-gnu/pmix2/share"
+# Debian's PMIx configuration names its component folder by absolute path; `launch` sets it instead.
+sed -i 's|^mca_base_component_path *=|# (set by launch) &|' "$B/lib/x86_64-linux-gnu/pmix2/share/pmix-mca-params.conf"
 cp -r /usr/share/openmpi "$B/share/openmpi"
 cp -r /etc/openmpi "$B/etc/openmpi"
-say "Open MPI: $(ls "$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3" | wc -l) components bundled, ${#dropped[@]} left out (${dropped[*]})"
+say "[$SECONDS s] Open MPI: $(ls "$B/lib/x86_64-linux-gnu/openmpi/lib/openmpi3" | wc -l) components bundled, ${#dropped[@]} left out (${dropped[*]})"
 
 # ---- 3. the library closure -------------------------------------------------------------------------
 # Provided by the device (or by every Linux): glibc, the C++ runtime, the driver, cuBLAS(Lt), NCCL.
 system_re='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libnsl|libanl|libstdc\+\+|libgcc_s|libcuda)\.so'
 provided_re='^(libcublas|libcublasLt|libnccl)\.so'
 elfs=()
-while IFS= read -r f; do elfs+=("$f"); done < <(find "$B/bin" "$B/tests" "$B/lib" -type f \( -perm -u+x -o -name '*.so*' \) |
-                                                while read -r f; do head -c4 "$f" | grep -q ELF && echo "$f"; done)
+is_elf() { [ "$(od -An -tx1 -N4 "$1" | tr -d ' \n')" = 7f454c46 ]; }
+while IFS= read -r f; do is_elf "$f" && elfs+=("$f"); done < <(find "$B/bin" "$B/tests" "$B/lib" -type f | sort)
 declare -A seen=() provided=()
 for f in "${elfs[@]}"; do
   while read -r soname _ path _; do
@@ -140,7 +147,7 @@ for f in "${elfs[@]}"; do
   done < <(ldd "$f" | grep '=>')
 done
 for soname in "${!seen[@]}"; do cp -L "${seen[$soname]}" "$B/lib/$soname"; done
-say "closure: ${#seen[@]} libraries bundled; provided by the device: ${!provided[*]}"
+say "[$SECONDS s] closure: ${#seen[@]} libraries bundled; provided by the device: ${!provided[*]}"
 
 # Stand-ins for the provided libraries: the same soname and symbol versions, every function the
 # bundled programs import from it, each printing what is missing and exiting 3. They sit last on the
@@ -167,7 +174,9 @@ for soname in "${!provided[@]}"; do
       echo "{ global:"; awk '$2 == "" {print "  " $1 ";"}' "$stage/syms"; echo "  local: *; };"
     fi
   } >"$map"
-  gcc -shared -fPIC -O1 -w -o "$B/lib/stubs/$soname" -Wl,-soname,"$soname" -Wl,--version-script="$map" "$src" ||
+  versions=()
+  [ -s "$map" ] && versions=(-Wl,--version-script="$map")  # nothing imported: the soname alone
+  gcc -shared -fPIC -O1 -w -o "$B/lib/stubs/$soname" -Wl,-soname,"$soname" "${versions[@]+"${versions[@]}"}" "$src" ||
     die "could not make the stand-in for $soname"
   echo "$soname $(wc -l <"$stage/syms") $real" >>"$B/lib/stubs/README"
 done
@@ -181,10 +190,15 @@ fi
 # ---- 4. run paths: $ORIGIN-relative everywhere, nothing from the caller's environment ------------------
 # Programs: lib/device (real provided libraries) first, then lib, then lib/stubs. Libraries: the same,
 # relative to lib/. Components: relative to their folders.
-relpath() { python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
+to_lib() {  # FOLDER (inside the bundle): the relative path from it to BUNDLE/lib
+  local d=${1#"$B"/} up=""
+  if [ "$d" = lib ]; then echo .; return; fi
+  case "$d" in lib/*) d=${d#lib/}; local x=${d//[!\/]/}; up=$(printf '../%.0s' $(seq $((${#x} + 1)))); echo "${up%/}" ;;
+               *) local x=${d//[!\/]/}; up=$(printf '../%.0s' $(seq $((${#x} + 1)))); echo "${up}lib" ;; esac
+}
 for f in "${elfs[@]}" "$B"/lib/*.so*; do
   [ -f "$f" ] && [ ! -L "$f" ] || continue
-  r=$(relpath "$B/lib" "$(dirname "$f")")
+  r=$(to_lib "$(dirname "$f")")
   rp="\$ORIGIN/$r/device:\$ORIGIN/$r:\$ORIGIN/$r/stubs"
   [ "$r" = . ] && rp="\$ORIGIN/device:\$ORIGIN:\$ORIGIN/stubs"
   patchelf --set-rpath "$rp" --force-rpath "$f" 2>/dev/null || patchelf --set-rpath "$rp" "$f"
@@ -192,6 +206,7 @@ for f in "${elfs[@]}" "$B"/lib/*.so*; do
   # so a component's dependency chain resolves inside the bundle too.
 done
 chmod -R u+w "$B"
+say "[$SECONDS s] run paths set"
 
 # ---- 5. manifest ------------------------------------------------------------------------------------
 NVCC="$nvcc" python3 - "$B" "$build" "$here" "${dropped[*]}" <<'PY'
@@ -243,7 +258,7 @@ m = {
     "files": files,
 }
 json.dump(m, open(f"{B}/manifest.json", "w"), indent=1)
-print(f"device-bundle.sh: manifest: {len(files)} files", file=sys.stderr)
+print(f"device-bundle.sh: manifest: {len(files)} files, {sum(f.get('bytes', 0) for f in files)} bytes", file=sys.stderr)
 PY
 
 # ---- 6. the archive ---------------------------------------------------------------------------------
@@ -256,6 +271,6 @@ if [ "$bytes" -gt "$max_bytes" ]; then
 fi
 mv "$tmp" "$archive"
 count=$(tar -tJf "$archive" | grep -vc '/$')
-say "wrote $archive: $(numfmt --to=iec-i --suffix=B "$bytes") ($bytes bytes), $count files"
+say "[$SECONDS s] wrote $archive: $(numfmt --to=iec-i --suffix=B "$bytes") ($bytes bytes), $count files"
 [ "$list" = 1 ] && tar -tvJf "$archive" >&2
 echo "$archive"

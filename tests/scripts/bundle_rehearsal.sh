@@ -13,7 +13,8 @@
 #
 # Usage: bundle_rehearsal.sh BIN_DIR WORK_DIR      (the build folder is BIN_DIR/..)
 # Exit 77 (skipped) for a CPU-only build or when not root (chroot and mount need root).
-# Environment: SHARDTRAIN_ROOT_CACHE (scripts/minbase-root.sh's cache folder).
+# Environment: SHARDTRAIN_ROOT_CACHE (scripts/minbase-root.sh's cache folder), BUNDLE_ARCHIVE (an
+#   archive to rehearse instead of packing BUILD's with scripts/device-bundle.sh).
 set -euo pipefail
 BIN_DIR=$1 WORK=$2
 BUILD=$(cd "$BIN_DIR/.." && pwd)
@@ -49,7 +50,7 @@ cleanup
 rm -rf --one-file-system "$WORK" && mkdir -p "$WORK"
 trap cleanup EXIT
 
-archive=$("$SRC/scripts/device-bundle.sh" --build "$BUILD" | tail -1)
+archive=${BUNDLE_ARCHIVE:-$("$SRC/scripts/device-bundle.sh" --build "$BUILD" | tail -1)}
 lap "bundle ready ($(du -h "$archive" | cut -f1))"
 tarball=$("$SRC/scripts/minbase-root.sh")
 mkdir "$root"
@@ -58,7 +59,8 @@ lap "minbase root unpacked from $tarball"
 
 # The root holds none of the project's dependencies.
 for lib in libmpi.so.40 libhdf5_serial.so.103 libdnnl.so.2 libgomp.so.1 libcudart.so.13 libcublas.so.13 libnccl.so.2 libcuda.so.1; do
-  if chroot "$root" /sbin/ldconfig -p | grep -q "$lib"; then fail "the minimal root already has $lib"; fi
+  cache=$(chroot "$root" /sbin/ldconfig -p)
+  if grep -q "$lib" <<<"$cache"; then fail "the minimal root already has $lib"; fi
 done
 for t in mpirun python3 nvcc h5dump; do
   if chroot "$root" /bin/sh -c "command -v $t" >/dev/null; then fail "the minimal root already has $t"; fi
