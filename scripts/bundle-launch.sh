@@ -26,7 +26,7 @@ case "${1:-}" in
   --report) mode=report ;;
   --env) mode="env" ;;
   --verbose) verbose=1; shift ;;
-  -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   "") echo "launch: give --report, --env or a command (see --help)" >&2; exit 2 ;;
 esac
 

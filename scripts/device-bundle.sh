@@ -175,7 +175,7 @@ for soname in "${!provided[@]}"; do
     fi
   } >"$map"
   versions=()
-  [ -s "$map" ] && versions=(-Wl,--version-script="$map")  # nothing imported: the soname alone
+  [ -s "$map" ] && versions=("-Wl,--version-script=$map")  # nothing imported: the soname alone
   gcc -shared -fPIC -O1 -w -o "$B/lib/stubs/$soname" -Wl,-soname,"$soname" "${versions[@]+"${versions[@]}"}" "$src" ||
     die "could not make the stand-in for $soname"
   echo "$soname $(wc -l <"$stage/syms") $real" >>"$B/lib/stubs/README"

@@ -28,7 +28,7 @@
 #               CPU side, or check that [gpu] tests skip with exit 77), using an existing build
 #               (BUILD_DIR, default build); checks the script's plumbing and the JSON it writes
 # Environment: OUT (default ./gpu-check-out), BUILD_DIR (default build-gpu; dry run: build),
-#   PART_BUDGET_S (540), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc),
+#   PART_BUDGET_S (540; 480 from the bundle), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc),
 #   FORTUNES (the fortunes dataset, default data/fortunes.h5; built there by prepare-data.sh
 #   from /usr/share/games/fortunes when missing).
 # Exit status: 0 when every stage run passed (skipped stages do not fail), 1 otherwise, 2 for
@@ -49,7 +49,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 part=all only="" dry=0 list=0
 set +a
 
-usage() { sed -n '2,38p' "$self" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$self" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -8,6 +8,8 @@
 #   - a 1-rank and a 2-rank CPU training run (deterministic mode) with the bundle's mpirun,
 #     equiv-check on their parameters (BITWISE) and step logs, and a 2-rank run with a skipped
 #     collective whose flight records hang-diagnose reads (exit 1, culprit rank 1).
+# Then, on this machine, gpu-check.sh from the unpacked bundle (--dry-run: env, build, data and
+# gpu_tests): no build, every file checked against manifest.json, and an altered file named.
 # This is the proof that the GPU machine will not fail for a missing library or Open MPI file.
 # /proc, /sys and /dev/shm are mounted inside the root and unmounted on every exit.
 #
@@ -50,7 +52,8 @@ cleanup
 rm -rf --one-file-system "$WORK" && mkdir -p "$WORK"
 trap cleanup EXIT
 
-archive=${BUNDLE_ARCHIVE:-$("$SRC/scripts/device-bundle.sh" --build "$BUILD" | tail -1)}
+# --no-build: ctest rehearses what was built; packing is skipped when the archive is up to date.
+archive=${BUNDLE_ARCHIVE:-$("$SRC/scripts/device-bundle.sh" --build "$BUILD" --no-build | tail -1)}
 lap "bundle ready ($(du -h "$archive" | cut -f1))"
 tarball=$("$SRC/scripts/minbase-root.sh")
 mkdir "$root"
@@ -126,5 +129,31 @@ python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if d["culp
   fail "hang-diagnose did not name rank 1 as the culprit: $out"
 in_root '$B/launch hang-diagnose /work/hang' 2>&1 | head -5 || true
 pass "hang-diagnose inside the root names the rank that skipped the collective"
+lap "chroot rehearsal done"
+
+# gpu-check.sh from the unpacked bundle (here, on the host, in its CPU dry run): no build, every
+# file checked against the manifest, the launcher's environment; then one file altered is named.
+unmount_all
+host="$WORK/host"
+mkdir -p "$host" && tar -C "$host" -xJf "$archive"
+HB="$host/shardtrain-gpu-bundle"
+env -u BUILD_DIR -u FORTUNES OUT="$WORK/gpucheck" "$HB/gpu-check.sh" --dry-run --only env,build,data,gpu_tests \
+  >"$WORK/gpucheck.log" 2>&1 || { cat "$WORK/gpucheck.log"; fail "gpu-check.sh --dry-run from the bundle failed"; }
+python3 - "$WORK/gpucheck/gpu-check" "$HB" <<'PY' || fail "gpu-check.sh from the bundle: its JSON"
+import json, sys
+d, hb = sys.argv[1], sys.argv[2]
+s = json.load(open(f"{d}/summary.json"))
+assert s["bundle"] == hb and [x["status"] for x in s["stages"]] == ["pass"] * 4, s
+b = json.load(open(f"{d}/build.json"))["result"]
+m = json.load(open(f"{hb}/manifest.json"))
+assert b["built"] is False and b["sha256_mismatch"] == [] and b["files"] == len(m["files"]), b
+print("  from the bundle:", ", ".join(f"{x['stage']} {x['status']}" for x in s["stages"]), "-", b["files"], "files checked")
+PY
+printf 'x' >>"$HB/data/fortunes.h5"
+rc=0; OUT="$WORK/gpucheck2" "$HB/gpu-check.sh" --dry-run --only build >"$WORK/gpucheck2.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "gpu-check.sh accepted a bundle with an altered file (exit $rc)"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["result"]; assert r["sha256_mismatch"] == ["data/fortunes.h5"], r' \
+  "$WORK/gpucheck2/gpu-check/build.json" || fail "the altered file is not the one named"
+pass "gpu-check.sh runs from the bundle without a build, checks every file, names an altered one"
 lap "rehearsal done"
 echo "bundle_rehearsal: all checks passed in $((SECONDS - t0)) s"

@@ -7,6 +7,7 @@
 #
 # Usage: install_prefix.sh BIN_DIR WORK_DIR      (the build folder is BIN_DIR/..)
 set -euo pipefail
+export MANPAGER=cat  # and -P cat below: no pager waits for a terminal
 BIN_DIR=$1 WORK=$2
 BUILD=$(cd "$BIN_DIR/.." && pwd)
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -48,9 +49,9 @@ env -i "$PREFIX/bin/ddp-train" --help | head -3
 for page in "$SRC"/man/man1/*.1 "$SRC"/man/man5/*.5; do
   sec=${page##*.} name=$(basename "$page" ".$sec")
   [ -f "$PREFIX/share/man/man$sec/$name.$sec" ] || fail "PREFIX/share/man/man$sec/$name.$sec not installed"
-  text=$(MANPAGER=cat man -P cat -M "$PREFIX/share/man" "$sec" "$name" 2>&1) || fail "man -M $PREFIX/share/man $sec $name: $text"
+  text=$(man -P cat -M "$PREFIX/share/man" "$sec" "$name" 2>&1) || fail "man -M $PREFIX/share/man $sec $name: $text"
   grep -q "NAME" <<<"$text" || fail "man $sec $name shows no NAME section"
 done
 pass "man -M PREFIX/share/man shows every man1 and man5 page"
-MANPAGER=cat man -P cat -M "$PREFIX/share/man" ddp-train | head -4
+man -P cat -M "$PREFIX/share/man" ddp-train | head -4
 echo "install_prefix: all checks passed"
