@@ -43,7 +43,8 @@ done
 pass "every installed tool runs --help with env -i; RUNPATH \$ORIGIN/../lib, no build-tree path"
 readelf -d "$PREFIX/bin/ddp-train" | grep -E "RUNPATH|RPATH"
 
-env -i "$PREFIX/bin/ddp-train" --help | head -3
+out=$(env -i "$PREFIX/bin/ddp-train" --help)
+sed -n 2p <<<"$out"  # whole, then cut: head on the pipe would stop the tool with SIGPIPE (pipefail)
 
 # Man pages: every page of man/man1 and man/man5, installed and readable through man -M.
 for page in "$SRC"/man/man1/*.1 "$SRC"/man/man5/*.5; do
@@ -53,5 +54,6 @@ for page in "$SRC"/man/man1/*.1 "$SRC"/man/man5/*.5; do
   grep -q "NAME" <<<"$text" || fail "man $sec $name shows no NAME section"
 done
 pass "man -M PREFIX/share/man shows every man1 and man5 page"
-man -P cat -M "$PREFIX/share/man" ddp-train | head -4
+text=$(man -P cat -M "$PREFIX/share/man" ddp-train)
+sed -n 1,4p <<<"$text"
 echo "install_prefix: all checks passed"
