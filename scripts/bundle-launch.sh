@@ -104,7 +104,7 @@ print_report() {
     have=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
     while read -r f; do [[ "$have" == *" $f "* ]] || lack+=("$f"); done <"$bundle/lib/build-cpu-flags.txt"
     if [ "${#lack[@]}" -gt 0 ]; then
-      echo "  WARNING: built with -march=native on a processor with ${lack[*]}, which this one lacks: expect SIGILL"
+      echo "  WARNING: built with -march=native on a processor with ${lack[*]}, which this one lacks: a program may die with SIGILL (rebuild with SHARDTRAIN_NATIVE=OFF)"
     else
       echo "  processor: has every vector extension of the build machine"
     fi

@@ -209,7 +209,7 @@ chmod -R u+w "$B"
 say "[$SECONDS s] run paths set"
 
 # ---- 5. manifest ------------------------------------------------------------------------------------
-NVCC="$nvcc" python3 - "$B" "$build" "$here" "${dropped[*]}" <<'PY'
+NVCC="$nvcc" CUDART="$(readlink -f "${seen[libcudart.so.13]:-none}")" python3 - "$B" "$build" "$here" "${dropped[*]}" <<'PY'
 import hashlib, json, os, platform, subprocess, sys, time
 B, build, here, dropped = sys.argv[1:5]
 def run(*cmd):
@@ -252,7 +252,7 @@ m = {
     "compiled_paths": {"testdata": os.path.join(here, "testdata"), "bin": os.path.join(build, "bin"),
                        "source": here},
     "versions": {"openmpi": pkg("openmpi-bin"), "pmix": pkg("libpmix2"), "hdf5": pkg("libhdf5-dev"),
-                 "onednn": pkg("libdnnl-dev"), "cuda_runtime_bundled": run("sh", "-c", "ls /usr/local/cuda/lib64/libcudart.so.*.*.* 2>/dev/null | head -1")},
+                 "onednn": pkg("libdnnl-dev"), "cuda_runtime_bundled": os.path.basename(os.environ["CUDART"])},
     "provided_by_device": open(f"{B}/lib/device-libs.txt").read().split(),
     "openmpi_components_left_out": dropped.split(),
     "files": files,
