@@ -4,7 +4,7 @@
 # dependencies is installed (tests/scripts/bundle_rehearsal.sh).
 #
 # Usage: scripts/minbase-root.sh [--print]
-#   Makes the cache tarball when it is missing (debootstrap downloads about 40 MiB from Debian's
+#   Makes the cache tarball when it is missing (debootstrap downloads the packages from Debian's
 #   registry, the mirror apt already uses) and prints its path. --print: only print the path.
 # Environment: SHARDTRAIN_ROOT_CACHE (default /var/cache/shardtrain), DEBIAN_MIRROR (default: the
 #   first Debian archive URI of /etc/apt/sources.list*, else http://deb.debian.org/debian).
