@@ -14,13 +14,21 @@
 # Run part 1 and part 2 as two commands (each fits 10 minutes: the script skips a stage whose
 # limit no longer fits the part's budget, PART_BUDGET_S, default 540 s, and says so in its JSON).
 #
+# From the device bundle (scripts/device-bundle.sh; docs/RUNBOOK.md "GPUs"): nothing is built. The
+# archive travels as an ignored file; each command unpacks it and runs one part:
+#   tar -C /tmp -xJf gpu-bundle/shardtrain-gpu-bundle.tar.xz && /tmp/shardtrain-gpu-bundle/gpu-check.sh --part 1
+#   tar -C /tmp -xJf gpu-bundle/shardtrain-gpu-bundle.tar.xz && /tmp/shardtrain-gpu-bundle/gpu-check.sh --part 2
+# There the script finds manifest.json beside itself: BUILD_DIR is the bundle, the build stage checks
+# the sha256 of every file and links the device's cuBLAS/cuBLASLt/NCCL (BUNDLE/launch), FORTUNES is
+# the bundle's, and PART_BUDGET_S defaults to 480 s (the unpacking and the machine's start fit beside).
+#
 # Usage: scripts/gpu-check.sh [--part 1|2|all] [--only STAGE[,STAGE...]] [--dry-run] [--list]
 #   --list      print the plan (stages, limits, commands' shape) and exit
 #   --dry-run   no device needed: run every stage on the CPU with tiny sizes (GPU stages run their
 #               CPU side, or check that [gpu] tests skip with exit 77), using an existing build
 #               (BUILD_DIR, default build); checks the script's plumbing and the JSON it writes
 # Environment: OUT (default ./gpu-check-out), BUILD_DIR (default build-gpu; dry run: build),
-#   PART_BUDGET_S (540), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc),
+#   PART_BUDGET_S (540; 480 from the bundle), GPT2_MICRO_BATCH (16), JOBS (build parallelism, default nproc),
 #   FORTUNES (the fortunes dataset, default data/fortunes.h5; built there by prepare-data.sh
 #   from /usr/share/games/fortunes when missing).
 # Exit status: 0 when every stage run passed (skipped stages do not fail), 1 otherwise, 2 for
@@ -28,13 +36,20 @@
 # shellcheck disable=SC2317  # the stage functions run through `bash -c` under timeout
 set -euo pipefail
 set -a  # every variable below is exported: each stage runs in its own bash under `timeout`
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-self="$here/scripts/gpu-check.sh"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+self="$script_dir/$(basename "${BASH_SOURCE[0]}")"
+# In the device bundle the script sits at the bundle's root beside manifest.json; in the repository,
+# in scripts/.
+if [ -f "$script_dir/manifest.json" ] && [ -x "$script_dir/launch" ]; then
+  here="$script_dir" BUNDLE="$script_dir"
+else
+  here="$(cd "$script_dir/.." && pwd)" BUNDLE=""
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 part=all only="" dry=0 list=0
 set +a
 
-usage() { sed -n '2,30p' "$self" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$self" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,11 +67,18 @@ set -a
 DRY=$dry
 OUT="${OUT:-$PWD/gpu-check-out}"
 res="$OUT/gpu-check"
-BUILD="${BUILD_DIR:-$here/$([ "$dry" = 1 ] && echo build || echo build-gpu)}"
+if [ -n "$BUNDLE" ]; then
+  BUILD="${BUILD_DIR:-$BUNDLE}"
+  # The bundle's environment: Open MPI relocated into it, its bin first on PATH, the device's
+  # cuBLAS/cuBLASLt/NCCL linked into lib/device (the env stage records the launcher's report).
+  eval "$("$BUNDLE/launch" --env)"
+else
+  BUILD="${BUILD_DIR:-$here/$([ "$dry" = 1 ] && echo build || echo build-gpu)}"
+fi
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 BIN="$BUILD/bin"
 WORK="$res/work"
-PART_BUDGET_S="${PART_BUDGET_S:-540}"
+PART_BUDGET_S="${PART_BUDGET_S:-$([ -n "$BUNDLE" ] && echo 480 || echo 540)}"
 GPT2_MICRO_BATCH="${GPT2_MICRO_BATCH:-16}"
 JOBS="${JOBS:-$(nproc)}"
 FORTUNES="${FORTUNES:-$here/data/fortunes.h5}"
@@ -78,7 +100,7 @@ set +a
 # ---- the plan: name, part, time limit (s), what it runs and proves ----
 plan=(
   "env|12|20|record the device (nvidia-smi -L), nvcc, NCCL, cmake, MPI and tool versions"
-  "build|1|300|cmake -DSHARDTRAIN_CUDA=ON Release; build the tools and shardtrain_tests (dry run: use BUILD_DIR)"
+  "build|1|$([ -n "$BUNDLE" ] && echo 60 || echo 300)|$([ -n "$BUNDLE" ] && echo "the bundle: sha256 of every file against manifest.json, device libraries linked, no build" || echo "cmake -DSHARDTRAIN_CUDA=ON Release; build the tools and shardtrain_tests (dry run: use BUILD_DIR)")"
   "data|12|90|data/fortunes.h5 (scripts/prepare-data.sh when missing) and a synthetic Markov set for the benchmark"
   "gpu_tests|1|150|shardtrain_tests [gpu] (every CUDA op vs the CPU, fused attention, bf16 products, NCCL at W=1, the decoder vs the PyTorch files) and [nccl]"
   "cpu_gpu_equivalence|1|60|ddp-train --deterministic on cpu and on cuda --precision fp32: step-log losses within rtol 1e-3 (equiv-check)"
@@ -142,6 +164,7 @@ out = {
     "cpus": os.cpu_count(),
     "tools": {t: bool(shutil.which(t)) for t in ["cmake", "mpirun", "h5dump", "gnuplot", "nvidia-smi"]},
     "dry_run": os.environ.get("DRY") == "1",
+    "bundle": os.environ.get("BUNDLE") or None,
 }
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 print(json.dumps(out, indent=1))
@@ -149,6 +172,7 @@ PY
 }
 
 stage_build() {
+  if [ -n "$BUNDLE" ]; then stage_bundle; return; fi
   if [ "$DRY" = 1 ]; then
     for t in ddp-train equiv-check scale-bench data-prep; do [ -x "$BIN/$t" ] || { echo "dry run: $BIN/$t missing: build $BUILD first"; return 1; }; done
     [ -x "$BUILD/tests/shardtrain_tests" ] || { echo "dry run: $BUILD/tests/shardtrain_tests missing"; return 1; }
@@ -165,6 +189,43 @@ json.dump({"built": True, "cuda_on": "CUDA backend ON" in log, "nccl_on": "NCCL 
           open(sys.argv[2], "w"))
 PY
   grep -q "CUDA backend ON" "$WORK/configure.log"
+}
+
+# The bundle in place of a build: every file as the manifest says, the launcher's report, and the
+# paths compiled into shardtrain_tests (its test data, the tools) linked to the bundle's copies.
+stage_bundle() {
+  "$BUNDLE/launch" --report | tee "$WORK/launch-report.txt"
+  python3 - "$BUNDLE" "$WORK/launch-report.txt" "$res/build.result.json" <<'PY'
+import hashlib, json, os, sys
+B, report, out = sys.argv[1:4]
+m = json.load(open(f"{B}/manifest.json"))
+bad = []
+for f in m["files"]:
+    p = os.path.join(B, f["path"])
+    if "link" in f:
+        ok = os.path.islink(p) and os.readlink(p) == f["link"]
+    else:
+        ok = os.path.isfile(p) and hashlib.sha256(open(p, "rb").read()).hexdigest() == f["sha256"]
+    if not ok:
+        bad.append(f["path"])
+linked = []
+for key, sub in (("testdata", "testdata"), ("bin", "bin")):
+    want = m["compiled_paths"][key]
+    if not os.path.exists(want):
+        os.makedirs(os.path.dirname(want), exist_ok=True)
+        os.symlink(os.path.join(B, sub), want)
+        linked.append(want)
+lines = open(report).read().splitlines()
+r = {"built": False, "bundle": B, "code_version": m["code_version"], "files": len(m["files"]), "sha256_mismatch": bad,
+     "device_libraries": [l.strip() for l in lines if ".so." in l], "compiled_paths_linked": linked,
+     "all_device_libraries_found": any("all " in l and "found" in l for l in lines)}
+json.dump(r, open(out, "w"), indent=1)
+print(json.dumps(r, indent=1))
+sys.exit(1 if bad else 0)
+PY
+  for t in ddp-train equiv-check scale-bench data-prep; do [ -x "$BIN/$t" ] || { echo "bundle: $BIN/$t missing"; return 1; }; done
+  [ "$DRY" = 1 ] || grep -q "all .* found" "$WORK/launch-report.txt" ||
+    { echo "bundle: the device libraries are not all found (report above)"; return 1; }
 }
 
 stage_data() {
@@ -348,7 +409,7 @@ sys.exit(0 if len(rows) == len(workers) else 1)
 PY
 }
 
-export -f stage_env stage_build stage_data stage_gpu_tests stage_cpu_gpu_equivalence stage_shared_gpu_2rank \
+export -f stage_env stage_build stage_bundle stage_data stage_gpu_tests stage_cpu_gpu_equivalence stage_shared_gpu_2rank \
   stage_deterministic_bitwise stage_resume_cross_device stage_bf16_vs_fp32 stage_gpt2_124m stage_cpu_scaling \
   json train verdict
 # Arrays do not cross `bash -c`: pass them as declarations.
@@ -373,12 +434,40 @@ json.dump(doc, open(f"{res}/{name}.json", "w"), indent=1)
 PY
 }
 
+# summary.json from the stages' JSON: written at the end, and also when the part is interrupted
+# (SIGTERM or SIGINT from an outer time limit), the stage then in flight marked "interrupted".
+current="" summarized=0
+write_summary() {
+  [ "$summarized" = 0 ] || return 0
+  summarized=1
+  if [ -n "$current" ] && [ ! -f "$res/$current.json" ]; then
+    record "$current" interrupted $((SECONDS - t0)) 0 143 "the part was stopped during this stage"
+  fi
+  python3 - "$res" "${ran[@]+"${ran[@]}"}" <<'PY'
+import json, os, sys
+res, names = sys.argv[1], sys.argv[2:]
+stages = []
+for n in names:
+    p = f"{res}/{n}.json"
+    if os.path.exists(p):
+        d = json.load(open(p))
+        stages.append({k: d[k] for k in ("stage", "status", "seconds", "reason")})
+json.dump({"stages": stages, "dry_run": os.environ.get("DRY") == "1", "bundle": os.environ.get("BUNDLE") or None},
+          open(f"{res}/summary.json", "w"), indent=1)
+for s in stages:
+    print(f"  {s['stage']:<22} {s['status']:<8} {s['seconds']:6.0f} s  {s['reason']}")
+PY
+  echo "gpu-check: results in $res (summary.json)"
+}
+
 if [ "$list" = 1 ]; then print_plan; exit 0; fi
 mkdir -p "$res" "$WORK"
 print_plan
-start=$SECONDS
+start=$SECONDS t0=$SECONDS
 failed=0
 ran=()
+trap write_summary EXIT
+trap 'exit 143' TERM INT
 for row in "${plan[@]}"; do
   IFS='|' read -r name parts limit _ <<<"$row"
   selected "$name" "$parts" || continue
@@ -390,7 +479,7 @@ for row in "${plan[@]}"; do
     continue
   fi
   echo "== $name (limit ${limit}s)"
-  t0=$SECONDS rc=0
+  t0=$SECONDS rc=0 current=$name
   timeout -k 10 "$limit" bash -c "set -euo pipefail; eval \"\$small_decl\"; eval \"\$gpt2_decl\"; stage_$name" \
     >"$res/$name.log" 2>&1 || rc=$?
   secs=$((SECONDS - t0))
@@ -399,6 +488,7 @@ for row in "${plan[@]}"; do
   else status=fail reason="exit $rc: see $res/$name.log"; failed=1
   fi
   record "$name" "$status" "$secs" "$limit" "$rc" "$reason"
+  current=""
   echo "   $status in ${secs}s$([ -n "$reason" ] && echo ": $reason")"
   if [ "$status" != pass ]; then tail -5 "$res/$name.log" | sed 's/^/   | /'; fi
   if [ "$name" = build ] && [ "$status" != pass ]; then
@@ -406,18 +496,5 @@ for row in "${plan[@]}"; do
     break
   fi
 done
-python3 - "$res" "${ran[@]}" <<'PY'
-import json, os, sys
-res, names = sys.argv[1], sys.argv[2:]
-stages = []
-for n in names:
-    p = f"{res}/{n}.json"
-    if os.path.exists(p):
-        d = json.load(open(p))
-        stages.append({k: d[k] for k in ("stage", "status", "seconds", "reason")})
-json.dump({"stages": stages, "dry_run": os.environ.get("DRY") == "1"}, open(f"{res}/summary.json", "w"), indent=1)
-for s in stages:
-    print(f"  {s['stage']:<22} {s['status']:<8} {s['seconds']:6.0f} s  {s['reason']}")
-PY
-echo "gpu-check: results in $res (summary.json)"
+write_summary
 exit $failed

@@ -19,7 +19,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libcli11-dev nlohmann-json3-dev catch2 libdnnl-dev fortunes gnuplot-nox
           python3-numpy   # python3-numpy: the GPT-2 export check (scripts/check-gpt2-export.py)
-          slurmctld slurmd slurm-client munge)  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
+          slurmctld slurmd slurm-client munge  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
+          man-db          # the installed man pages (ctest install_prefix)
+          patchelf xz-utils debootstrap)  # the device bundle and its rehearsal (scripts/device-bundle.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
