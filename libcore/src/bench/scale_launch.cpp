@@ -5,6 +5,7 @@
 #include <iostream>
 #include <thread>
 
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/scaling/report.hpp"
@@ -115,7 +116,7 @@ std::vector<std::string> run_scaling_series(const ScaleRunOptions& o) {
   if (find_on_path(bin + "/" + o.tool).empty()) throw IoError(bin + "/" + o.tool + ": not found beside scale-bench");
   if (find_on_path("mpirun").empty()) throw IoError("mpirun not found on PATH (Debian package openmpi-bin)");
   require_gnuplot();  // fail before the runs, not after minutes of training
-  const int cpus = int(std::thread::hardware_concurrency());
+  const int cpus = host_cpus();
   fs::create_directories(o.out_dir);
   std::vector<std::string> dirs;
   for (int w : o.workers) {

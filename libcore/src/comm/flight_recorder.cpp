@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/log.hpp"
 
@@ -211,9 +212,7 @@ nlohmann::json record_json(int world_rank, int world_size, const nlohmann::json&
   j["job_id"] = flight_job_id();
   j["rank"] = world_rank;
   j["world_size"] = world_size;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  j["hostname"] = host;
+  j["hostname"] = host_name();
   j["pid"] = static_cast<long>(getpid());
   j["code_version"] = code_version();
   j["reason"] = cause["reason"];

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/sha256.hpp"
 #include "shardtrain/ckpt/safetensors.hpp"
@@ -115,12 +116,7 @@ std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, in
                      std::string(fs::exists(dir / "model.safetensors.index.json", ec) ? " (a sharded model: not read by this version)"
                                  : fs::exists(dir / "pytorch_model.bin", ec) ? " (pytorch_model.bin is a pickle: save it with safe_serialization)"
                                                                              : ""));
-  nlohmann::json config_json;
-  try {
-    config_json = nlohmann::json::parse(std::ifstream(config_path));
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError(config_path.string() + ": not valid JSON");
-  }
+  const nlohmann::json config_json = JsonFile::read(config_path.string(), "the Hugging Face config").json();
   const ModelConfig config = model_config_from_hf(config_json, config_path.string());
   ckpt::SafetensorsFile file = ckpt::read_safetensors(weights_path.string());
   std::map<std::string, const ckpt::SafetensorsTensor*> by_name;

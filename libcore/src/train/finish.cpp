@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/train/evaluation.hpp"
@@ -40,9 +41,7 @@ std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.j
 // a report can tell a run of more ranks than cores (oversubscribed: ranks take turns on a core)
 // from hardware scaling.
 nlohmann::json host_json() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return {{"hostname", std::string(name)}, {"cpus", int(std::thread::hardware_concurrency())}};
+  return {{"hostname", host_name()}, {"cpus", host_cpus()}};
 }
 
 // --check-replicas: how often, and how many checks this run made. A diverged replica stops the run

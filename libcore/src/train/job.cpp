@@ -14,6 +14,7 @@
 
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/backend/peak.hpp"
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/log.hpp"
@@ -88,9 +89,7 @@ DevicePlacement place_on_device(const TrainOptions& o) {
   // collective too has a sequence number, a timeout and a flight record (a bare
   // MPI_Comm_split_type on MPI_COMM_WORLD had none of them and could hang silently).
   const auto placement = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "placement"));
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  const std::vector<std::string> hosts = all_gather_strings(name, *placement);
+  const std::vector<std::string> hosts = all_gather_strings(host_name(), *placement);
   const int me = placement->rank();
   int local_rank = 0, local_size = 0;
   for (int r = 0; r < int(hosts.size()); ++r)
@@ -287,9 +286,7 @@ double measure_peak_with_every_rank(Communicator& comm, Backend& backend) {
 // Collective: how the job's ranks sit on hosts (hostname and CPU count of every rank); sets the
 // basis' max_ranks_per_host, host_cpus (of that host) and shared_cores (CPU runs only).
 void note_core_sharing(Communicator& comm, const TrainOptions& o, MfuBasis& basis) {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  const std::string mine = std::string(name) + "\t" + std::to_string(std::thread::hardware_concurrency());
+  const std::string mine = host_name() + "\t" + std::to_string(host_cpus());
   std::map<std::string, int> ranks_on;  // "host\tcpus" -> ranks
   for (const std::string& h : all_gather_strings(mine, comm)) ++ranks_on[h];
   bool shared = false;
