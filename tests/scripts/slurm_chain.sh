@@ -4,9 +4,11 @@
 # sbatch, awaited with bounded waits, and every job's state, output and files are checked and
 # printed. Cases (issue 23):
 #   A  the whole chain (pipeline.sh: prep, proof, baseline, twin, scale4, equiv, train, report,
-#      decide, costs): every stage COMPLETED (decide: COMPLETED or FAILED = promote or reject), the five
-#      release evidence items present and passing in the release record, costs.json with Slurm's
-#      queue waits
+#      decide, costs): every stage COMPLETED, the five release evidence items present and passing
+#      in the release record, the candidate PROMOTED (utility positive, regret within the bound,
+#      last-known-good moved to it); a planted bad candidate (30 steps instead of 600, its own
+#      job) decided after it is REJECTED on its loss with last-known-good named as the release in
+#      service and unmoved; costs.json with Slurm's queue waits
 #   B  a time limit that expires: SIGUSR1 before the limit -> checkpoint on every rank -> requeue ->
 #      resume; the final parameters and checkpoint BITWISE the uninterrupted run's
 #   C  scancel, then the same job submitted again (LAUNCHER=mpirun): BITWISE too
@@ -121,7 +123,11 @@ tiny="--layers 2 --d-model 32 --heads 2 --global-batch 8 --micro-batch 2 --eval-
 slow="--inject delay:rank=0,ms=400"
 export OMPI_MCA_mpi_yield_when_idle=1
 # The training jobs' environment (train.sbatch's variables).
-tenv() { echo "ALL,SHARDTRAIN_HOME=$repo,SHARDTRAIN_BIN=$BIN_DIR,DATA=$WORK/docs.h5,SEQ_LEN=32,STEPS=120,$1"; }
+tenv() {  # tenv "NAME=VALUE,...": STEPS is 120 unless given
+  local steps=STEPS=120
+  [[ ",$1," == *,STEPS=* ]] && steps=""
+  echo "ALL,SHARDTRAIN_HOME=$repo,SHARDTRAIN_BIN=$BIN_DIR,DATA=$WORK/docs.h5,SEQ_LEN=32${steps:+,$steps},$1"
+}
 export MODEL="$tiny"
 
 # ---- B: time limit (submitted first: it takes longest, and mostly sleeps) ----------------------------
@@ -178,12 +184,24 @@ scancel "$C1"
 
 # ---- A: the whole chain ---------------------------------------------------------------------------
 pipeline=("$repo/scripts/slurm/pipeline.sh" --input "$WORK/docs.jsonl" --cutoff "$cutoff" --root "$WORK"
-          --bin "$BIN_DIR" --registry "$WORK/registry" --np 2 --steps 30 --base-steps 10 --seq-len 32
-          --model "$tiny" --check-replicas 10 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3"
+          --bin "$BIN_DIR" --registry "$WORK/registry" --np 2 --steps 600 --base-steps 10 --seq-len 32
+          --model "$tiny --lr 1e-2" --check-replicas 100 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3"
           --sbatch "--comment=issue23" --scale-points 4)
 "${pipeline[@]}" --name chain | tee "$WORK/pipeline-chain.log"
 grep -q "submitted: prep" "$WORK/pipeline-chain.log" || fail "pipeline.sh did not submit the chain"
 mapfile -t chain < <(awk '{ print $2 }' "$WORK/run/chain/jobs.txt")
+# The planted bad candidate: the same model trained 30 steps instead of 600 (a job of its own, as a
+# user would submit one), then decided against last-known-good once the chain's decision is in
+# (with the chain's evidence: the rubric passes, so only the candidate's quality can reject it).
+decide_job=$(awk '$1 == "decide" { print $2 }' "$WORK/run/chain/jobs.txt")
+bad_train=$(TRAIN_ARGS="--cutoff $cutoff" sbatch --parsable -n 2 --job-name=bad-train --output="$WORK/bad-train-%j.out" \
+              --export="$(tenv "RUN_DIR=$WORK/run/bad,STEPS=30,CKPT_EVERY=30,LAUNCHER=mpirun")" "$repo/scripts/slurm/train.sbatch")
+bad_decide=$(sbatch --parsable -n 1 --job-name=bad-decide --output="$WORK/bad-decide-%j.out" --kill-on-invalid-dep=yes \
+               --dependency="afterok:$bad_train,afterany:$decide_job" \
+               --wrap "'$BIN_DIR/release-gate' decide '$WORK/run/bad/checkpoints' --policy '$repo/scripts/release-policy.json' \
+                       --registry '$WORK/registry' --baseline last-known-good --data '$WORK/run/chain/data.h5' \
+                       --cutoff $cutoff --run-dir '$WORK/run/chain'")
+echo "A: planted bad candidate: training job $bad_train, its decision job $bad_decide (after $decide_job)"
 
 # ---- F: a job shape this cluster cannot hold ---------------------------------------------------------
 rc=0; "${pipeline[@]}" --name toobig --np 64 >"$WORK/pipeline-toobig.log" 2>&1 || rc=$?
@@ -306,7 +324,7 @@ scancel "$H"
 pass "H: the node is in the job's ExcNodeList, the job requeued (pending; it can never run on a one-node cluster: cancelled)"
 
 # ---- A: the chain ----------------------------------------------------------------------------------
-wait_jobs 200 "${chain[@]}"
+wait_jobs 200 "${chain[@]}" "$bad_train" "$bad_decide"
 r="$WORK/run/chain"
 echo "A: the whole chain (jobs ${chain[*]})"
 while read -r st j; do
@@ -323,14 +341,20 @@ while read -r st j; do
     costs) files=("$r/costs.json") ;;
   esac
   show_job "$j" "$(field "$j" StdOut)" "${files[@]}"
-  if [ "$st" = decide ]; then expect_state "$j" COMPLETED FAILED; else expect_state "$j" COMPLETED; fi
+  expect_state "$j" COMPLETED  # decide too: exit 0 is PROMOTE
   [ "$(field "$j" Comment)" = issue23 ] || fail "job $j did not get pipeline.sh --sbatch's --comment"
 done <"$r/jobs.txt"
+show_job "$bad_train" "$(field "$bad_train" StdOut)" "$WORK/run/bad/checkpoints/latest"
+expect_state "$bad_train" COMPLETED
+show_job "$bad_decide" "$(field "$bad_decide" StdOut)"
+expect_state "$bad_decide" FAILED  # release-gate decide exit 1: REJECT
+[ "$(field "$bad_decide" ExitCode)" = 1:0 ] || fail "the bad candidate's decision job exited $(field "$bad_decide" ExitCode), not 1 (reject)"
+grep -E "^decision:|in service:" "$(field "$bad_decide" StdOut)" | sed 's/^/    /'
 python3 - "$r" "$WORK/registry" <<'PY'
 import glob, json, os, sys
 run, reg = sys.argv[1:]
 # pipeline.sh's --steps, --np, --base-steps reached the Slurm jobs.
-for d, steps, w in ((run, 30, 2), (f"{run}/baseline", 10, 1), (f"{run}/twin", 10, 2)):
+for d, steps, w in ((run, 600, 2), (f"{run}/baseline", 10, 1), (f"{run}/twin", 10, 2)):
     s = json.load(open(f"{d}/summary.json"))
     assert (s["steps"], s["world_size"]) == (steps, w), f"{d}: steps {s['steps']}, W {s['world_size']}: wanted {steps}, {w}"
     print(f"    {os.path.relpath(d, run) if d != run else 'main run'}: {s['steps']} steps on {s['world_size']} ranks")
@@ -343,9 +367,10 @@ print(f"    scaling report: efficiency_available {rep['efficiency_available']}, 
 assert rep["efficiency_available"] and sorted(w for w, _, _ in pts) == [1, 2, 4], pts
 for p in rep["points"]:
     assert p["oversubscribed"] == (p["host"]["cpus"] > 0 and p["world_size"] > p["host"]["cpus"]), p
-recs = sorted(glob.glob(f"{reg}/records/*.json"))
-assert recs, "no release record"
-rec = json.load(open(recs[-1]))
+recs = [json.load(open(f)) for f in sorted(glob.glob(f"{reg}/records/*.json"))]
+mine = [r for r in recs if r["artifact"]["folder"].startswith(f"{run}/checkpoints/")]
+assert len(mine) == 1, f"{len(mine)} release records of the chain's candidate"
+rec = mine[0]
 items = rec["rubric"]["items"]
 for it in items:
     print(f"    evidence {it['item']}: found {it.get('found')}, passed {it.get('passed')} ({it.get('detail')})")
@@ -354,6 +379,24 @@ assert not missing, f"evidence missing or failing: {missing}"
 print(f"    rubric score {rec['rubric'].get('score')} (min {rec['rubric'].get('min_score')}); decision {rec.get('decision')}")
 for reason in rec.get("reasons", []):
     print(f"      reason: {reason}")
+assert rec["decision"] == "promote", f"the chain's candidate was not promoted: {rec.get('reasons')}"
+u = rec["utility"]
+print(f"    utility of promoting over {u['fallback']}: E = {u['expected_utility']:.2f} "
+      f"(95% interval {u['lower']:.2f} to {u['upper']:.2f}), P(regret) {u['regret_probability']:.4f}")
+assert u["positive"] and u["regret_within_bound"], u
+lkg = json.load(open(f"{reg}/last-known-good"))
+promoted = json.load(open(os.path.join(reg, lkg["record"])))
+assert promoted["artifact"]["folder"] == rec["artifact"]["folder"], f"last-known-good is {lkg}, not the chain's record"
+bad = [r for r in recs if "/run/bad/checkpoints/" in r["artifact"]["folder"]]
+assert len(bad) == 1, f"{len(bad)} release records of the planted bad candidate"
+bad = bad[0]
+print(f"    planted bad candidate {os.path.basename(bad['artifact']['folder'])}: decision {bad['decision']}, "
+      f"against {bad['baseline']['name']}, in service {bad['in_service']['name']} ({bad['in_service'].get('checkpoint')})")
+for reason in bad["reasons"]:
+    print(f"      reason: {reason}")
+assert bad["decision"] == "reject", "the planted bad candidate was promoted"
+assert bad["in_service"].get("checkpoint") == rec["artifact"]["folder"], bad["in_service"]
+assert any(x.startswith("loss_rise") for x in bad["reasons"]), "the bad candidate was not rejected on its loss"
 c = json.load(open(f"{run}/costs.json"))
 assert c["source"] == "scontrol show job", c["source"]
 assert all("queue_wait_s" in s for s in c["stages"] if s.get("started")), "a stage without its queue wait"
@@ -361,4 +404,4 @@ assert c["storage_bytes"]["dataset"] > 0 and c["storage_bytes"]["checkpoints"] >
 assert c["preprocessing_s"] is not None and c["preprocessing_s"] > 0
 PY
 sed 's/^/    /' "$(field "${chain[-1]}" StdOut)" | tail -n 16
-pass "A: every stage COMPLETED, all five evidence items present and passing, costs.json from Slurm's records"
+pass "A: every stage COMPLETED, all five evidence items present and passing, PROMOTE (last-known-good moved); the planted bad candidate REJECTED with last-known-good named and unmoved; costs.json from Slurm's records"
