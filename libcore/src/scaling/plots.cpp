@@ -47,9 +47,12 @@ std::string points_data(const ScalingReport& r, bool speedup) {
 std::string points_script(const ScalingReport& r, const std::string& dir, const std::string& name, bool speedup) {
   int max_w = 1;
   double max_y = speedup ? 1 : 1.1;
+  double min_y = 1;  // the speedup axis is logarithmic: its floor is the slowest point's, not 0
   for (std::size_t i = 0; i < r.points.size(); ++i) {
     max_w = std::max(max_w, r.runs[i].world_size);
-    max_y = std::max(max_y, speedup ? *r.points[i].speedup : *r.points[i].efficiency);
+    const double y = speedup ? *r.points[i].speedup : *r.points[i].efficiency;
+    max_y = std::max(max_y, y);
+    if (y > 0) min_y = std::min(min_y, y);
   }
   if (speedup) max_y = std::max(max_y, double(max_w));
   const std::string dat = dir + "/" + name + ".dat";
@@ -57,8 +60,15 @@ std::string points_script(const ScalingReport& r, const std::string& dir, const 
   std::ostringstream g;
   g << gnuplot_script_head(dir + "/" + name + ".svg", what + ", " + mode_name(r.mode) + " scaling")
     << "set xlabel 'W (ranks)'\nset ylabel '" << (speedup ? "S(W)" : "E(W)") << "'\n"
-    << "set logscale x 2\nset xrange [0.8:" << max_w * 1.9 << "]\nset yrange [0:" << max_y * 1.2 << "]\n"
-    << "set key top left box opaque\nset datafile missing '?'\n"
+    << "set logscale x 2\nset xrange [0.8:" << max_w * 1.9 << "]\n";
+  // Speedup on log-log axes, so that the ideal S(W) = W is the straight diagonal it is: over a
+  // logarithmic W and a linear S it bends upward and reads as if ideal scaling were exponential.
+  if (speedup)
+    g << "set logscale y 2\nset yrange [" << min_y / 1.5 << ":" << max_y * 1.5 << "]\n";
+  else
+    g << "set yrange [0:" << max_y * 1.2 << "]\n";
+  // Left-aligned titles after their samples: right-aligned ones left the box half empty.
+  g << "set key top left box opaque Left reverse\nset datafile missing '?'\n"
     << "plot " << (speedup ? "x" : "1") << " with lines dt 2 lw 2 lc rgb 'gray40' title 'ideal',\\\n"
     << "  '" << dat << "' using 1:($3==0?$2:1/0) with linespoints pt 7 ps 1.3 lw 2 lc rgb '#1f77b4' title 'measured',\\\n";
   // The oversubscribed series (and its key entry) only where a point is oversubscribed: a key that
