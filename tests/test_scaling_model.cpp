@@ -399,3 +399,15 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("plan: the assumed shape has a head count tensor parallelism can split", "[scaling-model]") {
+  // The nearest width alone gave prime head counts (33 at 1.3e9, 37 at 2.7e9): no TP above 1.
+  // Over a sweep of GPT-2-vocabulary sizes from 1e8 parameters (where several widths fall within
+  // 5%), every shape stays within 5% of the asked count and its head count divides by 4.
+  for (double params = 1e8; params <= 2e11; params *= 1.7) {
+    const ModelConfig c = model_for_parameter_count(params, 50257, 1024);
+    INFO("params " << params << ": n_layer " << c.n_layer << ", d_model " << c.d_model << ", n_head " << c.n_head);
+    CHECK(std::fabs(double(c.parameter_count()) / params - 1) < 0.05);
+    CHECK(c.n_head % 4 == 0);
+  }
+}

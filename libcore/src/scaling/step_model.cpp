@@ -506,10 +506,15 @@ StepModel fit_model(const FitOptions& o) {
 
 // ---------------------------------------------------------------- plan ----------------------------
 
-// Assumption: a GPT-2 shaped decoder with d_model = 128 x n_layer (GPT-3's 6.7B model: 32 x 4096),
-// d_model a multiple of 64 and 64-wide heads; n_layer is the smallest for which the shape reaches
-// `params`, d_model then the multiple of 64 whose count is nearest. The count (reported) differs
-// from `params` by at most a few percent; the memory formulas use the built model's own count.
+// Assumption: a GPT-2 shaped decoder with d_model about 128 x n_layer (GPT-3's 6.7B model: 32 x
+// 4096), d_model a multiple of 64 and 64-wide heads. L0 is the smallest n_layer for which
+// d_model = 128 x L0 reaches `params`. Among the shapes with n_layer within a quarter of L0 and a
+// count within 5% of `params`, the one whose head count has the most factors of two (up to 8) wins,
+// then the aspect nearest 128, then the nearest count: the nearest count alone often gave a prime
+// head count (33 heads at 1.3e9, 37 at 2.7e9), which no TP degree above 1 divides, where real
+// models pick TP-friendly widths (32 and 40 heads at 6.7B and 13B). With no shape within 5%, the
+// nearest count at L0. The count (reported) differs from `params` by at most a few percent; the
+// memory formulas use the built model's own count.
 ModelConfig model_for_parameter_count(double params, int vocab, int seq_len) {
   if (!(params >= 1000) || params > 1e13) throw UsageError("--params " + fmt("%g", params) + " is not in [1000, 1e13]");
   if (vocab < 1 || seq_len < 1) throw UsageError("--vocab and --seq-len must be >= 1");
@@ -522,14 +527,36 @@ ModelConfig model_for_parameter_count(double params, int vocab, int seq_len) {
     t.d_model = C;
     return double(t.parameter_count());
   };
-  int L = 1;
-  while (L < 1000 && count(L, 128 * L) < params) ++L;
-  int best_c = 64;
-  for (int C = 64; C <= 128 * L + 64; C += 64)
-    if (std::fabs(count(L, C) - params) < std::fabs(count(L, best_c) - params)) best_c = C;
-  c.n_layer = L;
-  c.d_model = best_c;
-  c.n_head = best_c / 64;
+  int L0 = 1;
+  while (L0 < 1000 && count(L0, 128 * L0) < params) ++L0;
+  const auto twos = [](int heads) {  // factors of two in the head count, at most 3 (TP 8)
+    int k = 0;
+    while (k < 3 && heads % 2 == 0) heads /= 2, ++k;
+    return k;
+  };
+  struct Shape {
+    int L, C;
+    double miss;  // |count - params|
+  };
+  // Better: within 5%, then more factors of two, then the aspect nearer 128, then the nearer count.
+  const auto better = [&](const Shape& a, const Shape& b) {
+    const bool ca = a.miss <= 0.05 * params, cb = b.miss <= 0.05 * params;
+    if (ca != cb) return ca;
+    if (!ca) return a.L == L0 && (b.L != L0 || a.miss < b.miss);  // none close: nearest at L0
+    if (twos(a.C / 64) != twos(b.C / 64)) return twos(a.C / 64) > twos(b.C / 64);
+    const double aspect_a = std::fabs(double(a.C) / a.L - 128), aspect_b = std::fabs(double(b.C) / b.L - 128);
+    if (aspect_a != aspect_b) return aspect_a < aspect_b;
+    return a.miss < b.miss;
+  };
+  Shape best{L0, 64, std::fabs(count(L0, 64) - params)};
+  for (int L = std::max(1, L0 - L0 / 4); L <= L0 + L0 / 4; ++L)
+    for (int C = 64; C <= 128 * L + 64 * (1 + L / 4); C += 64) {
+      const Shape s{L, C, std::fabs(count(L, C) - params)};
+      if (better(s, best)) best = s;
+    }
+  c.n_layer = best.L;
+  c.d_model = best.C;
+  c.n_head = best.C / 64;
   c.validate();
   return c;
 }
