@@ -50,12 +50,12 @@ TEST_CASE("calibration: ECE, Brier and accuracy of a hand-worked example", "[rel
   CHECK(acc.ece() == Approx(0.41).margin(1e-12));
   CHECK(acc.brier() == Approx(0.5189).margin(1e-12));
   CHECK(acc.top1_accuracy() == 0.5);
-  const auto table = acc.summary()["reliability"];
+  const auto table = acc.summary().reliability;
   REQUIRE(table.size() == 15);
-  CHECK(table[10]["count"] == 1);  // .72 * 15 = 10.8
-  CHECK(table[10]["accuracy"] == 1.0);
-  CHECK(table[9]["accuracy"] == 0.0);  // .65 * 15 = 9.75
-  CHECK(table[0]["accuracy"].is_null());
+  CHECK(table[10].count == 1);  // .72 * 15 = 10.8
+  CHECK(table[10].accuracy == 1.0);
+  CHECK(table[9].accuracy == 0.0);  // .65 * 15 = 9.75
+  CHECK_FALSE(table[0].accuracy);
 }
 
 TEST_CASE("calibration: logits scored like NumPy on the same probabilities", "[release]") {
@@ -79,15 +79,17 @@ TEST_CASE("calibration: logits scored like NumPy on the same probabilities", "[r
   CHECK(acc.brier() == Approx(ref["brier"].get<double>()).margin(1e-12));
   CHECK(acc.top1_accuracy() == Approx(ref["top1_accuracy"].get<double>()).margin(1e-15));
   CHECK(acc.top5_accuracy() == Approx(ref["top5_accuracy"].get<double>()).margin(1e-15));
-  const auto table = acc.summary()["reliability"];
+  const auto table = acc.summary().reliability;
   for (std::size_t b = 0; b < table.size(); ++b) {
     const auto& want = ref["reliability"][b];
-    CHECK(table[b]["count"] == want["count"]);
+    CHECK(table[b].count == want["count"]);
     if (want["accuracy"].is_null()) {
-      CHECK(table[b]["accuracy"].is_null());
+      CHECK_FALSE(table[b].accuracy);
     } else {
-      CHECK(table[b]["accuracy"].get<double>() == Approx(want["accuracy"].get<double>()).margin(1e-12));
-      CHECK(table[b]["mean_confidence"].get<double>() == Approx(want["mean_confidence"].get<double>()).margin(1e-12));
+      REQUIRE(table[b].accuracy);
+      REQUIRE(table[b].mean_confidence);
+      CHECK(*table[b].accuracy == Approx(want["accuracy"].get<double>()).margin(1e-12));
+      CHECK(*table[b].mean_confidence == Approx(want["mean_confidence"].get<double>()).margin(1e-12));
     }
   }
 }
@@ -145,15 +147,15 @@ TEST_CASE("hold-out scores: slices, the worst one and those worse than the mean"
       scores.add(score_probabilities(p, 3, 0), seq, hard ? "b" : "a", hard ? 2 : 1);
     }
   const auto s = scores.summary({200, 9, 0.95});
-  CHECK(s["tokens"] == 320);
-  CHECK(s["sequences"] == 40);
-  REQUIRE(s["slices"].size() == 4);  // owner=a, owner=b, version=1, version=2
-  CHECK(s["worst_slice"] == "owner=b");
-  CHECK(s["slices_worse_than_mean"] == nlohmann::json({"owner=b", "version=2"}));
-  CHECK(s["slices"][0]["key"] == "owner=a");
-  CHECK(s["slices"][0]["loss"].get<double>() == Approx(1.0).margin(1e-12));
-  CHECK(s["slices"][0]["units"] == 20);
-  CHECK(s["loss"].get<double>() == Approx((1.0 + (3.0 - 0.035)) / 2).margin(1e-12));
+  CHECK(s.tokens == 320);
+  CHECK(s.sequences == 40);
+  REQUIRE(s.slices.size() == 4);  // owner=a, owner=b, version=1, version=2
+  CHECK(s.worst_slice == "owner=b");
+  CHECK(s.slices_worse_than_mean == std::vector<std::string>{"owner=b", "version=2"});
+  CHECK(s.slices[0].key == "owner=a");
+  CHECK(s.slices[0].loss == Approx(1.0).margin(1e-12));
+  CHECK(s.slices[0].units == 20);
+  CHECK(s.loss == Approx((1.0 + (3.0 - 0.035)) / 2).margin(1e-12));
   CHECK_THROWS_AS(HoldoutScores().summary({}), UsageError);
 }
 
@@ -182,9 +184,9 @@ TEST_CASE("release evaluation: scored tokens go to their document's owner and ve
   uniform.vocab = 8;
   uniform.probabilities.assign(8, 1.0 / 8);
   const auto e = evaluate_ngram(uniform, plan);
-  CHECK(e["holdout"]["samples"] == 2);
+  CHECK(e.holdout.samples == 2);
   std::map<std::string, double> tokens;
-  for (const auto& sl : e["scores"]["slices"]) tokens[sl["key"]] = sl["tokens"];
+  for (const auto& sl : e.scores.slices) tokens[sl.key] = sl.tokens;
   CHECK(tokens == std::map<std::string, double>{{"owner=a", 8}, {"version=1", 5}, {"version=3", 3}});
-  CHECK(e["scores"]["loss"].get<double>() == Approx(std::log(8.0)).margin(1e-12));
+  CHECK(e.scores.loss == Approx(std::log(8.0)).margin(1e-12));
 }

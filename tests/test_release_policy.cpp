@@ -40,16 +40,22 @@ nlohmann::json policy_json() {
 }
 
 // A minimal evaluation: overall loss, one slice, ECE, median latency and the checkpoint's cutoff.
-nlohmann::json evaluation(double loss, double slice_loss, double slice_lower, double ece, double p50,
-                          const std::string& trained_cutoff) {
-  return {{"kind", "checkpoint"},
-          {"holdout", {{"cutoff", "2024-01-10T00:00:00Z"}, {"selection_snapshot_id", "abc"}}},
-          {"checkpoint", {{"data_cutoff", trained_cutoff}}},
-          {"latency", {{"ms_per_sequence_p50", p50}}},
-          {"scores",
-           {{"loss", loss},
-            {"calibration", {{"ece", ece}}},
-            {"slices", {{{"key", "owner=a"}, {"loss", slice_loss}, {"lower", slice_lower}}}}}}};
+CheckpointEvaluation evaluation(double loss, double slice_loss, double slice_lower, double ece, double p50,
+                                const std::string& trained_cutoff) {
+  CheckpointEvaluation e;
+  e.kind = "checkpoint";
+  e.holdout.cutoff = "2024-01-10T00:00:00Z";
+  e.holdout.selection_snapshot_id = "abc";
+  e.checkpoint.data_cutoff = trained_cutoff;
+  e.latency.ms_per_sequence_p50 = p50;
+  e.scores.loss = loss;
+  e.scores.calibration.ece = ece;
+  SliceScore slice;
+  slice.key = "owner=a";
+  slice.loss = slice_loss;
+  slice.lower = slice_lower;
+  e.scores.slices = {slice};
+  return e;
 }
 
 std::vector<std::string> failed(const std::vector<CheckResult>& checks) {
@@ -101,10 +107,10 @@ TEST_CASE("release policy: each threshold fails by its own name", "[release]") {
   CHECK(failed(compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 10, ""), base)) ==
         std::vector<std::string>{"trained_past_cutoff"});
   auto other = base;
-  other["holdout"]["selection_snapshot_id"] = "def";
+  other.holdout.selection_snapshot_id = "def";
   CHECK_THROWS_WITH(compare_with_baseline(p, base, other), Catch::Contains("holdout_mismatch"));
   auto ngram = base;
-  ngram["kind"] = "ngram";
+  ngram.kind = "ngram";
   const auto checks = compare_with_baseline(p, evaluation(2.0, 2.0, 1.9, 0.01, 1000, "2024-01-01T00:00:00Z"), ngram);
   CHECK(failed(checks).empty());  // an n-gram's latency is not comparable
 }
@@ -120,9 +126,9 @@ TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]"
   write_json_file(dir + "/twin.json", {{"verdict", "DIFFERENT"}});
   // 2 + 1 + 1 of 5 = 0.8 with the twin failing: promotes.
   auto evidence = collect_evidence(p, dir + "/run", {{"deterministic_twin", dir + "/twin.json"}}, "snap");
-  nlohmann::json score;
+  RubricScore score;
   CHECK(failed(score_rubric(p, evidence, &score)).empty());
-  CHECK(score["score"].get<double>() == Approx(0.8));
+  CHECK(score.score == Approx(0.8));
   // Without the kill-and-resume proof: score 0.4 and the required item named.
   fs::remove(dir + "/run/evidence/kill-resume.json");
   evidence = collect_evidence(p, dir + "/run", {}, "snap");
@@ -159,12 +165,15 @@ TEST_CASE("release registry: records, pointer and history", "[release]") {
   const std::string dir = test::temp_dir("registry") + "/reg";
   const ReleaseRegistry r(dir);
   CHECK_FALSE(r.last_known_good());
-  const nlohmann::json record = {{"decision", "promote"}, {"artifact", {{"folder", "/x/step_1"}, {"manifest_sha256", "ab"}}}};
-  const std::string path = r.write_record(record, "abcdef0123456789");
+  ReleaseRecord record;
+  record.promote = true;
+  record.artifact.folder = "/x/step_1";
+  record.artifact.manifest_sha256 = "abcdef0123456789";
+  const std::string path = r.write_record(record);
   r.promote(path, record);
   const auto lkg = r.last_known_good();
   REQUIRE(lkg);
-  CHECK((*lkg)["record_path"] == path);
+  CHECK(lkg->record_path == path);
   CHECK(r.history().size() == 1);
   std::ofstream(dir + "/records/partial.json.tmp") << "{\"half";  // a temporary is never listed
   CHECK(r.history().size() == 1);

@@ -10,6 +10,7 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/release/bootstrap.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/policy.hpp"
@@ -22,16 +23,24 @@ namespace {
 
 // An evaluation with only what the utility reads: per-sequence losses, the bootstrap settings and
 // (for a checkpoint) the p99 latency.
-nlohmann::json evaluation(const std::string& kind, std::vector<double> loss_sums, std::vector<double> tokens,
-                          double p99, int resamples = 200) {
+CheckpointEvaluation evaluation(const std::string& kind, std::vector<double> loss_sums, std::vector<double> tokens,
+                                double p99, int resamples = 200) {
   std::vector<std::uint64_t> ids(loss_sums.size());
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i;
-  nlohmann::json e = {{"kind", kind},
-                      {"scores",
-                       {{"interval", {{"resamples", resamples}, {"seed", 7}, {"level", 0.95}}},
-                        {"per_sequence", {{"sequence", ids}, {"loss_sums", loss_sums}, {"tokens", tokens}}}}}};
-  if (kind == "checkpoint") e["latency"] = {{"ms_per_sequence_p99", p99}};
+  CheckpointEvaluation e;
+  e.kind = kind;
+  e.scores.interval.resamples = resamples;
+  e.scores.interval.seed = 7;
+  e.scores.interval.level = 0.95;
+  e.scores.per_sequence = PerSequenceLosses{ids, loss_sums, tokens};
+  if (kind == "checkpoint") e.latency.ms_per_sequence_p99 = p99;
   return e;
+}
+
+// A record's "utility" read back as release-gate reads it (through JsonFile, from the text).
+UtilityEstimate read_back(const UtilityEstimate& u) {
+  const nlohmann::json record = {{"utility", u.to_json()}};
+  return UtilityEstimate::from_json(JsonFile::parse(record.dump(), "record.json", "the release record"), "/utility");
 }
 
 UtilityModel model(double v, double n, double c, double b, double h, double bound) {
@@ -109,14 +118,14 @@ TEST_CASE("utility: the probability of regret of a two-unit bootstrap", "[releas
 TEST_CASE("utility: record round trip, unusable inputs named", "[release]") {
   const auto cand = evaluation("checkpoint", {20, 12}, {10, 6}, 3.0), fall = evaluation("checkpoint", {30, 13}, {10, 6}, 2.5);
   const UtilityEstimate u = estimate_utility(model(0.5, 4, 1, 100, 3, 0.05), cand, fall, "last-known-good");
-  CHECK(UtilityEstimate::from_json(u.to_json()).to_json() == u.to_json());
+  CHECK(read_back(u).to_json() == u.to_json());
   CHECK(u.to_json()["formula"] == UtilityEstimate::kFormula);
 
   auto other = fall;
-  other["scores"]["per_sequence"]["tokens"][1] = 7;
+  other.scores.per_sequence->tokens[1] = 7;
   CHECK_THROWS_WITH(estimate_utility(u.model, cand, other, "x"), Catch::Contains("different hold-out sequences"));
   other = fall;
-  other["scores"].erase("per_sequence");
+  other.scores.per_sequence.reset();
   CHECK_THROWS_WITH(estimate_utility(u.model, cand, other, "x"), Catch::Contains("register the baseline again"));
 
   nlohmann::json m = u.model.to_json();

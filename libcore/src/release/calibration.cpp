@@ -5,6 +5,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/token_loss.hpp"
+#include "json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -76,19 +77,71 @@ double CalibrationAccumulator::brier() const { return positions_ ? brier_sum_ / 
 double CalibrationAccumulator::top1_accuracy() const { return positions_ ? double(top1_) / double(positions_) : 0; }
 double CalibrationAccumulator::top5_accuracy() const { return positions_ ? double(top5_) / double(positions_) : 0; }
 
-nlohmann::json CalibrationAccumulator::summary() const {
-  nlohmann::json table = nlohmann::json::array();
+CalibrationSummary CalibrationAccumulator::summary() const {
+  CalibrationSummary c;
   for (std::size_t b = 0; b < count_.size(); ++b) {
-    const double n = double(count_[b]);
-    table.push_back({{"lower", double(b) / bins_},
-                     {"upper", double(b + 1) / bins_},
-                     {"count", count_[b]},
-                     {"mean_confidence", n ? nlohmann::json(confidence_sum_[b] / n) : nlohmann::json(nullptr)},
-                     {"accuracy", n ? nlohmann::json(double(correct_[b]) / n) : nlohmann::json(nullptr)}});
+    ReliabilityBin bin;
+    bin.lower = double(b) / bins_;
+    bin.upper = double(b + 1) / bins_;
+    bin.count = count_[b];
+    if (count_[b]) {
+      bin.mean_confidence = confidence_sum_[b] / double(count_[b]);
+      bin.accuracy = double(correct_[b]) / double(count_[b]);
+    }
+    c.reliability.push_back(bin);
   }
-  return {{"bins", bins_},          {"positions", positions_},         {"ece", ece()},
-          {"brier", brier()},       {"top1_accuracy", top1_accuracy()}, {"top5_accuracy", top5_accuracy()},
+  c.bins = bins_;
+  c.positions = positions_;
+  c.ece = ece();
+  c.brier = brier();
+  c.top1_accuracy = top1_accuracy();
+  c.top5_accuracy = top5_accuracy();
+  return c;
+}
+
+namespace {
+nlohmann::json or_null(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+}  // namespace
+
+nlohmann::json ReliabilityBin::to_json() const {
+  return {{"lower", lower}, {"upper", upper}, {"count", count}, {"mean_confidence", or_null(mean_confidence)},
+          {"accuracy", or_null(accuracy)}};
+}
+
+ReliabilityBin ReliabilityBin::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  ReliabilityBin b;
+  b.lower = f.number(field(at, "lower"));
+  b.upper = f.number(field(at, "upper"));
+  b.count = json_fields::count(f, field(at, "count"));
+  b.mean_confidence = f.find_number(field(at, "mean_confidence"));
+  b.accuracy = f.find_number(field(at, "accuracy"));
+  return b;
+}
+
+nlohmann::json CalibrationSummary::to_json() const {
+  nlohmann::json table = nlohmann::json::array();
+  for (const auto& b : reliability) table.push_back(b.to_json());
+  return {{"bins", bins},   {"positions", positions},         {"ece", ece},
+          {"brier", brier}, {"top1_accuracy", top1_accuracy}, {"top5_accuracy", top5_accuracy},
           {"reliability", table}};
+}
+
+CalibrationSummary CalibrationSummary::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  CalibrationSummary c;
+  c.bins = json_fields::small_integer(f, field(at, "bins"));
+  c.positions = json_fields::count(f, field(at, "positions"));
+  c.ece = f.number(field(at, "ece"));
+  c.brier = f.number(field(at, "brier"));
+  c.top1_accuracy = f.number(field(at, "top1_accuracy"));
+  c.top5_accuracy = f.number(field(at, "top5_accuracy"));
+  const std::string table = field(at, "reliability");
+  for (std::size_t i = 0, n = json_fields::array_size(f, table); i < n; ++i)
+    c.reliability.push_back(ReliabilityBin::from_json(f, field(table, std::to_string(i))));
+  return c;
 }
 
 }  // namespace shardtrain

@@ -44,6 +44,7 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
   CostTable t;
   t.path = path;
   t.json = j;
+  t.json.erase("path");  // to_json adds it back
   t.source = j.value("source", "");
   if (!j.contains("storage_bytes") || !j["storage_bytes"].is_object()) throw UsageError(what + " has no object 'storage_bytes'");
   const auto& b = j["storage_bytes"];

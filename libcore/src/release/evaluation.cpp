@@ -73,15 +73,17 @@ class HoldoutView {
     return {slice.owner, slice.document_versions[std::size_t(it - ends.begin())]};
   }
 
-  nlohmann::json identity() const {
-    return {{"data", plan_.data_path},
-            {"dataset_snapshot_id", data_.dataset_snapshot_id()},
-            {"selection_snapshot_id", data_.selection_snapshot_id()},
-            {"cutoff", plan_.cutoff},
-            {"seq_len", plan_.seq_len},
-            {"max_samples", plan_.max_samples},
-            {"samples", samples_.size()},
-            {"documents", data_.num_holdout_documents()}};
+  HoldoutIdentity identity() const {
+    HoldoutIdentity h;
+    h.data = plan_.data_path;
+    h.dataset_snapshot_id = data_.dataset_snapshot_id();
+    h.selection_snapshot_id = data_.selection_snapshot_id();
+    h.cutoff = plan_.cutoff;
+    h.seq_len = plan_.seq_len;
+    h.max_samples = plan_.max_samples;
+    h.samples = samples_.size();
+    h.documents = data_.num_holdout_documents();
+    return h;
   }
 
  private:
@@ -102,35 +104,37 @@ std::vector<float> read_parameters(const ckpt::CheckpointReader& reader, const P
   return flat;
 }
 
-nlohmann::json checkpoint_identity(const ckpt::CheckpointReader& reader) {
+CheckpointIdentity checkpoint_identity(const ckpt::CheckpointReader& reader) {
   const auto& m = reader.manifest();
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : m.files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
-  return {{"folder", fs::absolute(reader.folder()).lexically_normal().string()},
-          {"step", m.step},
-          {"manifest_sha256", reader.manifest_sha256()},
-          {"files", files},
-          {"model", m.model},
-          {"config", m.config},
-          {"data_snapshot_id", m.data_snapshot_id},
-          {"data_cutoff", m.data_cutoff},
-          {"code_version", m.code_version}};
+  CheckpointIdentity c;
+  c.folder = fs::absolute(reader.folder()).lexically_normal().string();
+  c.step = m.step;
+  c.manifest_sha256 = reader.manifest_sha256();
+  for (const auto& f : m.files) c.files.push_back({f.name, f.sha256, f.bytes});
+  c.model = m.model;
+  c.config = m.config;
+  c.data_snapshot_id = m.data_snapshot_id;
+  c.data_cutoff = m.data_cutoff;
+  c.code_version = m.code_version;
+  return c;
 }
 
-// The training run's figures from its summary.json (docs/FORMATS.md), or null when there is none.
-nlohmann::json training_figures(const std::string& checkpoint_folder, const std::string& given) {
+// The training run's figures from its summary.json (docs/FORMATS.md), or nothing when there is none.
+// summary.json is the training run's file: read here as JSON, at the edge, for the figures only.
+std::optional<TrainingFigures> training_figures(const std::string& checkpoint_folder, const std::string& given) {
   std::string path = given;
   if (path.empty()) {
     path = (fs::path(checkpoint_folder).parent_path().parent_path() / "summary.json").string();
-    if (!fs::exists(path)) return nullptr;
+    if (!fs::exists(path)) return std::nullopt;
   }
-  const nlohmann::json s = JsonFile::read(path, "the training run's summary (--summary)").json();
-  auto get = [&](const char* key) { return s.contains(key) ? s[key] : nlohmann::json(nullptr); };
-  return {{"summary", path},
-          {"throughput_tokens_per_s", get("throughput_tokens_per_s")},
-          {"scaling_efficiency", get("scaling_efficiency")},
-          {"world_size", get("world_size")},
-          {"mfu", get("mfu")}};
+  const JsonFile s = JsonFile::read(path, "the training run's summary (--summary)");
+  TrainingFigures t;
+  t.summary = path;
+  t.throughput_tokens_per_s = s.find_number("/throughput_tokens_per_s");
+  t.scaling_efficiency = s.find_number("/scaling_efficiency");
+  t.mfu = s.find_number("/mfu");
+  if (const auto w = s.find_number("/world_size")) t.world_size = std::int64_t(*w);
+  return t;
 }
 
 }  // namespace
@@ -146,7 +150,7 @@ std::string resolve_checkpoint_folder(const std::string& path) {
                    "step_<N> folder");
 }
 
-nlohmann::json evaluate_checkpoint(const std::string& checkpoint, const ReleaseEvalOptions& o) {
+CheckpointEvaluation evaluate_checkpoint(const std::string& checkpoint, const ReleaseEvalOptions& o) {
   const Stopwatch wall;
   if (o.batch < 1 || o.latency_batch < 1 || o.latency_runs < 2 || o.threads < 1)
     throw UsageError("--batch, --latency-batch and --threads must be >= 1, --latency-runs >= 2");
@@ -185,21 +189,20 @@ nlohmann::json evaluate_checkpoint(const std::string& checkpoint, const ReleaseE
   }
   std::sort(ms_per_sequence.begin(), ms_per_sequence.end());
   const double positions = double(scores.positions());
-  nlohmann::json result = {
-      {"kind", "checkpoint"},
-      {"checkpoint", checkpoint_identity(reader)},
-      {"holdout", view.identity()},
-      {"scores", scores.summary(plan.bootstrap)},
-      {"latency",
-       {{"batch", o.latency_batch},
-        {"runs", o.latency_runs},
-        {"threads", o.threads},
-        {"ms_per_sequence_p50", interpolated_percentile(ms_per_sequence, 0.50)},
-        {"ms_per_sequence_p99", interpolated_percentile(ms_per_sequence, 0.99)},
-        {"forward_tokens_per_s", positions / forward_s}}},
-      {"training", training_figures(reader.folder(), o.summary_path)}};
-  result["seconds"] = wall.seconds();
-  result["evaluated_tokens_per_s"] = positions / result["seconds"].get<double>();
+  CheckpointEvaluation result;
+  result.kind = kCheckpointEvaluation;
+  result.checkpoint = checkpoint_identity(reader);
+  result.holdout = view.identity();
+  result.scores = scores.summary(plan.bootstrap);
+  result.latency = {o.latency_batch,
+                    o.latency_runs,
+                    o.threads,
+                    interpolated_percentile(ms_per_sequence, 0.50),
+                    interpolated_percentile(ms_per_sequence, 0.99),
+                    positions / forward_s};
+  result.training = training_figures(reader.folder(), o.summary_path);
+  result.seconds = wall.seconds();
+  result.evaluated_tokens_per_s = positions / result.seconds;
   return result;
 }
 
@@ -246,11 +249,11 @@ NgramModel fit_ngram(const HoldoutPlan& plan, const data::TrainingData& data, in
   return m;
 }
 
-nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan) {
+CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan) {
   return evaluate_ngram(model, plan, open_selection(plan));
 }
 
-nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection) {
+CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection) {
   const HoldoutView view(plan, std::move(selection));
   if (view.data().vocab() != model.vocab) throw UsageError("the n-gram's vocabulary differs from " + plan.data_path + "'s");
   const int T = plan.seq_len;
@@ -264,11 +267,13 @@ nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, 
                  owner, version);
     }
   }
-  return {{"kind", "ngram"},
-          {"order", model.order},
-          {"counted_tokens", model.counted_tokens},
-          {"holdout", view.identity()},
-          {"scores", scores.summary(plan.bootstrap)}};
+  CheckpointEvaluation e;
+  e.kind = kNgramEvaluation;
+  e.order = model.order;
+  e.counted_tokens = model.counted_tokens;
+  e.holdout = view.identity();
+  e.scores = scores.summary(plan.bootstrap);
+  return e;
 }
 
 void write_ngram_file(const NgramModel& model, const std::string& path) {

@@ -10,6 +10,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/sha256.hpp"
 #include "shardtrain/base/time.hpp"
+#include "json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -33,6 +34,19 @@ CheckResult check(const std::string& name, bool passed, double value, double lim
   return c;
 }
 
+nlohmann::json value_json(const CheckValue& v) {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  return nullptr;
+}
+
+CheckValue value_from(const JsonFile& f, const std::string& pointer) {
+  const nlohmann::json& v = f.at(pointer);
+  if (v.is_null()) return std::monostate{};
+  if (v.is_string()) return v.get<std::string>();
+  return f.number(pointer);  // names the field when it is neither
+}
+
 }  // namespace
 
 nlohmann::json ReleasePolicy::to_json() const {
@@ -48,6 +62,31 @@ nlohmann::json ReleasePolicy::to_json() const {
             {"max_latency_ratio", max_latency_ratio}}},
           {"rubric", {{"min_score", min_score}, {"items", items}}},
           {"utility", utility.to_json()}};
+}
+
+ReleasePolicy ReleasePolicy::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  ReleasePolicy p;
+  p.path = f.string(field(at, "path"));
+  p.version = f.string(field(at, "version"));
+  p.sha256 = f.string(field(at, "sha256"));
+  const std::string t = field(at, "thresholds");
+  p.max_loss_rise = f.number(field(t, "max_loss_rise"));
+  p.max_slice_regression = f.number(field(t, "max_slice_regression"));
+  p.max_ece = f.number(field(t, "max_ece"));
+  p.max_latency_ratio = f.number(field(t, "max_latency_ratio"));
+  const std::string r = field(at, "rubric");
+  p.min_score = f.number(field(r, "min_score"));
+  const std::string items = field(r, "items");
+  for (std::size_t i = 0, n = json_fields::array_size(f, items); i < n; ++i) {
+    const std::string item = field(items, std::to_string(i));
+    p.rubric.push_back({f.string(field(item, "name")), f.number(field(item, "weight")),
+                        json_fields::boolean(f, field(item, "required"))});
+  }
+  if (f.has(field(at, "utility")))
+    p.utility = UtilityModel::from_json(f.at(field(at, "utility")), f.path() + ": " + f.what() + " " + field(at, "utility"));
+  return p;
 }
 
 ReleasePolicy read_release_policy(const std::string& path) {
@@ -87,28 +126,70 @@ ReleasePolicy read_release_policy(const std::string& path) {
 }
 
 nlohmann::json CheckResult::to_json() const {
-  return {{"name", name}, {"passed", passed}, {"applicable", applicable}, {"value", value}, {"limit", limit},
-          {"reason", reason}};
+  return {{"name", name},           {"passed", passed},         {"applicable", applicable},
+          {"value", value_json(value)}, {"limit", value_json(limit)}, {"reason", reason}};
+}
+
+CheckResult CheckResult::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  return {f.string(field(at, "name")),        json_fields::boolean(f, field(at, "passed")),
+          json_fields::boolean(f, field(at, "applicable")), value_from(f, field(at, "value")),
+          value_from(f, field(at, "limit")),   f.string(field(at, "reason"))};
 }
 
 nlohmann::json EvidenceResult::to_json() const {
   return {{"item", item}, {"path", path}, {"found", found}, {"passed", passed}, {"detail", detail}};
 }
 
-std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const nlohmann::json& cand,
-                                               const nlohmann::json& base) {
+EvidenceResult EvidenceResult::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  return {f.string(field(at, "item")), f.string(field(at, "path")), json_fields::boolean(f, field(at, "found")),
+          json_fields::boolean(f, field(at, "passed")), f.string(field(at, "detail"))};
+}
+
+nlohmann::json RubricItemScore::to_json() const {
+  nlohmann::json j = evidence.to_json();
+  j["weight"] = weight;
+  j["required"] = required;
+  return j;
+}
+
+RubricItemScore RubricItemScore::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  return {EvidenceResult::from_json(f, at), f.number(field(at, "weight")), json_fields::boolean(f, field(at, "required"))};
+}
+
+nlohmann::json RubricScore::to_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& i : items) list.push_back(i.to_json());
+  return {{"score", score}, {"min_score", min_score}, {"items", list}};
+}
+
+RubricScore RubricScore::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  RubricScore r;
+  r.score = f.number(field(at, "score"));
+  r.min_score = f.number(field(at, "min_score"));
+  const std::string items = field(at, "items");
+  for (std::size_t i = 0, n = json_fields::array_size(f, items); i < n; ++i)
+    r.items.push_back(RubricItemScore::from_json(f, field(items, std::to_string(i))));
+  return r;
+}
+
+std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const CheckpointEvaluation& cand,
+                                               const CheckpointEvaluation& base) {
   // The same positions: every field of the hold-out identity but the path the dataset was named by.
-  nlohmann::json ch = cand.at("holdout"), bh = base.at("holdout");
-  ch.erase("data");
-  bh.erase("data");
-  if (ch != bh)
+  if (!cand.holdout.same_positions(base.holdout))
     throw UsageError("holdout_mismatch: the candidate and the baseline were evaluated on different hold-outs "
-                     "(candidate " + cand["holdout"].dump() + ", baseline " + base["holdout"].dump() +
+                     "(candidate " + cand.holdout.to_json().dump() + ", baseline " + base.holdout.to_json().dump() +
                      "); register the baseline again with the same --data, --cutoff, --seq-len and --max-samples");
   std::vector<CheckResult> checks;
   // Data leak: the checkpoint's cutoff against the evaluation's.
-  const std::string eval_cutoff = cand["holdout"]["cutoff"];
-  const std::string trained_cutoff = cand["checkpoint"]["data_cutoff"];
+  const std::string& eval_cutoff = cand.holdout.cutoff;
+  const std::string& trained_cutoff = cand.checkpoint.data_cutoff;
   const auto trained_at = try_parse_rfc3339(trained_cutoff);
   const bool leak = !trained_at || *trained_at > parse_rfc3339(eval_cutoff, "evaluation cutoff");
   checks.push_back({"trained_past_cutoff", !leak, true, trained_cutoff, eval_cutoff,
@@ -116,66 +197,67 @@ std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, cons
                                "' (empty: none), later than the evaluation cutoff " + eval_cutoff +
                                ": its training data may include the hold-out"
                          : ""});
-  const auto& cs = cand["scores"];
-  const auto& bs = base["scores"];
-  const double rise = cs["loss"].get<double>() - bs["loss"].get<double>();
+  const HoldoutSummary& cs = cand.scores;
+  const HoldoutSummary& bs = base.scores;
+  const double rise = cs.loss - bs.loss;
   checks.push_back(check("loss_rise", rise <= policy.max_loss_rise, rise, policy.max_loss_rise,
-                         "hold-out loss " + fixed(cs["loss"]) + " vs the baseline's " + fixed(bs["loss"]) + ": a rise of " +
+                         "hold-out loss " + fixed(cs.loss) + " vs the baseline's " + fixed(bs.loss) + ": a rise of " +
                              fixed(rise) + " nats > " + fixed(policy.max_loss_rise)));
   std::map<std::string, double> base_slices;
-  for (const auto& s : bs["slices"]) base_slices[s["key"]] = s["loss"];
-  for (const auto& s : cs["slices"]) {
-    const auto it = base_slices.find(s["key"]);
+  for (const auto& s : bs.slices) base_slices[s.key] = s.loss;
+  for (const auto& s : cs.slices) {
+    const auto it = base_slices.find(s.key);
     if (it == base_slices.end()) continue;  // identical hold-outs have identical slices
-    const double beyond = s["lower"].get<double>() - it->second;
+    const double beyond = s.lower - it->second;
     if (beyond > policy.max_slice_regression)
-      checks.push_back(check("slice_regression:" + s["key"].get<std::string>(), false, beyond, policy.max_slice_regression,
-                             "slice " + s["key"].get<std::string>() + ": loss " + fixed(s["loss"]) + " (95% interval from " +
-                                 fixed(s["lower"]) + ") vs the baseline's " + fixed(it->second) + ": " + fixed(beyond) +
+      checks.push_back(check("slice_regression:" + s.key, false, beyond, policy.max_slice_regression,
+                             "slice " + s.key + ": loss " + fixed(s.loss) + " (95% interval from " + fixed(s.lower) +
+                                 ") vs the baseline's " + fixed(it->second) + ": " + fixed(beyond) +
                                  " nats worse beyond its interval > " + fixed(policy.max_slice_regression)));
   }
   if (std::none_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.name.rfind("slice_regression", 0) == 0; }))
-    checks.push_back({"slice_regression", true, true, nullptr, policy.max_slice_regression, ""});
-  const double ece = cs["calibration"]["ece"];
+    checks.push_back({"slice_regression", true, true, std::monostate{}, policy.max_slice_regression, ""});
+  const double ece = cs.calibration.ece;
   checks.push_back(check("ece", ece <= policy.max_ece, ece, policy.max_ece,
                          "expected calibration error " + fixed(ece) + " > " + fixed(policy.max_ece)));
-  if (base.value("kind", "") == "checkpoint") {
+  if (base.is_checkpoint()) {
     // The median, not p99: p99 of a few dozen forwards is their maximum, one scheduling hiccup on a
     // shared machine (measured: 0.17 -> 4.7 ms between two runs of one model), not the model's cost.
-    const double c50 = cand["latency"]["ms_per_sequence_p50"], b50 = base["latency"]["ms_per_sequence_p50"];
+    const double c50 = cand.latency.ms_per_sequence_p50, b50 = base.latency.ms_per_sequence_p50;
     const double ratio = c50 / b50;
     checks.push_back(check("latency", ratio <= policy.max_latency_ratio, ratio, policy.max_latency_ratio,
                            "p50 " + fixed(c50) + " ms per sequence = " + fixed(ratio) + " x the baseline's " + fixed(b50) +
                                " > " + fixed(policy.max_latency_ratio) + " x"));
   } else {
-    checks.push_back({"latency", true, false, nullptr, policy.max_latency_ratio,
+    checks.push_back({"latency", true, false, std::monostate{}, policy.max_latency_ratio,
                       "not applicable: the baseline is an n-gram model, without a comparable latency"});
   }
   return checks;
 }
 
 std::vector<CheckResult> score_rubric(const ReleasePolicy& policy, const std::vector<EvidenceResult>& evidence,
-                                      nlohmann::json* score_json) {
+                                      RubricScore* score_out) {
   double total = 0, earned = 0;
   std::vector<CheckResult> missing;
-  nlohmann::json items = nlohmann::json::array();
+  RubricScore rubric;
   for (const auto& item : policy.rubric) {
     const auto it = std::find_if(evidence.begin(), evidence.end(), [&](const EvidenceResult& e) { return e.item == item.name; });
     const bool passed = it != evidence.end() && it->passed;
     total += item.weight;
     earned += passed ? item.weight : 0;
-    nlohmann::json j = it != evidence.end() ? it->to_json() : nlohmann::json{{"item", item.name}, {"found", false}, {"passed", false}};
-    j["weight"] = item.weight;
-    j["required"] = item.required;
-    items.push_back(j);
+    RubricItemScore scored{it != evidence.end() ? *it : EvidenceResult{item.name, "", false, false, ""}, item.weight,
+                           item.required};
+    rubric.items.push_back(scored);
     if (item.required && !passed)
-      missing.push_back({"evidence:" + item.name, false, true, nullptr, nullptr,
+      missing.push_back({"evidence:" + item.name, false, true, std::monostate{}, std::monostate{},
                          "required evidence '" + item.name + "' " +
                              (it == evidence.end() || !it->found ? "is missing" : "fails") +
                              (it != evidence.end() ? " (" + it->path + (it->detail.empty() ? "" : ": " + it->detail) + ")" : "")});
   }
   const double score = total > 0 ? earned / total : 0;
-  if (score_json) *score_json = {{"score", score}, {"min_score", policy.min_score}, {"items", items}};
+  rubric.score = score;
+  rubric.min_score = policy.min_score;
+  if (score_out) *score_out = rubric;
   std::vector<CheckResult> checks{check("rubric", score >= policy.min_score, score, policy.min_score,
                                         "rubric score " + fixed(score) + " < " + fixed(policy.min_score))};
   checks.insert(checks.end(), missing.begin(), missing.end());

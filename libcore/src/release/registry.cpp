@@ -13,6 +13,7 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/time.hpp"
+#include "json_fields.hpp"
 
 namespace shardtrain {
 namespace fs = std::filesystem;
@@ -20,8 +21,14 @@ namespace {
 
 constexpr const char* kPointer = "last-known-good";
 
-nlohmann::json read_json(const fs::path& path) {
-  return JsonFile::read(path.string(), "the release registry's file (edited by hand?)").json();
+JsonFile read_file(const fs::path& path, const std::string& what) {
+  return JsonFile::read(path.string(), what + " (edited by hand?)");
+}
+
+ReleaseRecord read_record(const std::string& dir, const std::string& record_path) {
+  ReleaseRecord r = ReleaseRecord::from_json(read_file(fs::path(dir) / record_path, "the release record"));
+  r.record_path = record_path;
+  return r;
 }
 
 // "20261201T101500.123456Z" (UTC, microseconds) for a file name that sorts by time.
@@ -40,6 +47,17 @@ std::string compact_now() {
 
 }  // namespace
 
+nlohmann::json LastKnownGood::to_json() const {
+  return {{"record", record}, {"checkpoint", checkpoint}, {"manifest_sha256", manifest_sha256}, {"promoted", promoted}};
+}
+
+LastKnownGood LastKnownGood::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  return {f.string(field(at, "record")), f.string(field(at, "checkpoint")), f.string(field(at, "manifest_sha256")),
+          f.string(field(at, "promoted"))};
+}
+
 ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::move(dir)) {
   if (read_only) {
     if (!fs::is_directory(dir_)) throw UsageError(dir_ + ": no release registry here (--registry)");
@@ -51,16 +69,16 @@ ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::mo
   if (ec) throw IoError(dir_ + ": cannot create the release registry (" + ec.message() + ")");
 }
 
-std::optional<nlohmann::json> ReleaseRegistry::last_known_good() const {
+std::optional<ReleaseRecord> ReleaseRegistry::last_known_good() const {
   const fs::path pointer = fs::path(dir_) / kPointer;
   if (!fs::exists(pointer)) return std::nullopt;
-  const nlohmann::json p = read_json(pointer);
-  const std::string record = p.value("record", "");
+  const JsonFile file = read_file(pointer, "the last-known-good pointer");
+  // A pointer naming no record is the one state a reader must not act on: an IoError, as a missing file.
+  const std::string record = file.has("/record") && file.at("/record").is_string() ? file.string("/record") : "";
   if (record.empty() || !fs::exists(fs::path(dir_) / record))
     throw IoError(pointer.string() + " names record '" + record + "', which does not exist");
-  nlohmann::json r = read_json(fs::path(dir_) / record);
-  r["record_path"] = record;
-  return r;
+  (void)LastKnownGood::from_json(file);  // the rest of the pointer must be whole too
+  return read_record(dir_, record);
 }
 
 std::string ReleaseRegistry::baseline_path(const std::string& name, const std::string& extension) const {
@@ -80,7 +98,7 @@ std::vector<std::string> ReleaseRegistry::baseline_names() const {
   return names;
 }
 
-nlohmann::json ReleaseRegistry::baseline(const std::string& name) const {
+BaselineRecord ReleaseRegistry::baseline(const std::string& name) const {
   const std::string path = baseline_path(name, ".json");
   if (!fs::exists(path)) {
     std::string known;
@@ -88,42 +106,35 @@ nlohmann::json ReleaseRegistry::baseline(const std::string& name) const {
     throw UsageError("no baseline '" + name + "' in " + dir_ + " (registered: " + (known.empty() ? "none" : known) +
                      "); register one with release-gate baseline, or use last-known-good");
   }
-  return read_json(path);
+  return BaselineRecord::from_json(read_file(path, "the registered baseline"));
 }
 
-void ReleaseRegistry::write_baseline(const std::string& name, const nlohmann::json& baseline) const {
-  write_json_file(baseline_path(name, ".json"), baseline);
+void ReleaseRegistry::write_baseline(const BaselineRecord& baseline) const {
+  write_json_file(baseline_path(baseline.name, ".json"), baseline.to_json());
 }
 
-std::string ReleaseRegistry::write_record(const nlohmann::json& record, const std::string& manifest_sha256) const {
-  const std::string name = "records/" + compact_now() + "-" + manifest_sha256.substr(0, 12) + "-" +
+std::string ReleaseRegistry::write_record(const ReleaseRecord& record) const {
+  const std::string name = "records/" + compact_now() + "-" + record.artifact.manifest_sha256.substr(0, 12) + "-" +
                            std::to_string(::getpid()) + ".json";
-  write_json_file((fs::path(dir_) / name).string(), record);
+  write_json_file((fs::path(dir_) / name).string(), record.to_json());
   return name;
 }
 
-void ReleaseRegistry::promote(const std::string& record_path, const nlohmann::json& record) const {
+void ReleaseRegistry::promote(const std::string& record_path, const ReleaseRecord& record) const {
   if (!fs::exists(fs::path(dir_) / record_path)) throw IoError(dir_ + "/" + record_path + ": promote needs a committed record");
-  const nlohmann::json pointer = {{"record", record_path},
-                                  {"checkpoint", record["artifact"]["folder"]},
-                                  {"manifest_sha256", record["artifact"]["manifest_sha256"]},
-                                  {"promoted", now_rfc3339()}};
-  write_json_file((fs::path(dir_) / kPointer).string(), pointer);
+  const LastKnownGood pointer{record_path, record.artifact.folder, record.artifact.manifest_sha256, now_rfc3339()};
+  write_json_file((fs::path(dir_) / kPointer).string(), pointer.to_json());
 }
 
-std::vector<nlohmann::json> ReleaseRegistry::history() const {
+std::vector<ReleaseRecord> ReleaseRegistry::history() const {
   std::vector<std::string> names;
   const fs::path folder = fs::path(dir_) / "records";
   if (fs::is_directory(folder))
     for (const auto& e : fs::directory_iterator(folder))
       if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  std::vector<nlohmann::json> records;
-  for (const auto& n : names) {
-    nlohmann::json r = read_json(folder / n);
-    r["record_path"] = "records/" + n;
-    records.push_back(r);
-  }
+  std::vector<ReleaseRecord> records;
+  for (const auto& n : names) records.push_back(read_record(dir_, "records/" + n));
   return records;
 }
 

@@ -11,12 +11,13 @@
 namespace shardtrain {
 namespace {
 
-std::string num(const nlohmann::json& v, int decimals = 4) {
-  if (!v.is_number()) return "-";
+std::string num(double v, int decimals = 4) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v.get<double>());
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
+
+std::string num(const std::optional<double>& v, int decimals = 4) { return v ? num(*v, decimals) : "-"; }
 
 std::string general(double v) {
   char buf[64];
@@ -44,20 +45,19 @@ std::string utility_lines(const UtilityEstimate& u) {
 
 }  // namespace
 
-std::string write_reliability_plot(const nlohmann::json& e, const std::string& out_dir) {
+std::string write_reliability_plot(const CheckpointEvaluation& e, const std::string& out_dir) {
   require_plain_plot_folder(out_dir, "--out");
-  const auto& cal = e["scores"]["calibration"];
+  const CalibrationSummary& cal = e.scores.calibration;
   std::ostringstream d;
   d << "# lower upper count mean_confidence accuracy ('?': empty bin)\n";
-  for (const auto& b : cal["reliability"])
-    d << b["lower"].get<double>() << " " << b["upper"].get<double>() << " " << b["count"].get<double>() << " "
-      << (b["mean_confidence"].is_null() ? "?" : num(b["mean_confidence"], 6)) << " "
-      << (b["accuracy"].is_null() ? "?" : num(b["accuracy"], 6)) << "\n";
+  for (const auto& b : cal.reliability)
+    d << b.lower << " " << b.upper << " " << double(b.count) << " "
+      << (b.mean_confidence ? num(*b.mean_confidence, 6) : "?") << " " << (b.accuracy ? num(*b.accuracy, 6) : "?") << "\n";
   const std::string dat = out_dir + "/reliability.dat";
   std::ostringstream g;
   g << gnuplot_script_head(out_dir + "/reliability.svg",
-                           "Reliability: top-1 accuracy per confidence bin (ECE " + num(cal["ece"]) + ", " +
-                               num(cal["bins"], 0) + " bins)")
+                           "Reliability: top-1 accuracy per confidence bin (ECE " + num(cal.ece) + ", " +
+                               num(double(cal.bins), 0) + " bins)")
     << "set xlabel 'confidence (max next-token probability)'\nset ylabel 'accuracy'\n"
     << "set xrange [0:1]\nset yrange [0:1]\nset key top left box opaque\nset datafile missing '?'\n"
     << "set style fill solid 0.6 border -1\n"
@@ -67,76 +67,70 @@ std::string write_reliability_plot(const nlohmann::json& e, const std::string& o
   return draw_gnuplot(out_dir, "reliability", d.str(), g.str());
 }
 
-std::string evaluation_markdown(const nlohmann::json& e, const std::string& svg) {
-  const auto& s = e["scores"];
-  const auto& cal = s["calibration"];
+std::string evaluation_markdown(const CheckpointEvaluation& e, const std::string& svg) {
+  const HoldoutSummary& s = e.scores;
+  const CalibrationSummary& cal = s.calibration;
   std::ostringstream m;
   m << "# Release evaluation\n\n";
-  if (e.value("kind", "") == "checkpoint")
-    m << "Checkpoint `" << e["checkpoint"]["folder"].get<std::string>() << "` (step " << e["checkpoint"]["step"]
-      << ", manifest sha256 `" << e["checkpoint"]["manifest_sha256"].get<std::string>().substr(0, 16) << "`), trained with "
-      << "cutoff `" << e["checkpoint"]["data_cutoff"].get<std::string>() << "`.\n\n";
+  if (e.is_checkpoint())
+    m << "Checkpoint `" << e.checkpoint.folder << "` (step " << e.checkpoint.step << ", manifest sha256 `"
+      << e.checkpoint.manifest_sha256.substr(0, 16) << "`), trained with "
+      << "cutoff `" << e.checkpoint.data_cutoff << "`.\n\n";
   else
-    m << "n-gram baseline of order " << e["order"] << ".\n\n";
-  const auto& h = e["holdout"];
-  m << "Hold-out: documents of `" << h["data"].get<std::string>() << "` after `" << h["cutoff"].get<std::string>()
-    << "` (selection `" << h["selection_snapshot_id"].get<std::string>().substr(0, 12) << "`), " << h["samples"]
-    << " sequences of " << h["seq_len"] << " tokens.\n\n";
+    m << "n-gram baseline of order " << e.order << ".\n\n";
+  const HoldoutIdentity& h = e.holdout;
+  m << "Hold-out: documents of `" << h.data << "` after `" << h.cutoff << "` (selection `"
+    << h.selection_snapshot_id.substr(0, 12) << "`), " << h.samples << " sequences of " << h.seq_len << " tokens.\n\n";
   m << "| figure | value |\n|---|---|\n"
-    << "| mean loss (nats/token) | " << num(s["loss"]) << " (95% interval " << num(s["interval"]["lower"]) << " to "
-    << num(s["interval"]["upper"]) << ") |\n"
-    << "| perplexity | " << num(s["perplexity"], 3) << " |\n"
-    << "| scored tokens | " << num(s["tokens"], 0) << " |\n"
-    << "| top-1 / top-5 accuracy | " << num(cal["top1_accuracy"]) << " / " << num(cal["top5_accuracy"]) << " |\n"
-    << "| ECE (" << cal["bins"] << " bins) | " << num(cal["ece"]) << " |\n"
-    << "| Brier score | " << num(cal["brier"]) << " |\n";
-  if (e.contains("latency")) {
-    const auto& l = e["latency"];
-    m << "| forward tokens/s | " << num(l["forward_tokens_per_s"], 0) << " |\n"
-      << "| ms per sequence p50 / p99 (batch " << l["batch"] << ") | " << num(l["ms_per_sequence_p50"], 2) << " / "
-      << num(l["ms_per_sequence_p99"], 2) << " |\n"
-      << "| evaluated tokens/s (whole evaluation) | " << num(e["evaluated_tokens_per_s"], 0) << " |\n";
+    << "| mean loss (nats/token) | " << num(s.loss) << " (95% interval " << num(s.interval.lower) << " to "
+    << num(s.interval.upper) << ") |\n"
+    << "| perplexity | " << num(s.perplexity, 3) << " |\n"
+    << "| scored tokens | " << num(s.tokens, 0) << " |\n"
+    << "| top-1 / top-5 accuracy | " << num(cal.top1_accuracy) << " / " << num(cal.top5_accuracy) << " |\n"
+    << "| ECE (" << cal.bins << " bins) | " << num(cal.ece) << " |\n"
+    << "| Brier score | " << num(cal.brier) << " |\n";
+  if (e.is_checkpoint()) {
+    const LatencyProbe& l = e.latency;
+    m << "| forward tokens/s | " << num(l.forward_tokens_per_s, 0) << " |\n"
+      << "| ms per sequence p50 / p99 (batch " << l.batch << ") | " << num(l.ms_per_sequence_p50, 2) << " / "
+      << num(l.ms_per_sequence_p99, 2) << " |\n"
+      << "| evaluated tokens/s (whole evaluation) | " << num(e.evaluated_tokens_per_s, 0) << " |\n";
   }
-  if (e.contains("training") && e["training"].is_object())
-    m << "| training throughput (tokens/s) | " << num(e["training"]["throughput_tokens_per_s"], 0) << " |\n"
-      << "| training E(W) | " << num(e["training"]["scaling_efficiency"], 3) << " (W = " << e["training"]["world_size"]
-      << ") |\n";
+  if (e.training)
+    m << "| training throughput (tokens/s) | " << num(e.training->throughput_tokens_per_s, 0) << " |\n"
+      << "| training E(W) | " << num(e.training->scaling_efficiency, 3) << " (W = "
+      << (e.training->world_size ? std::to_string(*e.training->world_size) : std::string("null")) << ") |\n";
   m << "\n## Slices\n\nA slice is flagged when its interval lies wholly above the mean loss.\n\n"
     << "| slice | tokens | loss | 95% interval | |\n|---|---|---|---|---|\n";
-  for (const auto& sl : s["slices"]) {
+  for (const auto& sl : s.slices) {
     bool flagged = false;
-    for (const auto& k : s["slices_worse_than_mean"]) flagged = flagged || k == sl["key"];
-    m << "| " << sl["key"].get<std::string>() << " | " << num(sl["tokens"], 0) << " | " << num(sl["loss"]) << " | "
-      << num(sl["lower"]) << " to " << num(sl["upper"]) << " | " << (sl["key"] == s["worst_slice"] ? "worst " : "")
-      << (flagged ? "worse than the mean" : "") << " |\n";
+    for (const auto& k : s.slices_worse_than_mean) flagged = flagged || k == sl.key;
+    m << "| " << sl.key << " | " << num(sl.tokens, 0) << " | " << num(sl.loss) << " | " << num(sl.lower) << " to "
+      << num(sl.upper) << " | " << (sl.key == s.worst_slice ? "worst " : "") << (flagged ? "worse than the mean" : "")
+      << " |\n";
   }
   m << "\n## Calibration\n\n";
   if (!svg.empty()) m << "![reliability diagram](" << svg << ")\n\n";
   m << "| confidence bin | positions | mean confidence | accuracy |\n|---|---|---|---|\n";
-  for (const auto& b : cal["reliability"])
-    m << "| " << num(b["lower"], 3) << " to " << num(b["upper"], 3) << " | " << num(b["count"], 0) << " | "
-      << num(b["mean_confidence"]) << " | " << num(b["accuracy"]) << " |\n";
+  for (const auto& b : cal.reliability)
+    m << "| " << num(b.lower, 3) << " to " << num(b.upper, 3) << " | " << num(double(b.count), 0) << " | "
+      << num(b.mean_confidence) << " | " << num(b.accuracy) << " |\n";
   return m.str();
 }
 
-std::string decision_text(const nlohmann::json& r) {
+std::string decision_text(const ReleaseRecord& r) {
   std::ostringstream t;
-  const bool promote = r["decision"] == "promote";
-  t << "decision: " << (promote ? "PROMOTE" : "REJECT") << " " << r["artifact"]["folder"].get<std::string>()
-    << " against baseline " << r["baseline"]["name"].get<std::string>() << " (policy " << r["policy"]["version"].get<std::string>()
-    << ", rubric score " << num(r["rubric"]["score"], 2) << ")\n";
-  for (const auto& reason : r["reasons"]) t << "  reason: " << reason.get<std::string>() << "\n";
-  if (r.contains("utility") && r["utility"].is_object()) t << utility_lines(UtilityEstimate::from_json(r["utility"]));
-  if (r.contains("costs") && r["costs"].is_object())
-    t << CostTable::from_json(r["costs"], r["costs"].value("path", "costs.json")).text();
+  t << "decision: " << (r.promote ? "PROMOTE" : "REJECT") << " " << r.artifact.folder << " against baseline "
+    << r.baseline.name << " (policy " << r.policy.version << ", rubric score " << num(r.rubric.score, 2) << ")\n";
+  for (const auto& reason : r.reasons) t << "  reason: " << reason << "\n";
+  if (r.utility) t << utility_lines(*r.utility);
+  if (r.costs)
+    t << r.costs->text();
   else
     t << "  costs: none (no cost table in the run folder; scripts/slurm/pipeline.sh's costs stage writes RUN/costs.json)\n";
-  t << "  in service: " << r["in_service"]["name"].get<std::string>()
-    << (r["in_service"].contains("checkpoint") && !r["in_service"]["checkpoint"].is_null()
-            ? " (" + r["in_service"]["checkpoint"].get<std::string>() + ")"
-            : std::string())
+  t << "  in service: " << r.in_service.name << (r.in_service.checkpoint ? " (" + *r.in_service.checkpoint + ")" : std::string())
     << "\n";
-  if (r.contains("record_path")) t << "  record: " << r["record_path"].get<std::string>() << "\n";
+  if (!r.record_path.empty()) t << "  record: " << r.record_path << "\n";
   return t.str();
 }
 

@@ -9,6 +9,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/release/bootstrap.hpp"
+#include "json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -21,26 +22,14 @@ double field(const nlohmann::json& j, const char* key, const std::string& where)
 }
 
 // An evaluation's paired units: the per-sequence loss sums and token counts.
-struct Units {
-  std::vector<std::uint64_t> sequence;
-  std::vector<double> loss_sums, tokens;
-};
-
-Units units_of(const nlohmann::json& evaluation, const std::string& which) {
-  const auto& s = evaluation.at("scores");
-  if (!s.contains("per_sequence"))
+const PerSequenceLosses& units_of(const CheckpointEvaluation& evaluation, const std::string& which) {
+  if (!evaluation.scores.per_sequence)
     throw UsageError("utility: the " + which + " evaluation has no scores.per_sequence (made by an older release-gate); "
                      "register the baseline again (release-gate baseline) or decide against a baseline evaluated since");
-  const auto& p = s["per_sequence"];
-  Units u{p.at("sequence").get<std::vector<std::uint64_t>>(), p.at("loss_sums").get<std::vector<double>>(),
-          p.at("tokens").get<std::vector<double>>()};
+  const PerSequenceLosses& u = *evaluation.scores.per_sequence;
   if (u.sequence.size() != u.loss_sums.size() || u.tokens.size() != u.loss_sums.size() || u.loss_sums.empty())
     throw UsageError("utility: the " + which + " evaluation's scores.per_sequence arrays differ in length or are empty");
   return u;
-}
-
-double or_zero(const nlohmann::json& j, const char* a, const char* b) {
-  return j.contains(a) && j[a].contains(b) && j[a][b].is_number() ? j[a][b].get<double>() : 0.0;
 }
 
 }  // namespace
@@ -97,40 +86,45 @@ nlohmann::json UtilityEstimate::to_json() const {
           {"regret_within_bound", regret_within_bound()}};
 }
 
-UtilityEstimate UtilityEstimate::from_json(const nlohmann::json& j) {
+UtilityEstimate UtilityEstimate::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
   UtilityEstimate u;
-  u.model = UtilityModel::from_json(j.at("model"), "release record");
-  u.fallback = j.at("fallback").get<std::string>();
-  u.candidate_loss = j.at("candidate_loss");
-  u.fallback_loss = j.at("fallback_loss");
-  u.loss_saved = j.at("loss_saved");
-  u.loss_saved_lower = j.at("loss_saved_lower");
-  u.loss_saved_upper = j.at("loss_saved_upper");
-  u.sequences = j.at("sequences");
-  u.tokens = j.at("tokens");
-  u.resamples = j.at("bootstrap").at("resamples");
-  u.seed = j.at("bootstrap").at("seed");
-  u.level = j.at("bootstrap").at("level");
-  const auto& l = j.at("latency");
-  u.latency_applicable = l.at("applicable");
-  u.candidate_p99_ms = l.at("candidate_p99_ms");
-  u.fallback_p99_ms = l.at("fallback_p99_ms");
-  u.latency_delta_ms = l.at("delta_ms");
-  u.value_over_horizon = j.at("value_over_horizon");
-  u.latency_cost_over_horizon = j.at("latency_cost_over_horizon");
-  const auto& be = j.at("break_even_loss_saved");
-  u.break_even_loss_saved = be.is_null() ? std::numeric_limits<double>::infinity() : be.get<double>();
-  u.regret_resamples = j.at("regret_resamples");
-  u.regret_probability = j.at("regret_probability");
-  u.expected_utility = j.at("expected_utility");
-  u.lower = j.at("lower");
-  u.upper = j.at("upper");
+  u.model = UtilityModel::from_json(f.at(field(at, "model")), f.path() + ": " + f.what() + " " + field(at, "model"));
+  u.fallback = f.string(field(at, "fallback"));
+  u.candidate_loss = f.number(field(at, "candidate_loss"));
+  u.fallback_loss = f.number(field(at, "fallback_loss"));
+  u.loss_saved = f.number(field(at, "loss_saved"));
+  u.loss_saved_lower = f.number(field(at, "loss_saved_lower"));
+  u.loss_saved_upper = f.number(field(at, "loss_saved_upper"));
+  u.sequences = json_fields::count(f, field(at, "sequences"));
+  u.tokens = f.number(field(at, "tokens"));
+  const std::string b = field(at, "bootstrap");
+  u.resamples = json_fields::small_integer(f, field(b, "resamples"));
+  u.seed = json_fields::count(f, field(b, "seed"));
+  u.level = f.number(field(b, "level"));
+  const std::string l = field(at, "latency");
+  u.latency_applicable = json_fields::boolean(f, field(l, "applicable"));
+  u.candidate_p99_ms = f.number(field(l, "candidate_p99_ms"));
+  u.fallback_p99_ms = f.number(field(l, "fallback_p99_ms"));
+  u.latency_delta_ms = f.number(field(l, "delta_ms"));
+  u.value_over_horizon = f.number(field(at, "value_over_horizon"));
+  u.latency_cost_over_horizon = f.number(field(at, "latency_cost_over_horizon"));
+  // null: infinite (v N = 0, nothing saved is worth anything); the field itself must be there.
+  (void)f.at(field(at, "break_even_loss_saved"));
+  u.break_even_loss_saved =
+      f.find_number(field(at, "break_even_loss_saved")).value_or(std::numeric_limits<double>::infinity());
+  u.regret_resamples = json_fields::count(f, field(at, "regret_resamples"));
+  u.regret_probability = f.number(field(at, "regret_probability"));
+  u.expected_utility = f.number(field(at, "expected_utility"));
+  u.lower = f.number(field(at, "lower"));
+  u.upper = f.number(field(at, "upper"));
   return u;
 }
 
-UtilityEstimate estimate_utility(const UtilityModel& model, const nlohmann::json& candidate,
-                                 const nlohmann::json& fallback, const std::string& fallback_name) {
-  const Units c = units_of(candidate, "candidate"), f = units_of(fallback, "fallback");
+UtilityEstimate estimate_utility(const UtilityModel& model, const CheckpointEvaluation& candidate,
+                                 const CheckpointEvaluation& fallback, const std::string& fallback_name) {
+  const PerSequenceLosses &c = units_of(candidate, "candidate"), &f = units_of(fallback, "fallback");
   if (c.sequence != f.sequence || c.tokens != f.tokens)
     throw UsageError("utility: the candidate's and the fallback's evaluations scored different hold-out sequences; "
                      "decide against a baseline evaluated with the same --data, --cutoff, --seq-len and --max-samples");
@@ -148,10 +142,10 @@ UtilityEstimate estimate_utility(const UtilityModel& model, const nlohmann::json
   u.sequences = saved.size();
   u.candidate_loss = c_sum / u.tokens;
   u.fallback_loss = f_sum / u.tokens;
-  const auto& interval = candidate.at("scores").at("interval");
-  u.resamples = interval.at("resamples");
-  u.level = interval.at("level");
-  u.seed = interval.at("seed").get<std::uint64_t>() ^ fnv1a64("utility");
+  const LossInterval& interval = candidate.scores.interval;
+  u.resamples = interval.resamples;
+  u.level = interval.level;
+  u.seed = interval.seed ^ fnv1a64("utility");
   // The paired statistic's resamples: the same units and draws as the loss intervals, on d_i.
   if (!(u.level > 0 && u.level < 1)) throw UsageError("utility: the candidate's bootstrap level must be in (0, 1)");
   const std::vector<double> s_r = bootstrap_ratio_statistics(saved, c.tokens, u.resamples, u.seed);
@@ -162,10 +156,10 @@ UtilityEstimate estimate_utility(const UtilityModel& model, const nlohmann::json
   u.loss_saved_upper = interpolated_percentile(sorted, (1 + u.level) / 2);
 
   // Latency: only against a checkpoint (an n-gram's serving cost is not measured on this path).
-  u.latency_applicable = fallback.value("kind", "") == "checkpoint" && candidate.contains("latency");
+  u.latency_applicable = fallback.is_checkpoint() && candidate.is_checkpoint();
   if (u.latency_applicable) {
-    u.candidate_p99_ms = or_zero(candidate, "latency", "ms_per_sequence_p99");
-    u.fallback_p99_ms = or_zero(fallback, "latency", "ms_per_sequence_p99");
+    u.candidate_p99_ms = candidate.latency.ms_per_sequence_p99;
+    u.fallback_p99_ms = fallback.latency.ms_per_sequence_p99;
     u.latency_delta_ms = u.candidate_p99_ms - u.fallback_p99_ms;
   }
   const double H = model.horizon_days, vN = model.value_per_nat_token * model.served_tokens_per_day;

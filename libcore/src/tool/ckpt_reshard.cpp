@@ -114,8 +114,8 @@ void find_release(const std::string& registry_dir, const std::string& manifest_s
   }
   const ReleaseRegistry registry(registry_dir, /*read_only=*/true);
   for (const auto& record : registry.history())
-    if (record.contains("artifact") && record["artifact"].value("manifest_sha256", std::string()) == manifest_sha256)
-      options.release = record;  // oldest first: the last match is the newest decision
+    if (record.artifact.manifest_sha256 == manifest_sha256)
+      options.release = record.to_json();  // oldest first: the last match is the newest decision; the card's edge
   if (!options.release) options.registry_note = "the registry given has no record of it (never through release-gate)";
 }
 

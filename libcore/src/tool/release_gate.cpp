@@ -58,20 +58,20 @@ Subcommand add_eval_command(CLI::App& parent) {
       require_gnuplot();
       std::filesystem::create_directories(a->out);
     }
-    const nlohmann::json e = evaluate_checkpoint(a->checkpoint, a->options);
-    const auto& s = e["scores"];
-    std::cerr << "release-gate eval: loss " << s["loss"].get<double>() << " nats/token (perplexity "
-              << s["perplexity"].get<double>() << "), ECE " << s["calibration"]["ece"].get<double>() << ", top-1 "
-              << s["calibration"]["top1_accuracy"].get<double>() << ", worst slice " << s["worst_slice"].get<std::string>()
-              << "; " << s["tokens"].get<double>() << " tokens in " << e["seconds"].get<double>() << " s ("
-              << e["evaluated_tokens_per_s"].get<double>() << " evaluated tokens/s)" << std::endl;
+    const CheckpointEvaluation e = evaluate_checkpoint(a->checkpoint, a->options);
+    const HoldoutSummary& s = e.scores;
+    std::cerr << "release-gate eval: loss " << s.loss << " nats/token (perplexity " << s.perplexity << "), ECE "
+              << s.calibration.ece << ", top-1 " << s.calibration.top1_accuracy << ", worst slice " << s.worst_slice
+              << "; " << s.tokens << " tokens in " << e.seconds << " s (" << e.evaluated_tokens_per_s
+              << " evaluated tokens/s)" << std::endl;
+    const nlohmann::json file = e.to_json();  // evaluation.json: the file edge
     if (!a->out.empty()) {
       const std::string svg = write_reliability_plot(e, a->out);
-      write_json_file(a->out + "/evaluation.json", e);
+      write_json_file(a->out + "/evaluation.json", file);
       write_file_atomically(a->out + "/evaluation.md", evaluation_markdown(e, svg));
       std::cerr << "release-gate eval: " << a->out << "/evaluation.md" << std::endl;
     }
-    print_json(a->json, e);
+    print_json(a->json, file);
     return 0;
   };
   return c;
@@ -91,10 +91,10 @@ Subcommand add_baseline_command(CLI::App& parent) {
   c.app->add_option("--max-samples", a->plan.max_samples, "Hold-out sequences scored (0: all)")->capture_default_str();
   add_bootstrap_options(c.app, a->plan.bootstrap);
   c.run = [a] {
-    const nlohmann::json b = register_baseline(*a);
+    const BaselineRecord b = register_baseline(*a);
     std::cout << "release-gate baseline: " << a->name << " (order-" << a->order << " n-gram) registered in " << a->registry
-              << ": hold-out loss " << b["evaluation"]["scores"]["loss"].get<double>() << " nats/token, ECE "
-              << b["evaluation"]["scores"]["calibration"]["ece"].get<double>() << std::endl;
+              << ": hold-out loss " << b.evaluation.scores.loss << " nats/token, ECE "
+              << b.evaluation.scores.calibration.ece << std::endl;
     return 0;
   };
   return c;
@@ -136,7 +136,7 @@ Subcommand add_decide_command(CLI::App& parent) {
     if (a->max_samples >= 0) a->options.max_samples = a->max_samples;
     const Decision d = decide_release(a->options);
     std::cout << decision_text(d.record) << std::flush;
-    print_json(a->json, d.record);
+    print_json(a->json, d.record.to_json());
     return d.promote ? 0 : 1;
   };
   return c;
@@ -153,23 +153,23 @@ Subcommand add_history_command(CLI::App& parent) {
     const ReleaseRegistry r(*registry, true);
     const auto records = r.history();
     if (*json) {
-      std::cout << nlohmann::json(records).dump(2) << std::endl;
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& rec : records) list.push_back(rec.to_json());
+      std::cout << list.dump(2) << std::endl;
       return 0;
     }
     const auto lkg = r.last_known_good();
     std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", "decided", "decision", "record", "loss", "baseline", "first reason");
     for (const auto& rec : records) {
-      const auto& reasons = rec["reasons"];
-      std::printf("%-20s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", rec.value("decided", "").c_str(),
-                  rec.value("decision", "").c_str(), rec["record_path"].get<std::string>().c_str(),
-                  rec["scores"]["candidate"]["scores"]["loss"].get<double>(), rec["baseline"].value("name", "").c_str(),
-                  reasons.empty() ? "" : reasons[0].get<std::string>().substr(0, 100).c_str(),
-                  lkg && (*lkg)["record_path"] == rec["record_path"] ? "  <- last-known-good" : "");
+      std::printf("%-20s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", rec.decided.c_str(), rec.promote ? "promote" : "reject",
+                  rec.record_path.c_str(), rec.candidate.scores.loss, rec.baseline.name.c_str(),
+                  rec.reasons.empty() ? "" : rec.reasons[0].substr(0, 100).c_str(),
+                  lkg && lkg->record_path == rec.record_path ? "  <- last-known-good" : "");
     }
     std::string names;
     for (const auto& n : r.baseline_names()) names += (names.empty() ? "" : ", ") + n;
     std::printf("baselines: %s\nlast-known-good: %s\n", names.empty() ? "none" : names.c_str(),
-                lkg ? (*lkg)["record_path"].get<std::string>().c_str() : "none");
+                lkg ? lkg->record_path.c_str() : "none");
     return 0;
   };
   return c;

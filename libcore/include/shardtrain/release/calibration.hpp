@@ -16,9 +16,13 @@
 //                bin also 1.0 (index min(bins - 1, floor(confidence * bins))). Accuracy is top-1.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "shardtrain/base/json_file.hpp"
 
 namespace shardtrain {
 
@@ -37,6 +41,31 @@ PositionScore score_logits(const float* logits, int vocab, int target);
 // The same from probabilities that sum to 1 (the n-gram baselines): loss = -ln p[target].
 PositionScore score_probabilities(const double* probabilities, int vocab, int target);
 
+// One confidence bin of the reliability table: [lower, upper), its positions, and their mean
+// confidence and top-1 accuracy (nothing in an empty bin: null in JSON).
+struct ReliabilityBin {
+  double lower = 0, upper = 0;
+  std::uint64_t count = 0;
+  std::optional<double> mean_confidence, accuracy;
+  bool operator==(const ReliabilityBin&) const = default;
+  // {"lower", "upper", "count", "mean_confidence", "accuracy"}
+  nlohmann::json to_json() const;
+  static ReliabilityBin from_json(const JsonFile& file, const std::string& at);
+};
+
+// The calibration figures of the positions scored (fractions in [0, 1], Brier in [0, 2]).
+struct CalibrationSummary {
+  int bins = 0;
+  std::uint64_t positions = 0;
+  double ece = 0, brier = 0, top1_accuracy = 0, top5_accuracy = 0;
+  std::vector<ReliabilityBin> reliability;  // `bins` bins, lowest confidence first
+  bool operator==(const CalibrationSummary&) const = default;
+  // {"bins", "positions", "ece", "brier", "top1_accuracy", "top5_accuracy", "reliability": [bin...]}
+  nlohmann::json to_json() const;
+  // Reads the object at JSON pointer `at` of `file`; UsageError naming the file and the field.
+  static CalibrationSummary from_json(const JsonFile& file, const std::string& at);
+};
+
 // Accumulates positions; summary() turns them into the calibration figures.
 class CalibrationAccumulator {
  public:
@@ -48,9 +77,7 @@ class CalibrationAccumulator {
   double brier() const;          // mean over positions
   double top1_accuracy() const;
   double top5_accuracy() const;
-  // {"bins", "positions", "ece", "brier", "top1_accuracy", "top5_accuracy", "reliability": [{"lower",
-  // "upper", "count", "mean_confidence", "accuracy"}] (mean_confidence/accuracy null in an empty bin)}.
-  nlohmann::json summary() const;
+  CalibrationSummary summary() const;
 
  private:
   int bins_;

@@ -22,6 +22,7 @@ inline constexpr const char* kCostsFormat = "shardtrain-costs";
 struct CostStage {
   std::string stage, job_id, state;  // job_id "" when the stage ran without Slurm
   std::optional<double> cpus, runs, run_s, compute_core_s, queue_wait_s, gpu_s;  // absent: unknown
+  bool operator==(const CostStage&) const = default;
 };
 
 struct CostTable {
@@ -29,10 +30,12 @@ struct CostTable {
   double dataset_bytes = 0, checkpoint_bytes = 0, record_bytes = 0, total_bytes = 0;
   std::optional<double> preprocessing_s;
   std::vector<CostStage> stages;
-  nlohmann::json json;  // the file as read, what the record keeps
+  nlohmann::json json;  // the file as read (less a record's "path"), what the record keeps
+  bool operator==(const CostTable&) const = default;
   double compute_core_s_total() const;  // over the stages that report it
   double queue_wait_s_total() const;
-  // Throws UsageError naming the file and the field ("PATH: the cost table ...").
+  // The file's JSON, or a record's "costs" (its "path" then the one recorded). Throws UsageError
+  // naming the file and the field ("PATH: the cost table ...").
   static CostTable from_json(const nlohmann::json& j, const std::string& path);
   static CostTable read(const std::string& path);  // through base/json_file.hpp's JsonFile
   // The file's JSON with "path" added (the release record's "costs").

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "shardtrain/release/baseline.hpp"
 #include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/release/record.hpp"
 
 namespace shardtrain::release_gate {
 
@@ -20,8 +20,8 @@ struct BaselineOptions {
   HoldoutPlan plan;  // data, cutoff (train selection = available by it; hold-out = after it), seq_len, max_samples
   int order = 2;
 };
-// Fits, evaluates and registers the baseline (<registry>/baselines/<name>.json and .h5); returns its JSON.
-nlohmann::json register_baseline(const BaselineOptions& options);
+// Fits, evaluates and registers the baseline (<registry>/baselines/<name>.json and .h5); returns it.
+BaselineRecord register_baseline(const BaselineOptions& options);
 
 struct DecideOptions {
   std::string checkpoint, policy_path, baseline = kLastKnownGood, registry;
@@ -33,7 +33,7 @@ struct DecideOptions {
   bool dry_run = false;
 };
 struct Decision {
-  nlohmann::json record;  // with "record_path" when written
+  ReleaseRecord record;  // record_path set when written
   bool promote = false;
 };
 // Throws UsageError/IoError for unusable input (exit 2/3): an unreadable policy, an unknown

@@ -14,9 +14,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "shardtrain/data/selection.hpp"
+#include "shardtrain/release/checkpoint_evaluation.hpp"
 #include "shardtrain/release/holdout_scores.hpp"
 
 namespace shardtrain {
@@ -43,14 +42,10 @@ struct ReleaseEvalOptions {
 // folder holding checkpoints/) whose `latest` names one. Throws UsageError naming the path.
 std::string resolve_checkpoint_folder(const std::string& path);
 
-// Evaluates the checkpoint (validated, checksums verified) on the hold-out. Returns
-// {"kind": "checkpoint", "checkpoint": {"folder","step","manifest_sha256","files":[{"name","sha256","bytes"}],
-//  "model","config","data_snapshot_id","data_cutoff","code_version"}, "holdout": identity (below),
-//  "scores": HoldoutScores::summary, "latency": {"batch","runs","ms_per_sequence_p50","ms_per_sequence_p99",
-//  "forward_tokens_per_s"}, "evaluated_tokens_per_s", "seconds", "training": summary figures or null}.
-// holdout identity: {"data","dataset_snapshot_id","selection_snapshot_id","cutoff","seq_len","max_samples",
-//  "samples","documents"}: two evaluations compare only when it is equal.
-nlohmann::json evaluate_checkpoint(const std::string& checkpoint, const ReleaseEvalOptions& options);
+// Evaluates the checkpoint (validated, checksums verified) on the hold-out: an evaluation of kind
+// "checkpoint" (release/checkpoint_evaluation.hpp), with the training run's figures when its
+// summary.json is found.
+CheckpointEvaluation evaluate_checkpoint(const std::string& checkpoint, const ReleaseEvalOptions& options);
 
 // n-gram baselines of the training selection (documents available by the cutoff): order 1 (unigram,
 // add-one smoothing) or 2 (bigram, P(b|a) = (c(a,b) + alpha P1(b)) / (c(a) + alpha), alpha = 10,
@@ -71,10 +66,10 @@ data::TrainingData open_selection(const HoldoutPlan& plan);
 void check_ngram_order(int order);
 NgramModel fit_ngram(const HoldoutPlan& plan, int order);
 NgramModel fit_ngram(const HoldoutPlan& plan, const data::TrainingData& selection, int order);
-// Scores the n-gram on the hold-out exactly as evaluate_checkpoint does: {"kind": "ngram", "order",
-// "counted_tokens", "holdout", "scores"}. `selection`: open_selection(plan), when already open.
-nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan);
-nlohmann::json evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection);
+// Scores the n-gram on the hold-out exactly as evaluate_checkpoint does: an evaluation of kind
+// "ngram". `selection`: open_selection(plan), when already open.
+CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan);
+CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection);
 // The model as HDF5 (/ngram/probabilities, attributes through its shape), written atomically.
 void write_ngram_file(const NgramModel& model, const std::string& path);
 

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,60 @@ struct BootstrapSettings {
   double level = 0.95;
 };
 
+// One slice's figures: the token-weighted mean loss over its units with its bootstrap interval.
+struct SliceScore {
+  std::string key, kind, name;    // key = kind + "=" + name ("owner=alice", "version=2")
+  double loss = 0, perplexity = 0;  // nats/token; exp(loss)
+  double tokens = 0;                // scored positions whose target is in the slice
+  std::uint64_t units = 0;          // bootstrap units (sequence parts)
+  double lower = 0, upper = 0;      // the interval of `loss`
+  bool operator==(const SliceScore&) const = default;
+  // {"key", "kind", "name", "loss", "perplexity", "tokens", "units", "lower", "upper"}
+  nlohmann::json to_json() const;
+  static SliceScore from_json(const JsonFile& file, const std::string& at);
+};
+
+// The overall loss's percentile interval and the bootstrap that made it.
+struct LossInterval {
+  double lower = 0, upper = 0, level = 0.95;
+  int resamples = 0;
+  std::uint64_t seed = 0;  // the settings' seed (each interval XORs its own key into it)
+  bool operator==(const LossInterval&) const = default;
+  nlohmann::json to_json() const;  // {"lower", "upper", "level", "resamples", "seed"}
+  static LossInterval from_json(const JsonFile& file, const std::string& at);
+};
+
+// The overall bootstrap's units in arrival order (one per hold-out sequence): two evaluations of the
+// same hold-out list the same sequences and token counts, so their losses pair up position for
+// position (release/utility.hpp resamples the paired differences).
+struct PerSequenceLosses {
+  std::vector<std::uint64_t> sequence;  // hold-out sequence index of each unit
+  std::vector<double> loss_sums;        // nats
+  std::vector<double> tokens;           // scored positions
+  bool operator==(const PerSequenceLosses&) const = default;
+  nlohmann::json to_json() const;  // {"sequence": [...], "loss_sums": [...], "tokens": [...]}
+  static PerSequenceLosses from_json(const JsonFile& file, const std::string& at);
+};
+
+// HoldoutScores::summary: what an evaluation's "scores" holds.
+struct HoldoutSummary {
+  double loss = 0, perplexity = 0;  // nats/token over every scored position; exp(loss)
+  double tokens = 0;                // scored positions
+  std::uint64_t sequences = 0;
+  LossInterval interval;
+  CalibrationSummary calibration;
+  std::vector<SliceScore> slices;   // owners then versions, each sorted by name
+  std::string worst_slice;          // the key of the slice with the highest loss
+  std::vector<std::string> slices_worse_than_mean;  // keys whose lower bound exceeds `loss`
+  // Absent in evaluations recorded before the utility (release records of format_version 1).
+  std::optional<PerSequenceLosses> per_sequence;
+  bool operator==(const HoldoutSummary&) const = default;
+  // {"loss", "perplexity", "tokens", "sequences", "interval", "calibration", "slices", "worst_slice",
+  //  "slices_worse_than_mean", "per_sequence" (when there)}
+  nlohmann::json to_json() const;
+  static HoldoutSummary from_json(const JsonFile& file, const std::string& at);
+};
+
 class HoldoutScores {
  public:
   explicit HoldoutScores(int calibration_bins = CalibrationAccumulator::kDefaultBins);
@@ -35,14 +90,8 @@ class HoldoutScores {
   void add(const PositionScore& score, std::uint64_t sequence, const std::string& owner, std::int64_t version);
   std::uint64_t positions() const { return calibration_.positions(); }
 
-  // {"loss", "perplexity", "tokens", "sequences", "interval": {"lower","upper","level","resamples","seed"},
-  //  "calibration": CalibrationAccumulator::summary(), "slices": [{"key","kind","name","loss","perplexity",
-  //  "tokens","units","lower","upper"}] (owners then versions, each sorted), "worst_slice": key,
-  //  "slices_worse_than_mean": [key...], "per_sequence": {"sequence": [id...], "loss_sums": [nats...],
-  //  "tokens": [count...]}} (the overall bootstrap's units in arrival order: two evaluations of the same
-  //  hold-out list the same sequences and token counts, so their losses pair up position for position;
-  //  release/utility.hpp resamples the paired differences). Throws UsageError when nothing was added.
-  nlohmann::json summary(const BootstrapSettings& bootstrap) const;
+  // The figures above, per_sequence always set. Throws UsageError when nothing was added.
+  HoldoutSummary summary(const BootstrapSettings& bootstrap) const;
 
  private:
   struct Units {  // one bootstrap unit per (sequence, slice)

@@ -1,5 +1,5 @@
 // The release policy (a versioned JSON file; its sha256 is the file's bytes) and the checks it
-// makes of a candidate's evaluation against a baseline's (both release/evaluation.hpp JSON). The
+// makes of a candidate's evaluation against a baseline's (release/checkpoint_evaluation.hpp). The
 // format, with every field, is in docs/FORMATS.md ("Release policy"); scripts/release-policy.json
 // is the default policy.
 //
@@ -26,10 +26,13 @@
 //                        below utility.regret_bound.
 #pragma once
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/release/checkpoint_evaluation.hpp"
 #include "shardtrain/release/utility.hpp"
 
 namespace shardtrain {
@@ -40,6 +43,7 @@ struct RubricItem {
   std::string name;
   double weight = 1;
   bool required = false;
+  bool operator==(const RubricItem&) const = default;
 };
 
 struct ReleasePolicy {
@@ -48,41 +52,76 @@ struct ReleasePolicy {
   double min_score = 0.8;
   std::vector<RubricItem> rubric;
   UtilityModel utility;
-  nlohmann::json to_json() const;  // {"path","version","sha256","thresholds","rubric","utility"}
+  bool operator==(const ReleasePolicy&) const = default;
+  // The policy as a release record keeps it (not the policy file's layout: that one is read by
+  // read_release_policy): {"path", "version", "sha256", "thresholds": {"max_loss_rise",
+  // "max_slice_regression", "max_ece", "max_latency_ratio"}, "rubric": {"min_score", "items":
+  // [{"name", "weight", "required"}]}, "utility"}.
+  nlohmann::json to_json() const;
+  // The record's copy at JSON pointer `at`. "utility" may be absent (records of format_version 1,
+  // before the utility): the default model then.
+  static ReleasePolicy from_json(const JsonFile& file, const std::string& at);
 };
 
 // Reads and validates a policy file. Throws IoError (unreadable) or UsageError naming the field.
 ReleasePolicy read_release_policy(const std::string& path);
+
+// What a check measured and its limit: nothing (null in JSON), a number (nats, a ratio, a score)
+// or a string (the cutoffs of trained_past_cutoff).
+using CheckValue = std::variant<std::monostate, double, std::string>;
 
 // One check's outcome.
 struct CheckResult {
   std::string name;       // e.g. "loss_rise", "slice_regression:owner=alice", "evidence:kill_resume"
   bool passed = true;
   bool applicable = true;
-  nlohmann::json value, limit;
+  CheckValue value, limit;
   std::string reason;     // a sentence; set for failures and not-applicable checks
-  nlohmann::json to_json() const;
+  bool operator==(const CheckResult&) const = default;
+  nlohmann::json to_json() const;  // {"name", "passed", "applicable", "value", "limit", "reason"}
+  static CheckResult from_json(const JsonFile& file, const std::string& at);
 };
 
 // The evaluation checks (trained_past_cutoff, loss_rise, slice_regression, ece, latency) of a
 // candidate against a baseline. Throws UsageError "holdout_mismatch: ..." when they are not
 // comparable.
-std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const nlohmann::json& candidate,
-                                               const nlohmann::json& baseline);
+std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const CheckpointEvaluation& candidate,
+                                               const CheckpointEvaluation& baseline);
 
 // One evidence item's outcome (release_evidence.hpp finds and reads it).
 struct EvidenceResult {
   std::string item, path;
   bool found = false, passed = false;
   std::string detail;
-  nlohmann::json to_json() const;
+  bool operator==(const EvidenceResult&) const = default;
+  nlohmann::json to_json() const;  // {"item", "path", "found", "passed", "detail"}
+  static EvidenceResult from_json(const JsonFile& file, const std::string& at);
+};
+
+// One rubric item as scored: its evidence (an item without any: not found, path and detail "")
+// and the policy's weight and requirement.
+struct RubricItemScore {
+  EvidenceResult evidence;
+  double weight = 1;
+  bool required = false;
+  bool operator==(const RubricItemScore&) const = default;
+  nlohmann::json to_json() const;  // EvidenceResult's fields and "weight", "required"
+  static RubricItemScore from_json(const JsonFile& file, const std::string& at);
+};
+
+struct RubricScore {
+  double score = 0, min_score = 0;
+  std::vector<RubricItemScore> items;  // the policy's order
+  bool operator==(const RubricScore&) const = default;
+  nlohmann::json to_json() const;  // {"score", "min_score", "items"}
+  static RubricScore from_json(const JsonFile& file, const std::string& at);
 };
 
 // The rubric: score = sum of the weights of passing items / sum of all weights. Returns the
 // "rubric" check (failed when score < min_score) followed by one "evidence:<item>" check per
-// required item that is missing or failing; fills `score_json` with {"score","min_score","items"}.
+// required item that is missing or failing; fills `score` when given.
 std::vector<CheckResult> score_rubric(const ReleasePolicy& policy, const std::vector<EvidenceResult>& evidence,
-                                      nlohmann::json* score_json);
+                                      RubricScore* score);
 
 // The "utility" check (expected utility > 0) and the "regret" check (P(regret) < regret_bound).
 std::vector<CheckResult> check_utility(const UtilityEstimate& utility);

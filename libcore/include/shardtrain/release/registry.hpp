@@ -19,7 +19,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/release/baseline.hpp"
+#include "shardtrain/release/record.hpp"
+
 namespace shardtrain {
+
+// The `last-known-good` pointer file.
+struct LastKnownGood {
+  std::string record;  // "records/<...>.json", relative to the registry
+  std::string checkpoint, manifest_sha256;
+  std::string promoted;  // RFC 3339
+  bool operator==(const LastKnownGood&) const = default;
+  nlohmann::json to_json() const;  // {"record", "checkpoint", "manifest_sha256", "promoted"}
+  static LastKnownGood from_json(const JsonFile& file, const std::string& at = "");
+};
 
 class ReleaseRegistry {
  public:
@@ -27,22 +41,25 @@ class ReleaseRegistry {
   explicit ReleaseRegistry(std::string dir, bool read_only = false);
   const std::string& dir() const { return dir_; }
 
-  // The record `last-known-good` names, with "record_path" added; nullopt when there is none.
-  // Throws IoError when the pointer names a record that does not exist (never left by this code).
-  std::optional<nlohmann::json> last_known_good() const;
-  // A named baseline's JSON; throws UsageError listing the registered names when unknown.
-  nlohmann::json baseline(const std::string& name) const;
+  // The record `last-known-good` names, with record_path set; nullopt when there is none.
+  // Throws IoError when the pointer names a record that does not exist (never left by this code),
+  // UsageError naming the file and the field for a file that is not what it should be.
+  std::optional<ReleaseRecord> last_known_good() const;
+  // A named baseline; throws UsageError listing the registered names when unknown.
+  BaselineRecord baseline(const std::string& name) const;
   std::vector<std::string> baseline_names() const;
-  // Writes baselines/<name>.json atomically; names are [A-Za-z0-9._-]+ and not "last-known-good".
+  // baselines/<name><extension>; names are [A-Za-z0-9._-]+ and not "last-known-good".
   std::string baseline_path(const std::string& name, const std::string& extension) const;
-  void write_baseline(const std::string& name, const nlohmann::json& baseline) const;
+  // Writes baselines/<baseline.name>.json atomically.
+  void write_baseline(const BaselineRecord& baseline) const;
 
-  // Commits a record; returns its path relative to the registry ("records/<name>.json").
-  std::string write_record(const nlohmann::json& record, const std::string& manifest_sha256) const;
+  // Commits a record (named by its artifact's manifest sha256); returns its path relative to the
+  // registry ("records/<name>.json").
+  std::string write_record(const ReleaseRecord& record) const;
   // Moves `last-known-good` to a committed record (atomic replace).
-  void promote(const std::string& record_path, const nlohmann::json& record) const;
-  // Every record, oldest first (by file name), with "record_path" added.
-  std::vector<nlohmann::json> history() const;
+  void promote(const std::string& record_path, const ReleaseRecord& record) const;
+  // Every record, oldest first (by file name), with record_path set.
+  std::vector<ReleaseRecord> history() const;
 
  private:
   std::string dir_;

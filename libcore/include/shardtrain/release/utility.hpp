@@ -4,7 +4,7 @@
 // slowly, or one that is likely noise, does not pay. docs/FORMATS.md ("Release policy", "Release
 // record") and docs/RUNBOOK.md (a worked example) repeat the definitions.
 //
-// The two evaluations (release/evaluation.hpp JSON) scored the same hold-out by the same code, so
+// The two evaluations (release/checkpoint_evaluation.hpp) scored the same hold-out by the same code, so
 // their scores.per_sequence pair up: for hold-out sequence i with t_i scored tokens,
 //   d_i = fallback loss sum_i - candidate loss sum_i                  (nats; > 0: the candidate is better)
 //   S   = sum(d) / sum(t)     loss saved per token (= fallback loss - candidate loss, nats/token)
@@ -27,6 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/release/checkpoint_evaluation.hpp"
+
 namespace shardtrain {
 
 // The policy's "utility" block. Every field is required; from_json throws UsageError naming the
@@ -38,8 +41,11 @@ struct UtilityModel {
   double bad_release_cost = 0;       // B: one-off cost of promoting a release worse than the fallback (>= 0)
   double horizon_days = 1;           // H (> 0): how long a release is expected to serve
   double regret_bound = 0.05;        // promotion needs P(regret) < this; in (0, 1]
-  static UtilityModel from_json(const nlohmann::json& j, const std::string& where);
+  bool operator==(const UtilityModel&) const = default;
+  // {"value_per_nat_token", "served_tokens_per_day", "cost_per_ms_p99_day", "bad_release_cost",
+  //  "horizon_days", "regret_bound"}: the policy file's block, and the record's copy of it.
   nlohmann::json to_json() const;
+  static UtilityModel from_json(const nlohmann::json& j, const std::string& where);
 };
 
 // Every input and output of the formula above, so a record can be checked by hand.
@@ -72,15 +78,17 @@ struct UtilityEstimate {
   //  "latency": {"applicable","candidate_p99_ms","fallback_p99_ms","delta_ms"}, "value_over_horizon",
   //  "latency_cost_over_horizon", "break_even_loss_saved", "regret_resamples", "regret_probability",
   //  "expected_utility", "lower", "upper", "positive", "regret_within_bound"}
+  bool operator==(const UtilityEstimate&) const = default;
   nlohmann::json to_json() const;
-  static UtilityEstimate from_json(const nlohmann::json& j);
+  // The record's "utility" at JSON pointer `at`; UsageError naming the file and the field.
+  static UtilityEstimate from_json(const JsonFile& file, const std::string& at);
 };
 
 // The estimate of promoting `candidate` over `fallback` (both evaluations of one hold-out; the
 // fallback may be an n-gram baseline's). Throws UsageError when either lacks scores.per_sequence
 // (an evaluation from before it was recorded: register the baseline again) or the two do not
 // list the same sequences with the same token counts.
-UtilityEstimate estimate_utility(const UtilityModel& model, const nlohmann::json& candidate,
-                                 const nlohmann::json& fallback, const std::string& fallback_name);
+UtilityEstimate estimate_utility(const UtilityModel& model, const CheckpointEvaluation& candidate,
+                                 const CheckpointEvaluation& fallback, const std::string& fallback_name);
 
 }  // namespace shardtrain

@@ -1,0 +1,34 @@
+// Typed field reads for the release layer's from_json functions, on top of base/json_file.hpp's
+// JsonFile: every failure names the file, what it was read as and the field by its JSON pointer
+// ("REG/records/X.json: the release record has no field /scores/candidate/holdout/cutoff"), so a
+// hand-edited or truncated record says what to fix. `at` is the pointer of the object being read
+// ("" for the document itself); field(at, key) joins them.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardtrain/base/json_file.hpp"
+
+namespace shardtrain::json_fields {
+
+inline std::string field(const std::string& at, const std::string& key) { return at + "/" + key; }
+
+// Integers: a JSON integer, or a float with an integral value (a hand-written 2.0).
+std::int64_t integer(const JsonFile& f, const std::string& pointer);
+std::uint64_t count(const JsonFile& f, const std::string& pointer);  // >= 0
+int small_integer(const JsonFile& f, const std::string& pointer);     // fits an int
+bool boolean(const JsonFile& f, const std::string& pointer);
+// Absent or null: nothing; anything else must be of the type.
+std::optional<std::string> nullable_string(const JsonFile& f, const std::string& pointer);
+std::optional<std::int64_t> nullable_integer(const JsonFile& f, const std::string& pointer);
+// The field must be an array; returns its length (elements are read by field(pointer, index)).
+std::size_t array_size(const JsonFile& f, const std::string& pointer);
+std::vector<std::string> strings(const JsonFile& f, const std::string& pointer);
+std::vector<double> numbers(const JsonFile& f, const std::string& pointer);
+std::vector<std::uint64_t> counts(const JsonFile& f, const std::string& pointer);
+// The field must be an object.
+void require_object(const JsonFile& f, const std::string& pointer);
+
+}  // namespace shardtrain::json_fields
