@@ -169,6 +169,10 @@ done
       [[ " $kicked " == *" $j "* ]] && continue
       if [ "$(field "$j" JobState)" = PENDING ] && [ "$(field "$j" Restarts)" -ge 1 ]; then
         echo "B: job $j requeued (pending: $(field "$j" Reason)): started again without Slurm's 120 s requeue delay"
+        # Not at once: slurmd revokes the first run's credential at its end, with one-second
+        # resolution, and refuses a new one issued within that second ("Job credential revoked":
+        # the job then FAILS with exit 1 and no output). Two seconds later is safe.
+        sleep 2
         scontrol update JobId="$j" TimeLimit=10 StartTime=now; kicked+=" $j"
       fi
       final_state "$(field "$j" JobState)" && kicked+=" $j"
