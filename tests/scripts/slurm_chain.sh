@@ -318,7 +318,8 @@ pass "B: signal before the limit -> checkpoint on both ranks -> requeue -> resum
 node=$(sinfo -h -o %N | head -1)
 H=$(sbatch --parsable --requeue -n 1 --job-name=exclude --output="$WORK/exclude-%j.out" \
       --wrap "$repo/scripts/slurm/exclude-node.sh $node 1; sleep 60")
-for _ in $(seq 1 60); do [ "$(field "$H" Restarts)" = 1 ] && break; sleep 0.5; done
+# Requeued, then pending (in between it is COMPLETING while the first run's processes end).
+for _ in $(seq 1 60); do [ "$(field "$H" Restarts)" = 1 ] && [ "$(field "$H" JobState)" = PENDING ] && break; sleep 0.5; done
 echo "H: exclude-node.sh $node inside job $H"
 show_job "$H" "$(field "$H" StdOut)"
 [ "$(field "$H" ExcNodeList)" = "$node" ] && [ "$(field "$H" Restarts)" = 1 ] && [ "$(field "$H" JobState)" = PENDING ] ||
