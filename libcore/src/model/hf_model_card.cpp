@@ -56,29 +56,23 @@ void release_section(std::ostringstream& o, const ModelCardInputs& in) {
     o << "No release record of this checkpoint: " << in.registry_note << ".\n\n";
     return;
   }
-  const nlohmann::json& r = *in.release;
-  o << "Release decision: **" << value_text(get(r, "decision")) << "** (release-gate, decided "
-    << value_text(get(r, "decided")) << ", record `" << base_name(value_text(get(r, "record_path"))) << "`).\n\n";
-  for (const auto& reason : get(r, "reasons")) o << "- " << cell(value_text(reason)) << "\n";
-  if (!get(r, "reasons").empty()) o << "\n";
-  const nlohmann::json& scores = get(get(r, "scores"), "candidate");
-  const nlohmann::json& s = get(scores, "scores");
-  const nlohmann::json& holdout = get(scores, "holdout");
-  if (!s.is_null()) {
-    const nlohmann::json& interval = get(s, "interval");
-    o << "Hold-out (data selection snapshot `" << value_text(get(holdout, "selection_snapshot_id")) << "`, cutoff "
-      << value_text(get(holdout, "cutoff")) << ", " << value_text(get(s, "sequences")) << " sequences, "
-      << value_text(get(s, "tokens")) << " tokens): loss " << value_text(get(s, "loss")) << " nats/token (95% interval "
-      << value_text(get(interval, "lower")) << " .. " << value_text(get(interval, "upper")) << "), perplexity "
-      << value_text(get(s, "perplexity")) << ".\n\n";
+  const ModelCardRelease& r = *in.release;
+  o << "Release decision: **" << (r.promote ? "promote" : "reject") << "** (release-gate, decided " << r.decided
+    << ", record `" << base_name(r.record_path) << "`).\n\n";
+  for (const auto& reason : r.reasons) o << "- " << cell(reason) << "\n";
+  if (!r.reasons.empty()) o << "\n";
+  if (r.holdout) {
+    const ModelCardRelease::Holdout& h = *r.holdout;
+    o << "Hold-out (data selection snapshot `" << h.selection_snapshot_id << "`, cutoff " << h.cutoff << ", "
+      << h.sequences << " sequences, " << num(h.tokens) << " tokens): loss " << num(h.loss)
+      << " nats/token (95% interval " << num(h.lower) << " .. " << num(h.upper) << "), perplexity "
+      << num(h.perplexity) << ".\n\n";
   }
-  const nlohmann::json& checks = get(r, "checks");
-  if (!checks.empty()) {
+  if (!r.checks.empty()) {
     o << "| check | passed | value | limit |\n|---|---|---|---|\n";
-    for (const auto& c : checks)
-      if (get(c, "applicable").is_null() || get(c, "applicable").get<bool>())
-        o << "| " << cell(value_text(get(c, "name"))) << " | " << value_text(get(c, "passed")) << " | "
-          << cell(value_text(get(c, "value"))) << " | " << cell(value_text(get(c, "limit"))) << " |\n";
+    for (const auto& c : r.checks)
+      o << "| " << cell(c.name) << " | " << (c.passed ? "true" : "false") << " | " << cell(c.value) << " | "
+        << cell(c.limit) << " |\n";
     o << "\n";
   }
 }

@@ -115,7 +115,7 @@ void find_release(const std::string& registry_dir, const std::string& manifest_s
   const ReleaseRegistry registry(registry_dir, /*read_only=*/true);
   for (const auto& record : registry.history())
     if (record.artifact.manifest_sha256 == manifest_sha256)
-      options.release = record.to_json();  // oldest first: the last match is the newest decision; the card's edge
+      options.release = model_card_release(record);  // oldest first: the last match is the newest decision
   if (!options.release) options.registry_note = "the registry given has no record of it (never through release-gate)";
 }
 
@@ -183,7 +183,7 @@ int run_ckpt_reshard(const CkptReshardOptions& o) {
              " (step " + std::to_string(source->manifest().step) + ") as GPT-2 " + o.dtype + " to " + r.folder + " (" +
              std::to_string(r.files.size()) + " files" +
              (r.tokenizer_files ? "" : "; no tokenizer files for tokenizer '" + options.tokenizer.name + "': add its own") +
-             (options.release ? "; release record: " + options.release->value("decision", std::string("?")) : "") +
+             (options.release ? "; release record: " + std::string(options.release->promote ? "promote" : "reject") : "") +
              "): " + rate(r.bytes, clock.seconds()));
     return 0;
   }

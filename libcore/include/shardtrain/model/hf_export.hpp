@@ -39,6 +39,7 @@
 
 #include "shardtrain/ckpt/read.hpp"
 #include "shardtrain/model/config.hpp"
+#include "shardtrain/model/hf_model_card.hpp"
 #include <optional>
 
 namespace shardtrain {
@@ -69,7 +70,7 @@ struct HfExportOptions {
   ExportDType dtype = ExportDType::kFloat32;
   HfTokenizerInfo tokenizer;
   std::string manifest_sha256;            // for the card ("" when unknown)
-  std::optional<nlohmann::json> release;  // the checkpoint's release record, for the card
+  std::optional<ModelCardRelease> release;  // the checkpoint's release decision, for the card
   std::string registry_note = "no --registry given";
 };
 

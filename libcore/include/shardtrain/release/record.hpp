@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/model/hf_model_card.hpp"
 #include "shardtrain/release/checkpoint_evaluation.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/policy.hpp"
@@ -119,5 +120,9 @@ struct ReleaseRecord {
   // Throws UsageError naming the file and the field (the format, a field missing or mistyped).
   static ReleaseRecord from_json(const JsonFile& file, const std::string& at = "");
 };
+
+// What an exported model's card says of this decision (model/hf_model_card.hpp): the decision, its
+// reasons, the candidate's hold-out loss with its interval, and the applicable checks.
+ModelCardRelease model_card_release(const ReleaseRecord& record);
 
 }  // namespace shardtrain
