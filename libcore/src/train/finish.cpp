@@ -49,9 +49,10 @@ nlohmann::json host_json() {
 // "replica_checks" evidence).
 nlohmann::json replica_checks_json(const TrainOptions& o, const std::vector<StepRecord>& records) {
   std::int64_t checks = 0;
-  if (o.check_replicas > 0)
-    for (const auto& r : records) checks += (r.step + 1) % o.check_replicas == 0;
-  return {{"every", o.check_replicas}, {"checks", checks}};
+  const int every = o.telemetry.check_replicas;
+  if (every > 0)
+    for (const auto& r : records) checks += (r.step + 1) % every == 0;
+  return {{"every", every}, {"checks", checks}};
 }
 
 // The median step time after warm-up (the first step pays for allocation and primitive creation).
