@@ -128,12 +128,14 @@ TEST_CASE("on the Markov source the hold-out loss gets within 5% of the true ent
   o.optimizer.weight_decay = 0.0;
   o.evaluation.samples = 96;
   const auto summary = run_training(o);
-  const double holdout = summary["eval"]["holdout_loss"].get<double>();
+  REQUIRE(summary);
+  REQUIRE(summary->eval);
+  const double holdout = summary->eval->loss;
   const double entropy = markov_corpus().entropy;
   INFO("hold-out loss " << holdout << " vs entropy " << entropy);
   CHECK(holdout >= entropy * 0.97);  // cannot beat the source (allowing sampling noise)
   CHECK(holdout <= entropy * 1.05);
-  CHECK(summary["eval"]["holdout_loss_by_owner"].size() == 2);
+  CHECK(summary->eval->loss_by_owner.size() == 2);
 }
 
 TEST_CASE("bad batches and inputs are refused with a message naming the problem", "[trainer][errors]") {
@@ -191,17 +193,19 @@ TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on 
   o = small_job(test::temp_dir("prec_auto"));
   o.schedule.steps = 2;
   o.optimizer.decay_steps = 2;
-  const auto summary = run_training(o);  // precision "auto"
+  const auto run = run_training(o);  // precision "auto"
+  REQUIRE(run);
+  const nlohmann::json summary = run->to_json();  // as summary.json has it
   CHECK(summary["precision"] == "fp32");
   CHECK(summary["device_name"] == "");
   CHECK(summary["mfu_datasheet"].is_null());
   CHECK(summary["peak_flops_datasheet_per_rank"].is_null());
-  CHECK(summary_paragraph(summary).find("datasheet") == std::string::npos);
+  CHECK(summary_paragraph(*run).find("datasheet") == std::string::npos);
   // A summary that has a datasheet figure says so in its paragraph.
-  auto with_datasheet = summary;
-  with_datasheet["mfu_datasheet"] = 0.5;
-  with_datasheet["device_name"] = "NVIDIA H200";
-  with_datasheet["precision"] = "bf16";
+  auto with_datasheet = *run;
+  with_datasheet.mfu_datasheet = 0.5;
+  with_datasheet.device_name = "NVIDIA H200";
+  with_datasheet.precision = Precision::kBf16;
   CHECK(summary_paragraph(with_datasheet).find("50.0% of the NVIDIA H200's datasheet dense bf16 peak") !=
         std::string::npos);
 }

@@ -17,7 +17,7 @@ HoldoutEvaluation evaluate_current_model(Job& job) {
   HoldoutEvaluation evaluation;
   job.strategy->with_full_model(
       [&](GptModel& model) {
-        if (const auto loss = evaluate_holdout(model, job.data, job.options.evaluation.samples)) evaluation.result = loss->to_json();
+        evaluation.result = evaluate_holdout(model, job.data, job.options.evaluation.samples);
       });
   evaluation.seconds = watch.seconds();
   return evaluation;

@@ -304,7 +304,7 @@ void note_core_sharing(Communicator& comm, const TrainOptions& o, MfuBasis& basi
 
 }  // namespace
 
-nlohmann::json MfuBasis::peak_json(double tokens_per_s, int world) const {
+MfuPeak MfuBasis::peak(double tokens_per_s, int world) const {
   const bool exceeded = ratio(tokens_per_s, world) > 1.0;
   std::string basis = peak_given ? "given (--peak-gflops)"
                                  : "measured with all " + std::to_string(ranks_measured_at_once) + " ranks at once";
@@ -312,14 +312,16 @@ nlohmann::json MfuBasis::peak_json(double tokens_per_s, int world) const {
     basis += ", on shared cores (" + std::to_string(max_ranks_per_host) + " ranks on " + std::to_string(host_cpus) +
              " CPUs)";
   if (exceeded) basis += "; the achieved rate exceeded this peak, so MFU is reported as 1 (the peak is too low)";
-  return {{"basis", basis},
-          {"source", peak_given ? "given" : "measured"},
-          {"ranks_measured_at_once", ranks_measured_at_once},
-          {"shared_cores", shared_cores ? nlohmann::json(*shared_cores) : nlohmann::json(nullptr)},
-          {"max_ranks_per_host", max_ranks_per_host ? nlohmann::json(max_ranks_per_host) : nlohmann::json(nullptr)},
-          {"host_cpus", host_cpus ? nlohmann::json(host_cpus) : nlohmann::json(nullptr)},
-          {"achieved_flops_per_rank", tokens_per_s * flops_per_token / world},
-          {"peak_exceeded", exceeded}};
+  MfuPeak p;
+  p.basis = basis;
+  p.source = peak_given ? "given" : "measured";
+  p.ranks_measured_at_once = ranks_measured_at_once;
+  p.shared_cores = shared_cores;
+  if (max_ranks_per_host) p.max_ranks_per_host = max_ranks_per_host;
+  if (host_cpus) p.host_cpus = host_cpus;
+  p.achieved_flops_per_rank = tokens_per_s * flops_per_token / world;
+  p.peak_exceeded = exceeded;
+  return p;
 }
 
 MfuBasis announce_job(const Job& job) {

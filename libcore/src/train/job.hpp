@@ -19,6 +19,7 @@
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/parallel/strategy.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/train/run_summary.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/trainer.hpp"
 
@@ -106,7 +107,7 @@ struct MfuBasis {
     return std::min(1.0, tokens_per_s * flops_per_token / (*datasheet_peak_flop_per_s * world));
   }
   // The summary's "mfu_peak" (docs/FORMATS.md, "Run summary: mfu and mfu_peak").
-  nlohmann::json peak_json(double tokens_per_s, int world) const;
+  MfuPeak peak(double tokens_per_s, int world) const;
 };
 
 // Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and

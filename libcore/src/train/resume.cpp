@@ -97,11 +97,9 @@ ResumePoint resume(Job& job) {
   return {};
 }
 
-nlohmann::json nothing_to_do(const Job& job, const ResumePoint& start) {
+void log_nothing_to_do(const Job& job, const ResumePoint& start) {
   log_line_rank0("the checkpoint is at step " + std::to_string(start.step) + ", at or past --steps " +
                  std::to_string(job.options.schedule.steps) + ": nothing to do");
-  return job.rank == 0 ? nlohmann::json{{"tool", job.options.tool}, {"steps", 0}, {"resumed_at", start.step}}
-                       : nlohmann::json(nullptr);
 }
 
 }  // namespace shardtrain

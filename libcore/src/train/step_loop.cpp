@@ -97,8 +97,8 @@ bool StepLoop::run_one_step(std::int64_t step) {
   if (evaluation_due(o, step, last)) {
     const HoldoutEvaluation evaluation = evaluate_current_model(job_);
     out_.last_eval = evaluation.result;
-    if (!evaluation.result.is_null()) {
-      rec.extra = evaluation.result;
+    if (evaluation.result) {
+      rec.extra = evaluation.result->to_json();
       rec.extra["eval_s"] = evaluation.seconds;
     }
   }

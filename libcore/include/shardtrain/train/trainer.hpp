@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/optim.hpp"
+#include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain {
 
@@ -109,8 +108,10 @@ struct TrainOptions {
   std::vector<std::string> inject;  // fault injection specs (tests): comm/fault_injection.hpp
 };
 
-// Runs the job; returns the summary JSON that was also written to run_dir/summary.json.
-// Throws shardtrain::Error subclasses on bad options, data or I/O.
-nlohmann::json run_training(const TrainOptions& options);
+// Runs the job. Returns, on rank 0, the summary also written to run_dir/summary.json; nothing on
+// the other ranks, and nothing when a resumed checkpoint is already at or past schedule.steps (no
+// step runs and no summary is written). Throws shardtrain::Error subclasses on bad options, data
+// or I/O.
+std::optional<RunSummary> run_training(const TrainOptions& options);
 
 }  // namespace shardtrain
