@@ -2,6 +2,7 @@
 // entropy, and clear errors for bad batches and inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "shardtrain/base/h5file.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
 #include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/tool/train_cli.hpp"
 #include "shardtrain/train/trainer.hpp"
 #include "test_support.hpp"
 
@@ -38,19 +40,33 @@ const MarkovCorpus& markov_corpus() {
 
 TrainOptions small_job(const std::string& run_dir) {
   TrainOptions o;
-  o.data_path = markov_corpus().path;
-  o.cutoff = "2024-01-17T00:00:00Z";
+  o.data.path = markov_corpus().path;
+  o.data.cutoff = "2024-01-17T00:00:00Z";
   o.model = ModelConfig{0, 32, 48, 2, 2};
-  o.global_batch = 16;
-  o.micro_batch = 8;
-  o.steps = 6;
+  o.schedule.global_batch = 16;
+  o.schedule.micro_batch = 8;
+  o.schedule.steps = 6;
   o.optimizer.max_lr = 3e-3;
   o.optimizer.warmup_steps = 2;
   o.optimizer.decay_steps = 6;
   o.run_dir = run_dir;
-  o.log_every = 1000;
-  o.eval_samples = 16;
-  o.peak_flop_per_s = 1e11;
+  o.telemetry.log_every = 1000;
+  o.evaluation.samples = 16;
+  o.telemetry.peak_flop_per_s = 1e11;
+  return o;
+}
+
+// The trainer tools' options parsed from `args` (after a --data); throws what CLI11 throws on a
+// bad one (the tools print it and exit 2).
+TrainOptions parse_training_args(std::vector<std::string> args) {
+  CLI::App app{"trainer options under test"};
+  TrainOptions o;
+  TrainingCli cli;
+  add_training_options(app, o, cli);
+  args.insert(args.begin(), {"--data", "d.h5"});
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  app.parse(args);
+  finish_training_options(o, cli);
   return o;
 }
 
@@ -79,7 +95,7 @@ TEST_CASE("two runs with the same seed give bitwise-identical losses and paramet
     INFO(threads << " threads");
     auto a = small_job(test::temp_dir("det-a"));
     auto b = small_job(test::temp_dir("det-b"));
-    a.threads = b.threads = threads;
+    a.parallelism.threads = b.parallelism.threads = threads;
     run_training(a);
     run_training(b);
     const auto la = losses_of(a.run_dir + "/steps.rank0.jsonl"), lb = losses_of(b.run_dir + "/steps.rank0.jsonl");
@@ -90,8 +106,8 @@ TEST_CASE("two runs with the same seed give bitwise-identical losses and paramet
     CHECK(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)) == 0);
     // A different seed is a different run.
     auto c = small_job(test::temp_dir("det-c"));
-    c.seed = 2;
-    c.threads = threads;
+    c.schedule.seed = 2;
+    c.parallelism.threads = threads;
     run_training(c);
     CHECK(losses_of(c.run_dir + "/steps.rank0.jsonl") != la);
   }
@@ -104,31 +120,33 @@ TEST_CASE("on the Markov source the hold-out loss gets within 5% of the true ent
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("learn"));
   o.model = ModelConfig{0, 64, 64, 2, 2};
-  o.steps = 250;
+  o.schedule.steps = 250;
   o.optimizer.max_lr = 1e-2;
   o.optimizer.min_lr = 1e-3;
   o.optimizer.warmup_steps = 20;
   o.optimizer.decay_steps = 250;
   o.optimizer.weight_decay = 0.0;
-  o.eval_samples = 96;
+  o.evaluation.samples = 96;
   const auto summary = run_training(o);
-  const double holdout = summary["eval"]["holdout_loss"].get<double>();
+  REQUIRE(summary);
+  REQUIRE(summary->eval);
+  const double holdout = summary->eval->loss;
   const double entropy = markov_corpus().entropy;
   INFO("hold-out loss " << holdout << " vs entropy " << entropy);
   CHECK(holdout >= entropy * 0.97);  // cannot beat the source (allowing sampling noise)
   CHECK(holdout <= entropy * 1.05);
-  CHECK(summary["eval"]["holdout_loss_by_owner"].size() == 2);
+  CHECK(summary->eval->loss_by_owner.size() == 2);
 }
 
 TEST_CASE("bad batches and inputs are refused with a message naming the problem", "[trainer][errors]") {
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("err"));
-  o.global_batch = 12;
-  o.micro_batch = 8;
+  o.schedule.global_batch = 12;
+  o.schedule.micro_batch = 8;
   CHECK_THROWS_AS(run_training(o), UsageError);
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("12") && Catch::Contains("8"));
   o = small_job(test::temp_dir("err2"));
-  o.data_path = "/nonexistent/data.h5";
+  o.data.path = "/nonexistent/data.h5";
   CHECK_THROWS_AS(run_training(o), IoError);
   o = small_job(test::temp_dir("err3"));
   o.model.vocab = 5;  // the Markov dataset has 17 tokens
@@ -138,7 +156,7 @@ TEST_CASE("bad batches and inputs are refused with a message naming the problem"
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("n_head"));
   // A wrong --baseline fails before training, not after it.
   o = small_job(test::temp_dir("err5"));
-  o.baseline_summary = o.run_dir + "/no-such-summary.json";
+  o.telemetry.baseline_summary = o.run_dir + "/no-such-summary.json";
   CHECK_THROWS_AS(run_training(o), IoError);
   CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
 }
@@ -166,26 +184,28 @@ TEST_CASE("slowest_rank: largest median step time minus exposed communication, f
 TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on the cpu is refused before any work", "[trainer][precision]") {
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("prec_bf16"));
-  o.precision = "bf16";
+  o.parallelism.precision = Precision::kBf16;
   CHECK_THROWS_AS(run_training(o), UsageError);
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("--precision bf16") && Catch::Contains("--device cuda"));
   CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
-  o.precision = "fp16";
-  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--precision") && Catch::Contains("fp16"));
+  // Names are parsed once, at the command line: an unknown one never reaches the job.
+  CHECK_THROWS_WITH(parse_training_args({"--precision", "fp16"}), Catch::Contains("--precision") && Catch::Contains("fp16"));
   o = small_job(test::temp_dir("prec_auto"));
-  o.steps = 2;
+  o.schedule.steps = 2;
   o.optimizer.decay_steps = 2;
-  const auto summary = run_training(o);  // precision "auto"
+  const auto run = run_training(o);  // precision "auto"
+  REQUIRE(run);
+  const nlohmann::json summary = run->to_json();  // as summary.json has it
   CHECK(summary["precision"] == "fp32");
   CHECK(summary["device_name"] == "");
   CHECK(summary["mfu_datasheet"].is_null());
   CHECK(summary["peak_flops_datasheet_per_rank"].is_null());
-  CHECK(summary_paragraph(summary).find("datasheet") == std::string::npos);
+  CHECK(summary_paragraph(*run).find("datasheet") == std::string::npos);
   // A summary that has a datasheet figure says so in its paragraph.
-  auto with_datasheet = summary;
-  with_datasheet["mfu_datasheet"] = 0.5;
-  with_datasheet["device_name"] = "NVIDIA H200";
-  with_datasheet["precision"] = "bf16";
+  auto with_datasheet = *run;
+  with_datasheet.mfu_datasheet = 0.5;
+  with_datasheet.device_name = "NVIDIA H200";
+  with_datasheet.precision = Precision::kBf16;
   CHECK(summary_paragraph(with_datasheet).find("50.0% of the NVIDIA H200's datasheet dense bf16 peak") !=
         std::string::npos);
 }
@@ -193,9 +213,35 @@ TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on 
 TEST_CASE("trainer --transport: nccl needs --device cuda, unknown names are refused", "[trainer][precision]") {
   test::ensure_mpi();
   auto o = small_job(test::temp_dir("transport_nccl"));
-  o.transport = "nccl";
+  o.parallelism.transport = Transport::kNccl;
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("--transport nccl") && Catch::Contains("--device cuda"));
-  o.transport = "gloo";
-  CHECK_THROWS_WITH(run_training(o), Catch::Contains("--transport") && Catch::Contains("gloo"));
+  CHECK_THROWS_WITH(parse_training_args({"--transport", "gloo"}), Catch::Contains("--transport") && Catch::Contains("gloo"));
   CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
+}
+
+TEST_CASE("trainer options: --device, --precision, --transport and --allreduce are parsed once into enums", "[trainer][cli]") {
+  const TrainOptions defaults = parse_training_args({});
+  CHECK(defaults.parallelism.device == DeviceKind::kCpu);
+  CHECK_FALSE(defaults.parallelism.precision.has_value());  // auto
+  CHECK(defaults.parallelism.transport == Transport::kAuto);
+  CHECK(defaults.parallelism.allreduce == AllReduceAlgorithm::kAuto);
+  const TrainOptions o = parse_training_args(
+      {"--device", "cuda", "--precision", "bf16", "--transport", "mpi", "--allreduce", "halving", "--steps", "70"});
+  CHECK(o.parallelism.device == DeviceKind::kCuda);
+  CHECK(o.parallelism.precision == Precision::kBf16);
+  CHECK(o.parallelism.transport == Transport::kMpi);
+  CHECK(o.parallelism.allreduce == AllReduceAlgorithm::kHalvingDoubling);
+  CHECK(o.schedule.steps == 70);
+  CHECK(o.optimizer.decay_steps == 70);  // "default: --steps" (above the default warm-up)
+  CHECK(parse_training_args({"--precision", "auto"}).parallelism.precision == std::nullopt);
+  CHECK(parse_training_args({"--precision", "fp32"}).parallelism.precision == Precision::kFp32);
+  CHECK(parse_training_args({"--transport", "nccl"}).parallelism.transport == Transport::kNccl);
+  CHECK(parse_training_args({"--allreduce", "mpi"}).parallelism.allreduce == AllReduceAlgorithm::kLibrary);
+  // A bad name is one line naming the option, the name and every allowed one.
+  CHECK_THROWS_AS(parse_training_args({"--device", "tpu"}), CLI::ValidationError);
+  CHECK_THROWS_WITH(parse_training_args({"--device", "tpu"}), "--device: 'tpu' is not one of cpu, cuda");
+  CHECK_THROWS_WITH(parse_training_args({"--precision", "fp16"}), "--precision: 'fp16' is not one of auto, bf16, fp32");
+  CHECK_THROWS_WITH(parse_training_args({"--transport", "gloo"}), "--transport: 'gloo' is not one of auto, mpi, nccl");
+  CHECK_THROWS_WITH(parse_training_args({"--allreduce", "ring"}), "--allreduce: 'ring' is not one of auto, halving, mpi");
+  CHECK_THROWS_WITH(parse_training_args({"--device", "1"}), Catch::Contains("not one of cpu, cuda"));  // no enum numbers
 }

@@ -6,7 +6,7 @@
 int main(int argc, char** argv) {
   shardtrain::TrainOptions o;
   shardtrain::TrainingCli cli;
-  o.zero_stage = 3;
+  o.parallelism.zero_stage = 3;
   o.tool = "fsdp-train";
   CLI::App app{"Train the GPT-style decoder with its state sharded over the data-parallel ranks (ZeRO-1: optimizer "
                "moments; ZeRO-2: + gradients; ZeRO-3/FSDP: + parameters); same options, logs, summary and "
@@ -14,12 +14,12 @@ int main(int argc, char** argv) {
   app.name("fsdp-train");
   shardtrain::add_version_flag(app);
   shardtrain::add_training_options(app, o, cli);
-  app.add_option("--zero-stage", o.zero_stage, "ZeRO stage: 1 (moments), 2 (+ gradients) or 3 (+ parameters, FSDP)")
+  app.add_option("--zero-stage", o.parallelism.zero_stage, "ZeRO stage: 1 (moments), 2 (+ gradients) or 3 (+ parameters, FSDP)")
       ->check(CLI::Range(1, 3))
       ->capture_default_str();
-  app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", o.reshard_after_forward,
+  app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", o.parallelism.reshard_after_forward,
                "ZeRO-3: free each gathered block after its forward and gather it again for backward (default on)");
-  app.add_option("--memory-budget", o.memory_budget,
+  app.add_option("--memory-budget", o.parallelism.memory_budget,
                  "Bytes per rank; a layout that needs more is refused before training, naming a stage or world size "
                  "that fits (0: no budget)")
       ->capture_default_str();

@@ -217,26 +217,72 @@ void TrainingData::read_holdout_sample(uint64_t sample_index, int32_t* out) cons
   copy_tokens(holdout_[k], (sample_index - slices_[k].first_sample) * uint64_t(seq_len_), out);
 }
 
-nlohmann::json TrainingData::describe() const {
-  nlohmann::json j;
-  j["path"] = path_;
-  j["dataset_snapshot_id"] = dataset_snapshot_id_;
-  j["selection_snapshot_id"] = selection_.snapshot_id;
-  j["cutoff"] = cutoff_ ? nlohmann::json(format_rfc3339(*cutoff_)) : nlohmann::json(nullptr);
-  j["eval_from"] = eval_from_ ? nlohmann::json(format_rfc3339(*eval_from_)) : nlohmann::json(nullptr);
-  j["vocab"] = vocab_;
-  j["tokenizer"] = tokenizer_;
-  j["separator_token"] = separator_;
-  j["seq_len"] = seq_len_;
-  j["train"] = {{"documents", num_train_documents()}, {"tokens", num_train_tokens()},
-                {"samples", num_train_samples()}};
+DataSelectionInfo TrainingData::describe() const {
+  DataSelectionInfo d;
+  d.path = path_;
+  d.dataset_snapshot_id = dataset_snapshot_id_;
+  d.selection_snapshot_id = selection_.snapshot_id;
+  if (cutoff_) d.cutoff = format_rfc3339(*cutoff_);
+  if (eval_from_) d.eval_from = format_rfc3339(*eval_from_);
+  d.vocab = vocab_;
+  d.tokenizer = tokenizer_;
+  d.separator_token = separator_;
+  d.seq_len = seq_len_;
+  d.train = {num_train_documents(), num_train_tokens(), num_train_samples()};
+  d.holdout_documents = num_holdout_documents();
+  d.holdout_samples = num_holdout_samples();
+  for (const auto& s : slices_) d.holdout_slices.push_back({s.owner, s.documents, s.tokens, s.samples});
+  return d;
+}
+
+namespace {
+nlohmann::json optional_string(const std::optional<std::string>& s) {
+  return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+}
+std::optional<std::string> optional_string_of(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  return j.get<std::string>();
+}
+}  // namespace
+
+nlohmann::json DataSelectionInfo::to_json() const {
   nlohmann::json slices = nlohmann::json::array();
-  for (const auto& s : slices_)
-    slices.push_back({{"owner", s.owner}, {"documents", s.documents}, {"tokens", s.tokens},
-                      {"samples", s.samples}});
-  j["holdout"] = {{"documents", num_holdout_documents()}, {"samples", num_holdout_samples()},
-                  {"slices", slices}};
-  return j;
+  for (const auto& s : holdout_slices)
+    slices.push_back({{"owner", s.owner}, {"documents", s.documents}, {"tokens", s.tokens}, {"samples", s.samples}});
+  return {{"path", path},
+          {"dataset_snapshot_id", dataset_snapshot_id},
+          {"selection_snapshot_id", selection_snapshot_id},
+          {"cutoff", optional_string(cutoff)},
+          {"eval_from", optional_string(eval_from)},
+          {"vocab", vocab},
+          {"tokenizer", tokenizer},
+          {"separator_token", separator_token},
+          {"seq_len", seq_len},
+          {"train", {{"documents", train.documents}, {"tokens", train.tokens}, {"samples", train.samples}}},
+          {"holdout", {{"documents", holdout_documents}, {"samples", holdout_samples}, {"slices", slices}}}};
+}
+
+DataSelectionInfo DataSelectionInfo::from_json(const nlohmann::json& j) {
+  DataSelectionInfo d;
+  d.path = j.at("path").get<std::string>();
+  d.dataset_snapshot_id = j.at("dataset_snapshot_id").get<std::string>();
+  d.selection_snapshot_id = j.at("selection_snapshot_id").get<std::string>();
+  d.cutoff = optional_string_of(j.at("cutoff"));
+  d.eval_from = optional_string_of(j.at("eval_from"));
+  d.vocab = j.at("vocab").get<std::int64_t>();
+  d.tokenizer = j.at("tokenizer").get<std::string>();
+  d.separator_token = j.at("separator_token").get<std::int64_t>();
+  d.seq_len = j.at("seq_len").get<int>();
+  const auto& train = j.at("train");
+  d.train = {train.at("documents").get<std::uint64_t>(), train.at("tokens").get<std::uint64_t>(),
+             train.at("samples").get<std::uint64_t>()};
+  const auto& holdout = j.at("holdout");
+  d.holdout_documents = holdout.at("documents").get<std::uint64_t>();
+  d.holdout_samples = holdout.at("samples").get<std::uint64_t>();
+  for (const auto& s : holdout.at("slices"))
+    d.holdout_slices.push_back({s.at("owner").get<std::string>(), s.at("documents").get<std::uint64_t>(),
+                                s.at("tokens").get<std::uint64_t>(), s.at("samples").get<std::uint64_t>()});
+  return d;
 }
 
 }  // namespace shardtrain::data

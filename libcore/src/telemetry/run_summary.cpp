@@ -35,14 +35,35 @@ std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::ve
   return out;
 }
 
-nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians) {
-  nlohmann::json table = nlohmann::json::object();
+PerRankTable per_rank_table(const std::vector<ColumnMedians>& medians) {
+  PerRankTable table;
   for (int c = 0; c < kNumTimingColumns; ++c) {
     std::vector<double> values;
     for (const auto& m : medians) values.push_back(m[c]);
-    table[kTimingColumns[c].name] = SeriesStats::of(values).to_json();
-    table[kTimingColumns[c].name]["by_rank"] = values;
+    table.columns[kTimingColumns[c].name] = {SeriesStats::of(values), values};
   }
+  return table;
+}
+
+const RankSpread& PerRankTable::at(const std::string& column) const {
+  const auto it = columns.find(column);
+  if (it == columns.end()) throw UsageError("per-rank table: no column \"" + column + "\"");
+  return it->second;
+}
+
+nlohmann::json PerRankTable::to_json() const {
+  nlohmann::json table = nlohmann::json::object();
+  for (const auto& [name, spread] : columns) {
+    table[name] = spread.stats.to_json();
+    table[name]["by_rank"] = spread.by_rank;
+  }
+  return table;
+}
+
+PerRankTable PerRankTable::from_json(const nlohmann::json& j) {
+  PerRankTable table;
+  for (const auto& [name, column] : j.items())
+    table.columns[name] = {SeriesStats::from_json(column), column.at("by_rank").get<std::vector<double>>()};
   return table;
 }
 
@@ -62,13 +83,18 @@ Baseline read_baseline(const std::string& path) {
   return {path, throughput, int(base.find_number("/world_size").value_or(1))};
 }
 
-void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throughput, int world) {
-  summary["baseline"] = {{"path", baseline.path},
-                         {"throughput_tokens_per_s", baseline.throughput_tokens_per_s},
-                         {"world_size", baseline.world_size}};
-  summary["speedup"] = throughput / baseline.throughput_tokens_per_s;
-  summary["scaling_efficiency"] =
-      throughput / (double(world) / baseline.world_size * baseline.throughput_tokens_per_s);
+nlohmann::json Baseline::to_json() const {
+  return {{"path", path}, {"throughput_tokens_per_s", throughput_tokens_per_s}, {"world_size", world_size}};
+}
+
+Baseline Baseline::from_json(const nlohmann::json& j) {
+  return {j.at("path").get<std::string>(), j.at("throughput_tokens_per_s").get<double>(),
+          j.at("world_size").get<int>()};
+}
+
+ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, int world) {
+  return {baseline, throughput / baseline.throughput_tokens_per_s,
+          throughput / (double(world) / baseline.world_size * baseline.throughput_tokens_per_s)};
 }
 
 double bare_allreduce_busbw(Communicator& comm, std::size_t n) {
@@ -84,42 +110,6 @@ double bare_allreduce_busbw(Communicator& comm, std::size_t n) {
     best = std::min(best, watch.seconds());
   }
   return bus_bandwidth(CollectiveOp::kAllReduce, n * sizeof(float), best, world);
-}
-
-std::string summary_paragraph(const nlohmann::json& s) {
-  const int world = s["world_size"].get<int>();
-  const double median_step = s["median_step_s"].get<double>();
-  const auto& medians = s["per_rank_medians"];
-  std::string holdout, scaling;
-  if (s.contains("eval") && !s["eval"].is_null())
-    holdout = ", hold-out loss " + std::to_string(s["eval"]["holdout_loss"].get<double>()).substr(0, 5) + " nats/token";
-  if (s.contains("scaling_efficiency"))
-    scaling = "; scaling efficiency E(" + std::to_string(world) + ") = " +
-              std::to_string(s["scaling_efficiency"].get<double>()).substr(0, 5);
-  std::string datasheet;  // absent in summaries older than the field, null where the device is not in the table
-  if (s.contains("mfu_datasheet") && !s["mfu_datasheet"].is_null())
-    datasheet = " and " + std::to_string(100.0 * s["mfu_datasheet"].get<double>()).substr(0, 4) + "% of the " +
-                s.value("device_name", std::string("device")) + "'s datasheet dense " +
-                s.value("precision", std::string("")) + " peak";
-  // Which peak MFU is over (absent in summaries older than "mfu_peak": the start-up measurement).
-  std::string peak_basis = "measured";
-  if (s.contains("mfu_peak") && s["mfu_peak"].is_object()) peak_basis = s["mfu_peak"].value("basis", peak_basis);
-  char paragraph[2000];
-  std::snprintf(paragraph, sizeof(paragraph),
-                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s) in %.1f s on %s. "
-                "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
-                "the %.1f GFLOP/s per-rank matmul peak (%s)%s; data loading took %.2f%% and exposed communication "
-                "%.2f%% of step time%s. Step log: %s; summary: %s.",
-                (long long)s["steps"].get<std::int64_t>(), format_count(double(s["tokens"].get<std::int64_t>())).c_str(),
-                format_count(s["parameters"].get<double>()).c_str(), world, world == 1 ? "" : "s",
-                s["layout"].get<std::string>().c_str(), s["train_seconds"].get<double>(),
-                s["backend"].get<std::string>().c_str(), s["first_loss"].get<double>(), s["final_loss"].get<double>(),
-                holdout.c_str(), s["throughput_tokens_per_s"].get<double>(), median_step, 100.0 * s["mfu"].get<double>(),
-                s["peak_flops_per_rank"].get<double>() / 1e9, peak_basis.c_str(), datasheet.c_str(),
-                100.0 * medians["data_s"]["by_rank"][0].get<double>() / median_step,
-                100.0 * medians["comm_exposed_s"]["by_rank"][0].get<double>() / median_step, scaling.c_str(),
-                s["step_log"].get<std::string>().c_str(), s["summary"].get<std::string>().c_str());
-  return paragraph;
 }
 
 }  // namespace shardtrain

@@ -21,6 +21,12 @@ nlohmann::json RunIdentity::to_json() const {
           {"checkpoint_id", checkpoint_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(checkpoint_id)}};
 }
 
+RunIdentity RunIdentity::from_json(const nlohmann::json& j) {
+  const auto& checkpoint = j.at("checkpoint_id");
+  return {j.at("config_hash").get<std::string>(), j.at("data_snapshot_id").get<std::string>(),
+          j.at("code_version").get<std::string>(), checkpoint.is_null() ? "" : checkpoint.get<std::string>()};
+}
+
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   nlohmann::json j = {{"step", step},     {"rank", rank}, {"time", now}, {"pid", static_cast<long long>(getpid())},
@@ -127,6 +133,10 @@ SeriesStats SeriesStats::of(std::vector<double> v) {
 }
 
 nlohmann::json SeriesStats::to_json() const { return {{"min", min}, {"median", median}, {"max", max}}; }
+
+SeriesStats SeriesStats::from_json(const nlohmann::json& j) {
+  return {j.at("min").get<double>(), j.at("median").get<double>(), j.at("max").get<double>()};
+}
 
 std::map<int, std::string> find_step_logs(const std::string& run_dir) {
   namespace fs = std::filesystem;

@@ -1,13 +1,58 @@
 #include "shardtrain/tool/train_cli.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "shardtrain/tool/tool.hpp"
 
 namespace shardtrain {
+namespace {
+
+// One value of an option that stands for an enum: its name on the command line and the value.
+template <typename T>
+struct Choice {
+  const char* name;
+  T value;
+};
+
+// Adds `flag` bound to `target`, an enum (or an optional one, where "auto" is unset): the name is
+// parsed here, once, so the library never sees a string for it. Any other name is refused while
+// parsing, as "<flag>: '<name>' is not one of a, b, c" (a usage error: exit 2); --help shows the
+// names and the default.
+template <typename T>
+CLI::Option* add_choice_option(CLI::App& app, const std::string& flag, T& target, std::vector<Choice<T>> choices,
+                               const std::string& help) {
+  std::string names, braces, default_name;
+  for (const Choice<T>& c : choices) {
+    names += (names.empty() ? "" : ", ") + std::string(c.name);
+    braces += (braces.empty() ? "" : ",") + std::string(c.name);
+    if (c.value == target) default_name = c.name;
+  }
+  const CLI::Validator known(
+      [choices, names](std::string& text) -> std::string {
+        for (const Choice<T>& c : choices)
+          if (text == c.name) return "";
+        return "'" + text + "' is not one of " + names;
+      },
+      "{" + braces + "}");
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&target, choices](const std::string& text) {
+            for (const Choice<T>& c : choices)
+              if (text == c.name) target = c.value;
+          },
+          help)
+      ->check(known)
+      ->default_str(default_name);
+}
+
+}  // namespace
 
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
-  app.add_option("--data", o.data_path, "Dataset file written by data-prep (HDF5)")->required();
+  app.add_option("--data", o.data.path, "Dataset file written by data-prep (HDF5)")->required();
   app.add_option("--cutoff", cli.cutoff, "Use only documents available at or before this RFC 3339 time");
   app.add_option("--eval-from", cli.eval_from, "Hold-out = documents with event time after this (default: --cutoff)");
   app.add_option("--vocab", o.model.vocab, "Vocabulary size (0: the dataset's)")->capture_default_str();
@@ -15,9 +60,9 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--d-model", o.model.d_model, "Model width C")->capture_default_str();
   app.add_option("--layers", o.model.n_layer, "Transformer blocks")->capture_default_str();
   app.add_option("--heads", o.model.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
-  app.add_option("--global-batch", o.global_batch, "Sequences per optimizer step, all ranks together")->capture_default_str();
-  app.add_option("--micro-batch", o.micro_batch, "Sequences per forward/backward on one rank")->capture_default_str();
-  app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--global-batch", o.schedule.global_batch, "Sequences per optimizer step, all ranks together")->capture_default_str();
+  app.add_option("--micro-batch", o.schedule.micro_batch, "Sequences per forward/backward on one rank")->capture_default_str();
+  app.add_option("--steps", o.schedule.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--lr", o.optimizer.max_lr, "Peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.optimizer.min_lr, "Learning-rate floor after cosine decay")->capture_default_str();
   app.add_option("--warmup", o.optimizer.warmup_steps, "Linear warm-up steps")->capture_default_str();
@@ -27,45 +72,52 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--beta2", o.optimizer.beta2, "AdamW beta2")->capture_default_str();
   app.add_option("--eps", o.optimizer.eps, "AdamW epsilon")->capture_default_str();
   app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
-  app.add_option("--seed", o.seed, "Seed of initialisation and sample order")->capture_default_str();
-  app.add_option("--threads", o.threads, "CPU threads per rank")->capture_default_str();
-  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
-  app.add_option("--precision", o.precision,
-                 "Matrix-product precision: auto (bf16 on cuda, fp32 on cpu), bf16 (cuda only: bf16 operands, fp32 "
-                 "accumulation, fp32 master weights and optimizer state) or fp32")
-      ->capture_default_str();
-  app.add_option("--transport", o.transport,
-                 "Data-parallel transport: auto (nccl on cuda when every rank has its own GPU, else mpi), mpi (on cuda: "
-                 "host staging, ranks may share a GPU) or nccl (cuda only)")
-      ->capture_default_str();
+  app.add_option("--seed", o.schedule.seed, "Seed of initialisation and sample order")->capture_default_str();
+  app.add_option("--threads", o.parallelism.threads, "CPU threads per rank")->capture_default_str();
+  add_choice_option<DeviceKind>(app, "--device", o.parallelism.device,
+                                {{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}}, "cpu or cuda");
+  add_choice_option<std::optional<Precision>>(
+      app, "--precision", o.parallelism.precision,
+      {{"auto", std::nullopt}, {"bf16", Precision::kBf16}, {"fp32", Precision::kFp32}},
+      "Matrix-product precision: auto (bf16 on cuda, fp32 on cpu), bf16 (cuda only: bf16 operands, fp32 "
+      "accumulation, fp32 master weights and optimizer state) or fp32");
+  add_choice_option<Transport>(app, "--transport", o.parallelism.transport,
+                               {{"auto", Transport::kAuto}, {"mpi", Transport::kMpi}, {"nccl", Transport::kNccl}},
+                               "Data-parallel transport: auto (nccl on cuda when every rank has its own GPU, else "
+                               "mpi), mpi (on cuda: host staging, ranks may share a GPU) or nccl (cuda only)");
   app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();
-  app.add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
-  app.add_option("--eval-samples", o.eval_samples, "Hold-out samples per evaluation")->capture_default_str();
+  app.add_option("--log-every", o.telemetry.log_every, "Print a step line every N steps")->capture_default_str();
+  app.add_option("--eval-every", o.evaluation.every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
+  app.add_option("--eval-samples", o.evaluation.samples, "Hold-out samples per evaluation")->capture_default_str();
   app.add_option("--peak-gflops", cli.peak_gflop_per_s, "MFU denominator in GFLOP/s per rank (default: measured at start)");
-  app.add_flag("--deterministic", o.deterministic, "Exact order-independent gradient sums: results bitwise independent of the rank count and grad_accum");
-  app.add_option("--tp", o.tp, "Tensor-parallel degree T: W = DP x T ranks, the T ranks of a group adjacent (must divide the heads, 4 x d-model and W)")->capture_default_str();
-  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
-  app.add_option("--allreduce", o.allreduce, "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi (MPI_Iallreduce), or auto (halving on power-of-two ranks)")->capture_default_str();
-  app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
-  app.add_option("--check-replicas", o.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
-  app.add_option("--baseline", o.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
-  app.add_option("--ckpt-dir", o.ckpt_dir, "Checkpoint folder (default: RUN_DIR/checkpoints)");
-  app.add_option("--ckpt-every", o.ckpt_every, "Save a checkpoint every N steps and after the last (0: only on SIGTERM/SIGUSR1)")->capture_default_str();
-  app.add_option("--keep", o.keep, "Keep the newest K checkpoints (never deleting the newest valid)")->capture_default_str();
-  app.add_flag("--async-ckpt", o.async_ckpt, "Write checkpoints from a background thread after a host snapshot");
-  app.add_option("--resume", o.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
-  app.add_flag("--allow-data-change", o.allow_data_change, "Resume even if the data selection's snapshot id changed");
-  app.add_flag("--fine-tune", o.fine_tune, "With --resume: start a new run from the checkpoint's weights (step 0, "
+  app.add_flag("--deterministic", o.parallelism.deterministic, "Exact order-independent gradient sums: results bitwise independent of the rank count and grad_accum");
+  app.add_option("--tp", o.parallelism.tp, "Tensor-parallel degree T: W = DP x T ranks, the T ranks of a group adjacent (must divide the heads, 4 x d-model and W)")->capture_default_str();
+  app.add_option("--bucket-mb", o.parallelism.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
+  add_choice_option<AllReduceAlgorithm>(app, "--allreduce", o.parallelism.allreduce,
+                                        {{"auto", AllReduceAlgorithm::kAuto},
+                                         {"halving", AllReduceAlgorithm::kHalvingDoubling},
+                                         {"mpi", AllReduceAlgorithm::kLibrary}},
+                                        "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi "
+                                        "(MPI_Iallreduce), or auto (halving on power-of-two ranks)");
+  app.add_option("--collective-timeout", o.telemetry.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
+  app.add_option("--check-replicas", o.telemetry.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
+  app.add_option("--baseline", o.telemetry.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
+  app.add_option("--ckpt-dir", o.checkpoint.dir, "Checkpoint folder (default: RUN_DIR/checkpoints)");
+  app.add_option("--ckpt-every", o.checkpoint.every, "Save a checkpoint every N steps and after the last (0: only on SIGTERM/SIGUSR1)")->capture_default_str();
+  app.add_option("--keep", o.checkpoint.keep, "Keep the newest K checkpoints (never deleting the newest valid)")->capture_default_str();
+  app.add_flag("--async-ckpt", o.checkpoint.async, "Write checkpoints from a background thread after a host snapshot");
+  app.add_option("--resume", o.checkpoint.resume, "auto (newest valid checkpoint, else start fresh) or a step_N folder");
+  app.add_flag("--allow-data-change", o.checkpoint.allow_data_change, "Resume even if the data selection's snapshot id changed");
+  app.add_flag("--fine-tune", o.checkpoint.fine_tune, "With --resume: start a new run from the checkpoint's weights (step 0, "
                                            "fresh sampler and LR schedule; any data, batch and seed); implied for a "
                                            "checkpoint of ckpt-reshard --import");
-  app.add_option("--straggler-threshold", o.straggler_threshold, "A straggler score below this names a straggler, in (0, 1]")->capture_default_str();
-  app.add_option("--straggler-window", o.straggler_window, "Steps per window of the individual straggler score (>= 2)")->capture_default_str();
+  app.add_option("--straggler-threshold", o.telemetry.straggler_threshold, "A straggler score below this names a straggler, in (0, 1]")->capture_default_str();
+  app.add_option("--straggler-window", o.telemetry.straggler_window, "Steps per window of the individual straggler score (>= 2)")->capture_default_str();
   app.add_option("--inject", o.inject,
                  "Fault injection for tests (repeatable): skip-collective:rank=R,step=S[,phase=P][,group=G], "
                  "wrong-count:rank=R,step=S[,phase=P][,group=G], hang:rank=R,step=S[,phase=P], "
                  "kill:rank=R,step=S[,phase=P], delay:rank=R,ms=M[,phase=P], slow-data:rank=R,ms=M");
-  app.add_option("--flight-entries", o.flight_entries,
+  app.add_option("--flight-entries", o.telemetry.flight_entries,
                  "Flight-recorder entries kept per communicator group; 0 turns the recorder and the phase history off "
                  "(to measure their cost; hang-diagnose then has nothing to read)")
       ->check(CLI::NonNegativeNumber)
@@ -84,10 +136,10 @@ int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, in
 }
 
 void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
-  if (!cli.cutoff.empty()) o.cutoff = cli.cutoff;
-  if (!cli.eval_from.empty()) o.eval_from = cli.eval_from;
-  if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.steps), o.optimizer.warmup_steps);
-  o.peak_flop_per_s = cli.peak_gflop_per_s * 1e9;
+  if (!cli.cutoff.empty()) o.data.cutoff = cli.cutoff;
+  if (!cli.eval_from.empty()) o.data.eval_from = cli.eval_from;
+  if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.schedule.steps), o.optimizer.warmup_steps);
+  o.telemetry.peak_flop_per_s = cli.peak_gflop_per_s * 1e9;
 }
 
 }  // namespace shardtrain

@@ -7,8 +7,8 @@
 namespace shardtrain {
 
 CheckpointSaver::CheckpointSaver(Job& job) : job_(job), ckpt_tensors_(checkpoint_tensors(job.strategy->registry())) {
-  save_options_.keep = job.options.keep;
-  if (!job.options.async_ckpt) {
+  save_options_.keep = job.options.checkpoint.keep;
+  if (!job.options.checkpoint.async) {
     ckpt_comm_ = job.comm->split(0, job.rank, "ckpt", Phase::kCheckpoint);
     return;
   }
@@ -27,24 +27,24 @@ ckpt::CheckpointManifest CheckpointSaver::manifest_after(std::int64_t completed,
   m.model = job_.model.to_json();
   m.config = job_.run_config;
   m.layout = {job_.world, job_.mesh.dp_size, job_.mesh.tp_size, job_.strategy->zero_stage()};
-  m.global_batch = o.global_batch;
-  m.micro_batch = o.micro_batch;
+  m.global_batch = o.schedule.global_batch;
+  m.micro_batch = o.schedule.micro_batch;
   m.grad_accum = job_.grad_accum;
   m.sampler_epoch = std::int64_t(state.epoch);
   m.sampler_consumed = std::int64_t(state.consumed);
-  m.rng = {{"seed", o.seed},
+  m.rng = {{"seed", o.schedule.seed},
            {"init", "philox4x32-10(seed, fnv1a64(tensor name), element index): stateless"},
            {"sampler", "feistel permutation keyed by (seed, epoch): state is (epoch, consumed)"}};
   m.lr_step = completed;
   m.lr = lr;
   m.data_snapshot_id = job_.data.selection_snapshot_id();
-  m.data_cutoff = o.cutoff.value_or("");
-  m.extra = {{"seed", o.seed},
+  m.data_cutoff = o.data.cutoff.value_or("");
+  m.extra = {{"seed", o.schedule.seed},
              {"config_hash", job_.identity.config_hash},
              {"dataset_snapshot_id", job_.data.dataset_snapshot_id()},
              {"tokenizer",  // what an export needs to describe the token ids (ckpt-reshard --export hf)
               {{"name", job_.data.tokenizer()}, {"vocab", job_.data.vocab()}, {"separator", job_.data.separator_token()}}},
-             {"eval_from", o.eval_from.value_or("")},
+             {"eval_from", o.data.eval_from.value_or("")},
              {"optimizer", o.optimizer.to_json()}};
   return m;
 }

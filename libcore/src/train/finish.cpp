@@ -16,11 +16,6 @@
 namespace shardtrain {
 namespace {
 
-// null for nothing, else the number (JSON has no "absent number").
-nlohmann::json optional_json(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
 // What every rank measures after the loop (each part collective), for rank 0's summary.
 struct RunMeasurements {
   std::vector<ColumnMedians> rank_medians;  // every rank's median of each step-log column
@@ -37,21 +32,13 @@ struct RunMeasurements {
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
 
-// The machine rank 0 ran on and its processor count (online CPUs, as std::thread reports them), so
-// a report can tell a run of more ranks than cores (oversubscribed: ranks take turns on a core)
-// from hardware scaling.
-nlohmann::json host_json() {
-  return {{"hostname", host_name()}, {"cpus", host_cpus()}};
-}
-
-// --check-replicas: how often, and how many checks this run made. A diverged replica stops the run
-// with an error, so a summary with checks >= 1 means every one of them matched (release-gate's
-// "replica_checks" evidence).
-nlohmann::json replica_checks_json(const TrainOptions& o, const std::vector<StepRecord>& records) {
+// --check-replicas: how often, and how many checks this run made (run_summary.hpp ReplicaChecks).
+ReplicaChecks replica_checks_of(const TrainOptions& o, const std::vector<StepRecord>& records) {
   std::int64_t checks = 0;
-  if (o.check_replicas > 0)
-    for (const auto& r : records) checks += (r.step + 1) % o.check_replicas == 0;
-  return {{"every", o.check_replicas}, {"checks", checks}};
+  const int every = o.telemetry.check_replicas;
+  if (every > 0)
+    for (const auto& r : records) checks += (r.step + 1) % every == 0;
+  return {every, checks};
 }
 
 // The median step time after warm-up (the first step pays for allocation and primitive creation).
@@ -78,12 +65,6 @@ std::vector<MemoryReport> memory_by_rank(Communicator& comm, const MemoryReport&
   return by_rank;
 }
 
-nlohmann::json memory_json(const std::vector<MemoryReport>& by_rank) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const MemoryReport& r : by_rank) j.push_back(r.to_json());
-  return j;
-}
-
 RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   const auto& strategy = job.strategy;
   RunMeasurements m;
@@ -105,66 +86,65 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   return m;
 }
 
-nlohmann::json summary_of(const Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
-                          const MfuBasis& mfu, const RunMeasurements& m, double wall_seconds) {
+RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
+                      const MfuBasis& mfu, const RunMeasurements& m, double wall_seconds) {
   const TrainOptions& o = job.options;
-  nlohmann::json comm_json = m.comm_stats.to_json();
-  if (job.world > 1) comm_json["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
-  if (job.mesh.tp) comm_json["tp"] = m.tp_comm_stats.to_json();
   const auto& records = loop.records;
-  return {
-      {"tool", o.tool},
-      {"identity", job.identity.to_json()},
-      {"config", job.run_config},
-      {"data", job.data.describe()},
-      {"backend", job.backend->describe()},
-      {"layout", job.strategy->describe()},
-      {"parameters", double(job.model.parameter_count())},
-      {"world_size", job.world},
-      {"host", host_json()},
-      {"steps", std::int64_t(records.size())},
-      {"first_step", start.step},
-      {"stopped_by_signal", loop.stopped_by_signal},
-      {"checkpoint_dir", job.ckpt_dir},
-      {"tokens", job.tokens_per_step() * std::int64_t(records.size())},
-      {"train_seconds", loop.train_s},
-      {"wall_seconds", wall_seconds},
-      {"throughput_tokens_per_s", m.throughput},
-      {"median_step_s", m.median_step_s},
-      {"flops_per_token", mfu.flops_per_token},
-      {"peak_flops_per_rank", mfu.peak_flop_per_s},
-      {"mfu", mfu.mfu(m.throughput, job.world)},
-      {"mfu_peak", mfu.peak_json(m.throughput, job.world)},
-      {"precision", precision_name(job.backend->precision())},
-      {"device_name", job.backend->device_name()},
-      {"peak_flops_datasheet_per_rank", optional_json(mfu.datasheet_peak_flop_per_s)},
-      {"mfu_datasheet", optional_json(mfu.mfu_datasheet(m.throughput, job.world))},
-      {"first_loss", records.front().loss},
-      {"final_loss", records.back().loss},
-      {"per_rank_medians", per_rank_table(m.rank_medians)},
-      {"slowest_rank", slowest_rank(m.rank_medians)},
-      {"stragglers", m.stragglers.to_json()},
-      {"exposed_comm_fraction", m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s},
-      {"communication", comm_json},
-      {"memory_bytes_rank0", m.memory.to_json()},
-      {"memory_bytes_by_rank", memory_json(m.memory_by_rank)},
-      {"eval", loop.last_eval},
-      {"replica_checks", replica_checks_json(o, records)},
-      {"step_log", step_log.path()},
-      {"params", m.params_path},
-      {"summary", summary_path(o)},
-  };
+  RunSummary s;
+  s.tool = o.tool;
+  s.identity = job.identity;
+  s.config = job.run_config;
+  s.data = job.data.describe();
+  s.backend = job.backend->describe();
+  s.layout = job.strategy->describe();
+  s.parameters = double(job.model.parameter_count());
+  s.world_size = job.world;
+  s.host = {host_name(), host_cpus()};
+  s.steps = std::int64_t(records.size());
+  s.first_step = start.step;
+  s.stopped_by_signal = loop.stopped_by_signal;
+  s.checkpoint_dir = job.ckpt_dir;
+  s.tokens = job.tokens_per_step() * std::int64_t(records.size());
+  s.train_seconds = loop.train_s;
+  s.wall_seconds = wall_seconds;
+  s.throughput_tokens_per_s = m.throughput;
+  s.median_step_s = m.median_step_s;
+  s.flops_per_token = mfu.flops_per_token;
+  s.peak_flops_per_rank = mfu.peak_flop_per_s;
+  s.mfu = mfu.mfu(m.throughput, job.world);
+  s.mfu_peak = mfu.peak(m.throughput, job.world);
+  s.precision = job.backend->precision();
+  s.device_name = job.backend->device_name();
+  s.peak_flops_datasheet_per_rank = mfu.datasheet_peak_flop_per_s;
+  s.mfu_datasheet = mfu.mfu_datasheet(m.throughput, job.world);
+  s.first_loss = records.front().loss;
+  s.final_loss = records.back().loss;
+  s.per_rank_medians = per_rank_table(m.rank_medians);
+  s.slowest_rank = slowest_rank(m.rank_medians);
+  s.stragglers = m.stragglers;
+  s.exposed_comm_fraction = m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s;
+  s.communication = m.comm_stats.to_json();
+  if (job.world > 1) s.communication["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
+  if (job.mesh.tp) s.communication["tp"] = m.tp_comm_stats.to_json();
+  s.memory_bytes_rank0 = m.memory;
+  s.memory_bytes_by_rank = m.memory_by_rank;
+  s.eval = loop.last_eval;
+  s.replica_checks = replica_checks_of(o, records);
+  s.step_log = step_log.path();
+  s.params = m.params_path;
+  s.summary = summary_path(o);
+  if (job.baseline) s.scaling = scaling_against(*job.baseline, m.throughput, job.world);
+  return s;
 }
 
 }  // namespace
 
-nlohmann::json finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
-                          const MfuBasis& mfu, const Stopwatch& job_clock) {
+std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop,
+                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock) {
   const RunMeasurements measured = measure_run(job, loop);
-  if (job.rank != 0) return nullptr;
-  nlohmann::json summary = summary_of(job, start, loop, step_log, mfu, measured, job_clock.seconds());
-  if (job.baseline) add_scaling(summary, *job.baseline, measured.throughput, job.world);
-  write_json_file(summary_path(job.options), summary);
+  if (job.rank != 0) return std::nullopt;
+  RunSummary summary = summary_of(job, start, loop, step_log, mfu, measured, job_clock.seconds());
+  write_json_file(summary_path(job.options), summary.to_json());
   log_line_rank0(summary_paragraph(summary));
   const std::string stragglers = format_straggler_names(measured.stragglers);
   if (!stragglers.empty()) log_line_rank0("run " + stragglers);

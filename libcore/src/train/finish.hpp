@@ -3,18 +3,19 @@
 // rank's memory peaks), the final parameters (params.h5), and on rank 0 the summary JSON
 // (run_dir/summary.json) and its closing paragraph.
 #pragma once
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "job.hpp"
 #include "resume.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/train/run_summary.hpp"
 #include "step_loop.hpp"
 
 namespace shardtrain {
 
-// Collective. Returns the summary on rank 0 (also written and printed), null on the other ranks.
+// Collective. Returns the summary on rank 0 (also written and printed), nothing on the other ranks.
 // `job_clock` has run since the job started (the summary's wall_seconds).
-nlohmann::json finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop, const StepLog& step_log,
-                          const MfuBasis& mfu, const Stopwatch& job_clock);
+std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop,
+                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock);
 
 }  // namespace shardtrain

@@ -7,7 +7,8 @@
 namespace shardtrain {
 
 bool evaluation_due(const TrainOptions& o, std::int64_t step, bool last) {
-  return (o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last;
+  const int every = o.evaluation.every;
+  return (every > 0 && (step + 1) % every == 0) || last;
 }
 
 HoldoutEvaluation evaluate_current_model(Job& job) {
@@ -16,7 +17,7 @@ HoldoutEvaluation evaluate_current_model(Job& job) {
   HoldoutEvaluation evaluation;
   job.strategy->with_full_model(
       [&](GptModel& model) {
-        if (const auto loss = evaluate_holdout(model, job.data, job.options.eval_samples)) evaluation.result = loss->to_json();
+        evaluation.result = evaluate_holdout(model, job.data, job.options.evaluation.samples);
       });
   evaluation.seconds = watch.seconds();
   return evaluation;

@@ -3,10 +3,12 @@
 // at the last step of the run (also one ended by a stop signal).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "job.hpp"
+#include "shardtrain/train/evaluation.hpp"
 
 namespace shardtrain {
 
@@ -14,7 +16,7 @@ namespace shardtrain {
 bool evaluation_due(const TrainOptions& options, std::int64_t step, bool last);
 
 struct HoldoutEvaluation {
-  nlohmann::json result = nullptr;  // evaluate_holdout's JSON on rank 0; null elsewhere or with no hold-out
+  std::optional<HoldoutLoss> result;  // evaluate_holdout's on rank 0; empty elsewhere or with no hold-out
   double seconds = 0;               // wall time of the evaluation, gathering included
 };
 

@@ -33,42 +33,41 @@ namespace {
 // Every check of the options alone, before anything is opened or allocated. --zero-stage is
 // checked here and only here: every tool and library caller enters through run_training.
 void validate_options(const TrainOptions& o) {
-  if (o.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(o.steps) + ")");
-  if (o.log_every < 1) throw UsageError("--log-every must be at least 1");
-  if (o.eval_every < 0) throw UsageError("--eval-every must be >= 0");
-  if (o.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
-  if (o.check_replicas > 0 && o.zero_stage == 3)
+  const ScheduleOptions& sc = o.schedule;
+  const ParallelismOptions& p = o.parallelism;
+  const TelemetryOptions& t = o.telemetry;
+  if (sc.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(sc.steps) + ")");
+  if (t.log_every < 1) throw UsageError("--log-every must be at least 1");
+  if (o.evaluation.every < 0) throw UsageError("--eval-every must be >= 0");
+  if (t.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");
+  if (t.check_replicas > 0 && p.zero_stage == 3)
     throw UsageError("--check-replicas compares full parameter replicas, and ZeRO-3 shards the parameters so no rank "
                      "holds one; use --zero-stage 1 or 2, or ddp-train");
-  if (!(o.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
-  if (!(o.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
-  if (o.device != "cpu" && o.device != "cuda")
-    throw UsageError("--device must be cpu or cuda (got '" + o.device + "')");
-  resolve_precision(o.device, o.precision);  // refuses bf16 on the CPU and unknown names before any work
-  if (o.transport != "auto" && o.transport != "mpi" && o.transport != "nccl")
-    throw UsageError("--transport must be auto, mpi or nccl (got '" + o.transport + "')");
-  if (o.transport == "nccl" && o.device != "cuda")
+  if (!(p.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
+  if (!(t.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
+  resolve_precision(p.device, p.precision);  // refuses bf16 on the CPU before any work
+  if (p.transport == Transport::kNccl && p.device != DeviceKind::kCuda)
     throw UsageError("--transport nccl needs --device cuda (NCCL moves GPU memory); use --transport mpi or auto");
-  if (o.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
-  if (o.zero_stage < 0 || o.zero_stage > 3)
-    throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(o.zero_stage) + ")");
-  if (!(o.straggler_threshold > 0 && o.straggler_threshold <= 1))
-    throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(o.straggler_threshold) + ")");
-  if (o.tp < 1) throw UsageError("--tp must be at least 1 (got " + std::to_string(o.tp) + ")");
-  if (o.tp > 1 && o.device != "cpu")
-    throw UsageError("--tp " + std::to_string(o.tp) + " runs on --device cpu in this version (the CUDA backend has "
+  if (p.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(p.zero_stage) + ")");
+  if (!(t.straggler_threshold > 0 && t.straggler_threshold <= 1))
+    throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(t.straggler_threshold) + ")");
+  if (p.tp < 1) throw UsageError("--tp must be at least 1 (got " + std::to_string(p.tp) + ")");
+  if (p.tp > 1 && p.device != DeviceKind::kCpu)
+    throw UsageError("--tp " + std::to_string(p.tp) + " runs on --device cpu in this version (the CUDA backend has "
                      "no vocabulary-slice kernels yet); use --tp 1 on cuda");
-  if (o.straggler_window < 2)
-    throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(o.straggler_window) + ")");
+  if (t.straggler_window < 2)
+    throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(t.straggler_window) + ")");
   o.optimizer.validate();
 }
 
 }  // namespace
 
-Precision resolve_precision(const std::string& device, const std::string& precision) {
-  if (precision == "auto") return device == "cuda" ? Precision::kBf16 : Precision::kFp32;
-  const Precision p = parse_precision(precision, "--precision");
-  if (p == Precision::kBf16 && device != "cuda")
+Precision resolve_precision(DeviceKind device, std::optional<Precision> precision) {
+  if (!precision) return device == DeviceKind::kCuda ? Precision::kBf16 : Precision::kFp32;
+  const Precision p = *precision;
+  if (p == Precision::kBf16 && device != DeviceKind::kCuda)
     throw UsageError("--precision bf16 needs --device cuda (the CPU backend computes in fp32); use --precision fp32 "
                      "or auto on the CPU");
   return p;
@@ -84,7 +83,7 @@ struct DevicePlacement {
   bool own_gpu = false;
 };
 DevicePlacement place_on_device(const TrainOptions& o) {
-  if (o.device != "cuda") return {};
+  if (o.parallelism.device != DeviceKind::kCuda) return {};
   // The node-local rank from every rank's host name, gathered on a group of its own, so this
   // collective too has a sequence number, a timeout and a flight record (a bare
   // MPI_Comm_split_type on MPI_COMM_WORLD had none of them and could hang silently).
@@ -103,14 +102,15 @@ DevicePlacement place_on_device(const TrainOptions& o) {
 // MPI (on CUDA with host staging of device buffers) or NCCL. Named "dp" when it is the data-
 // parallel group itself (T = 1), "world" when the mesh splits it.
 std::unique_ptr<Communicator> make_job_comm(const TrainOptions& o, const DevicePlacement& place) {
-  CommOptions options = comm_options_for(o, o.tp > 1 ? "world" : "dp");
-  bool nccl = o.transport == "nccl";
-  if (o.transport == "auto") nccl = o.device == "cuda" && nccl_transport_available() && place.own_gpu;
+  const ParallelismOptions& p = o.parallelism;
+  CommOptions options = comm_options_for(o, p.tp > 1 ? "world" : "dp");
+  bool nccl = p.transport == Transport::kNccl;
+  if (p.transport == Transport::kAuto) nccl = p.device == DeviceKind::kCuda && nccl_transport_available() && place.own_gpu;
   std::unique_ptr<Communicator> comm;
   if (nccl) {
     comm = make_nccl_communicator(MPI_COMM_WORLD, place.device_index, std::move(options));
   } else {
-    if (o.device == "cuda") options.device_memory = make_cuda_device_memory(place.device_index);
+    if (p.device == DeviceKind::kCuda) options.device_memory = make_cuda_device_memory(place.device_index);
     comm = make_mpi_communicator(MPI_COMM_WORLD, std::move(options));
   }
   if (!o.inject.empty()) comm->set_fault_injection(FaultInjection::parse(o.inject));
@@ -156,52 +156,54 @@ ModelConfig model_config_for(const TrainOptions& o, const data::TrainingData& da
   if (model.vocab == 0) model.vocab = data.vocab();
   model.validate();
   if (data.vocab() > model.vocab)
-    throw UsageError("dataset " + o.data_path + " has vocabulary " + std::to_string(data.vocab()) +
+    throw UsageError("dataset " + o.data.path + " has vocabulary " + std::to_string(data.vocab()) +
                      " but the model's --vocab is " + std::to_string(model.vocab) + "; raise --vocab");
   return model;
 }
 
 // --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits.
 void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int world) {
-  const std::string refusal = check_memory_budget(model, o.zero_stage, world, o.micro_batch, o.global_batch,
-                                                  o.deterministic, o.memory_budget, o.tp,
-                                                  o.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu);
+  const ParallelismOptions& p = o.parallelism;
+  const std::string refusal = check_memory_budget(model, p.zero_stage, world, o.schedule.micro_batch,
+                                                  o.schedule.global_batch, p.deterministic, p.memory_budget, p.tp,
+                                                  p.device);
   if (!refusal.empty()) throw UsageError(refusal);
 }
 
 std::unique_ptr<Backend> make_backend(const TrainOptions& o, const DevicePlacement& place) {
-  const Precision precision = resolve_precision(o.device, o.precision);
-  if (o.device == "cuda") return make_cuda_backend(place.device_index, precision);
-  return make_cpu_backend(o.threads);
+  const ParallelismOptions& p = o.parallelism;
+  const Precision precision = resolve_precision(p.device, p.precision);
+  if (p.device == DeviceKind::kCuda) return make_cuda_backend(place.device_index, precision);
+  return make_cpu_backend(p.threads);
 }
 
 std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& o, Backend& backend,
                                                             const Mesh& mesh, const ModelConfig& model,
                                                             int grad_accum) {
   StrategyOptions strategy_options;
-  strategy_options.zero_stage = o.zero_stage;
-  strategy_options.deterministic = o.deterministic;
-  strategy_options.bucket_mb = o.bucket_mb;
-  strategy_options.micro_batch = o.micro_batch;
+  strategy_options.zero_stage = o.parallelism.zero_stage;
+  strategy_options.deterministic = o.parallelism.deterministic;
+  strategy_options.bucket_mb = o.parallelism.bucket_mb;
+  strategy_options.micro_batch = o.schedule.micro_batch;
   strategy_options.grad_accum = grad_accum;
-  strategy_options.reshard_after_forward = o.reshard_after_forward;
+  strategy_options.reshard_after_forward = o.parallelism.reshard_after_forward;
   strategy_options.tp_comm = mesh.tp;
   auto strategy = make_strategy(backend, *mesh.dp, model, o.optimizer, strategy_options);
-  strategy->initialise(o.seed);
+  strategy->initialise(o.schedule.seed);
   return strategy;
 }
 
 nlohmann::json run_config_of(const TrainOptions& o, const ModelConfig& model, int grad_accum, const Mesh& mesh) {
   return {{"model", model.to_json()},
           {"optimizer", o.optimizer.to_json()},
-          {"global_batch", o.global_batch},
-          {"micro_batch", o.micro_batch},
+          {"global_batch", o.schedule.global_batch},
+          {"micro_batch", o.schedule.micro_batch},
           {"grad_accum", grad_accum},
           {"dp_size", mesh.dp_size},
           {"tp_size", mesh.tp_size},
-          {"deterministic", o.deterministic},
-          {"zero_stage", o.zero_stage},
-          {"seed", o.seed}};
+          {"deterministic", o.parallelism.deterministic},
+          {"zero_stage", o.parallelism.zero_stage},
+          {"seed", o.schedule.seed}};
 }
 
 // The config hash leaves out the layout (dp_size, tp_size, micro_batch, grad_accum) so that runs
@@ -220,34 +222,36 @@ RunIdentity identity_of(const nlohmann::json& run_config, const data::TrainingDa
 CommOptions comm_options_for(const TrainOptions& o, const std::string& group_name) {
   CommOptions comm_options;
   comm_options.name = group_name;
-  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.collective_timeout_s * 1000));
+  comm_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.telemetry.collective_timeout_s * 1000));
   comm_options.run_dir = o.run_dir;
-  comm_options.all_reduce = parse_all_reduce_algorithm(o.allreduce);
+  comm_options.all_reduce = o.parallelism.allreduce;
   comm_options.on_fatal = mpi_abort_on_fatal();
-  comm_options.recorder_capacity = std::size_t(o.flight_entries);
+  comm_options.recorder_capacity = std::size_t(o.telemetry.flight_entries);
   return comm_options;
 }
 
 Job set_up_job(const TrainOptions& o) {
   validate_options(o);
   std::optional<Baseline> baseline;
-  if (!o.baseline_summary.empty()) baseline = read_baseline(o.baseline_summary);  // fail before training
+  if (!o.telemetry.baseline_summary.empty()) baseline = read_baseline(o.telemetry.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
   const DevicePlacement place = place_on_device(o);
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
   const int world = comm->size(), rank = comm->rank();
-  auto data = data::TrainingData::open(o.data_path, data::SelectionOptions{o.cutoff, o.eval_from, o.model.seq_len});
+  auto data = data::TrainingData::open(o.data.path,
+                                       data::SelectionOptions{o.data.cutoff, o.data.eval_from, o.model.seq_len});
   const ModelConfig model = model_config_for(o, data);
-  validate_tensor_parallel(model, o.tp, world);
-  Mesh mesh = make_mesh(*comm, o.tp);
-  const int grad_accum = data::grad_accum_for(std::uint64_t(o.global_batch), o.micro_batch, mesh.dp_size);
+  validate_tensor_parallel(model, o.parallelism.tp, world);
+  Mesh mesh = make_mesh(*comm, o.parallelism.tp);
+  const int grad_accum =
+      data::grad_accum_for(std::uint64_t(o.schedule.global_batch), o.schedule.micro_batch, mesh.dp_size);
   require_memory_budget(o, model, world);
   auto backend = make_backend(o, place);
   auto strategy = make_initialised_strategy(o, *backend, mesh, model, grad_accum);
   nlohmann::json run_config = run_config_of(o, model, grad_accum, mesh);
   RunIdentity identity = identity_of(run_config, data);
-  std::string ckpt_dir = o.ckpt_dir.empty() ? o.run_dir + "/checkpoints" : o.ckpt_dir;
+  std::string ckpt_dir = o.checkpoint.dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint.dir;
   return Job{o,
              std::move(baseline),
              std::move(comm),
@@ -292,15 +296,15 @@ void note_core_sharing(Communicator& comm, const TrainOptions& o, MfuBasis& basi
   bool shared = false;
   for (const auto& [host, ranks] : ranks_on) {
     const int cpus = std::stoi(host.substr(host.rfind('\t') + 1));
-    shared = shared || std::int64_t(ranks) * std::max(1, o.threads) > cpus;
+    shared = shared || std::int64_t(ranks) * std::max(1, o.parallelism.threads) > cpus;
     if (ranks > basis.max_ranks_per_host) basis.max_ranks_per_host = ranks, basis.host_cpus = cpus;
   }
-  if (o.device == "cpu") basis.shared_cores = shared;
+  if (o.parallelism.device == DeviceKind::kCpu) basis.shared_cores = shared;
 }
 
 }  // namespace
 
-nlohmann::json MfuBasis::peak_json(double tokens_per_s, int world) const {
+MfuPeak MfuBasis::peak(double tokens_per_s, int world) const {
   const bool exceeded = ratio(tokens_per_s, world) > 1.0;
   std::string basis = peak_given ? "given (--peak-gflops)"
                                  : "measured with all " + std::to_string(ranks_measured_at_once) + " ranks at once";
@@ -308,14 +312,16 @@ nlohmann::json MfuBasis::peak_json(double tokens_per_s, int world) const {
     basis += ", on shared cores (" + std::to_string(max_ranks_per_host) + " ranks on " + std::to_string(host_cpus) +
              " CPUs)";
   if (exceeded) basis += "; the achieved rate exceeded this peak, so MFU is reported as 1 (the peak is too low)";
-  return {{"basis", basis},
-          {"source", peak_given ? "given" : "measured"},
-          {"ranks_measured_at_once", ranks_measured_at_once},
-          {"shared_cores", shared_cores ? nlohmann::json(*shared_cores) : nlohmann::json(nullptr)},
-          {"max_ranks_per_host", max_ranks_per_host ? nlohmann::json(max_ranks_per_host) : nlohmann::json(nullptr)},
-          {"host_cpus", host_cpus ? nlohmann::json(host_cpus) : nlohmann::json(nullptr)},
-          {"achieved_flops_per_rank", tokens_per_s * flops_per_token / world},
-          {"peak_exceeded", exceeded}};
+  MfuPeak p;
+  p.basis = basis;
+  p.source = peak_given ? "given" : "measured";
+  p.ranks_measured_at_once = ranks_measured_at_once;
+  p.shared_cores = shared_cores;
+  if (max_ranks_per_host) p.max_ranks_per_host = max_ranks_per_host;
+  if (host_cpus) p.host_cpus = host_cpus;
+  p.achieved_flops_per_rank = tokens_per_s * flops_per_token / world;
+  p.peak_exceeded = exceeded;
+  return p;
 }
 
 MfuBasis announce_job(const Job& job) {
@@ -324,9 +330,9 @@ MfuBasis announce_job(const Job& job) {
   MfuBasis basis;
   basis.flops_per_token = m.flops_per_token();
   basis.datasheet_peak_flop_per_s = datasheet_peak_flops(job.backend->device_name(), job.backend->precision());
-  basis.peak_given = o.peak_flop_per_s > 0;
+  basis.peak_given = o.telemetry.peak_flop_per_s > 0;
   if (basis.peak_given) {
-    basis.peak_flop_per_s = o.peak_flop_per_s;
+    basis.peak_flop_per_s = o.telemetry.peak_flop_per_s;
   } else {
     note_core_sharing(*job.comm, o, basis);
     basis.peak_flop_per_s = measure_peak_with_every_rank(*job.comm, *job.backend);
@@ -336,14 +342,15 @@ MfuBasis announce_job(const Job& job) {
                  " layers, d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_head) +
                  " heads, seq_len " + std::to_string(m.seq_len) + ", vocab " + std::to_string(m.vocab) + ") on " +
                  job.backend->describe() + "; " + job.strategy->describe());
-  log_line_rank0("batch: global " + std::to_string(o.global_batch) + " = micro " + std::to_string(o.micro_batch) +
+  log_line_rank0("batch: global " + std::to_string(o.schedule.global_batch) + " = micro " +
+                 std::to_string(o.schedule.micro_batch) +
                  " x grad_accum " + std::to_string(job.grad_accum) + " x dp " + std::to_string(job.mesh.dp_size) +
                  " sequences" +
                  (job.mesh.tp_size > 1 ? " on a mesh of dp " + std::to_string(job.mesh.dp_size) + " x tp " +
                                              std::to_string(job.mesh.tp_size) + " = " + std::to_string(job.world) +
                                              " ranks"
                                        : std::string()) +
-                 " (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data_path + " (" +
+                 " (" + std::to_string(job.tokens_per_step()) + " tokens/step); data " + o.data.path + " (" +
                  std::to_string(job.data.num_train_samples()) + " train samples, snapshot " +
                  job.data.selection_snapshot_id().substr(0, 12) + ")");
   char peak_line[256];

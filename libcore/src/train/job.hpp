@@ -19,6 +19,7 @@
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/parallel/strategy.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/train/run_summary.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/trainer.hpp"
 
@@ -50,24 +51,26 @@ struct Job {
   ModelConfig model;                    // options.model, the dataset's vocabulary filled in, validated
   int grad_accum = 1;                   // micro-batches per rank per step (contract 1 of docs/ARCHITECTURE.md)
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<TrainingStrategy> strategy;  // initialised from options.seed
+  std::unique_ptr<TrainingStrategy> strategy;  // initialised from options.schedule.seed
   nlohmann::json run_config;            // the "config" of the summary and of every checkpoint
   RunIdentity identity;                 // checkpoint_id is the resume phase's to fill
   std::string ckpt_dir;                 // --ckpt-dir, or <run_dir>/checkpoints
 
   // Tokens of one step: all ranks together, and this rank's share (its DP rank's: the T ranks of a
   // TP group work on the same sequences).
-  std::int64_t tokens_per_step() const { return options.global_batch * model.seq_len; }
-  std::int64_t rank_tokens_per_step() const { return std::int64_t(grad_accum) * options.micro_batch * model.seq_len; }
+  std::int64_t tokens_per_step() const { return options.schedule.global_batch * model.seq_len; }
+  std::int64_t rank_tokens_per_step() const {
+    return std::int64_t(grad_accum) * options.schedule.micro_batch * model.seq_len;
+  }
 };
 
 // Validates `options` (UsageError naming the option), then builds the job. Collective (the
 // communicator's set-up). `options` must outlive the job.
 Job set_up_job(const TrainOptions& options);
 
-// The precision of the run's matrix products: --precision "auto" is bf16 on --device cuda and fp32
-// on cpu; "bf16" on cpu is a UsageError (the CPU backend computes in fp32), as is any other name.
-Precision resolve_precision(const std::string& device, const std::string& precision);
+// The precision of the run's matrix products: --precision "auto" (unset) is bf16 on --device cuda
+// and fp32 on cpu; bf16 on cpu is a UsageError (the CPU backend computes in fp32).
+Precision resolve_precision(DeviceKind device, std::optional<Precision> precision);
 
 // The options' communicator settings (timeout, flight-record folder, all-reduce algorithm, abort on
 // a fatal timeout) for a group named `group_name`; the dp group and the summary's yardstick share them.
@@ -104,7 +107,7 @@ struct MfuBasis {
     return std::min(1.0, tokens_per_s * flops_per_token / (*datasheet_peak_flop_per_s * world));
   }
   // The summary's "mfu_peak" (docs/FORMATS.md, "Run summary: mfu and mfu_peak").
-  nlohmann::json peak_json(double tokens_per_s, int world) const;
+  MfuPeak peak(double tokens_per_s, int world) const;
 };
 
 // Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and

@@ -22,13 +22,13 @@ ckpt::ReadOptions read_options_for(const Job& job) {
   ckpt::ReadOptions ro;
   ro.expected_model = job.model.to_json();
   ro.compatible = [&o, &data = job.data](const ckpt::CheckpointManifest& m) -> std::string {
-    if (o.fine_tune || is_imported(m)) return "";  // a new run from these weights: only the model must match
-    if (m.global_batch != o.global_batch)
+    if (o.checkpoint.fine_tune || is_imported(m)) return "";  // a new run from these weights: only the model must match
+    if (m.global_batch != o.schedule.global_batch)
       return "global batch " + std::to_string(m.global_batch) + " in the checkpoint vs --global-batch " +
-             std::to_string(o.global_batch) + " (the global batch stays across resumes; grad_accum adapts)";
-    if (m.extra.contains("seed") && m.extra["seed"].get<std::uint64_t>() != o.seed)
-      return "seed " + m.extra["seed"].dump() + " in the checkpoint vs --seed " + std::to_string(o.seed);
-    if (!o.allow_data_change && m.data_snapshot_id != data.selection_snapshot_id())
+             std::to_string(o.schedule.global_batch) + " (the global batch stays across resumes; grad_accum adapts)";
+    if (m.extra.contains("seed") && m.extra["seed"].get<std::uint64_t>() != o.schedule.seed)
+      return "seed " + m.extra["seed"].dump() + " in the checkpoint vs --seed " + std::to_string(o.schedule.seed);
+    if (!o.checkpoint.allow_data_change && m.data_snapshot_id != data.selection_snapshot_id())
       return "data selection snapshot " + m.data_snapshot_id.substr(0, 12) + " in the checkpoint vs " +
              data.selection_snapshot_id().substr(0, 12) + " now (another dataset or cutoff); pass "
              "--allow-data-change to continue on the new selection";
@@ -40,7 +40,7 @@ ckpt::ReadOptions read_options_for(const Job& job) {
 // The folder to resume from: the named one, or (auto) the newest valid one in the job's
 // checkpoint folder as rank 0 chose it -- which then needs no second hashing on any rank.
 std::optional<std::string> checkpoint_to_resume(const Job& job, ckpt::ReadOptions& ro) {
-  if (job.options.resume != "auto") return job.options.resume;
+  if (job.options.checkpoint.resume != "auto") return job.options.checkpoint.resume;
   std::optional<std::string> folder = ckpt::find_resume_checkpoint_collective(job.ckpt_dir, *job.comm, ro);
   ro.verify_files = false;  // rank 0 just validated it
   return folder;
@@ -62,7 +62,7 @@ ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOp
   const auto& m = reader.manifest();
   ResumePoint start{m.step, {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)},
                     std::filesystem::path(folder).filename().string()};
-  if (job.options.fine_tune || is_imported(m)) {
+  if (job.options.checkpoint.fine_tune || is_imported(m)) {
     log_line_rank0("fine-tuning from " + folder + " (step " + std::to_string(m.step) +
                    (is_imported(m) ? ", imported" : "") + "): its weights and AdamW moments, then step 0 with a fresh "
                    "sampler and LR schedule on this run's data");
@@ -89,7 +89,7 @@ ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOp
 }  // namespace
 
 ResumePoint resume(Job& job) {
-  if (job.options.resume.empty()) return {};
+  if (job.options.checkpoint.resume.empty()) return {};
   ckpt::ReadOptions ro = read_options_for(job);
   const std::optional<std::string> folder = checkpoint_to_resume(job, ro);
   if (folder) return restore_from(job, *folder, ro);
@@ -97,11 +97,9 @@ ResumePoint resume(Job& job) {
   return {};
 }
 
-nlohmann::json nothing_to_do(const Job& job, const ResumePoint& start) {
+void log_nothing_to_do(const Job& job, const ResumePoint& start) {
   log_line_rank0("the checkpoint is at step " + std::to_string(start.step) + ", at or past --steps " +
-                 std::to_string(job.options.steps) + ": nothing to do");
-  return job.rank == 0 ? nlohmann::json{{"tool", job.options.tool}, {"steps", 0}, {"resumed_at", start.step}}
-                       : nlohmann::json(nullptr);
+                 std::to_string(job.options.schedule.steps) + ": nothing to do");
 }
 
 }  // namespace shardtrain

@@ -26,8 +26,8 @@ struct ResumePoint {
 // checkpoint starts at step 0, saying so.
 ResumePoint resume(Job& job);
 
-// The run when the checkpoint is already at or past --steps: logs it and returns the short
-// summary of a run with nothing to do (rank 0; null elsewhere).
-nlohmann::json nothing_to_do(const Job& job, const ResumePoint& start);
+// The run when the checkpoint is already at or past --steps: logs that there is nothing to do
+// (rank 0). Such a run writes no summary.
+void log_nothing_to_do(const Job& job, const ResumePoint& start);
 
 }  // namespace shardtrain

@@ -29,7 +29,8 @@ StepRecord record_of(std::int64_t step, double data_s, const StepResult& r) {
 }
 
 bool checkpoint_due(const TrainOptions& o, std::int64_t step, bool last_step) {
-  return o.ckpt_every > 0 && ((step + 1) % o.ckpt_every == 0 || last_step);
+  const int every = o.checkpoint.every;
+  return every > 0 && ((step + 1) % every == 0 || last_step);
 }
 
 }  // namespace
@@ -50,7 +51,7 @@ LoopRecords StepLoop::run(std::int64_t first_step) {
   }
   job_.comm->barrier();  // start the clocks together
   const Stopwatch train_clock;
-  for (std::int64_t step = first_step; step < job_.options.steps; ++step) {
+  for (std::int64_t step = first_step; step < job_.options.schedule.steps; ++step) {
     if (run_one_step(step)) {
       out_.stopped_by_signal = true;
       break;
@@ -72,11 +73,12 @@ bool StepLoop::run_one_step(std::int64_t step) {
   set_phase(Phase::kData);
   auto batch = loader_.next();
   const double data_s = data_clock.seconds();
-  const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.micro_batch,
+  const StepResult r = job_.strategy->run_step(step, batch.tokens.data(), job_.grad_accum, o.schedule.micro_batch,
                                                double(job_.tokens_per_step()));
   StepRecord rec = record_of(step, data_s, r);
   set_phase(Phase::kStepEnd);
-  if (o.check_replicas > 0 && (step + 1) % o.check_replicas == 0) {
+  const int check_every = o.telemetry.check_replicas;
+  if (check_every > 0 && (step + 1) % check_every == 0) {
     const std::vector<float> params = job_.strategy->replicated_parameters();
     check_replicas(*job_.mesh.dp, job_.strategy->registry(), params, step);  // along the DP axis
     if (job_.mesh.tp) check_tensor_parallel_replicas(*job_.mesh.tp, job_.strategy->registry(), params, step);
@@ -84,7 +86,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
   charge_communication(rec);
   saver_.poll();
   const bool stop = every_rank_stops();
-  const bool last_step = step + 1 == o.steps;
+  const bool last_step = step + 1 == o.schedule.steps;
   if (stop || checkpoint_due(o, step, last_step)) rec.ckpt_s = saver_.save(step + 1, batch.state_after, r.lr);
   rec.step_s = step_clock.seconds();
   rec.tokens = job_.rank_tokens_per_step();
@@ -95,14 +97,14 @@ bool StepLoop::run_one_step(std::int64_t step) {
   if (evaluation_due(o, step, last)) {
     const HoldoutEvaluation evaluation = evaluate_current_model(job_);
     out_.last_eval = evaluation.result;
-    if (!evaluation.result.is_null()) {
-      rec.extra = evaluation.result;
+    if (evaluation.result) {
+      rec.extra = evaluation.result->to_json();
       rec.extra["eval_s"] = evaluation.seconds;
     }
   }
   step_log_.append(rec);
   out_.records.push_back(rec);
-  if ((step + 1) % o.log_every == 0 || last || step == 0) {
+  if ((step + 1) % o.telemetry.log_every == 0 || last || step == 0) {
     print_step_line(rec);
     log_live_stragglers(job_, out_.records);  // collective: every rank logs at the same steps
   }
@@ -141,7 +143,7 @@ void StepLoop::print_step_line(const StepRecord& rec) const {
   const char* exceeded = mfu_.ratio(tok_s, job_.world) > 1.0 ? " (above the peak: see the summary's mfu_peak)" : "";
   char line[360];
   std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s%s",
-                (long long)rec.step + 1, (long long)job_.options.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
+                (long long)rec.step + 1, (long long)job_.options.schedule.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
                 100.0 * mfu_.mfu(tok_s, job_.world), exceeded, holdout.c_str());
   log_line_rank0(line);
 }

@@ -4,6 +4,7 @@
 // progress line of each step.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +19,7 @@ namespace shardtrain {
 // What the step loop hands to the finish phase.
 struct LoopRecords {
   std::vector<StepRecord> records;      // this rank's steps, in order (as written to the step log)
-  nlohmann::json last_eval = nullptr;   // the last hold-out evaluation (rank 0; null when none)
+  std::optional<HoldoutLoss> last_eval;  // the last hold-out evaluation (rank 0; empty when none)
   bool stopped_by_signal = false;       // a stop signal ended the run early (its step saved)
   double train_s = 0;                   // from the synchronised start to the last save's end
 };

@@ -10,8 +10,8 @@ namespace shardtrain {
 
 StragglerOptions straggler_options(const TrainOptions& options) {
   StragglerOptions s;
-  s.threshold = options.straggler_threshold;
-  s.window = options.straggler_window;
+  s.threshold = options.telemetry.straggler_threshold;
+  s.window = options.telemetry.straggler_window;
   return s;
 }
 
@@ -31,7 +31,7 @@ StragglerReport gather_straggler_report(Job& job, const std::vector<StepRecord>&
 }
 
 void log_live_stragglers(Job& job, const std::vector<StepRecord>& records) {
-  const std::size_t window = std::size_t(job.options.straggler_window);
+  const std::size_t window = std::size_t(job.options.telemetry.straggler_window);
   if (records.size() < window) return;  // the same on every rank: one record per step
   set_phase(Phase::kStepEnd);
   const std::size_t keep = std::min(records.size(), kLiveWindows * window);

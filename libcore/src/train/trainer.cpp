@@ -66,27 +66,30 @@ auto recording_errors(const TrainOptions& o, bool& dumped, Body&& body) -> declt
   }
 }
 
-nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& dumps, bool& dumped) {
+std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpWatcher>& dumps, bool& dumped) {
   const Stopwatch job_clock;
   set_phase(Phase::kSetup);
   Job job = set_up_job(options);
   dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world, job.comm->timeout());
   // Each phase runs inside recording_errors, so an error is recorded while the groups it used live.
-  return recording_errors(options, dumped, [&]() -> nlohmann::json {
+  return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
     const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
     set_phase(Phase::kResume);
     const ResumePoint start = resume(job);
     job.identity.checkpoint_id = start.checkpoint_id;
-    if (start.step >= options.steps) return nothing_to_do(job, start);
+    if (start.step >= options.schedule.steps) {
+      log_nothing_to_do(job, start);
+      return std::nullopt;
+    }
 
     set_phase(Phase::kSetup);  // the loop's set-up: the checkpoint group's split, the step log, the peak
-    data::BatchLoader loader(job.data, options.seed, start.sampler, job.model.seq_len, options.micro_batch,
-                             job.grad_accum, job.mesh.dp_rank, job.mesh.dp_size);
+    data::BatchLoader loader(job.data, options.schedule.seed, start.sampler, job.model.seq_len,
+                             options.schedule.micro_batch, job.grad_accum, job.mesh.dp_rank, job.mesh.dp_size);
     CheckpointSaver saver(job);
     const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
     StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
     const MfuBasis mfu = announce_job(job);
-    return recording_errors(options, dumped, [&]() -> nlohmann::json {
+    return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
       const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
       set_phase(Phase::kFinish);
       return finish_job(job, start, loop, step_log, mfu, job_clock);
@@ -96,10 +99,10 @@ nlohmann::json train(const TrainOptions& options, std::optional<DumpWatcher>& du
 
 }  // namespace
 
-nlohmann::json run_training(const TrainOptions& options) {
+std::optional<RunSummary> run_training(const TrainOptions& options) {
   forget_flight_triggers();  // a new job (tests run several in one process)
   set_current_step(-1);
-  set_phase_history_enabled(options.flight_entries > 0);
+  set_phase_history_enabled(options.telemetry.flight_entries > 0);
   const JobSignals signals;                 // SIGUSR2 dumps; a stop signal dumps too (stop_signals.hpp)
   std::optional<DumpWatcher> dumps;  // from the job's set-up on (it knows the rank)
   bool dumped = false;               // the exit record is written (inside train, groups alive)

@@ -75,6 +75,36 @@ struct HoldoutSlice {
 // slice.first_sample + the index within the slice. Throws UsageError for max_samples < 0.
 std::vector<uint64_t> spread_holdout_samples(const std::vector<HoldoutSlice>& slices, int max_samples);
 
+// What a run trained on, for its summary ("data", docs/FORMATS.md) and logs: the file, its
+// snapshot ids, the selection's times (RFC 3339; null in JSON when unset), and the counts of the
+// train stream and of each hold-out slice. Counts in documents, tokens (separators included) and
+// samples of seq_len tokens.
+struct DataSelectionInfo {
+  struct Counts {
+    std::uint64_t documents = 0, tokens = 0, samples = 0;
+    bool operator==(const Counts&) const = default;
+  };
+  struct Slice {
+    std::string owner;
+    std::uint64_t documents = 0, tokens = 0, samples = 0;
+    bool operator==(const Slice&) const = default;
+  };
+  std::string path, dataset_snapshot_id, selection_snapshot_id;
+  std::optional<std::string> cutoff, eval_from;
+  std::int64_t vocab = 0;
+  std::string tokenizer;
+  std::int64_t separator_token = 0;
+  int seq_len = 0;
+  Counts train;                      // JSON "train": {"documents", "tokens", "samples"}
+  std::uint64_t holdout_documents = 0, holdout_samples = 0;
+  std::vector<Slice> holdout_slices; // JSON "holdout": {"documents", "samples", "slices": [...]}
+
+  nlohmann::json to_json() const;
+  // Throws nlohmann::json's out_of_range naming a missing field.
+  static DataSelectionInfo from_json(const nlohmann::json& j);
+  bool operator==(const DataSelectionInfo&) const = default;
+};
+
 // A read-only, selected view of a dataset file for training and hold-out evaluation.
 // open() reads the selected documents' tokens into memory (train stream and hold-out slices, at the
 // file's token width: memory = selected tokens x token_bits/8); after open no HDF5 call is made, so
@@ -113,7 +143,7 @@ class TrainingData {
   const Selection& selection() const { return selection_; }
 
   // For logs and summaries: path, snapshot ids, cutoff/eval_from (RFC 3339), counts, slices.
-  nlohmann::json describe() const;
+  DataSelectionInfo describe() const;
 
  private:
   TrainingData() = default;

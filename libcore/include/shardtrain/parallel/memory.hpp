@@ -32,6 +32,7 @@ struct MemoryReport {
   double bytes(MemoryCategory c) const { return peak[std::size_t(c)]; }
   nlohmann::json to_json() const;
   static MemoryReport from_json(const nlohmann::json& j);
+  bool operator==(const MemoryReport&) const = default;
 };
 
 // Current and peak bytes per category (and the peak of their sum) on one rank.

@@ -66,7 +66,10 @@ struct ScalingRun {
 // Reads RUN_DIR/summary.json (UsageError naming the folder when it is missing or lacks a key the
 // report needs) and the step logs. A run's world size W must be at least 1.
 ScalingRun read_scaling_run(const std::string& run_dir);
-// The summary part alone (for tests on hand-made summaries); from_logs stays empty.
+// The summary part alone (for tests on hand-made summaries); from_logs stays empty. It reads the
+// summary.json keys (docs/FORMATS.md) directly, an edge of its own: RunSummary lives in the train
+// layer above this one, and the report also reads summaries written before some keys existed
+// ("host", "stragglers"), which RunSummary::from_json refuses.
 ScalingRun scaling_run_of(const nlohmann::json& summary, const std::string& run_dir);
 // The recomputation above from each rank's step log (telemetry/step_log.hpp's read_step_log);
 // entries without "tokens" or "step_s", and steps missing on some rank, are left out. Empty when

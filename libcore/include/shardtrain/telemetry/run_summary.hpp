@@ -1,10 +1,12 @@
 // The run summary's cross-rank parts: every rank's median of each step-log timing column, the
 // per-rank table with the slowest rank, the --baseline comparison (speedup, scaling efficiency
-// E(W) = throughput_W / ((W / W_base) x throughput_base)), a bare all-reduce yardstick, and the
-// closing paragraph printed from the summary JSON itself.
+// E(W) = throughput_W / ((W / W_base) x throughput_base)) and a bare all-reduce yardstick. The
+// summary itself (RunSummary, with its closing paragraph) is train/run_summary.hpp's: it holds the
+// results of layers above this one.
 #pragma once
 #include <array>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,22 +23,46 @@ using ColumnMedians = std::array<double, kNumTimingColumns>;
 // Collective: this rank's median of each column over `records`, gathered from all ranks ([rank]).
 std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::vector<StepRecord>& records);
 
-// {"<column>": {"min", "median", "max", "by_rank": [...]}} over the ranks' medians.
-nlohmann::json per_rank_table(const std::vector<ColumnMedians>& medians);
+// One timing column over the ranks: the spread of their medians (seconds) and each rank's.
+struct RankSpread {
+  SeriesStats stats;
+  std::vector<double> by_rank;  // [rank]
+  bool operator==(const RankSpread&) const = default;
+};
+// The summary's "per_rank_medians": {"<column>": {"min", "median", "max", "by_rank": [...]}}, one
+// entry per timing column (step_log.hpp's kTimingColumns).
+struct PerRankTable {
+  std::map<std::string, RankSpread> columns;
+  const RankSpread& at(const std::string& column) const;  // UsageError naming a missing column
+  nlohmann::json to_json() const;
+  static PerRankTable from_json(const nlohmann::json& j);
+  bool operator==(const PerRankTable&) const = default;
+};
+PerRankTable per_rank_table(const std::vector<ColumnMedians>& medians);
 // The straggler: the rank with the largest median step time minus exposed communication (a
 // synchronous step waits for it; its peers wait in exposed communication).
 int slowest_rank(const std::vector<ColumnMedians>& medians);
 
 // A baseline run's summary (--baseline), validated when read: a missing or unusable file is an
 // error before any training starts.
+// JSON (the summary's "baseline"): {"path", "throughput_tokens_per_s", "world_size"}.
 struct Baseline {
   std::string path;
   double throughput_tokens_per_s = 0;
   int world_size = 1;
+  nlohmann::json to_json() const;
+  static Baseline from_json(const nlohmann::json& j);
+  bool operator==(const Baseline&) const = default;
 };
 Baseline read_baseline(const std::string& path);
-// Adds "baseline", "speedup" and "scaling_efficiency" to a summary of `world` ranks.
-void add_scaling(nlohmann::json& summary, const Baseline& baseline, double throughput, int world);
+// A run of `world` ranks at `throughput` (tokens/s) against its baseline: the summary's
+// "baseline", "speedup" (throughput over the baseline's) and "scaling_efficiency" (E(W) above).
+struct ScalingVsBaseline {
+  Baseline baseline;
+  double speedup = 0, scaling_efficiency = 0;
+  bool operator==(const ScalingVsBaseline&) const = default;
+};
+ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, int world);
 
 // Collective over `comm`: bus bandwidth (nccl-tests definition, algbw x 2(n-1)/n) of a blocking
 // all_reduce of `n` floats, best of 3 after a warm-up; 0 on a group of one. A yardstick for the
@@ -47,8 +73,5 @@ double bare_allreduce_busbw(Communicator& comm, std::size_t n);
 
 // A count for humans: 3290624 -> "3.29M", 24576 -> "24.6k".
 std::string format_count(double value);
-
-// The one-paragraph summary printed at the end of a run, from the summary JSON.
-std::string summary_paragraph(const nlohmann::json& summary);
 
 }  // namespace shardtrain

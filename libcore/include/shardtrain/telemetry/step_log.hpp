@@ -22,7 +22,9 @@ struct RunIdentity {
   std::string data_snapshot_id;    // selection snapshot id of the training data
   std::string code_version;        // git describe at build time
   std::string checkpoint_id;       // checkpoint resumed from ("" when none)
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const;  // checkpoint_id "" is null
+  static RunIdentity from_json(const nlohmann::json& j);
+  bool operator==(const RunIdentity&) const = default;
 };
 
 // One step of one rank. Times in seconds; the JSON adds "time", the wall clock (unix seconds)
@@ -122,6 +124,8 @@ struct SeriesStats {
   double min = 0, median = 0, max = 0;
   static SeriesStats of(std::vector<double> values);
   nlohmann::json to_json() const;
+  static SeriesStats from_json(const nlohmann::json& j);
+  bool operator==(const SeriesStats&) const = default;
 };
 
 }  // namespace shardtrain

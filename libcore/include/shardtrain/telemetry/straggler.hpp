@@ -108,11 +108,13 @@ struct SectionScore {
   std::optional<double> individual;   // best window / latest window; empty with fewer than 2 windows
   double lost_s = 0;                  // relative: seconds lost per step
   double individual_lost_s = 0;       // individual: seconds lost per step
+  bool operator==(const SectionScore&) const = default;
 };
 struct RankScores {
   int rank = 0, steps = 0;
   double median_step_s = 0;
   std::array<SectionScore, kNumSections> sections{};  // index = Section
+  bool operator==(const RankScores&) const = default;
 };
 // A score below the threshold: named (why empty) or held back by a rule (why says which).
 struct StragglerFinding {
@@ -121,6 +123,7 @@ struct StragglerFinding {
   bool individual = false;  // which score: individual, else relative
   double value = 0, lost_s = 0;
   std::string why;
+  bool operator==(const StragglerFinding&) const = default;
 };
 // The scores and the named stragglers of a run. JSON (the summary's "stragglers", hang-diagnose
 // --stragglers --json; docs/FORMATS.md):
@@ -144,6 +147,7 @@ struct StragglerReport {
   int skipped_lines = 0, skipped_records = 0;
   nlohmann::json to_json() const;
   static StragglerReport from_json(const nlohmann::json& j);
+  bool operator==(const StragglerReport&) const = default;
 };
 
 // The scores and the named stragglers of `ranks` (one profile each, any order).

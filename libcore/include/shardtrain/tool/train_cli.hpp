@@ -12,10 +12,12 @@ namespace shardtrain {
 // Raw values that need a conversion after parsing (finish_training_options).
 struct TrainingCli {
   std::string cutoff, eval_from;
-  double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TrainOptions::peak_flop_per_s
+  double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TelemetryOptions::peak_flop_per_s
 };
 
-// Adds the shared training options, bound to `o` and `cli`.
+// Adds the shared training options, bound to `o` and `cli`. The options that stand for enums
+// (--device, --precision, --transport, --allreduce) are parsed into them here; an unknown name is
+// a parse error naming the option and its allowed values.
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
 // After parsing: optional times, the decay horizon default (max(--steps, --warmup)) and units.
 void finish_training_options(TrainOptions& o, const TrainingCli& cli);

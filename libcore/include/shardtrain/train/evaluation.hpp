@@ -41,6 +41,7 @@ struct HoldoutLoss {
   std::map<std::string, double> loss_by_owner;   // owner -> nats per token
   nlohmann::json to_json() const;                // {"holdout_loss","holdout_tokens","holdout_loss_by_owner"}
   static HoldoutLoss from_json(const nlohmann::json& j);
+  bool operator==(const HoldoutLoss&) const = default;
 };
 std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);
 

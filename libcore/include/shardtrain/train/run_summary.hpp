@@ -1,0 +1,114 @@
+// The run summary: what a training run reports when it ends, written by rank 0 to
+// RUN_DIR/summary.json and returned by run_training. docs/FORMATS.md ("Run summary") has every
+// field; the JSON keys below are those, and to_json/from_json are their one pair (scripts, Slurm
+// jobs and docs read the file with jq and python, so a key is never renamed here). Units: seconds,
+// tokens, FLOP and FLOP/s, bytes; fractions (mfu, efficiency) are plain ratios.
+//
+// Typed except two parts held as the JSON they already are elsewhere: "config" (the run's
+// configuration, the same object as every checkpoint manifest's "config", hashed into the config
+// id) and "communication" (CommStats' JSON of the data-parallel group, with
+// "bare_allreduce_busbw_GBps" on W > 1 and the TP group's as "tp").
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/backend/backend.hpp"
+#include "shardtrain/data/selection.hpp"
+#include "shardtrain/parallel/memory.hpp"
+#include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
+#include "shardtrain/train/evaluation.hpp"
+
+namespace shardtrain {
+
+// The summary's "mfu_peak" (docs/FORMATS.md, "Run summary: mfu and mfu_peak"): which peak MFU is
+// over and whether the run beat it. The optional ones are null in JSON where unknown (a given
+// peak, or a GPU run for shared_cores).
+struct MfuPeak {
+  std::string basis;   // for humans: "measured with all 2 ranks at once, on shared cores (...)"
+  std::string source;  // "given" | "measured"
+  int ranks_measured_at_once = 0;
+  std::optional<bool> shared_cores;
+  std::optional<int> max_ranks_per_host, host_cpus;
+  double achieved_flops_per_rank = 0;  // FLOP/s
+  bool peak_exceeded = false;
+  nlohmann::json to_json() const;
+  static MfuPeak from_json(const nlohmann::json& j);
+  bool operator==(const MfuPeak&) const = default;
+};
+
+// The machine rank 0 ran on ("host": {"hostname", "cpus"}), so a report can tell a run of more
+// ranks than cores (ranks take turns on a core) from hardware scaling.
+struct HostInfo {
+  std::string hostname;
+  int cpus = 0;
+  nlohmann::json to_json() const;
+  static HostInfo from_json(const nlohmann::json& j);
+  bool operator==(const HostInfo&) const = default;
+};
+
+// --check-replicas ("replica_checks": {"every", "checks"}): a diverged replica stops the run with
+// an error, so checks >= 1 in a summary means every one of them matched.
+struct ReplicaChecks {
+  int every = 0;
+  std::int64_t checks = 0;
+  bool operator==(const ReplicaChecks&) const = default;
+};
+
+struct RunSummary {
+  std::string tool;          // "ddp-train" | "fsdp-train"
+  RunIdentity identity;
+  nlohmann::json config;     // see above
+  data::DataSelectionInfo data;
+  std::string backend, layout;  // the backend's and the strategy's describe()
+  double parameters = 0;
+  int world_size = 1;
+  HostInfo host;
+  std::int64_t steps = 0;       // steps run by this launch
+  std::int64_t first_step = 0;  // the step it started at (a resume's)
+  bool stopped_by_signal = false;
+  std::string checkpoint_dir;
+  std::int64_t tokens = 0;      // trained by this launch, all ranks
+  double train_seconds = 0, wall_seconds = 0;
+  double throughput_tokens_per_s = 0;  // at rank 0's median step after warm-up
+  double median_step_s = 0;
+  double flops_per_token = 0, peak_flops_per_rank = 0;
+  double mfu = 0;               // at most 1
+  MfuPeak mfu_peak;
+  Precision precision = Precision::kFp32;  // "fp32" | "bf16"
+  std::string device_name;                 // "" on the CPU
+  std::optional<double> peak_flops_datasheet_per_rank, mfu_datasheet;  // null where the datasheet is unknown
+  double first_loss = 0, final_loss = 0;
+  PerRankTable per_rank_medians;
+  int slowest_rank = 0;
+  StragglerReport stragglers;
+  double exposed_comm_fraction = 0;
+  nlohmann::json communication;  // see above
+  MemoryReport memory_bytes_rank0;
+  std::vector<MemoryReport> memory_bytes_by_rank;
+  std::optional<HoldoutLoss> eval;  // null: no hold-out
+  ReplicaChecks replica_checks;
+  std::string step_log, params, summary;  // files: rank 0's step log, params.h5, summary.json
+  // --baseline: the top-level "baseline", "speedup" and "scaling_efficiency" (absent without).
+  std::optional<ScalingVsBaseline> scaling;
+
+  nlohmann::json to_json() const;
+  // Every field above is required (null where it says so); a missing one throws nlohmann::json's
+  // out_of_range naming it. read_run_summary is the edge that names the file too.
+  static RunSummary from_json(const nlohmann::json& j);
+  bool operator==(const RunSummary&) const = default;
+};
+
+// Reads a summary.json through JsonFile: UsageError "PATH: the run summary ..." naming the file
+// and the field on a missing or mistyped one (IoError when it cannot be opened).
+RunSummary read_run_summary(const std::string& path);
+
+// The one-paragraph summary printed at the end of a run.
+std::string summary_paragraph(const RunSummary& summary);
+
+}  // namespace shardtrain

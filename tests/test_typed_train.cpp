@@ -1,0 +1,242 @@
+// Typed results of the training job (docs/ARCHITECTURE.md): the run summary and the parts it is
+// made of each have one to_json/from_json pair; a populated value survives the round trip
+// unchanged, the JSON keeps the summary.json keys scripts read, and a missing field is named.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/data/selection.hpp"
+#include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/train/run_summary.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+
+namespace {
+
+data::DataSelectionInfo populated_data() {
+  data::DataSelectionInfo d;
+  d.path = "/data/corpus.h5";
+  d.dataset_snapshot_id = "ds0123";
+  d.selection_snapshot_id = "sel4567";
+  d.cutoff = "2024-01-17T00:00:00Z";
+  d.eval_from = "2024-01-18T00:00:00Z";
+  d.vocab = 17;
+  d.tokenizer = "markov16";
+  d.separator_token = 16;
+  d.seq_len = 32;
+  d.train = {16, 19216, 600};
+  d.holdout_documents = 3;
+  d.holdout_samples = 110;
+  d.holdout_slices = {{"markov-a", 2, 2402, 75}, {"markov-b", 1, 1201, 35}};
+  return d;
+}
+
+StragglerReport populated_stragglers() {
+  StragglerReport r;
+  r.threshold = 0.75;
+  r.window = 10;
+  r.min_share = 0.05;
+  r.median_step_s = 0.125;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankScores scores{rank, 40, 0.125 + 0.01 * rank, {}};
+    for (int s = 0; s < kNumSections; ++s) {
+      SectionScore& sc = scores.sections[std::size_t(s)];
+      sc.median_s = 0.01 * (s + 1) + rank * 0.001;
+      sc.ran_fraction = 1.0;
+      sc.relative = 1.0 - 0.1 * rank;
+      if (s % 2 == 0) sc.individual = 0.9;
+      sc.lost_s = 0.002 * rank;
+      sc.individual_lost_s = 0.001 * s;
+    }
+    r.ranks.push_back(scores);
+  }
+  r.stragglers.push_back({1, Section::kBackward, false, 0.6, 0.02, ""});
+  r.not_named.push_back({0, Section::kData, true, 0.7, 0.0005, "b: under min_share of the step"});
+  r.waited_for = 1;
+  return r;
+}
+
+MemoryReport populated_memory(double scale) {
+  MemoryReport m;
+  for (int c = 0; c < kNumMemoryCategories; ++c) m.peak[std::size_t(c)] = scale * (c + 1);
+  m.model_state = scale * 6;
+  m.total = scale * 21;
+  m.formula_model_state = scale * 5.5;
+  m.zero_stage = 2;
+  return m;
+}
+
+RunSummary populated_summary() {
+  RunSummary s;
+  s.tool = "fsdp-train";
+  s.identity = {"cfg0123456789abc", "sel4567", "v1.2-3-gabc", "step_40"};
+  s.config = {{"global_batch", 16}, {"seed", 7}, {"model", {{"d_model", 48}}}};
+  s.data = populated_data();
+  s.backend = "cpu (oneDNN, 1 thread)";
+  s.layout = "ZeRO-2 over 2 ranks";
+  s.parameters = 27040;
+  s.world_size = 2;
+  s.host = {"node17", 64};
+  s.steps = 40;
+  s.first_step = 40;
+  s.stopped_by_signal = true;
+  s.checkpoint_dir = "run/checkpoints";
+  s.tokens = 40 * 512;
+  s.train_seconds = 5.25;
+  s.wall_seconds = 6.5;
+  s.throughput_tokens_per_s = 4096.5;
+  s.median_step_s = 0.125;
+  s.flops_per_token = 162240;
+  s.peak_flops_per_rank = 1.5e11;
+  s.mfu = 0.25;
+  s.mfu_peak = {"measured with all 2 ranks at once", "measured", 2, false, 2, 64, 3.3e8, false};
+  s.precision = Precision::kBf16;
+  s.device_name = "NVIDIA H200";
+  s.peak_flops_datasheet_per_rank = 9.89e14;
+  s.mfu_datasheet = 0.125;
+  s.first_loss = 2.83;
+  s.final_loss = 2.61;
+  s.per_rank_medians.columns["step_s"] = {{0.12, 0.125, 0.13}, {0.12, 0.13}};
+  s.per_rank_medians.columns["data_s"] = {{0.001, 0.0015, 0.002}, {0.001, 0.002}};
+  s.per_rank_medians.columns["comm_exposed_s"] = {{0.01, 0.015, 0.02}, {0.02, 0.01}};
+  s.slowest_rank = 1;
+  s.stragglers = populated_stragglers();
+  s.exposed_comm_fraction = 0.16;
+  s.communication = {{"wait_s", 0.5}, {"allreduce_algorithm", "halving"}, {"bare_allreduce_busbw_GBps", 1.25}};
+  s.memory_bytes_rank0 = populated_memory(1000);
+  s.memory_bytes_by_rank = {populated_memory(1000), populated_memory(1001)};
+  s.eval = HoldoutLoss{2.65, 3600, {{"markov-a", 2.6}, {"markov-b", 2.75}}};
+  s.replica_checks = {10, 4};
+  s.step_log = "run/steps.rank0.jsonl";
+  s.params = "run/params.h5";
+  s.summary = "run/summary.json";
+  s.scaling = ScalingVsBaseline{{"w1/summary.json", 2500.0, 1}, 1.6386, 0.8193};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("typed train: DataSelectionInfo survives its JSON round trip, null times included", "[typed]") {
+  const data::DataSelectionInfo d = populated_data();
+  const nlohmann::json j = d.to_json();
+  CHECK(j["cutoff"] == "2024-01-17T00:00:00Z");  // the summary's "data" keys
+  CHECK(j["train"]["samples"] == 600);
+  CHECK(j["holdout"]["slices"][1]["owner"] == "markov-b");
+  CHECK(data::DataSelectionInfo::from_json(j) == d);
+  data::DataSelectionInfo untimed = d;
+  untimed.cutoff.reset();
+  untimed.eval_from.reset();
+  CHECK(untimed.to_json()["cutoff"].is_null());
+  CHECK(data::DataSelectionInfo::from_json(untimed.to_json()) == untimed);
+  CHECK_FALSE(data::DataSelectionInfo::from_json(untimed.to_json()) == d);
+  nlohmann::json missing = j;
+  missing["holdout"].erase("samples");
+  CHECK_THROWS_WITH(data::DataSelectionInfo::from_json(missing), Catch::Contains("'samples'"));
+}
+
+TEST_CASE("typed train: the summary's parts survive their JSON round trips", "[typed]") {
+  const PerRankTable table = populated_summary().per_rank_medians;
+  const nlohmann::json tj = table.to_json();
+  CHECK(tj["data_s"]["by_rank"][1] == 0.002);
+  CHECK(tj["data_s"]["median"] == 0.0015);
+  CHECK(PerRankTable::from_json(tj) == table);
+  CHECK_THROWS_AS(table.at("no_such_column"), UsageError);
+
+  const Baseline b{"w1/summary.json", 2500.0, 1};
+  CHECK(Baseline::from_json(b.to_json()) == b);
+  const ScalingVsBaseline vs = scaling_against(b, 4000.0, 2);
+  CHECK(vs.speedup == Approx(1.6));
+  CHECK(vs.scaling_efficiency == Approx(0.8));
+
+  const MfuPeak peak = populated_summary().mfu_peak;
+  CHECK(MfuPeak::from_json(peak.to_json()) == peak);
+  MfuPeak given;
+  given.basis = "given (--peak-gflops)";
+  given.source = "given";
+  CHECK(given.to_json()["shared_cores"].is_null());
+  CHECK(given.to_json()["host_cpus"].is_null());
+  CHECK(MfuPeak::from_json(given.to_json()) == given);
+
+  const RunIdentity id{"cfg", "sel", "v1", ""};
+  CHECK(id.to_json()["checkpoint_id"].is_null());
+  CHECK(RunIdentity::from_json(id.to_json()) == id);
+  const StragglerReport stragglers = populated_stragglers();
+  CHECK(StragglerReport::from_json(stragglers.to_json()) == stragglers);
+}
+
+TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with the summary.json keys", "[typed]") {
+  const RunSummary s = populated_summary();
+  const nlohmann::json j = s.to_json();
+  // Keys and values as scripts read them with jq and python.
+  CHECK(j["precision"] == "bf16");
+  CHECK(j["eval"]["holdout_loss"] == 2.65);
+  CHECK(j["identity"]["checkpoint_id"] == "step_40");
+  CHECK(j["host"]["cpus"] == 64);
+  CHECK(j["per_rank_medians"]["step_s"]["by_rank"][1] == 0.13);
+  CHECK(j["memory_bytes_by_rank"].size() == 2);
+  CHECK(j["replica_checks"]["checks"] == 4);
+  CHECK(j["baseline"]["throughput_tokens_per_s"] == 2500.0);  // --baseline's three top-level keys
+  CHECK(j["speedup"] == 1.6386);
+  CHECK(j["scaling_efficiency"] == 0.8193);
+  CHECK(j["data"]["selection_snapshot_id"] == "sel4567");
+  CHECK(RunSummary::from_json(j) == s);
+
+  // The optional parts: null where unknown, absent without --baseline.
+  RunSummary bare = s;
+  bare.eval.reset();
+  bare.mfu_datasheet.reset();
+  bare.peak_flops_datasheet_per_rank.reset();
+  bare.scaling.reset();
+  bare.precision = Precision::kFp32;
+  const nlohmann::json bj = bare.to_json();
+  CHECK(bj["eval"].is_null());
+  CHECK(bj["mfu_datasheet"].is_null());
+  CHECK_FALSE(bj.contains("baseline"));
+  CHECK_FALSE(bj.contains("speedup"));
+  CHECK(bj["precision"] == "fp32");
+  CHECK(RunSummary::from_json(bj) == bare);
+  CHECK_FALSE(RunSummary::from_json(bj) == s);
+}
+
+TEST_CASE("typed train: a run summary missing a field is refused naming the field (and the file)", "[typed]") {
+  const nlohmann::json j = populated_summary().to_json();
+  for (const char* field : {"throughput_tokens_per_s", "eval", "memory_bytes_by_rank", "mfu_peak", "data"}) {
+    INFO(field);
+    nlohmann::json missing = j;
+    missing.erase(field);
+    CHECK_THROWS_WITH(RunSummary::from_json(missing), Catch::Contains(std::string("'") + field + "'"));
+  }
+  const std::string dir = test::temp_dir("typed_summary");
+  {
+    nlohmann::json missing = j;
+    missing["mfu_peak"].erase("basis");
+    std::ofstream(dir + "/summary.json") << missing.dump();
+  }
+  CHECK_THROWS_AS(read_run_summary(dir + "/summary.json"), UsageError);
+  CHECK_THROWS_WITH(read_run_summary(dir + "/summary.json"),
+                    Catch::Contains(dir + "/summary.json") && Catch::Contains("'basis'"));
+  std::ofstream(dir + "/good.json") << j.dump();
+  CHECK(read_run_summary(dir + "/good.json") == populated_summary());
+  CHECK_THROWS_AS(read_run_summary(dir + "/none.json"), IoError);
+}
+
+TEST_CASE("typed train: the closing paragraph is written from the typed summary", "[typed]") {
+  RunSummary s = populated_summary();
+  const std::string p = summary_paragraph(s);
+  CHECK(p.find("trained 40 steps") != std::string::npos);
+  CHECK(p.find("hold-out loss 2.650") != std::string::npos);
+  CHECK(p.find("12.5% of the NVIDIA H200's datasheet dense bf16 peak") != std::string::npos);
+  CHECK(p.find("scaling efficiency E(2) = 0.819") != std::string::npos);
+  s.eval.reset();
+  s.scaling.reset();
+  s.mfu_datasheet.reset();
+  const std::string q = summary_paragraph(s);
+  CHECK(q.find("hold-out") == std::string::npos);
+  CHECK(q.find("scaling efficiency") == std::string::npos);
+  CHECK(q.find("datasheet") == std::string::npos);
+}
