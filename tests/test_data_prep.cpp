@@ -50,15 +50,15 @@ TEST_CASE("data-prep round-trips JSONL text documents and their metadata", "[dat
   const std::string dir = test::temp_dir("prep");
   const std::string input = test::testdata_path("data/valid.jsonl");
   auto summary = run_data_prep(jsonl_options(input, dir + "/valid.h5"));
-  CHECK(summary["documents"] == 5);
-  CHECK(summary["owners"] == 3);
-  CHECK(summary["vocab"] == 256);
-  CHECK(summary["tokenizer"] == "bytes");
-  CHECK(summary["rejects"]["count"] == 0);
-  CHECK(summary["event_time"]["min"] == "2024-01-01T00:00:00Z");
-  CHECK(summary["available_time"]["max"] == "2024-04-01T00:00:00Z");
+  CHECK(summary.documents == 5);
+  CHECK(summary.owners == 3);
+  CHECK(summary.vocab == 256);
+  CHECK(summary.tokenizer == "bytes");
+  CHECK(summary.rejects == 0);
+  CHECK(summary.event_time_min == "2024-01-01T00:00:00Z");
+  CHECK(summary.available_time_max == "2024-04-01T00:00:00Z");
   auto r = DatasetReader::open(dir + "/valid.h5");
-  CHECK(summary["snapshot_id"] == r.header().snapshot_id);
+  CHECK(summary.snapshot_id == r.header().snapshot_id);
   struct Expect { const char* id; int64_t version; const char* event; const char* avail; const char* owner; std::string text; };
   const std::vector<Expect> expect = {
       {"a", 1, "2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z", "alice", "Hello, world."},
@@ -80,7 +80,7 @@ TEST_CASE("data-prep round-trips JSONL text documents and their metadata", "[dat
     CHECK(d.token_sha256 == sha256(expect[i].text.data(), expect[i].text.size()));
     tokens += expect[i].text.size();
   }
-  CHECK(summary["tokens"] == tokens);
+  CHECK(summary.tokens == tokens);
   REQUIRE(r.sources().size() == 1);
   const std::string raw = slurp(input);
   CHECK(r.sources()[0].sha256_hex == to_hex(sha256(raw.data(), raw.size())));
@@ -94,7 +94,7 @@ TEST_CASE("data-prep stores pre-tokenised input at the smallest width", "[data_p
   o.tokenizer = "test-bpe";
   o.separator = 7;
   auto summary = run_data_prep(o);
-  CHECK(summary["token_bits"] == 16);
+  CHECK(summary.token_bits == 16);
   auto r = DatasetReader::open(dir + "/t.h5");
   CHECK(r.header().tokenizer == "test-bpe");
   CHECK(r.read_document(0) == std::vector<uint32_t>{1, 2, 3, 999, 1000});
@@ -150,14 +150,14 @@ TEST_CASE("skip-bad mode writes every reject with its reason and counts them", "
   auto o = jsonl_options(test::testdata_path("data/mixed.jsonl"), dir + "/m.h5");
   o.skip_bad = dir + "/rejects.jsonl";
   auto summary = run_data_prep(o);
-  CHECK(summary["documents"] == 3);
-  CHECK(summary["rejects"]["count"] == 7);
-  CHECK(summary["rejects"]["file"] == dir + "/rejects.jsonl");
-  const auto& by = summary["rejects"]["by_class"];
+  CHECK(summary.documents == 3);
+  CHECK(summary.rejects == 7);
+  CHECK(summary.rejects_file == dir + "/rejects.jsonl");
+  const auto& by = summary.rejects_by_class;
   for (const char* cls : {"malformed_json", "missing_field", "mistyped_field", "bad_time", "available_before_event",
                           "duplicate_id_version", "separator_in_document"}) {
     INFO(cls);
-    CHECK(by.value(cls, 0) == 1);
+    CHECK((by.count(cls) ? by.at(cls) : 0) == 1);
   }
   std::ifstream in(dir + "/rejects.jsonl");
   std::string line;
@@ -186,7 +186,7 @@ TEST_CASE("text input reads files and folders as one document per file", "[data_
   o.text.event_time = "2020-05-01T00:00:00Z";
   o.text.version = 3;
   auto summary = run_data_prep(o);
-  CHECK(summary["documents"] == 2);  // the hidden file is skipped
+  CHECK(summary.documents == 2);  // the hidden file is skipped
   auto r = DatasetReader::open(dir + "/t.h5");
   CHECK(r.documents()[0].id == "one.txt");
   CHECK(r.documents()[1].id == "sub/two.txt");
@@ -208,8 +208,9 @@ TEST_CASE("the data-prep tool exits 0/2/3 and prints one error line", "[data_pre
   CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " > /dev/null 2>&1") == 2);  // no -o
   CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " -o " + dir + "/ok.h5 --progress-interval 0 > " +
             dir + "/summary.json 2> " + dir + "/err.txt") == 0);
-  auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
-  CHECK(summary["documents"] == 5);
+  // The printed summary is the DataPrepResult's JSON: read back through its one reader.
+  auto summary = DataPrepResult::from_json(JsonFile::read(dir + "/summary.json", "data-prep's summary"));
+  CHECK(summary.documents == 5);
   const std::string bad = test::testdata_path("data/bad_time.jsonl");
   CHECK(run(tool + " " + bad + " -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
   const std::string err = slurp(dir + "/err.txt");
@@ -270,7 +271,7 @@ TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[
   auto summary = write_markov_dataset(dir + "/m.h5", o);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(seconds < 1.0);
-  CHECK(summary["tokens"] == 200000);
+  CHECK(summary.tokens == 200000);
   auto r = DatasetReader::open(dir + "/m.h5");
   CHECK(r.header().vocab == n + 1);
   CHECK(r.header().separator_token == n);
@@ -283,7 +284,7 @@ TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[
   p.vocab = n + 1;
   p.tokenizer = "markov16";
   p.separator = n;
-  CHECK(run_data_prep(p)["snapshot_id"] == summary["snapshot_id"]);
+  CHECK(run_data_prep(p).snapshot_id == summary.snapshot_id);
 }
 
 namespace {
@@ -331,8 +332,8 @@ TEST_CASE("data-prep --llmc keeps every token and document boundary of an llm.c 
   o.text.event_time = "2024-05-01T00:00:00Z";
   o.text.version = 3;
   const auto summary = run_data_prep(o);
-  CHECK(summary["documents"] == docs.size());
-  CHECK(summary["sources"][0]["bytes"] == 1024 + 2 * tokens.size());
+  CHECK(summary.documents == docs.size());
+  CHECK(summary.sources.at(0).bytes == 1024 + 2 * tokens.size());
   const auto r = DatasetReader::open(dir + "/shard.h5");
   CHECK(r.header().vocab == 50257);
   CHECK(r.header().tokenizer == "gpt2");

@@ -32,7 +32,7 @@ const MarkovCorpus& markov_corpus() {
     MarkovCorpus c;
     c.path = test::temp_dir("markov") + "/markov.h5";
     data::MarkovOptions options;
-    c.entropy = data::write_markov_dataset(c.path, options)["entropy_nats_per_token"].get<double>();
+    c.entropy = data::write_markov_dataset(c.path, options).entropy_nats_per_token;
     return c;
   }();
   return corpus;

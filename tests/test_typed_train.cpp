@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/data/selection.hpp"
+#include "shardtrain/data/synthetic.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "test_support.hpp"
@@ -239,4 +241,61 @@ TEST_CASE("typed train: the closing paragraph is written from the typed summary"
   CHECK(q.find("hold-out") == std::string::npos);
   CHECK(q.find("scaling efficiency") == std::string::npos);
   CHECK(q.find("datasheet") == std::string::npos);
+}
+
+TEST_CASE("typed data: a data-prep result survives its JSON round trip, and a missing field is named", "[typed]") {
+  data::DataPrepResult r;
+  r.output = "/data/out.h5";
+  r.documents = 5;
+  r.tokens = 1234;
+  r.owners = 3;
+  r.vocab = 256;
+  r.separator_token = 0;
+  r.tokenizer = "bytes";
+  r.token_bits = 8;
+  r.event_time_min = "2024-01-01T00:00:00Z";
+  r.event_time_max = "2024-03-01T00:00:00Z";
+  r.available_time_min = std::nullopt;  // written as null, read back as none
+  r.available_time_max = "2024-04-01T00:00:00Z";
+  r.snapshot_id = "abc123";
+  r.rejects = 2;
+  r.rejects_file = "/data/rejects.jsonl";
+  r.rejects_by_class = {{"malformed_json", 1}, {"bad_time", 1}};
+  r.sources = {{"/in/a.jsonl", "ff00", 4096}, {"/in/b.jsonl", "00ff", 10}};
+  r.input_bytes = 4106;
+  r.seconds = 0.25;
+  r.mb_per_s = 0.016424;
+  r.code_version = "v1-test";
+  const nlohmann::json j = r.to_json();
+  CHECK(j["rejects"]["count"] == 2);  // the keys pipeline.sh's evidence and the RUNBOOK read
+  CHECK(j["available_time"]["min"].is_null());
+  CHECK(data::DataPrepResult::from_json(JsonFile::parse(j.dump(), "s.json", "the data-prep summary")) == r);
+  nlohmann::json broken = j;
+  broken["rejects"].erase("by_class");
+  CHECK_THROWS_WITH(data::DataPrepResult::from_json(JsonFile::parse(broken.dump(), "s.json", "the data-prep summary")),
+                    Catch::Contains("s.json") && Catch::Contains("/rejects/by_class"));
+}
+
+TEST_CASE("typed data: a real data-prep run and a Markov corpus, through their JSON", "[typed]") {
+  const std::string dir = test::temp_dir("typed-data");
+  data::MarkovOptions m;
+  m.documents = 4;
+  m.tokens_per_document = 50;
+  const data::MarkovCorpus jsonl = data::write_markov_jsonl(dir + "/m.jsonl", m);
+  CHECK_FALSE(jsonl.snapshot_id.has_value());
+  CHECK_FALSE(jsonl.to_json().contains("snapshot_id"));
+  CHECK(jsonl.to_json()["synthetic"]["documents"] == 4);
+  const data::MarkovCorpus dataset = data::write_markov_dataset(dir + "/m.h5", m);
+  REQUIRE(dataset.snapshot_id.has_value());
+  CHECK(dataset.tokens == jsonl.tokens);
+  data::DataPrepOptions o;
+  o.jsonl_inputs = {dir + "/m.jsonl"};
+  o.output = dir + "/p.h5";
+  o.vocab = m.symbols + 1;
+  o.tokenizer = "markov" + std::to_string(m.symbols);
+  o.separator = m.symbols;
+  o.progress_interval_s = 0;
+  const data::DataPrepResult r = data::run_data_prep(o);
+  CHECK(r.snapshot_id == *dataset.snapshot_id);  // the JSONL route gives the same dataset
+  CHECK(data::DataPrepResult::from_json(JsonFile::parse(r.to_json().dump(), "p.json", "the data-prep summary")) == r);
 }

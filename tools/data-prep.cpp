@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
     if (!synthetic.empty()) {
       if (!o.jsonl_inputs.empty() || !o.text_inputs.empty() || !o.llmc_inputs.empty())
         throw shardtrain::UsageError("--synthetic generates its corpus: give no input files or --text");
-      summary = data::write_markov_dataset(o.output, markov);
-      if (!synthetic_jsonl.empty()) summary["jsonl"] = data::write_markov_jsonl(synthetic_jsonl, markov)["output"];
+      summary = data::write_markov_dataset(o.output, markov).to_json();
+      if (!synthetic_jsonl.empty()) summary["jsonl"] = data::write_markov_jsonl(synthetic_jsonl, markov).output;
     } else {
       if (!owner.empty()) o.text.owner = owner;
       if (!event_time.empty()) o.text.event_time = event_time;
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       if (!tokenizer.empty()) o.tokenizer = tokenizer;
       if (separator >= 0) o.separator = separator;
       if (!skip_bad.empty()) o.skip_bad = skip_bad;
-      summary = data::run_data_prep(o);
+      summary = data::run_data_prep(o).to_json();
     }
     std::cout << summary.dump(2) << std::endl;
     return 0;

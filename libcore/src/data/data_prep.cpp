@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -121,10 +122,8 @@ struct TimeRange {
     lo = lo ? std::min(*lo, t) : t;
     hi = hi ? std::max(*hi, t) : t;
   }
-  nlohmann::json to_json() const {
-    if (!lo) return {{"min", nullptr}, {"max", nullptr}};
-    return {{"min", format_rfc3339(*lo)}, {"max", format_rfc3339(*hi)}};
-  }
+  std::optional<std::string> min() const { return lo ? std::optional(format_rfc3339(*lo)) : std::nullopt; }
+  std::optional<std::string> max() const { return hi ? std::optional(format_rfc3339(*hi)) : std::nullopt; }
 };
 
 // The whole run's state.
@@ -155,7 +154,7 @@ class Prep {
     }
   }
 
-  nlohmann::json run() {
+  DataPrepResult run() {
     elapsed_.restart();
     since_progress_.restart();
     for (const auto& path : o_.jsonl_inputs) read_jsonl(path);
@@ -171,36 +170,35 @@ class Prep {
       if (!rejects_) throw IoError("cannot write the rejects file " + *o_.skip_bad);
     }
     double seconds = elapsed_.seconds();
-    nlohmann::json by_class = nlohmann::json::object();
-    for (const auto& [cls, n] : reject_classes_) by_class[cls] = n;
-    nlohmann::json sources = nlohmann::json::array();
-    for (const auto& s : sources_) sources.push_back({{"path", s.path}, {"sha256", s.sha256_hex}, {"bytes", s.bytes}});
     double mb = double(input_bytes_) / 1e6;
     if (o_.progress_interval_s > 0)
       log_line("data-prep: done: " + std::to_string(h.num_documents) + " documents, " +
                std::to_string(h.num_tokens) + " tokens, " + std::to_string(reject_count_) +
                " rejected, " + fmt_mb(input_bytes_) + " in " + fmt1(seconds) + " s (" +
                fmt1(mb / std::max(seconds, 1e-9)) + " MB/s)");
-    return {{"output", o_.output},
-            {"documents", h.num_documents},
-            {"tokens", h.num_tokens},
-            {"owners", writer_->num_owners()},
-            {"vocab", h.vocab},
-            {"tokenizer", h.tokenizer},
-            {"separator_token", h.separator_token},
-            {"token_bits", h.token_bits},
-            {"event_time", event_range_.to_json()},
-            {"available_time", avail_range_.to_json()},
-            {"snapshot_id", h.snapshot_id},
-            {"rejects",
-             {{"count", reject_count_},
-              {"file", o_.skip_bad ? nlohmann::json(*o_.skip_bad) : nlohmann::json(nullptr)},
-              {"by_class", by_class}}},
-            {"sources", sources},
-            {"input_bytes", input_bytes_},
-            {"seconds", seconds},
-            {"mb_per_s", mb / std::max(seconds, 1e-9)},
-            {"code_version", code_version()}};
+    DataPrepResult r;
+    r.output = o_.output;
+    r.documents = h.num_documents;
+    r.tokens = h.num_tokens;
+    r.owners = writer_->num_owners();
+    r.vocab = h.vocab;
+    r.tokenizer = h.tokenizer;
+    r.separator_token = h.separator_token;
+    r.token_bits = h.token_bits;
+    r.event_time_min = event_range_.min();
+    r.event_time_max = event_range_.max();
+    r.available_time_min = avail_range_.min();
+    r.available_time_max = avail_range_.max();
+    r.snapshot_id = h.snapshot_id;
+    r.rejects = reject_count_;
+    r.rejects_file = o_.skip_bad;
+    r.rejects_by_class = reject_classes_;
+    for (const auto& src : sources_) r.sources.push_back({src.path, src.sha256_hex, src.bytes});
+    r.input_bytes = input_bytes_;
+    r.seconds = seconds;
+    r.mb_per_s = mb / std::max(seconds, 1e-9);
+    r.code_version = code_version();
+    return r;
   }
 
  private:
@@ -482,9 +480,82 @@ class Prep {
 };
 }  // namespace
 
-nlohmann::json run_data_prep(const DataPrepOptions& options) {
+DataPrepResult run_data_prep(const DataPrepOptions& options) {
   Prep prep(options);
   return prep.run();
+}
+
+namespace {
+nlohmann::json or_null(const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+std::optional<std::string> string_or_null(const JsonFile& f, const std::string& pointer) {
+  const nlohmann::json& v = f.at(pointer);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_string()) f.fail("field " + pointer + " is not a string or null");
+  return v.get<std::string>();
+}
+std::uint64_t count(const JsonFile& f, const std::string& pointer) {
+  const double v = f.number(pointer);
+  if (v < 0 || v != std::floor(v)) f.fail("field " + pointer + " is not a whole number >= 0");
+  return std::uint64_t(v);
+}
+}  // namespace
+
+nlohmann::json DataPrepResult::to_json() const {
+  nlohmann::json by_class = nlohmann::json::object();
+  for (const auto& [cls, n] : rejects_by_class) by_class[cls] = n;
+  nlohmann::json src = nlohmann::json::array();
+  for (const auto& s : sources) src.push_back({{"path", s.path}, {"sha256", s.sha256}, {"bytes", s.bytes}});
+  return {{"output", output},
+          {"documents", documents},
+          {"tokens", tokens},
+          {"owners", owners},
+          {"vocab", vocab},
+          {"tokenizer", tokenizer},
+          {"separator_token", separator_token},
+          {"token_bits", token_bits},
+          {"event_time", {{"min", or_null(event_time_min)}, {"max", or_null(event_time_max)}}},
+          {"available_time", {{"min", or_null(available_time_min)}, {"max", or_null(available_time_max)}}},
+          {"snapshot_id", snapshot_id},
+          {"rejects", {{"count", rejects}, {"file", or_null(rejects_file)}, {"by_class", by_class}}},
+          {"sources", src},
+          {"input_bytes", input_bytes},
+          {"seconds", seconds},
+          {"mb_per_s", mb_per_s},
+          {"code_version", code_version}};
+}
+
+DataPrepResult DataPrepResult::from_json(const JsonFile& f) {
+  DataPrepResult r;
+  r.output = f.string("/output");
+  r.documents = count(f, "/documents");
+  r.tokens = count(f, "/tokens");
+  r.owners = count(f, "/owners");
+  r.vocab = std::int64_t(f.number("/vocab"));
+  r.tokenizer = f.string("/tokenizer");
+  r.separator_token = std::int64_t(f.number("/separator_token"));
+  r.token_bits = int(f.number("/token_bits"));
+  r.event_time_min = string_or_null(f, "/event_time/min");
+  r.event_time_max = string_or_null(f, "/event_time/max");
+  r.available_time_min = string_or_null(f, "/available_time/min");
+  r.available_time_max = string_or_null(f, "/available_time/max");
+  r.snapshot_id = f.string("/snapshot_id");
+  r.rejects = count(f, "/rejects/count");
+  r.rejects_file = string_or_null(f, "/rejects/file");
+  const nlohmann::json& by_class = f.at("/rejects/by_class");
+  if (!by_class.is_object()) f.fail("field /rejects/by_class is not an object");
+  for (auto it = by_class.begin(); it != by_class.end(); ++it)
+    r.rejects_by_class[it.key()] = count(f, "/rejects/by_class/" + it.key());
+  const nlohmann::json& src = f.at("/sources");
+  if (!src.is_array()) f.fail("field /sources is not an array");
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    const std::string at = "/sources/" + std::to_string(i);
+    r.sources.push_back({f.string(at + "/path"), f.string(at + "/sha256"), count(f, at + "/bytes")});
+  }
+  r.input_bytes = count(f, "/input_bytes");
+  r.seconds = f.number("/seconds");
+  r.mb_per_s = f.number("/mb_per_s");
+  r.code_version = f.string("/code_version");
+  return r;
 }
 
 }  // namespace shardtrain::data

@@ -105,7 +105,7 @@ nlohmann::json spec_json(const MarkovOptions& o) {
 }
 }  // namespace
 
-nlohmann::json write_markov_dataset(const std::string& path, const MarkovOptions& o) {
+MarkovCorpus write_markov_dataset(const std::string& path, const MarkovOptions& o) {
   MarkovSource source(o);
   DatasetWriter writer(path, o.symbols + 1, "markov" + std::to_string(o.symbols), o.symbols);
   for (uint64_t k = 0; k < o.documents; ++k) {
@@ -117,12 +117,11 @@ nlohmann::json write_markov_dataset(const std::string& path, const MarkovOptions
   writer.set_double_attribute("entropy_nats_per_token", source.entropy_nats_per_token());
   writer.set_string_attribute("synthetic_spec", spec_json(o).dump());
   DatasetHeader h = writer.finish();
-  return {{"output", path}, {"synthetic", spec_json(o)}, {"documents", h.num_documents},
-          {"tokens", h.num_tokens}, {"vocab", h.vocab}, {"separator_token", h.separator_token},
-          {"entropy_nats_per_token", source.entropy_nats_per_token()}, {"snapshot_id", h.snapshot_id}};
+  return {path, o, h.num_documents, h.num_tokens, h.vocab, h.separator_token, source.entropy_nats_per_token(),
+          h.snapshot_id};
 }
 
-nlohmann::json write_markov_jsonl(const std::string& path, const MarkovOptions& o) {
+MarkovCorpus write_markov_jsonl(const std::string& path, const MarkovOptions& o) {
   MarkovSource source(o);
   std::ofstream out(path, std::ios::binary);
   if (!out) throw IoError("cannot write " + path);
@@ -138,9 +137,19 @@ nlohmann::json write_markov_jsonl(const std::string& path, const MarkovOptions& 
   }
   out.close();
   if (!out) throw IoError("cannot write " + path + " (disk full?)");
-  return {{"output", path}, {"synthetic", spec_json(o)}, {"documents", o.documents}, {"tokens", tokens},
-          {"vocab", o.symbols + 1}, {"separator_token", o.symbols},
-          {"entropy_nats_per_token", source.entropy_nats_per_token()}};
+  return {path, o, o.documents, tokens, o.symbols + 1, o.symbols, source.entropy_nats_per_token(), std::nullopt};
+}
+
+nlohmann::json MarkovCorpus::to_json() const {
+  nlohmann::json j = {{"output", output},
+                      {"synthetic", spec_json(spec)},
+                      {"documents", documents},
+                      {"tokens", tokens},
+                      {"vocab", vocab},
+                      {"separator_token", separator_token},
+                      {"entropy_nats_per_token", entropy_nats_per_token}};
+  if (snapshot_id) j["snapshot_id"] = *snapshot_id;
+  return j;
 }
 
 }  // namespace shardtrain::data

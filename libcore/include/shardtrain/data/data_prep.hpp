@@ -37,11 +37,14 @@
 // every progress_interval_s seconds.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "shardtrain/base/json_file.hpp"
 
 namespace shardtrain::data {
 
@@ -70,12 +73,43 @@ struct DataPrepOptions {
 // lines} (release-gate records it; a dataset without it was written by another writer).
 inline constexpr const char* kDataPrepAttribute = "data_prep";
 
-// Runs data-prep. Returns the JSON summary printed by the tool:
-//   {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
-//    "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",
-//    "rejects": {"count", "file", "by_class": {...}}, "sources": [{"path","sha256","bytes"}],
-//    "input_bytes", "seconds", "mb_per_s", "code_version"}
-// Throws UsageError (bad options, a bad input line without skip_bad, no valid document) or IoError.
-nlohmann::json run_data_prep(const DataPrepOptions& options);
+// What a data-prep run wrote: the summary the tool prints as JSON (and pipeline.sh keeps as the
+// release evidence evidence/data-prep.json; docs/FORMATS.md).
+struct DataPrepResult {
+  std::string output;                          // the dataset file
+  std::uint64_t documents = 0, tokens = 0;     // stored documents and tokens (no separators)
+  std::uint64_t owners = 0;
+  std::int64_t vocab = 0, separator_token = 0;
+  std::string tokenizer;
+  int token_bits = 8;
+  // RFC 3339 bounds of the documents' times; none when no document had one.
+  std::optional<std::string> event_time_min, event_time_max, available_time_min, available_time_max;
+  std::string snapshot_id;                     // the dataset's (dataset.hpp)
+  std::uint64_t rejects = 0;                   // input lines skipped (--skip-bad)
+  std::optional<std::string> rejects_file;     // where they were written (--skip-bad FILE)
+  std::map<std::string, std::uint64_t> rejects_by_class;
+  struct Source {
+    std::string path, sha256;                  // sha256: of the file's bytes, hex
+    std::uint64_t bytes = 0;
+    bool operator==(const Source&) const = default;
+  };
+  std::vector<Source> sources;
+  std::uint64_t input_bytes = 0;
+  double seconds = 0, mb_per_s = 0;            // wall time; input MB (10^6 bytes) per second
+  std::string code_version;
+
+  bool operator==(const DataPrepResult&) const = default;
+  // {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
+  //  "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",
+  //  "rejects": {"count", "file", "by_class": {...}}, "sources": [{"path","sha256","bytes"}],
+  //  "input_bytes", "seconds", "mb_per_s", "code_version"}
+  nlohmann::json to_json() const;
+  // Throws UsageError naming the file and the field (JsonFile's rule).
+  static DataPrepResult from_json(const JsonFile& file);
+};
+
+// Runs data-prep. Throws UsageError (bad options, a bad input line without skip_bad, no valid
+// document) or IoError.
+DataPrepResult run_data_prep(const DataPrepOptions& options);
 
 }  // namespace shardtrain::data

@@ -20,6 +20,7 @@
 // about 2e-4 nats per token on average, well below a 5% tolerance.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct MarkovOptions {
   uint64_t seed = 1;
   uint64_t documents = 20;
   uint64_t tokens_per_document = 10000;
+  bool operator==(const MarkovOptions&) const = default;
 };
 
 class MarkovSource {
@@ -60,10 +62,24 @@ class MarkovSource {
 // Entropy rate of any row-stochastic matrix (row-major n x n), via power iteration for pi.
 double markov_entropy_rate(const std::vector<double>& P, int n, std::vector<double>* stationary = nullptr);
 
+// What a write of the corpus produced (data-prep --synthetic prints it as JSON).
+struct MarkovCorpus {
+  std::string output;             // the file written
+  MarkovOptions spec;             // the options it was generated with
+  std::uint64_t documents = 0, tokens = 0;
+  std::int64_t vocab = 0, separator_token = 0;  // symbols + 1 and symbols
+  double entropy_nats_per_token = 0;            // the source's entropy rate: the loss floor
+  std::optional<std::string> snapshot_id;       // a dataset's (dataset.hpp); none for JSONL
+  bool operator==(const MarkovCorpus&) const = default;
+  // {"output", "synthetic": {"generator": "markov", "symbols", "extra_successors", "seed",
+  //  "documents", "tokens_per_document"}, "documents", "tokens", "vocab", "separator_token",
+  //  "entropy_nats_per_token", "snapshot_id" (datasets only)}
+  nlohmann::json to_json() const;
+};
+
 // Writes the corpus as a dataset file (with root attribute entropy_nats_per_token and
 // synthetic_spec, a JSON string of the options) or as data-prep JSONL input (tokens field).
-// Both return a JSON summary (documents, tokens, entropy_nats_per_token, snapshot_id for datasets).
-nlohmann::json write_markov_dataset(const std::string& path, const MarkovOptions& options);
-nlohmann::json write_markov_jsonl(const std::string& path, const MarkovOptions& options);
+MarkovCorpus write_markov_dataset(const std::string& path, const MarkovOptions& options);
+MarkovCorpus write_markov_jsonl(const std::string& path, const MarkovOptions& options);
 
 }  // namespace shardtrain::data
