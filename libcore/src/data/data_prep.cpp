@@ -18,6 +18,7 @@
 #include "shardtrain/data/llmc_shard.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/base/stopwatch.hpp"
 
@@ -485,20 +486,7 @@ DataPrepResult run_data_prep(const DataPrepOptions& options) {
   return prep.run();
 }
 
-namespace {
-nlohmann::json or_null(const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-std::optional<std::string> string_or_null(const JsonFile& f, const std::string& pointer) {
-  const nlohmann::json& v = f.at(pointer);
-  if (v.is_null()) return std::nullopt;
-  if (!v.is_string()) f.fail("field " + pointer + " is not a string or null");
-  return v.get<std::string>();
-}
-std::uint64_t count(const JsonFile& f, const std::string& pointer) {
-  const double v = f.number(pointer);
-  if (v < 0 || v != std::floor(v)) f.fail("field " + pointer + " is not a whole number >= 0");
-  return std::uint64_t(v);
-}
-}  // namespace
+using json_fields::or_null;
 
 nlohmann::json DataPrepResult::to_json() const {
   nlohmann::json by_class = nlohmann::json::object();
@@ -527,31 +515,29 @@ nlohmann::json DataPrepResult::to_json() const {
 DataPrepResult DataPrepResult::from_json(const JsonFile& f) {
   DataPrepResult r;
   r.output = f.string("/output");
-  r.documents = count(f, "/documents");
-  r.tokens = count(f, "/tokens");
-  r.owners = count(f, "/owners");
-  r.vocab = std::int64_t(f.number("/vocab"));
+  r.documents = json_fields::count(f, "/documents");
+  r.tokens = json_fields::count(f, "/tokens");
+  r.owners = json_fields::count(f, "/owners");
+  r.vocab = json_fields::integer(f, "/vocab");
   r.tokenizer = f.string("/tokenizer");
-  r.separator_token = std::int64_t(f.number("/separator_token"));
-  r.token_bits = int(f.number("/token_bits"));
-  r.event_time_min = string_or_null(f, "/event_time/min");
-  r.event_time_max = string_or_null(f, "/event_time/max");
-  r.available_time_min = string_or_null(f, "/available_time/min");
-  r.available_time_max = string_or_null(f, "/available_time/max");
+  r.separator_token = json_fields::integer(f, "/separator_token");
+  r.token_bits = json_fields::small_integer(f, "/token_bits");
+  r.event_time_min = json_fields::nullable_string(f, "/event_time/min");
+  r.event_time_max = json_fields::nullable_string(f, "/event_time/max");
+  r.available_time_min = json_fields::nullable_string(f, "/available_time/min");
+  r.available_time_max = json_fields::nullable_string(f, "/available_time/max");
   r.snapshot_id = f.string("/snapshot_id");
-  r.rejects = count(f, "/rejects/count");
-  r.rejects_file = string_or_null(f, "/rejects/file");
+  r.rejects = json_fields::count(f, "/rejects/count");
+  r.rejects_file = json_fields::nullable_string(f, "/rejects/file");
+  json_fields::require_object(f, "/rejects/by_class");
   const nlohmann::json& by_class = f.at("/rejects/by_class");
-  if (!by_class.is_object()) f.fail("field /rejects/by_class is not an object");
   for (auto it = by_class.begin(); it != by_class.end(); ++it)
-    r.rejects_by_class[it.key()] = count(f, "/rejects/by_class/" + it.key());
-  const nlohmann::json& src = f.at("/sources");
-  if (!src.is_array()) f.fail("field /sources is not an array");
-  for (std::size_t i = 0; i < src.size(); ++i) {
+    r.rejects_by_class[it.key()] = json_fields::count(f, "/rejects/by_class/" + it.key());
+  for (std::size_t i = 0, n = json_fields::array_size(f, "/sources"); i < n; ++i) {
     const std::string at = "/sources/" + std::to_string(i);
-    r.sources.push_back({f.string(at + "/path"), f.string(at + "/sha256"), count(f, at + "/bytes")});
+    r.sources.push_back({f.string(at + "/path"), f.string(at + "/sha256"), json_fields::count(f, at + "/bytes")});
   }
-  r.input_bytes = count(f, "/input_bytes");
+  r.input_bytes = json_fields::count(f, "/input_bytes");
   r.seconds = f.number("/seconds");
   r.mb_per_s = f.number("/mb_per_s");
   r.code_version = f.string("/code_version");

@@ -1,6 +1,6 @@
 #include "shardtrain/release/baseline.hpp"
 
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 

@@ -5,7 +5,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/token_loss.hpp"
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -100,7 +100,7 @@ CalibrationSummary CalibrationAccumulator::summary() const {
 }
 
 namespace {
-nlohmann::json or_null(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+using json_fields::or_null;
 }  // namespace
 
 nlohmann::json ReliabilityBin::to_json() const {

@@ -1,14 +1,13 @@
 #include "shardtrain/release/checkpoint_evaluation.hpp"
 
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {
 
 using json_fields::field;
 
-nlohmann::json or_null(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-nlohmann::json or_null(const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+using json_fields::or_null;
 
 }  // namespace
 

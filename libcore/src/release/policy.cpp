@@ -10,7 +10,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/sha256.hpp"
 #include "shardtrain/base/time.hpp"
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {

@@ -2,14 +2,14 @@
 
 #include <cstdio>
 
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {
 
 using json_fields::field;
 
-nlohmann::json or_null(const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+using json_fields::or_null;
 
 void put_if(nlohmann::json& j, const char* key, const std::optional<std::string>& v) {
   if (v) j[key] = *v;

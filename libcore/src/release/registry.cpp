@@ -13,7 +13,7 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/time.hpp"
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/release/bootstrap.hpp"
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {

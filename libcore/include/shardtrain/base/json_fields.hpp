@@ -1,4 +1,4 @@
-// Typed field reads for the release layer's from_json functions, on top of base/json_file.hpp's
+// Typed field reads for from_json functions, on top of base/json_file.hpp's
 // JsonFile: every failure names the file, what it was read as and the field by its JSON pointer
 // ("REG/records/X.json: the release record has no field /scores/candidate/holdout/cutoff"), so a
 // hand-edited or truncated record says what to fix. `at` is the pointer of the object being read
@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
 
@@ -30,5 +32,11 @@ std::vector<double> numbers(const JsonFile& f, const std::string& pointer);
 std::vector<std::uint64_t> counts(const JsonFile& f, const std::string& pointer);
 // The field must be an object.
 void require_object(const JsonFile& f, const std::string& pointer);
+
+// Writing: an optional value as itself, or JSON null when there is none.
+template <typename T>
+nlohmann::json or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 }  // namespace shardtrain::json_fields

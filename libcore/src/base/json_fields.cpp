@@ -1,4 +1,4 @@
-#include "json_fields.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 #include <cmath>
 #include <limits>
