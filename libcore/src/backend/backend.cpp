@@ -40,11 +40,15 @@ std::size_t attention_state_elements_for(DeviceKind device, std::size_t batch, s
   return device == DeviceKind::kCuda ? rows : rows * seq_len;
 }
 
-const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  for (const auto& [name, precision] : kPrecisionNames)
+    if (precision == p) return name;
+  return "?";
+}
 
 Precision parse_precision(const std::string& text, const char* option) {
-  if (text == "fp32") return Precision::kFp32;
-  if (text == "bf16") return Precision::kBf16;
+  for (const auto& [name, precision] : kPrecisionNames)
+    if (text == name) return precision;
   throw UsageError(std::string(option) + " must be bf16 or fp32 (got '" + text + "')");
 }
 

@@ -45,10 +45,12 @@ nlohmann::json CommStats::to_json() const {
 }
 
 AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text) {
-  if (text == "auto") return AllReduceAlgorithm::kAuto;
-  if (text == "halving") return AllReduceAlgorithm::kHalvingDoubling;
-  if (text == "mpi") return AllReduceAlgorithm::kLibrary;
-  throw UsageError("--allreduce '" + text + "' is not one of auto, halving, mpi");
+  std::string names;
+  for (const auto& [name, algorithm] : kAllReduceAlgorithmNames) {
+    if (text == name) return algorithm;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  throw UsageError("--allreduce '" + text + "' is not one of " + names);
 }
 
 }  // namespace shardtrain

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain::data {
 
@@ -236,9 +237,6 @@ DataSelectionInfo TrainingData::describe() const {
 }
 
 namespace {
-nlohmann::json optional_string(const std::optional<std::string>& s) {
-  return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
-}
 std::optional<std::string> optional_string_of(const nlohmann::json& j) {
   if (j.is_null()) return std::nullopt;
   return j.get<std::string>();
@@ -252,8 +250,8 @@ nlohmann::json DataSelectionInfo::to_json() const {
   return {{"path", path},
           {"dataset_snapshot_id", dataset_snapshot_id},
           {"selection_snapshot_id", selection_snapshot_id},
-          {"cutoff", optional_string(cutoff)},
-          {"eval_from", optional_string(eval_from)},
+          {"cutoff", json_fields::or_null(cutoff)},
+          {"eval_from", json_fields::or_null(eval_from)},
           {"vocab", vocab},
           {"tokenizer", tokenizer},
           {"separator_token", separator_token},

@@ -49,6 +49,14 @@ CLI::Option* add_choice_option(CLI::App& app, const std::string& flag, T& target
       ->default_str(default_name);
 }
 
+// The choices of an enum from the library's table of its names (kPrecisionNames, ...), after any
+// choices of the option's own ("auto" for an optional enum).
+template <typename T, typename Table>
+std::vector<Choice<T>> choices_of(const Table& table, std::vector<Choice<T>> first = {}) {
+  for (const auto& [name, value] : table) first.push_back({name, T(value)});
+  return first;
+}
+
 }  // namespace
 
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
@@ -78,7 +86,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                                 {{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}}, "cpu or cuda");
   add_choice_option<std::optional<Precision>>(
       app, "--precision", o.parallelism.precision,
-      {{"auto", std::nullopt}, {"bf16", Precision::kBf16}, {"fp32", Precision::kFp32}},
+      choices_of<std::optional<Precision>>(kPrecisionNames, {{"auto", std::nullopt}}),
       "Matrix-product precision: auto (bf16 on cuda, fp32 on cpu), bf16 (cuda only: bf16 operands, fp32 "
       "accumulation, fp32 master weights and optimizer state) or fp32");
   add_choice_option<Transport>(app, "--transport", o.parallelism.transport,
@@ -94,9 +102,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--tp", o.parallelism.tp, "Tensor-parallel degree T: W = DP x T ranks, the T ranks of a group adjacent (must divide the heads, 4 x d-model and W)")->capture_default_str();
   app.add_option("--bucket-mb", o.parallelism.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
   add_choice_option<AllReduceAlgorithm>(app, "--allreduce", o.parallelism.allreduce,
-                                        {{"auto", AllReduceAlgorithm::kAuto},
-                                         {"halving", AllReduceAlgorithm::kHalvingDoubling},
-                                         {"mpi", AllReduceAlgorithm::kLibrary}},
+                                        choices_of<AllReduceAlgorithm>(kAllReduceAlgorithmNames),
                                         "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi "
                                         "(MPI_Iallreduce), or auto (halving on power-of-two ranks)");
   app.add_option("--collective-timeout", o.telemetry.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();

@@ -3,15 +3,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 
 namespace shardtrain {
 namespace {
 
-template <typename T>
-nlohmann::json optional_json(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
+using json_fields::or_null;
 
 template <typename T>
 std::optional<T> optional_of(const nlohmann::json& j, const char* key) {
@@ -26,9 +24,9 @@ nlohmann::json MfuPeak::to_json() const {
   return {{"basis", basis},
           {"source", source},
           {"ranks_measured_at_once", ranks_measured_at_once},
-          {"shared_cores", optional_json(shared_cores)},
-          {"max_ranks_per_host", optional_json(max_ranks_per_host)},
-          {"host_cpus", optional_json(host_cpus)},
+          {"shared_cores", or_null(shared_cores)},
+          {"max_ranks_per_host", or_null(max_ranks_per_host)},
+          {"host_cpus", or_null(host_cpus)},
           {"achieved_flops_per_rank", achieved_flops_per_rank},
           {"peak_exceeded", peak_exceeded}};
 }
@@ -80,8 +78,8 @@ nlohmann::json RunSummary::to_json() const {
       {"mfu_peak", mfu_peak.to_json()},
       {"precision", precision_name(precision)},
       {"device_name", device_name},
-      {"peak_flops_datasheet_per_rank", optional_json(peak_flops_datasheet_per_rank)},
-      {"mfu_datasheet", optional_json(mfu_datasheet)},
+      {"peak_flops_datasheet_per_rank", or_null(peak_flops_datasheet_per_rank)},
+      {"mfu_datasheet", or_null(mfu_datasheet)},
       {"first_loss", first_loss},
       {"final_loss", final_loss},
       {"per_rank_medians", per_rank_medians.to_json()},

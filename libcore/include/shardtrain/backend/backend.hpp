@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace shardtrain {
 
@@ -35,6 +36,9 @@ enum class DeviceKind { kCpu, kCuda };
 //          nearest even, bf16.hpp) on the fly and multiplied with fp32 accumulation and an fp32
 //          result (cuBLASLt on CUDA). CUDA only.
 enum class Precision { kFp32, kBf16 };
+// The one table of its names (--precision), in the order messages and --help list them.
+inline constexpr std::pair<const char*, Precision> kPrecisionNames[] = {{"bf16", Precision::kBf16},
+                                                                         {"fp32", Precision::kFp32}};
 // "fp32" / "bf16".
 const char* precision_name(Precision p);
 // Parses "fp32" or "bf16"; throws UsageError naming `option` otherwise.

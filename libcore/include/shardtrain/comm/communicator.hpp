@@ -65,6 +65,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -125,6 +126,10 @@ using FatalHook = std::function<void(const CommunicationError&)>;
 //   kAuto: kHalvingDoubling on power-of-two groups, else kLibrary.
 // Integer data always uses the library's. Either way the result is the same on every rank.
 enum class AllReduceAlgorithm { kAuto, kHalvingDoubling, kLibrary };
+// The one table of its names (--allreduce), in the order messages and --help list them.
+inline constexpr std::pair<const char*, AllReduceAlgorithm> kAllReduceAlgorithmNames[] = {
+    {"auto", AllReduceAlgorithm::kAuto}, {"halving", AllReduceAlgorithm::kHalvingDoubling},
+    {"mpi", AllReduceAlgorithm::kLibrary}};
 // "auto" | "halving" | "mpi"; UsageError naming the choices otherwise.
 AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text);
 
