@@ -7,15 +7,26 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/release/evidence.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/registry.hpp"
+#include "shardtrain/train/run_summary.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A run summary as the trainer writes it (every field; the rest at their defaults) of `world`
+// ranks with its replica checks: the evidence reads it through read_run_summary.
+nlohmann::json run_summary_json(int world, int every, std::int64_t checks) {
+  RunSummary s;
+  s.world_size = world;
+  s.replica_checks = {every, checks};
+  return s.to_json();
+}
 
 std::string write_policy(const std::string& dir, const nlohmann::json& j) {
   const std::string path = dir + "/policy.json";
@@ -122,7 +133,7 @@ TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]"
   write_json_file(dir + "/run/evidence/kill-resume.json", {{"proof", "holds"}});
   const nlohmann::json w1 = {{"world_size", 1}, {"efficiency", 1.0}}, w2 = {{"world_size", 2}, {"efficiency", 0.9}};
   write_json_file(dir + "/run/evidence/scaling/report.json", {{"efficiency_available", true}, {"points", {w1, w2}}});
-  write_json_file(dir + "/run/summary.json", {{"world_size", 2}, {"replica_checks", {{"every", 5}, {"checks", 4}}}});
+  write_json_file(dir + "/run/summary.json", run_summary_json(2, 5, 4));
   write_json_file(dir + "/twin.json", {{"verdict", "DIFFERENT"}});
   // 2 + 1 + 1 of 5 = 0.8 with the twin failing: promotes.
   auto evidence = collect_evidence(p, dir + "/run", {{"deterministic_twin", dir + "/twin.json"}}, "snap");
@@ -138,7 +149,9 @@ TEST_CASE("release rubric: weights, the 80% bar and required items", "[release]"
 
 TEST_CASE("release evidence: an E(W) needs a W > 1 point, replica checks need two replicas", "[release]") {
   const std::string dir = test::temp_dir("evidence-rules");
-  const ReleasePolicy p = read_release_policy(write_policy(dir, policy_json()));
+  nlohmann::json with_data = policy_json();  // every evidence item the rules know
+  with_data["rubric"]["items"].push_back({{"name", "no_skipped_data"}, {"weight", 1}});
+  const ReleasePolicy p = read_release_policy(write_policy(dir, with_data));
   auto item = [&](const std::string& name, const nlohmann::json& file) {
     write_json_file(dir + "/" + name + ".json", file);
     for (const auto& e : collect_evidence(p, dir, {{name, dir + "/" + name + ".json"}}, "snap"))
@@ -155,10 +168,26 @@ TEST_CASE("release evidence: an E(W) needs a W > 1 point, replica checks need tw
   CHECK(e.passed);
   CHECK_THAT(e.detail, Catch::Contains("1 oversubscribed"));
   // One rank has no replica to compare: its checks prove nothing.
-  const nlohmann::json checks = {{"every", 5}, {"checks", 4}};
-  CHECK_FALSE(item("replica_checks", {{"world_size", 1}, {"replica_checks", checks}}).passed);
-  CHECK_FALSE(item("replica_checks", {{"world_size", 2}, {"replica_checks", {{"every", 0}, {"checks", 0}}}}).passed);
-  CHECK(item("replica_checks", {{"world_size", 2}, {"replica_checks", checks}}).passed);
+  CHECK_FALSE(item("replica_checks", run_summary_json(1, 5, 4)).passed);
+  CHECK_FALSE(item("replica_checks", run_summary_json(2, 0, 0)).passed);
+  CHECK(item("replica_checks", run_summary_json(2, 5, 4)).passed);
+  // A file that is not a whole run summary fails the item, naming the first missing field.
+  const EvidenceResult partial = item("replica_checks", {{"world_size", 2}, {"replica_checks", {{"every", 5}, {"checks", 4}}}});
+  CHECK_FALSE(partial.passed);
+  CHECK_THAT(partial.detail, Catch::Contains("unreadable") && Catch::Contains("the run summary"));
+  // data-prep's summary: no rejected line, and the evaluated dataset's snapshot.
+  data::DataPrepResult prep;
+  prep.snapshot_id = "snap";
+  CHECK(item("no_skipped_data", prep.to_json()).passed);
+  prep.rejects = 3;
+  prep.rejects_by_class["bad_json"] = 3;
+  const EvidenceResult rejected = item("no_skipped_data", prep.to_json());
+  CHECK_FALSE(rejected.passed);
+  CHECK_THAT(rejected.detail, Catch::Contains("3 rejected input lines"));
+  prep.rejects = 0;
+  prep.rejects_by_class.clear();
+  prep.snapshot_id = "other";
+  CHECK_THAT(item("no_skipped_data", prep.to_json()).detail, Catch::Contains("is not the evaluated dataset's"));
 }
 
 TEST_CASE("release registry: records, pointer and history", "[release]") {

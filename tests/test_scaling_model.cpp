@@ -17,6 +17,7 @@
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/train/run_summary.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/tool/tool.hpp"
 
@@ -178,15 +179,15 @@ TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[
           comm["AllReduce"] = {{"calls", 8 * kSteps}, {"bytes", 8.0 * kSteps * 4 * 1024 * 1024}};
           comm["Broadcast"] = {{"calls", 1}, {"bytes", 1e6}};  // start-up: not a step's
         }
-        const nlohmann::json summary = {
-            {"world_size", w},
-            {"median_step_s", step},
-            {"steps", kSteps},
-            {"throughput_tokens_per_s", w * truth.tokens_per_step / step},
-            {"communication", comm},
-            {"per_rank_medians",
-             {{"comm_total_s", {{"median", t.comm_s}}}, {"comm_exposed_s", {{"median", t.exposed_comm_s}}}}}};
-        write_text(run / "summary.json", summary.dump());
+        RunSummary summary;  // the fields the fit reads; the rest at their defaults
+        summary.world_size = w;
+        summary.median_step_s = step;
+        summary.steps = kSteps;
+        summary.throughput_tokens_per_s = w * truth.tokens_per_step / step;
+        summary.communication = comm;
+        summary.per_rank_medians.columns["comm_total_s"].stats.median = t.comm_s;
+        summary.per_rank_medians.columns["comm_exposed_s"].stats.median = t.exposed_comm_s;
+        write_text(run / "summary.json", summary.to_json().dump());
         fo.run_dirs.push_back(run.string());
       }
     const StepModel fit = fit_model(fo);

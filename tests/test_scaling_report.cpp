@@ -9,6 +9,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/scaling/report.hpp"
 #include "shardtrain/bench/scale_launch.hpp"
+#include "shardtrain/train/run_summary.hpp"
 
 using namespace shardtrain;
 using Approx = Catch::Detail::Approx;
@@ -20,15 +21,15 @@ struct Times {
   double data = 0.001, fwd = 0.030, bwd = 0.060, exposed = 0.002, opt = 0.005, ckpt = 0;
 };
 
-// A summary as finish.cpp writes it, with only the keys the report reads. `slow` (when >= 0) adds
-// `extra_bwd` seconds of backward to that rank.
-nlohmann::json summary_of(int world, double throughput, int global_batch, Times t = {}, int cpus = 2, int slow = -1,
-                          double extra_bwd = 0) {
-  nlohmann::json per_rank;
+// A run summary with the fields the report reads set (the rest at their defaults). `slow` (when
+// >= 0) adds `extra_bwd` seconds of backward to that rank.
+RunSummary summary_of(int world, double throughput, int global_batch, Times t = {}, int cpus = 2, int slow = -1,
+                      double extra_bwd = 0) {
+  RunSummary s;
   auto column = [&](const char* name, double value, bool slowed) {
     std::vector<double> v(std::size_t(world), value);
     if (slowed && slow >= 0) v[std::size_t(slow)] += extra_bwd;
-    per_rank[name]["by_rank"] = v;
+    s.per_rank_medians.columns[name].by_rank = v;
   };
   const double step = t.data + t.fwd + t.bwd + t.exposed + t.opt + t.ckpt + 0.001;
   column("data_s", t.data, false);
@@ -38,19 +39,21 @@ nlohmann::json summary_of(int world, double throughput, int global_batch, Times 
   column("opt_s", t.opt, false);
   column("ckpt_s", t.ckpt, false);
   column("step_s", step, true);
-  return {{"world_size", world},
-          {"throughput_tokens_per_s", throughput},
-          {"median_step_s", step},
-          {"config", {{"model", {{"layers", 2}, {"d_model", 32}}}, {"optimizer", {{"lr", 0.001}}}, {"global_batch", global_batch},
-                      {"micro_batch", 2}, {"grad_accum", 1}, {"dp_size", world}, {"zero_stage", 0}, {"seed", 1}}},
-          {"identity", {{"config_hash", "h" + std::to_string(global_batch)}, {"data_snapshot_id", "snap"}}},
-          {"per_rank_medians", per_rank},
-          {"slowest_rank", slow >= 0 ? slow : 0},
-          {"host", {{"hostname", "test"}, {"cpus", cpus}}},
-          {"memory_bytes_rank0", {{"optimizer", 100.0}, {"total", 1000.0}}}};
+  s.world_size = world;
+  s.throughput_tokens_per_s = throughput;
+  s.median_step_s = step;
+  s.config = {{"model", {{"layers", 2}, {"d_model", 32}}}, {"optimizer", {{"lr", 0.001}}}, {"global_batch", global_batch},
+              {"micro_batch", 2}, {"grad_accum", 1}, {"dp_size", world}, {"zero_stage", 0}, {"seed", 1}};
+  s.identity.config_hash = "h" + std::to_string(global_batch);
+  s.identity.data_snapshot_id = "snap";
+  s.slowest_rank = slow >= 0 ? slow : 0;
+  s.host = {"test", cpus};
+  s.memory_bytes_rank0.peak[std::size_t(MemoryCategory::kOptimizer)] = 100.0;
+  s.memory_bytes_rank0.total = 1000.0;
+  return s;
 }
 
-ScalingRun run_of(const nlohmann::json& summary, const std::string& dir) { return scaling_run_of(summary, dir); }
+ScalingRun run_of(const RunSummary& summary, const std::string& dir) { return scaling_run_of(summary, dir); }
 
 // A recomputation that agrees with the summary: tokens_per_step / step gives `throughput`.
 LogThroughput logs_of(double throughput) {
@@ -120,7 +123,7 @@ TEST_CASE("strong, weak, and the runs that do not belong together", "[scaling-re
   }
   SECTION("another model: UsageError naming both folders and the key") {
     auto other = summary_of(2, 1900, 16);
-    other["config"]["model"]["layers"] = 4;
+    other.config["model"]["layers"] = 4;
     try {
       build_scaling_report({run_of(summary_of(1, 1000, 8), "small"), run_of(other, "big")});
       FAIL("no error");
@@ -136,7 +139,7 @@ TEST_CASE("strong, weak, and the runs that do not belong together", "[scaling-re
   }
   SECTION("a summary without the per-rank medians is refused by name") {
     auto bad = summary_of(1, 1000, 8);
-    bad.erase("per_rank_medians");
+    bad.per_rank_medians.columns.clear();
     CHECK_THROWS_WITH(run_of(bad, "broken"), Catch::Contains("broken/summary.json") && Catch::Contains("per_rank_medians"));
   }
   SECTION("no W = 1 run: no speedup, no E, said so") {
@@ -213,7 +216,7 @@ TEST_CASE("an action per row from what limits it", "[scaling-report]") {
   }
   SECTION("optimizer memory -> ZeRO stage") {
     auto s = summary_of(2, 1900, 16);
-    s["memory_bytes_rank0"] = {{"optimizer", 500.0}, {"total", 1000.0}};  // 50% > 30%
+    s.memory_bytes_rank0.peak[std::size_t(MemoryCategory::kOptimizer)] = 500.0;  // 50% of 1000 > 30%
     const auto r = build_scaling_report({base, run_of(s, "w2")});
     CHECK(has_action(r.points[1], "--zero-stage"));
   }

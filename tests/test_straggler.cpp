@@ -53,14 +53,14 @@ nlohmann::json report_of(const std::vector<std::vector<StepRecord>>& by_rank, St
   for (int r = 0; r < int(by_rank.size()); ++r)
     profiles.push_back(profile_of(r, samples_of(by_rank[r]), options.window));
   const nlohmann::json j = straggler_report(profiles, options).to_json();
-  CHECK(StragglerReport::from_json(j).to_json() == j);
+  CHECK(test::read_back<StragglerReport>(j).to_json() == j);
   return j;
 }
 std::string format_straggler_table(const nlohmann::json& report) {
-  return shardtrain::format_straggler_table(StragglerReport::from_json(report));
+  return shardtrain::format_straggler_table(test::read_back<StragglerReport>(report));
 }
 std::string format_straggler_names(const nlohmann::json& report) {
-  return shardtrain::format_straggler_names(StragglerReport::from_json(report));
+  return shardtrain::format_straggler_names(test::read_back<StragglerReport>(report));
 }
 
 const Ms kHealthy = {2, 20, 40, 10, 5, 0, 3};  // an 80 ms step

@@ -6,10 +6,20 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/comm/mpi.hpp"
 
 namespace shardtrain::test {
+
+// T::from_json over `j` as if read from a file "test.json" (the typed readers take a JsonFile and
+// a pointer): the round trips' way back, and their errors name the field by pointer.
+template <typename T>
+T read_back(const nlohmann::json& j) {
+  return T::from_json(JsonFile::parse(j.dump(), "test.json", "the value"), "");
+}
 
 // testdata/ in the source tree.
 std::string testdata_path(const std::string& relative);

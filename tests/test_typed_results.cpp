@@ -4,6 +4,7 @@
 
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/train/evaluation.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 
@@ -17,7 +18,7 @@ TEST_CASE("typed results: MemoryReport survives its JSON round trip", "[typed]")
   const nlohmann::json j = r.to_json();
   CHECK(j["gathered"] == 4000.5);  // the names are memory_category_name's
   CHECK(j["zero_stage"] == 2);
-  const MemoryReport back = MemoryReport::from_json(j);
+  const MemoryReport back = test::read_back<MemoryReport>(j);
   CHECK(back.peak == r.peak);
   CHECK(back.model_state == r.model_state);
   CHECK(back.total == r.total);
@@ -26,7 +27,7 @@ TEST_CASE("typed results: MemoryReport survives its JSON round trip", "[typed]")
   // DDP (stage 0) writes no formula fields, and reads back as stage 0.
   r.zero_stage = 0;
   CHECK_FALSE(r.to_json().contains("formula_model_state"));
-  CHECK(MemoryReport::from_json(r.to_json()).zero_stage == 0);
+  CHECK(test::read_back<MemoryReport>(r.to_json()).zero_stage == 0);
 }
 
 TEST_CASE("typed results: HoldoutLoss survives its JSON round trip", "[typed]") {
@@ -36,7 +37,7 @@ TEST_CASE("typed results: HoldoutLoss survives its JSON round trip", "[typed]") 
   h.loss_by_owner = {{"alice", 2.5}, {"bob", 2.7267837524414062}};
   const nlohmann::json j = h.to_json();
   CHECK(j["holdout_loss"] == h.loss);  // the summary's field names (docs/FORMATS.md "eval")
-  const HoldoutLoss back = HoldoutLoss::from_json(j);
+  const HoldoutLoss back = test::read_back<HoldoutLoss>(j);
   CHECK(back.loss == h.loss);
   CHECK(back.tokens == h.tokens);
   CHECK(back.loss_by_owner == h.loss_by_owner);

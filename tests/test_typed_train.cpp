@@ -129,16 +129,16 @@ TEST_CASE("typed train: DataSelectionInfo survives its JSON round trip, null tim
   CHECK(j["cutoff"] == "2024-01-17T00:00:00Z");  // the summary's "data" keys
   CHECK(j["train"]["samples"] == 600);
   CHECK(j["holdout"]["slices"][1]["owner"] == "markov-b");
-  CHECK(data::DataSelectionInfo::from_json(j) == d);
+  CHECK(test::read_back<data::DataSelectionInfo>(j) == d);
   data::DataSelectionInfo untimed = d;
   untimed.cutoff.reset();
   untimed.eval_from.reset();
   CHECK(untimed.to_json()["cutoff"].is_null());
-  CHECK(data::DataSelectionInfo::from_json(untimed.to_json()) == untimed);
-  CHECK_FALSE(data::DataSelectionInfo::from_json(untimed.to_json()) == d);
+  CHECK(test::read_back<data::DataSelectionInfo>(untimed.to_json()) == untimed);
+  CHECK_FALSE(test::read_back<data::DataSelectionInfo>(untimed.to_json()) == d);
   nlohmann::json missing = j;
   missing["holdout"].erase("samples");
-  CHECK_THROWS_WITH(data::DataSelectionInfo::from_json(missing), Catch::Contains("'samples'"));
+  CHECK_THROWS_WITH(test::read_back<data::DataSelectionInfo>(missing), Catch::Contains("has no field /holdout/samples"));
 }
 
 TEST_CASE("typed train: the summary's parts survive their JSON round trips", "[typed]") {
@@ -146,29 +146,29 @@ TEST_CASE("typed train: the summary's parts survive their JSON round trips", "[t
   const nlohmann::json tj = table.to_json();
   CHECK(tj["data_s"]["by_rank"][1] == 0.002);
   CHECK(tj["data_s"]["median"] == 0.0015);
-  CHECK(PerRankTable::from_json(tj) == table);
+  CHECK(test::read_back<PerRankTable>(tj) == table);
   CHECK_THROWS_AS(table.at("no_such_column"), UsageError);
 
   const Baseline b{"w1/summary.json", 2500.0, 1};
-  CHECK(Baseline::from_json(b.to_json()) == b);
+  CHECK(test::read_back<Baseline>(b.to_json()) == b);
   const ScalingVsBaseline vs = scaling_against(b, 4000.0, 2);
   CHECK(vs.speedup == Approx(1.6));
   CHECK(vs.scaling_efficiency == Approx(0.8));
 
   const MfuPeak peak = populated_summary().mfu_peak;
-  CHECK(MfuPeak::from_json(peak.to_json()) == peak);
+  CHECK(test::read_back<MfuPeak>(peak.to_json()) == peak);
   MfuPeak given;
   given.basis = "given (--peak-gflops)";
   given.source = "given";
   CHECK(given.to_json()["shared_cores"].is_null());
   CHECK(given.to_json()["host_cpus"].is_null());
-  CHECK(MfuPeak::from_json(given.to_json()) == given);
+  CHECK(test::read_back<MfuPeak>(given.to_json()) == given);
 
   const RunIdentity id{"cfg", "sel", "v1", ""};
   CHECK(id.to_json()["checkpoint_id"].is_null());
-  CHECK(RunIdentity::from_json(id.to_json()) == id);
+  CHECK(test::read_back<RunIdentity>(id.to_json()) == id);
   const StragglerReport stragglers = populated_stragglers();
-  CHECK(StragglerReport::from_json(stragglers.to_json()) == stragglers);
+  CHECK(test::read_back<StragglerReport>(stragglers.to_json()) == stragglers);
 }
 
 TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with the summary.json keys", "[typed]") {
@@ -186,7 +186,7 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   CHECK(j["speedup"] == 1.6386);
   CHECK(j["scaling_efficiency"] == 0.8193);
   CHECK(j["data"]["selection_snapshot_id"] == "sel4567");
-  CHECK(RunSummary::from_json(j) == s);
+  CHECK(test::read_back<RunSummary>(j) == s);
 
   // The optional parts: null where unknown, absent without --baseline.
   RunSummary bare = s;
@@ -201,8 +201,8 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   CHECK_FALSE(bj.contains("baseline"));
   CHECK_FALSE(bj.contains("speedup"));
   CHECK(bj["precision"] == "fp32");
-  CHECK(RunSummary::from_json(bj) == bare);
-  CHECK_FALSE(RunSummary::from_json(bj) == s);
+  CHECK(test::read_back<RunSummary>(bj) == bare);
+  CHECK_FALSE(test::read_back<RunSummary>(bj) == s);
 }
 
 TEST_CASE("typed train: a run summary missing a field is refused naming the field (and the file)", "[typed]") {
@@ -211,8 +211,19 @@ TEST_CASE("typed train: a run summary missing a field is refused naming the fiel
     INFO(field);
     nlohmann::json missing = j;
     missing.erase(field);
-    CHECK_THROWS_WITH(RunSummary::from_json(missing), Catch::Contains(std::string("'") + field + "'"));
+    CHECK_THROWS_WITH(test::read_back<RunSummary>(missing), Catch::Contains(std::string("has no field /") + field));
   }
+  // A mistyped field, deep or not, is named by its JSON pointer too.
+  nlohmann::json mistyped = j;
+  mistyped["world_size"] = "two";
+  CHECK_THROWS_WITH(test::read_back<RunSummary>(mistyped), Catch::Contains("field /world_size is not an integer"));
+  mistyped = j;
+  mistyped["per_rank_medians"]["step_s"]["by_rank"][1] = "slow";
+  CHECK_THROWS_WITH(test::read_back<RunSummary>(mistyped),
+                    Catch::Contains("field /per_rank_medians/step_s/by_rank/1 is not a number"));
+  mistyped = j;
+  mistyped["precision"] = "fp16";
+  CHECK_THROWS_WITH(test::read_back<RunSummary>(mistyped), Catch::Contains("field /precision must be bf16 or fp32 (got 'fp16')"));
   const std::string dir = test::temp_dir("typed_summary");
   {
     nlohmann::json missing = j;
@@ -221,7 +232,7 @@ TEST_CASE("typed train: a run summary missing a field is refused naming the fiel
   }
   CHECK_THROWS_AS(read_run_summary(dir + "/summary.json"), UsageError);
   CHECK_THROWS_WITH(read_run_summary(dir + "/summary.json"),
-                    Catch::Contains(dir + "/summary.json") && Catch::Contains("'basis'"));
+                    Catch::Contains(dir + "/summary.json") && Catch::Contains("has no field /mfu_peak/basis"));
   std::ofstream(dir + "/good.json") << j.dump();
   CHECK(read_run_summary(dir + "/good.json") == populated_summary());
   CHECK_THROWS_AS(read_run_summary(dir + "/none.json"), IoError);

@@ -236,13 +236,6 @@ DataSelectionInfo TrainingData::describe() const {
   return d;
 }
 
-namespace {
-std::optional<std::string> optional_string_of(const nlohmann::json& j) {
-  if (j.is_null()) return std::nullopt;
-  return j.get<std::string>();
-}
-}  // namespace
-
 nlohmann::json DataSelectionInfo::to_json() const {
   nlohmann::json slices = nlohmann::json::array();
   for (const auto& s : holdout_slices)
@@ -260,26 +253,32 @@ nlohmann::json DataSelectionInfo::to_json() const {
           {"holdout", {{"documents", holdout_documents}, {"samples", holdout_samples}, {"slices", slices}}}};
 }
 
-DataSelectionInfo DataSelectionInfo::from_json(const nlohmann::json& j) {
+DataSelectionInfo DataSelectionInfo::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  const auto text = [](const JsonFile& file, const std::string& p) { return file.string(p); };
   DataSelectionInfo d;
-  d.path = j.at("path").get<std::string>();
-  d.dataset_snapshot_id = j.at("dataset_snapshot_id").get<std::string>();
-  d.selection_snapshot_id = j.at("selection_snapshot_id").get<std::string>();
-  d.cutoff = optional_string_of(j.at("cutoff"));
-  d.eval_from = optional_string_of(j.at("eval_from"));
-  d.vocab = j.at("vocab").get<std::int64_t>();
-  d.tokenizer = j.at("tokenizer").get<std::string>();
-  d.separator_token = j.at("separator_token").get<std::int64_t>();
-  d.seq_len = j.at("seq_len").get<int>();
-  const auto& train = j.at("train");
-  d.train = {train.at("documents").get<std::uint64_t>(), train.at("tokens").get<std::uint64_t>(),
-             train.at("samples").get<std::uint64_t>()};
-  const auto& holdout = j.at("holdout");
-  d.holdout_documents = holdout.at("documents").get<std::uint64_t>();
-  d.holdout_samples = holdout.at("samples").get<std::uint64_t>();
-  for (const auto& s : holdout.at("slices"))
-    d.holdout_slices.push_back({s.at("owner").get<std::string>(), s.at("documents").get<std::uint64_t>(),
-                                s.at("tokens").get<std::uint64_t>(), s.at("samples").get<std::uint64_t>()});
+  d.path = f.string(field(at, "path"));
+  d.dataset_snapshot_id = f.string(field(at, "dataset_snapshot_id"));
+  d.selection_snapshot_id = f.string(field(at, "selection_snapshot_id"));
+  d.cutoff = json_fields::null_or(f, field(at, "cutoff"), text);
+  d.eval_from = json_fields::null_or(f, field(at, "eval_from"), text);
+  d.vocab = json_fields::integer(f, field(at, "vocab"));
+  d.tokenizer = f.string(field(at, "tokenizer"));
+  d.separator_token = json_fields::integer(f, field(at, "separator_token"));
+  d.seq_len = json_fields::small_integer(f, field(at, "seq_len"));
+  const std::string train = field(at, "train");
+  d.train = {json_fields::count(f, field(train, "documents")), json_fields::count(f, field(train, "tokens")),
+             json_fields::count(f, field(train, "samples"))};
+  const std::string holdout = field(at, "holdout");
+  d.holdout_documents = json_fields::count(f, field(holdout, "documents"));
+  d.holdout_samples = json_fields::count(f, field(holdout, "samples"));
+  const std::string slices = field(holdout, "slices");
+  for (std::size_t i = 0, n = json_fields::array_size(f, slices); i < n; ++i) {
+    const std::string s = field(slices, std::to_string(i));
+    d.holdout_slices.push_back({f.string(field(s, "owner")), json_fields::count(f, field(s, "documents")),
+                                json_fields::count(f, field(s, "tokens")), json_fields::count(f, field(s, "samples"))});
+  }
   return d;
 }
 

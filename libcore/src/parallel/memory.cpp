@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/parallel/shard_layout.hpp"
@@ -38,13 +39,17 @@ nlohmann::json MemoryReport::to_json() const {
   return j;
 }
 
-MemoryReport MemoryReport::from_json(const nlohmann::json& j) {
+MemoryReport MemoryReport::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
   MemoryReport r;
-  for (int c = 0; c < kNumMemoryCategories; ++c) r.peak[std::size_t(c)] = j.value(memory_category_name(MemoryCategory(c)), 0.0);
-  r.model_state = j.value("model_state", 0.0);
-  r.total = j.value("total", 0.0);
-  r.formula_model_state = j.value("formula_model_state", 0.0);
-  r.zero_stage = j.value("zero_stage", 0);
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    r.peak[std::size_t(c)] = f.number(field(at, memory_category_name(MemoryCategory(c))));
+  r.model_state = f.number(field(at, "model_state"));
+  r.total = f.number(field(at, "total"));
+  // ZeRO only (absent for DDP: 0).
+  r.formula_model_state = f.find_number(field(at, "formula_model_state")).value_or(0.0);
+  r.zero_stage = int(json_fields::nullable_integer(f, field(at, "zero_stage")).value_or(0));
   return r;
 }
 

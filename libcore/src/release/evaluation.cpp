@@ -17,6 +17,7 @@
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/release/bootstrap.hpp"
 #include "shardtrain/train/evaluation.hpp"
+#include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain {
 namespace fs = std::filesystem;
@@ -119,21 +120,21 @@ CheckpointIdentity checkpoint_identity(const ckpt::CheckpointReader& reader) {
   return c;
 }
 
-// The training run's figures from its summary.json (docs/FORMATS.md), or nothing when there is none.
-// summary.json is the training run's file: read here as JSON, at the edge, for the figures only.
+// The training run's figures from its summary.json (read by read_run_summary, the file's one
+// reader), or nothing when the default path has none.
 std::optional<TrainingFigures> training_figures(const std::string& checkpoint_folder, const std::string& given) {
   std::string path = given;
   if (path.empty()) {
     path = (fs::path(checkpoint_folder).parent_path().parent_path() / "summary.json").string();
     if (!fs::exists(path)) return std::nullopt;
   }
-  const JsonFile s = JsonFile::read(path, "the training run's summary (--summary)");
+  const RunSummary s = read_run_summary(path, "the training run's summary (--summary)");
   TrainingFigures t;
   t.summary = path;
-  t.throughput_tokens_per_s = s.find_number("/throughput_tokens_per_s");
-  t.scaling_efficiency = s.find_number("/scaling_efficiency");
-  t.mfu = s.find_number("/mfu");
-  if (const auto w = s.find_number("/world_size")) t.world_size = std::int64_t(*w);
+  t.throughput_tokens_per_s = s.throughput_tokens_per_s;
+  if (s.scaling) t.scaling_efficiency = s.scaling->scaling_efficiency;
+  t.mfu = s.mfu;
+  t.world_size = s.world_size;
   return t;
 }
 

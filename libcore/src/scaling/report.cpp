@@ -8,12 +8,12 @@
 #include <regex>
 #include <sstream>
 
-#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
+#include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain {
 
@@ -31,26 +31,15 @@ constexpr int kExposed = 3;
 
 double median(std::vector<double> values) { return SeriesStats::of(std::move(values)).median; }
 
-// summary.at("a").at("b") with a one-line UsageError naming the folder and the key.
-const nlohmann::json& need(const nlohmann::json& summary, const std::string& dotted, const std::string& run_dir) {
-  const nlohmann::json* at = &summary;
-  std::stringstream keys(dotted);
-  for (std::string key; std::getline(keys, key, '.');) {
-    if (!at->is_object() || !at->contains(key))
-      throw UsageError(run_dir + "/summary.json: no \"" + dotted + "\"; not a ddp-train/fsdp-train run summary?");
-    at = &(*at)[key];
-  }
-  return *at;
-}
-
-std::vector<RankBreakdown> breakdown_of(const nlohmann::json& summary, int world, const std::string& run_dir) {
+// Each rank's breakdown from the summary's per-rank table (one value per rank in each column).
+std::vector<RankBreakdown> breakdown_of(const PerRankTable& table, int world, const std::string& run_dir) {
   std::vector<RankBreakdown> ranks(static_cast<std::size_t>(world));
   auto column = [&](const std::string& name) {
-    const auto& by_rank = need(summary, "per_rank_medians." + name + ".by_rank", run_dir);
-    if (!by_rank.is_array() || int(by_rank.size()) != world)
+    const auto it = table.columns.find(name);
+    if (it == table.columns.end() || int(it->second.by_rank.size()) != world)
       throw UsageError(run_dir + "/summary.json: per_rank_medians." + name + " has no value for each of " +
                        std::to_string(world) + " ranks");
-    return by_rank.get<std::vector<double>>();
+    return it->second.by_rank;
   };
   const auto step = column("step_s");
   for (int c = 0; c < kBreakdownSections - 1; ++c) {
@@ -299,49 +288,44 @@ std::optional<LogThroughput> throughput_from_records(const std::vector<std::vect
   return out;
 }
 
-ScalingRun scaling_run_of(const nlohmann::json& summary, const std::string& run_dir) {
+ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir) {
   ScalingRun r;
   r.run_dir = run_dir;
-  r.world_size = need(summary, "world_size", run_dir).get<int>();
+  r.world_size = summary.world_size;
   if (r.world_size < 1) throw UsageError(run_dir + "/summary.json: world_size " + std::to_string(r.world_size));
-  r.throughput_tokens_per_s = need(summary, "throughput_tokens_per_s", run_dir).get<double>();
+  r.throughput_tokens_per_s = summary.throughput_tokens_per_s;
   if (!(r.throughput_tokens_per_s > 0)) throw UsageError(run_dir + "/summary.json: throughput_tokens_per_s is not positive");
-  r.median_step_s = need(summary, "median_step_s", run_dir).get<double>();
-  r.global_batch = need(summary, "config.global_batch", run_dir).get<std::int64_t>();
-  r.config_hash = need(summary, "identity.config_hash", run_dir).get<std::string>();
+  r.median_step_s = summary.median_step_s;
+  // "config" is the checkpoint manifests' configuration object (opaque to the summary's type);
+  // the report needs its global batch and compares the rest between runs.
+  const nlohmann::json& config = summary.config;
+  if (!config.is_object() || !config.contains("global_batch") || !config["global_batch"].is_number_integer())
+    throw UsageError(run_dir + "/summary.json: config has no integer global_batch; not a ddp-train/fsdp-train run summary?");
+  r.global_batch = config["global_batch"].get<std::int64_t>();
+  r.config_hash = summary.identity.config_hash;
   // The problem: what must agree between runs of one scaling series. The layout (dp_size,
   // micro_batch, grad_accum) differs by W by design, and the global batch by weak scaling.
-  r.problem = need(summary, "config", run_dir);
+  r.problem = config;
   for (const char* layout : {"dp_size", "micro_batch", "grad_accum", "global_batch"}) r.problem.erase(layout);
-  r.problem["data_snapshot_id"] = need(summary, "identity.data_snapshot_id", run_dir);
+  r.problem["data_snapshot_id"] = summary.identity.data_snapshot_id;
   r.zero_stage = r.problem.value("zero_stage", 0);
-  r.ranks = breakdown_of(summary, r.world_size, run_dir);
-  r.slowest_rank = std::clamp(need(summary, "slowest_rank", run_dir).get<int>(), 0, r.world_size - 1);
-  if (summary.contains("host") && summary["host"].is_object()) {
-    r.host_cpus = summary["host"].value("cpus", 0);
-    r.hostname = summary["host"].value("hostname", "");
-  }
-  if (summary.contains("stragglers") && summary["stragglers"].is_object())
-    for (const StragglerFinding& s : StragglerReport::from_json(summary["stragglers"]).stragglers)
-      r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
-  if (summary.contains("memory_bytes_rank0")) {
-    r.optimizer_bytes = summary["memory_bytes_rank0"].value("optimizer", 0.0);
-    r.memory_bytes = summary["memory_bytes_rank0"].value("total", 0.0);
-  }
+  r.ranks = breakdown_of(summary.per_rank_medians, r.world_size, run_dir);
+  r.slowest_rank = std::clamp(summary.slowest_rank, 0, r.world_size - 1);
+  r.host_cpus = summary.host.cpus;
+  r.hostname = summary.host.hostname;
+  for (const StragglerFinding& s : summary.stragglers.stragglers)
+    r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
+  r.optimizer_bytes = summary.memory_bytes_rank0.bytes(MemoryCategory::kOptimizer);
+  r.memory_bytes = summary.memory_bytes_rank0.total;
   return r;
 }
 
 ScalingRun read_scaling_run(const std::string& run_dir) {
   const std::string path = run_dir + "/summary.json";
   if (!fs::exists(path)) throw UsageError(run_dir + ": no summary.json (not a finished ddp-train/fsdp-train run folder)");
-  const nlohmann::json summary = JsonFile::read(path, "the run summary").json();
-  try {
-    ScalingRun run = scaling_run_of(summary, run_dir);
-    run.from_logs = throughput_from_run_dir(run_dir);
-    return run;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(path + ": a key has the wrong type (" + e.what() + ")");
-  }
+  ScalingRun run = scaling_run_of(read_run_summary(path, "the run summary (ddp-train/fsdp-train)"), run_dir);
+  run.from_logs = throughput_from_run_dir(run_dir);
+  return run;
 }
 
 ScalingReport build_scaling_report(std::vector<ScalingRun> runs, const ActionThresholds& thresholds) {
@@ -490,14 +474,7 @@ std::string report_markdown(const ScalingReport& report) {
 // The model's E(W) beside each measured point (scale-bench fit's model file: its compute, link,
 // collectives, overlap and straggler), and the note that says where it came from.
 static void add_predictions(ScalingReport& report, const std::string& model_path) {
-  std::ifstream in(model_path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(model_path + ": not a scaling model (JSON: " + e.what() + ")");
-  }
-  const scaling::StepModel model = scaling::StepModel::from_json(j, model_path);
+  const scaling::StepModel model = scaling::read_step_model(model_path, "the --model step model (scale-bench fit)");
   for (std::size_t i = 0; i < report.runs.size(); ++i)
     report.points[i].predicted_efficiency = scaling::predict(model, report.runs[i].world_size).efficiency;
   std::ostringstream note;

@@ -13,6 +13,7 @@
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/parameters.hpp"
+#include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain::scaling {
 namespace {
@@ -296,6 +297,10 @@ StepModel seed_lab_model() {
 
 std::vector<std::pair<int, double>> seed_lab_speedups() { return {{1, 1.0}, {2, 1.9}, {4, 3.7}, {8, 7.0}, {16, 13.2}}; }
 
+StepModel read_step_model(const std::string& path, const std::string& what) {
+  return StepModel::from_json(JsonFile::read(path, what).json(), path);
+}
+
 // ---------------------------------------------------------------- fit -----------------------------
 
 std::vector<CollectiveSample> read_collectives(const std::string& path, const std::string& impl, std::string* impl_used) {
@@ -366,26 +371,25 @@ LinkFit fit_link(const std::vector<CollectiveSample>& rows) {
   return f;
 }
 
-RunSample read_run(const std::string& run_dir) {
-  const std::string path = run_dir.size() > 5 && run_dir.substr(run_dir.size() - 5) == ".json" ? run_dir
-                                                                                                 : run_dir + "/summary.json";
+RunSample run_sample_of(const RunSummary& summary, const std::string& path) {
   const std::string where = "--runs '" + path + "'";
-  const nlohmann::json j = read_json(path, "--runs");
   RunSample r;
   r.path = path;
-  r.world = int(number(j, "world_size", where));
-  r.step_s = number(j, "median_step_s", where);
-  r.tokens_per_step = number(j, "throughput_tokens_per_s", where) * r.step_s;
-  const double steps = number(j, "steps", where);
+  r.world = summary.world_size;
+  r.step_s = summary.median_step_s;
+  r.tokens_per_step = summary.throughput_tokens_per_s * r.step_s;
+  const double steps = double(summary.steps);
   if (r.world < 1 || !(r.step_s > 0) || !(r.tokens_per_step > 0) || !(steps > 0))
     throw UsageError(where + ": world_size, median_step_s, throughput_tokens_per_s and steps must be positive");
-  if (j.contains("per_rank_medians") && j["per_rank_medians"].is_object()) {
-    const auto& p = j["per_rank_medians"];
-    if (p.contains("comm_total_s")) r.comm_total_s = number(p["comm_total_s"], "median", where + " comm_total_s");
-    if (p.contains("comm_exposed_s")) r.comm_exposed_s = number(p["comm_exposed_s"], "median", where + " comm_exposed_s");
-  }
-  if (!j.contains("communication") || !j["communication"].is_object()) throw UsageError(where + ": missing object 'communication'");
-  for (const auto& [name, stats] : j["communication"].items()) {
+  const auto median_of = [&](const char* column) {
+    const auto it = summary.per_rank_medians.columns.find(column);
+    return it == summary.per_rank_medians.columns.end() ? 0.0 : it->second.stats.median;
+  };
+  r.comm_total_s = median_of("comm_total_s");
+  r.comm_exposed_s = median_of("comm_exposed_s");
+  // "communication" is CommStats' JSON (comm/stats.hpp), held as such by the summary.
+  if (!summary.communication.is_object()) throw UsageError(where + ": missing object 'communication'");
+  for (const auto& [name, stats] : summary.communication.items()) {
     CollectiveOp op;
     // Broadcast, Barrier and Split are start-up and control traffic, not the step's.
     if (!stats.is_object() || !op_from_name(name, &op) || !is_payload_op(op) || op == CollectiveOp::kBroadcast) continue;
@@ -395,6 +399,12 @@ RunSample read_run(const std::string& run_dir) {
     if (calls >= steps && bytes > 0) r.collectives.push_back({op, bytes / calls, calls / steps});
   }
   return r;
+}
+
+RunSample read_run(const std::string& run_dir) {
+  const std::string path = run_dir.size() > 5 && run_dir.substr(run_dir.size() - 5) == ".json" ? run_dir
+                                                                                                 : run_dir + "/summary.json";
+  return run_sample_of(read_run_summary(path, "the --runs run summary"), path);
 }
 
 ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, Scaling scaling, double overlap) {

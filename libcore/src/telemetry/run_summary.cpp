@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
@@ -60,10 +61,13 @@ nlohmann::json PerRankTable::to_json() const {
   return table;
 }
 
-PerRankTable PerRankTable::from_json(const nlohmann::json& j) {
+PerRankTable PerRankTable::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_object(f, at);
   PerRankTable table;
-  for (const auto& [name, column] : j.items())
-    table.columns[name] = {SeriesStats::from_json(column), column.at("by_rank").get<std::vector<double>>()};
+  for (const auto& [name, column] : f.at(at).items()) {
+    const std::string c = json_fields::field(at, name);
+    table.columns[name] = {SeriesStats::from_json(f, c), json_fields::numbers(f, json_fields::field(c, "by_rank"))};
+  }
   return table;
 }
 
@@ -76,20 +80,14 @@ int slowest_rank(const std::vector<ColumnMedians>& medians) {
   return slowest;
 }
 
-Baseline read_baseline(const std::string& path) {
-  const JsonFile base = JsonFile::read(path, "the --baseline run summary");
-  const double throughput = base.number("/throughput_tokens_per_s");
-  if (!(throughput > 0)) base.fail("has no positive throughput_tokens_per_s; pass a ddp-train summary.json");
-  return {path, throughput, int(base.find_number("/world_size").value_or(1))};
-}
-
 nlohmann::json Baseline::to_json() const {
   return {{"path", path}, {"throughput_tokens_per_s", throughput_tokens_per_s}, {"world_size", world_size}};
 }
 
-Baseline Baseline::from_json(const nlohmann::json& j) {
-  return {j.at("path").get<std::string>(), j.at("throughput_tokens_per_s").get<double>(),
-          j.at("world_size").get<int>()};
+Baseline Baseline::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  return {f.string(field(at, "path")), f.number(field(at, "throughput_tokens_per_s")),
+          json_fields::small_integer(f, field(at, "world_size"))};
 }
 
 ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, int world) {

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 
@@ -21,10 +22,12 @@ nlohmann::json RunIdentity::to_json() const {
           {"checkpoint_id", checkpoint_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(checkpoint_id)}};
 }
 
-RunIdentity RunIdentity::from_json(const nlohmann::json& j) {
-  const auto& checkpoint = j.at("checkpoint_id");
-  return {j.at("config_hash").get<std::string>(), j.at("data_snapshot_id").get<std::string>(),
-          j.at("code_version").get<std::string>(), checkpoint.is_null() ? "" : checkpoint.get<std::string>()};
+RunIdentity RunIdentity::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  f.at(field(at, "checkpoint_id"));  // present; null before the first checkpoint
+  return {f.string(field(at, "config_hash")), f.string(field(at, "data_snapshot_id")),
+          f.string(field(at, "code_version")), json_fields::nullable_string(f, field(at, "checkpoint_id")).value_or("")};
 }
 
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
@@ -134,8 +137,9 @@ SeriesStats SeriesStats::of(std::vector<double> v) {
 
 nlohmann::json SeriesStats::to_json() const { return {{"min", min}, {"median", median}, {"max", max}}; }
 
-SeriesStats SeriesStats::from_json(const nlohmann::json& j) {
-  return {j.at("min").get<double>(), j.at("median").get<double>(), j.at("max").get<double>()};
+SeriesStats SeriesStats::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  return {f.number(field(at, "min")), f.number(field(at, "median")), f.number(field(at, "max"))};
 }
 
 std::map<int, std::string> find_step_logs(const std::string& run_dir) {

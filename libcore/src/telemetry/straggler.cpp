@@ -8,6 +8,7 @@
 #include <optional>
 #include <regex>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/error.hpp"
 
 namespace shardtrain {
@@ -68,10 +69,18 @@ Section section_named(const std::string& name) {
   throw UsageError("straggler report: unknown section '" + name + "'");
 }
 
-StragglerFinding finding_of(const nlohmann::json& j) {
-  return {j.at("rank").get<int>(), section_named(j.at("section").get<std::string>()),
-          j.at("score").get<std::string>() == "individual", j.at("value").get<double>(), j.at("lost_s").get<double>(),
-          j.value("why", "")};
+StragglerFinding finding_of(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  const std::string name = f.string(field(at, "section"));
+  Section section = Section::kData;
+  try {
+    section = section_named(name);
+  } catch (const UsageError&) {
+    f.fail("field " + field(at, "section") + " is not a section (got '" + name + "')");
+  }
+  return {json_fields::small_integer(f, field(at, "rank")), section,
+          f.string(field(at, "score")) == "individual", f.number(field(at, "value")), f.number(field(at, "lost_s")),
+          json_fields::nullable_string(f, field(at, "why")).value_or("")};
 }
 
 // The scores of one rank's section against the fastest rank's median.
@@ -304,32 +313,43 @@ nlohmann::json StragglerReport::to_json() const {
   return j;
 }
 
-StragglerReport StragglerReport::from_json(const nlohmann::json& j) {
+StragglerReport StragglerReport::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
   StragglerReport r;
-  r.threshold = j.at("threshold").get<double>();
-  r.window = j.at("window").get<int>();
-  r.min_share = j.at("min_share").get<double>();
-  r.median_step_s = j.at("median_step_s").get<double>();
-  for (const auto& row : j.at("ranks")) {
-    RankScores rs{row.at("rank").get<int>(), row.at("steps").get<int>(), row.at("median_step_s").get<double>(), {}};
+  r.threshold = f.number(field(at, "threshold"));
+  r.window = json_fields::small_integer(f, field(at, "window"));
+  r.min_share = f.number(field(at, "min_share"));
+  r.median_step_s = f.number(field(at, "median_step_s"));
+  const std::string ranks = field(at, "ranks");
+  for (std::size_t i = 0, n = json_fields::array_size(f, ranks); i < n; ++i) {
+    const std::string row = field(ranks, std::to_string(i));
+    RankScores rs{json_fields::small_integer(f, field(row, "rank")), json_fields::small_integer(f, field(row, "steps")),
+                  f.number(field(row, "median_step_s")), {}};
     for (int s = 0; s < kNumSections; ++s) {
-      const auto& sec = row.at("sections").at(kSections[s].name);
+      const std::string sec = field(field(row, "sections"), kSections[s].name);
       SectionScore& sc = rs.sections[s];
-      sc.median_s = sec.at("median_s").get<double>();
-      sc.ran_fraction = sec.at("ran_fraction").get<double>();
-      sc.relative = sec.at("relative").get<double>();
-      if (!sec.at("individual").is_null()) sc.individual = sec.at("individual").get<double>();
-      sc.lost_s = sec.at("lost_s").get<double>();
-      sc.individual_lost_s = sec.at("individual_lost_s").get<double>();
+      sc.median_s = f.number(field(sec, "median_s"));
+      sc.ran_fraction = f.number(field(sec, "ran_fraction"));
+      sc.relative = f.number(field(sec, "relative"));
+      sc.individual = json_fields::null_or(f, field(sec, "individual"),
+                                           [](const JsonFile& file, const std::string& p) { return file.number(p); });
+      sc.lost_s = f.number(field(sec, "lost_s"));
+      sc.individual_lost_s = f.number(field(sec, "individual_lost_s"));
     }
     r.ranks.push_back(rs);
   }
-  for (const auto& f : j.at("stragglers")) r.stragglers.push_back(finding_of(f));
-  for (const auto& f : j.at("not_named")) r.not_named.push_back(finding_of(f));
-  if (!j.at("waited_for").is_null()) r.waited_for = j.at("waited_for").get<int>();
-  r.run_dir = j.value("run_dir", "");
-  r.skipped_lines = j.value("skipped_lines", 0);
-  r.skipped_records = j.value("skipped_records", 0);
+  for (const char* list : {"stragglers", "not_named"}) {
+    const std::string findings = field(at, list);
+    auto& into = std::string(list) == "stragglers" ? r.stragglers : r.not_named;
+    for (std::size_t i = 0, n = json_fields::array_size(f, findings); i < n; ++i)
+      into.push_back(finding_of(f, field(findings, std::to_string(i))));
+  }
+  r.waited_for = json_fields::null_or(f, field(at, "waited_for"), json_fields::small_integer);
+  // A run folder's report only.
+  r.run_dir = json_fields::nullable_string(f, field(at, "run_dir")).value_or("");
+  r.skipped_lines = int(json_fields::nullable_integer(f, field(at, "skipped_lines")).value_or(0));
+  r.skipped_records = int(json_fields::nullable_integer(f, field(at, "skipped_records")).value_or(0));
   return r;
 }
 

@@ -51,7 +51,7 @@ struct ModelOverrides {
     if (!model_path.empty() && !example.empty()) throw UsageError("give --model or --example, not both");
     if (!example.empty()) m = scaling::seed_lab_model();
     if (!model_path.empty()) {
-      m = scaling::StepModel::from_json(JsonFile::read(model_path, "the --model step model").json(), model_path);
+      m = scaling::read_step_model(model_path, "the --model step model");
     }
     nlohmann::json given = nlohmann::json::object();
     auto set = [&](const char* flag, double value, double scale, double& field) {

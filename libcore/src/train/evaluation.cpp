@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
@@ -39,11 +40,14 @@ nlohmann::json HoldoutLoss::to_json() const {
   return {{"holdout_loss", loss}, {"holdout_tokens", tokens}, {"holdout_loss_by_owner", loss_by_owner}};
 }
 
-HoldoutLoss HoldoutLoss::from_json(const nlohmann::json& j) {
+HoldoutLoss HoldoutLoss::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
   HoldoutLoss h;
-  h.loss = j.at("holdout_loss").get<double>();
-  h.tokens = j.at("holdout_tokens").get<double>();
-  h.loss_by_owner = j.at("holdout_loss_by_owner").get<std::map<std::string, double>>();
+  h.loss = f.number(field(at, "holdout_loss"));
+  h.tokens = f.number(field(at, "holdout_tokens"));
+  const std::string by_owner = field(at, "holdout_loss_by_owner");
+  json_fields::require_object(f, by_owner);
+  for (const auto& [owner, loss] : f.at(by_owner).items()) h.loss_by_owner[owner] = f.number(field(by_owner, owner));
   return h;
 }
 

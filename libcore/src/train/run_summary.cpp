@@ -1,8 +1,8 @@
 #include "shardtrain/train/run_summary.hpp"
 
 #include <cstdio>
-#include <cstring>
 
+#include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 
@@ -11,12 +11,10 @@ namespace {
 
 using json_fields::or_null;
 
-template <typename T>
-std::optional<T> optional_of(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  if (v.is_null()) return std::nullopt;
-  return v.get<T>();
-}
+using json_fields::field;
+
+// Readers of present-but-nullable fields (json_fields::null_or).
+double number_at(const JsonFile& f, const std::string& p) { return f.number(p); }
 
 }  // namespace
 
@@ -31,23 +29,24 @@ nlohmann::json MfuPeak::to_json() const {
           {"peak_exceeded", peak_exceeded}};
 }
 
-MfuPeak MfuPeak::from_json(const nlohmann::json& j) {
+MfuPeak MfuPeak::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_object(f, at);
   MfuPeak p;
-  p.basis = j.at("basis").get<std::string>();
-  p.source = j.at("source").get<std::string>();
-  p.ranks_measured_at_once = j.at("ranks_measured_at_once").get<int>();
-  p.shared_cores = optional_of<bool>(j, "shared_cores");
-  p.max_ranks_per_host = optional_of<int>(j, "max_ranks_per_host");
-  p.host_cpus = optional_of<int>(j, "host_cpus");
-  p.achieved_flops_per_rank = j.at("achieved_flops_per_rank").get<double>();
-  p.peak_exceeded = j.at("peak_exceeded").get<bool>();
+  p.basis = f.string(field(at, "basis"));
+  p.source = f.string(field(at, "source"));
+  p.ranks_measured_at_once = json_fields::small_integer(f, field(at, "ranks_measured_at_once"));
+  p.shared_cores = json_fields::null_or(f, field(at, "shared_cores"), json_fields::boolean);
+  p.max_ranks_per_host = json_fields::null_or(f, field(at, "max_ranks_per_host"), json_fields::small_integer);
+  p.host_cpus = json_fields::null_or(f, field(at, "host_cpus"), json_fields::small_integer);
+  p.achieved_flops_per_rank = f.number(field(at, "achieved_flops_per_rank"));
+  p.peak_exceeded = json_fields::boolean(f, field(at, "peak_exceeded"));
   return p;
 }
 
 nlohmann::json HostInfo::to_json() const { return {{"hostname", hostname}, {"cpus", cpus}}; }
 
-HostInfo HostInfo::from_json(const nlohmann::json& j) {
-  return {j.at("hostname").get<std::string>(), j.at("cpus").get<int>()};
+HostInfo HostInfo::from_json(const JsonFile& f, const std::string& at) {
+  return {f.string(field(at, "hostname")), json_fields::small_integer(f, field(at, "cpus"))};
 }
 
 nlohmann::json RunSummary::to_json() const {
@@ -103,64 +102,75 @@ nlohmann::json RunSummary::to_json() const {
   return j;
 }
 
-RunSummary RunSummary::from_json(const nlohmann::json& j) {
+RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_object(f, at);
+  const auto key = [&](const char* name) { return field(at, name); };
   RunSummary s;
-  s.tool = j.at("tool").get<std::string>();
-  s.identity = RunIdentity::from_json(j.at("identity"));
-  s.config = j.at("config");
-  s.data = data::DataSelectionInfo::from_json(j.at("data"));
-  s.backend = j.at("backend").get<std::string>();
-  s.layout = j.at("layout").get<std::string>();
-  s.parameters = j.at("parameters").get<double>();
-  s.world_size = j.at("world_size").get<int>();
-  s.host = HostInfo::from_json(j.at("host"));
-  s.steps = j.at("steps").get<std::int64_t>();
-  s.first_step = j.at("first_step").get<std::int64_t>();
-  s.stopped_by_signal = j.at("stopped_by_signal").get<bool>();
-  s.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
-  s.tokens = j.at("tokens").get<std::int64_t>();
-  s.train_seconds = j.at("train_seconds").get<double>();
-  s.wall_seconds = j.at("wall_seconds").get<double>();
-  s.throughput_tokens_per_s = j.at("throughput_tokens_per_s").get<double>();
-  s.median_step_s = j.at("median_step_s").get<double>();
-  s.flops_per_token = j.at("flops_per_token").get<double>();
-  s.peak_flops_per_rank = j.at("peak_flops_per_rank").get<double>();
-  s.mfu = j.at("mfu").get<double>();
-  s.mfu_peak = MfuPeak::from_json(j.at("mfu_peak"));
-  s.precision = parse_precision(j.at("precision").get<std::string>(), "summary \"precision\"");
-  s.device_name = j.at("device_name").get<std::string>();
-  s.peak_flops_datasheet_per_rank = optional_of<double>(j, "peak_flops_datasheet_per_rank");
-  s.mfu_datasheet = optional_of<double>(j, "mfu_datasheet");
-  s.first_loss = j.at("first_loss").get<double>();
-  s.final_loss = j.at("final_loss").get<double>();
-  s.per_rank_medians = PerRankTable::from_json(j.at("per_rank_medians"));
-  s.slowest_rank = j.at("slowest_rank").get<int>();
-  s.stragglers = StragglerReport::from_json(j.at("stragglers"));
-  s.exposed_comm_fraction = j.at("exposed_comm_fraction").get<double>();
-  s.communication = j.at("communication");
-  s.memory_bytes_rank0 = MemoryReport::from_json(j.at("memory_bytes_rank0"));
-  for (const auto& r : j.at("memory_bytes_by_rank")) s.memory_bytes_by_rank.push_back(MemoryReport::from_json(r));
-  if (!j.at("eval").is_null()) s.eval = HoldoutLoss::from_json(j.at("eval"));
-  const auto& checks = j.at("replica_checks");
-  s.replica_checks = {checks.at("every").get<int>(), checks.at("checks").get<std::int64_t>()};
-  s.step_log = j.at("step_log").get<std::string>();
-  s.params = j.at("params").get<std::string>();
-  s.summary = j.at("summary").get<std::string>();
-  if (j.contains("baseline"))
-    s.scaling = ScalingVsBaseline{Baseline::from_json(j.at("baseline")), j.at("speedup").get<double>(),
-                                  j.at("scaling_efficiency").get<double>()};
+  s.tool = f.string(key("tool"));
+  s.identity = RunIdentity::from_json(f, key("identity"));
+  json_fields::require_object(f, key("config"));
+  s.config = f.at(key("config"));
+  s.data = data::DataSelectionInfo::from_json(f, key("data"));
+  s.backend = f.string(key("backend"));
+  s.layout = f.string(key("layout"));
+  s.parameters = f.number(key("parameters"));
+  s.world_size = json_fields::small_integer(f, key("world_size"));
+  s.host = HostInfo::from_json(f, key("host"));
+  s.steps = json_fields::integer(f, key("steps"));
+  s.first_step = json_fields::integer(f, key("first_step"));
+  s.stopped_by_signal = json_fields::boolean(f, key("stopped_by_signal"));
+  s.checkpoint_dir = f.string(key("checkpoint_dir"));
+  s.tokens = json_fields::integer(f, key("tokens"));
+  s.train_seconds = f.number(key("train_seconds"));
+  s.wall_seconds = f.number(key("wall_seconds"));
+  s.throughput_tokens_per_s = f.number(key("throughput_tokens_per_s"));
+  s.median_step_s = f.number(key("median_step_s"));
+  s.flops_per_token = f.number(key("flops_per_token"));
+  s.peak_flops_per_rank = f.number(key("peak_flops_per_rank"));
+  s.mfu = f.number(key("mfu"));
+  s.mfu_peak = MfuPeak::from_json(f, key("mfu_peak"));
+  const std::string precision_field = "field " + key("precision");
+  try {
+    s.precision = parse_precision(f.string(key("precision")), precision_field.c_str());
+  } catch (const UsageError& e) {  // names the value and the choices; here with the file
+    f.fail(e.what());
+  }
+  s.device_name = f.string(key("device_name"));
+  s.peak_flops_datasheet_per_rank = json_fields::null_or(f, key("peak_flops_datasheet_per_rank"), number_at);
+  s.mfu_datasheet = json_fields::null_or(f, key("mfu_datasheet"), number_at);
+  s.first_loss = f.number(key("first_loss"));
+  s.final_loss = f.number(key("final_loss"));
+  s.per_rank_medians = PerRankTable::from_json(f, key("per_rank_medians"));
+  s.slowest_rank = json_fields::small_integer(f, key("slowest_rank"));
+  s.stragglers = StragglerReport::from_json(f, key("stragglers"));
+  s.exposed_comm_fraction = f.number(key("exposed_comm_fraction"));
+  json_fields::require_object(f, key("communication"));
+  s.communication = f.at(key("communication"));
+  s.memory_bytes_rank0 = MemoryReport::from_json(f, key("memory_bytes_rank0"));
+  for (std::size_t i = 0, n = json_fields::array_size(f, key("memory_bytes_by_rank")); i < n; ++i)
+    s.memory_bytes_by_rank.push_back(MemoryReport::from_json(f, field(key("memory_bytes_by_rank"), std::to_string(i))));
+  s.eval = json_fields::null_or(f, key("eval"), [](const JsonFile& file, const std::string& p) { return HoldoutLoss::from_json(file, p); });
+  s.replica_checks = {json_fields::small_integer(f, field(key("replica_checks"), "every")),
+                      json_fields::integer(f, field(key("replica_checks"), "checks"))};
+  s.step_log = f.string(key("step_log"));
+  s.params = f.string(key("params"));
+  s.summary = f.string(key("summary"));
+  if (f.has(key("baseline")))  // --baseline's three keys come together
+    s.scaling = ScalingVsBaseline{Baseline::from_json(f, key("baseline")), f.number(key("speedup")),
+                                  f.number(key("scaling_efficiency"))};
   return s;
 }
 
-RunSummary read_run_summary(const std::string& path) {
-  const JsonFile file = JsonFile::read(path, "the run summary");
-  try {
-    return RunSummary::from_json(file.json());
-  } catch (const nlohmann::json::exception& e) {
-    // nlohmann's text after its "[json.exception.<kind>.<id>] " tag names the field or the type.
-    const char* text = std::strchr(e.what(), ']');
-    file.fail(text != nullptr ? std::string(text + 2) : std::string(e.what()));
-  }
+RunSummary read_run_summary(const std::string& path, const std::string& what) {
+  return RunSummary::from_json(JsonFile::read(path, what));
+}
+
+Baseline read_baseline(const std::string& path) {
+  const RunSummary base = read_run_summary(path, "the --baseline run summary (a finished ddp-train/fsdp-train run's summary.json)");
+  if (!(base.throughput_tokens_per_s > 0))
+    throw UsageError(path + ": the --baseline run summary has no positive throughput_tokens_per_s; pass a finished "
+                            "ddp-train/fsdp-train run's summary.json");
+  return {path, base.throughput_tokens_per_s, base.world_size};
 }
 
 std::string summary_paragraph(const RunSummary& s) {

@@ -25,6 +25,14 @@ bool boolean(const JsonFile& f, const std::string& pointer);
 // Absent or null: nothing; anything else must be of the type.
 std::optional<std::string> nullable_string(const JsonFile& f, const std::string& pointer);
 std::optional<std::int64_t> nullable_integer(const JsonFile& f, const std::string& pointer);
+std::optional<bool> nullable_boolean(const JsonFile& f, const std::string& pointer);
+// A field that must be present and may be null (a summary's "eval": null where there is no
+// hold-out): nothing for null, else read(f, pointer). A missing one is refused by name.
+template <typename Read>
+auto null_or(const JsonFile& f, const std::string& pointer, Read read) -> std::optional<decltype(read(f, pointer))> {
+  if (f.at(pointer).is_null()) return std::nullopt;
+  return read(f, pointer);
+}
 // The field must be an array; returns its length (elements are read by field(pointer, index)).
 std::size_t array_size(const JsonFile& f, const std::string& pointer);
 std::vector<std::string> strings(const JsonFile& f, const std::string& pointer);

@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/data/dataset.hpp"
 
 namespace shardtrain::data {
@@ -100,8 +102,8 @@ struct DataSelectionInfo {
   std::vector<Slice> holdout_slices; // JSON "holdout": {"documents", "samples", "slices": [...]}
 
   nlohmann::json to_json() const;
-  // Throws nlohmann::json's out_of_range naming a missing field.
-  static DataSelectionInfo from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static DataSelectionInfo from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const DataSelectionInfo&) const = default;
 };
 

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/model/config.hpp"
 
@@ -31,7 +33,8 @@ struct MemoryReport {
   int zero_stage = 0;
   double bytes(MemoryCategory c) const { return peak[std::size_t(c)]; }
   nlohmann::json to_json() const;
-  static MemoryReport from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static MemoryReport from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const MemoryReport&) const = default;
 };
 

@@ -22,6 +22,8 @@
 
 namespace shardtrain {
 
+struct RunSummary;  // train/run_summary.hpp
+
 // The per-rank breakdown's sections, in table order: data, forward, backward, exposed
 // communication, optimizer, checkpoint, other (step minus the six, clamped at 0).
 inline constexpr int kBreakdownSections = 7;
@@ -44,7 +46,7 @@ struct LogThroughput {
   double throughput_tokens_per_s = 0;
 };
 
-// One run folder, as read from its summary.json (and step logs for `from_logs`).
+// One run folder, as the report sees it: from its summary (and step logs for `from_logs`).
 struct ScalingRun {
   std::string run_dir;
   int world_size = 1;
@@ -53,7 +55,7 @@ struct ScalingRun {
   std::int64_t global_batch = 0;       // samples per step, all ranks
   nlohmann::json problem;              // config minus the layout and global_batch, + data snapshot
   std::string config_hash;
-  int host_cpus = 0;                   // 0: the summary predates "host" (cores unknown)
+  int host_cpus = 0;                   // 0: cores unknown
   std::string hostname;
   std::vector<RankBreakdown> ranks;    // from per_rank_medians.<column>.by_rank
   int slowest_rank = 0;                // the summary's (largest step minus exposed communication)
@@ -63,14 +65,12 @@ struct ScalingRun {
   std::optional<LogThroughput> from_logs;         // empty when the folder has no usable step log
 };
 
-// Reads RUN_DIR/summary.json (UsageError naming the folder when it is missing or lacks a key the
-// report needs) and the step logs. A run's world size W must be at least 1.
+// Reads RUN_DIR/summary.json through read_run_summary (train/run_summary.hpp, the file's one
+// reader: UsageError naming the folder when it is missing, the file and the field when one is
+// missing or mistyped) and the step logs. A run's world size W must be at least 1.
 ScalingRun read_scaling_run(const std::string& run_dir);
-// The summary part alone (for tests on hand-made summaries); from_logs stays empty. It reads the
-// summary.json keys (docs/FORMATS.md) directly, an edge of its own: RunSummary lives in the train
-// layer above this one, and the report also reads summaries written before some keys existed
-// ("host", "stragglers"), which RunSummary::from_json refuses.
-ScalingRun scaling_run_of(const nlohmann::json& summary, const std::string& run_dir);
+// The summary part alone (tests build RunSummary values by hand); from_logs stays empty.
+ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir);
 // The recomputation above from each rank's step log (telemetry/step_log.hpp's read_step_log);
 // entries without "tokens" or "step_s", and steps missing on some rank, are left out. Empty when
 // no step is left.

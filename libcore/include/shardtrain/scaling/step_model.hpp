@@ -28,6 +28,10 @@
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/parallel/memory.hpp"
 
+namespace shardtrain {
+struct RunSummary;  // train/run_summary.hpp
+}  // namespace shardtrain
+
 namespace shardtrain::scaling {
 
 enum class Scaling { kWeak, kStrong };
@@ -58,6 +62,9 @@ struct StepModel {
   // Throws UsageError naming `source` and the missing or mistyped field.
   static StepModel from_json(const nlohmann::json& j, const std::string& source);
 };
+// A model file (scale-bench fit's output, --model) through JsonFile and from_json: the one reader
+// of the format. `what` says what the file was given as ("the --model step model").
+StepModel read_step_model(const std::string& path, const std::string& what);
 
 // Seconds of one call of `op` over `world` ranks by the ring formula above.
 double collective_seconds(CollectiveOp op, double bytes, int world, double busbw_Bps, double alpha_s);
@@ -108,7 +115,7 @@ struct LinkFit {
 };
 LinkFit fit_link(const std::vector<CollectiveSample>& rows);
 
-// What a run folder's summary.json says about one step (train/finish.cpp writes it).
+// What a run's summary says about one step (train/finish.cpp writes it as summary.json).
 struct RunSample {
   std::string path;
   int world = 1;
@@ -119,6 +126,9 @@ struct RunSample {
   // all-gathers issued at least once per step (fewer calls than steps are end-of-run traffic).
   std::vector<StepCollective> collectives;
 };
+// From the summary as read (`path` names it in errors).
+RunSample run_sample_of(const RunSummary& summary, const std::string& path);
+// RUN_DIR/summary.json (or a .json path itself) through read_run_summary, the file's one reader.
 RunSample read_run(const std::string& run_dir);
 
 // compute_s and straggler by least squares of the relative residuals of the runs' step times, the

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
@@ -35,7 +37,8 @@ struct PerRankTable {
   std::map<std::string, RankSpread> columns;
   const RankSpread& at(const std::string& column) const;  // UsageError naming a missing column
   nlohmann::json to_json() const;
-  static PerRankTable from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static PerRankTable from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const PerRankTable&) const = default;
 };
 PerRankTable per_rank_table(const std::vector<ColumnMedians>& medians);
@@ -43,18 +46,17 @@ PerRankTable per_rank_table(const std::vector<ColumnMedians>& medians);
 // synchronous step waits for it; its peers wait in exposed communication).
 int slowest_rank(const std::vector<ColumnMedians>& medians);
 
-// A baseline run's summary (--baseline), validated when read: a missing or unusable file is an
-// error before any training starts.
+// A baseline run's figures (--baseline), read from its summary by train/run_summary.hpp's
+// read_baseline before any training starts.
 // JSON (the summary's "baseline"): {"path", "throughput_tokens_per_s", "world_size"}.
 struct Baseline {
   std::string path;
   double throughput_tokens_per_s = 0;
   int world_size = 1;
   nlohmann::json to_json() const;
-  static Baseline from_json(const nlohmann::json& j);
+  static Baseline from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const Baseline&) const = default;
 };
-Baseline read_baseline(const std::string& path);
 // A run of `world` ranks at `throughput` (tokens/s) against its baseline: the summary's
 // "baseline", "speedup" (throughput over the baseline's) and "scaling_efficiency" (E(W) above).
 struct ScalingVsBaseline {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/base/durable_file.hpp"  // write_json_file, for the summary writers
 
 namespace shardtrain {
@@ -23,7 +25,8 @@ struct RunIdentity {
   std::string code_version;        // git describe at build time
   std::string checkpoint_id;       // checkpoint resumed from ("" when none)
   nlohmann::json to_json() const;  // checkpoint_id "" is null
-  static RunIdentity from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static RunIdentity from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const RunIdentity&) const = default;
 };
 
@@ -124,7 +127,7 @@ struct SeriesStats {
   double min = 0, median = 0, max = 0;
   static SeriesStats of(std::vector<double> values);
   nlohmann::json to_json() const;
-  static SeriesStats from_json(const nlohmann::json& j);
+  static SeriesStats from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const SeriesStats&) const = default;
 };
 

@@ -51,6 +51,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain {
@@ -146,7 +148,8 @@ struct StragglerReport {
   std::string run_dir;                       // read_run_samples's counts, when read from a folder
   int skipped_lines = 0, skipped_records = 0;
   nlohmann::json to_json() const;
-  static StragglerReport from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static StragglerReport from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const StragglerReport&) const = default;
 };
 

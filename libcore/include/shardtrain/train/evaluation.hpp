@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/gpt.hpp"
 
@@ -40,7 +42,8 @@ struct HoldoutLoss {
   double tokens = 0;                             // scored positions
   std::map<std::string, double> loss_by_owner;   // owner -> nats per token
   nlohmann::json to_json() const;                // {"holdout_loss","holdout_tokens","holdout_loss_by_owner"}
-  static HoldoutLoss from_json(const nlohmann::json& j);
+  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
+  static HoldoutLoss from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const HoldoutLoss&) const = default;
 };
 std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);

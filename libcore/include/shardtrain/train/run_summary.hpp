@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/parallel/memory.hpp"
@@ -38,7 +40,7 @@ struct MfuPeak {
   double achieved_flops_per_rank = 0;  // FLOP/s
   bool peak_exceeded = false;
   nlohmann::json to_json() const;
-  static MfuPeak from_json(const nlohmann::json& j);
+  static MfuPeak from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const MfuPeak&) const = default;
 };
 
@@ -48,7 +50,7 @@ struct HostInfo {
   std::string hostname;
   int cpus = 0;
   nlohmann::json to_json() const;
-  static HostInfo from_json(const nlohmann::json& j);
+  static HostInfo from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const HostInfo&) const = default;
 };
 
@@ -63,7 +65,7 @@ struct ReplicaChecks {
 struct RunSummary {
   std::string tool;          // "ddp-train" | "fsdp-train"
   RunIdentity identity;
-  nlohmann::json config;     // see above
+  nlohmann::json config = nlohmann::json::object();  // see above
   data::DataSelectionInfo data;
   std::string backend, layout;  // the backend's and the strategy's describe()
   double parameters = 0;
@@ -88,7 +90,7 @@ struct RunSummary {
   int slowest_rank = 0;
   StragglerReport stragglers;
   double exposed_comm_fraction = 0;
-  nlohmann::json communication;  // see above
+  nlohmann::json communication = nlohmann::json::object();  // see above
   MemoryReport memory_bytes_rank0;
   std::vector<MemoryReport> memory_bytes_by_rank;
   std::optional<HoldoutLoss> eval;  // null: no hold-out
@@ -98,15 +100,20 @@ struct RunSummary {
   std::optional<ScalingVsBaseline> scaling;
 
   nlohmann::json to_json() const;
-  // Every field above is required (null where it says so); a missing one throws nlohmann::json's
-  // out_of_range naming it. read_run_summary is the edge that names the file too.
-  static RunSummary from_json(const nlohmann::json& j);
+  // Every field above is required (null where it says so); a missing or mistyped one is a
+  // UsageError naming the file and the field by its JSON pointer ("/mfu_peak/basis").
+  static RunSummary from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const RunSummary&) const = default;
 };
 
-// Reads a summary.json through JsonFile: UsageError "PATH: the run summary ..." naming the file
-// and the field on a missing or mistyped one (IoError when it cannot be opened).
-RunSummary read_run_summary(const std::string& path);
+// Reads a summary.json through JsonFile, the file's one reader: UsageError "PATH: WHAT has no
+// field /mfu_peak/basis" naming the file and the field on a missing or mistyped one (IoError when
+// it cannot be opened). `what` says what the file was given as ("the --baseline run summary").
+RunSummary read_run_summary(const std::string& path, const std::string& what = "the run summary");
+
+// --baseline: a 1-rank (or W_base-rank) run's summary through read_run_summary, before any
+// training starts; UsageError naming the file when its throughput is not positive.
+Baseline read_baseline(const std::string& path);
 
 // The one-paragraph summary printed at the end of a run.
 std::string summary_paragraph(const RunSummary& summary);
