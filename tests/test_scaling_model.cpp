@@ -398,6 +398,11 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--model", model}) == 2);
   CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
+  // --device takes the names of backend.hpp's kDeviceKindNames, as the trainers' --device does.
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+                         "--device", "cuda"}) == 0);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+                         "--device", "gpu"}) == 2);
   fs::remove_all(dir);
 }
 

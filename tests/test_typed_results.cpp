@@ -2,6 +2,8 @@
 // has one to_json/from_json pair, and a value survives the round trip unchanged.
 #include <catch2/catch.hpp>
 
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/model/hf_export.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/train/evaluation.hpp"
 #include "test_support.hpp"
@@ -41,4 +43,17 @@ TEST_CASE("typed results: HoldoutLoss survives its JSON round trip", "[typed]") 
   CHECK(back.loss == h.loss);
   CHECK(back.tokens == h.tokens);
   CHECK(back.loss_by_owner == h.loss_by_owner);
+}
+
+TEST_CASE("typed results: the manifest's tokenizer entry survives its round trip, a bad one is named", "[typed]") {
+  const HfTokenizerInfo t{"bytes+sep", 257, 256};
+  const nlohmann::json j = t.to_json();
+  CHECK(j["separator"] == 256);  // the keys ckpt-reshard --export hf reads from a manifest's extra
+  CHECK(HfTokenizerInfo::from_json(j, "m") == t);
+  nlohmann::json broken = j;
+  broken.erase("vocab");
+  CHECK_THROWS_WITH(HfTokenizerInfo::from_json(broken, "step_4"), Catch::Contains("step_4 tokenizer") && Catch::Contains("'vocab'"));
+  broken = j;
+  broken["name"] = 7;
+  CHECK_THROWS_AS(HfTokenizerInfo::from_json(broken, "step_4"), UsageError);
 }

@@ -73,6 +73,20 @@ nlohmann::json hf_gpt2_config(const ModelConfig& c, ExportDType dtype, std::int6
   return j;
 }
 
+nlohmann::json HfTokenizerInfo::to_json() const { return {{"name", name}, {"vocab", vocab}, {"separator", separator}}; }
+
+HfTokenizerInfo HfTokenizerInfo::from_json(const nlohmann::json& j, const std::string& where) {
+  const std::string what = where + " tokenizer";
+  if (!j.is_object()) throw UsageError(what + " is not an object (got " + j.dump().substr(0, 80) + ")");
+  const auto integer = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_number_integer())
+      throw UsageError(what + " has no integer field '" + key + "'");
+    return j[key].get<std::int64_t>();
+  };
+  if (!j.contains("name") || !j["name"].is_string()) throw UsageError(what + " has no string field 'name'");
+  return {j["name"].get<std::string>(), integer("vocab"), integer("separator")};
+}
+
 namespace {
 
 // The GPT-2 tensors of `source`, converted to `dtype`, in hf_gpt2_names order.

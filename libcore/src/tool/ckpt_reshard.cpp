@@ -98,11 +98,7 @@ HfTokenizerInfo tokenizer_of(const ckpt::CheckpointManifest& m, const std::strin
   if (!m.extra.contains("tokenizer"))
     throw UsageError("ckpt-reshard: " + where + " does not record its dataset's tokenizer (written before that was "
                      "recorded); give --data DATASET, the dataset file it was trained on");
-  const auto& j = m.extra.at("tokenizer");
-  t.name = j.at("name").get<std::string>();
-  t.vocab = j.at("vocab").get<std::int64_t>();
-  t.separator = j.at("separator").get<std::int64_t>();
-  return t;
+  return HfTokenizerInfo::from_json(m.extra.at("tokenizer"), "ckpt-reshard: " + where + "'s manifest extra");
 }
 
 // The newest release record of the checkpoint (same manifest SHA-256) in --registry.

@@ -13,6 +13,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
+#include "choice_option.hpp"
 
 namespace shardtrain::scale_bench {
 namespace {
@@ -160,9 +161,8 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--memory-per-rank", st->memory, "Memory budget per rank: bytes, or 8GB, 80GiB, ...")->required();
   c.app->add_option("--micro-batch", st->o.micro_batch, "Sequences per micro-batch")->capture_default_str();
   c.app->add_option("--seq-len", st->o.seq_len, "Context length")->capture_default_str();
-  c.app->add_option("--device", st->o.device, "cpu or cuda: sizes the activations as that backend keeps them")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, DeviceKind>{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}}))
-      ->default_str("cpu");
+  add_choice_option<DeviceKind>(*c.app, "--device", st->o.device, choices_of<DeviceKind>(kDeviceKindNames),
+                                "cpu or cuda: sizes the activations as that backend keeps them");
   c.app->add_option("--vocab", st->o.vocab, "Vocabulary size")->capture_default_str();
   c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
   c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();

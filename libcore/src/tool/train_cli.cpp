@@ -6,58 +6,9 @@
 #include <vector>
 
 #include "shardtrain/tool/tool.hpp"
+#include "choice_option.hpp"
 
 namespace shardtrain {
-namespace {
-
-// One value of an option that stands for an enum: its name on the command line and the value.
-template <typename T>
-struct Choice {
-  const char* name;
-  T value;
-};
-
-// Adds `flag` bound to `target`, an enum (or an optional one, where "auto" is unset): the name is
-// parsed here, once, so the library never sees a string for it. Any other name is refused while
-// parsing, as "<flag>: '<name>' is not one of a, b, c" (a usage error: exit 2); --help shows the
-// names and the default.
-template <typename T>
-CLI::Option* add_choice_option(CLI::App& app, const std::string& flag, T& target, std::vector<Choice<T>> choices,
-                               const std::string& help) {
-  std::string names, braces, default_name;
-  for (const Choice<T>& c : choices) {
-    names += (names.empty() ? "" : ", ") + std::string(c.name);
-    braces += (braces.empty() ? "" : ",") + std::string(c.name);
-    if (c.value == target) default_name = c.name;
-  }
-  const CLI::Validator known(
-      [choices, names](std::string& text) -> std::string {
-        for (const Choice<T>& c : choices)
-          if (text == c.name) return "";
-        return "'" + text + "' is not one of " + names;
-      },
-      "{" + braces + "}");
-  return app
-      .add_option_function<std::string>(
-          flag,
-          [&target, choices](const std::string& text) {
-            for (const Choice<T>& c : choices)
-              if (text == c.name) target = c.value;
-          },
-          help)
-      ->check(known)
-      ->default_str(default_name);
-}
-
-// The choices of an enum from the library's table of its names (kPrecisionNames, ...), after any
-// choices of the option's own ("auto" for an optional enum).
-template <typename T, typename Table>
-std::vector<Choice<T>> choices_of(const Table& table, std::vector<Choice<T>> first = {}) {
-  for (const auto& [name, value] : table) first.push_back({name, T(value)});
-  return first;
-}
-
-}  // namespace
 
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--data", o.data.path, "Dataset file written by data-prep (HDF5)")->required();
@@ -82,15 +33,14 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
   app.add_option("--seed", o.schedule.seed, "Seed of initialisation and sample order")->capture_default_str();
   app.add_option("--threads", o.parallelism.threads, "CPU threads per rank")->capture_default_str();
-  add_choice_option<DeviceKind>(app, "--device", o.parallelism.device,
-                                {{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}}, "cpu or cuda");
+  add_choice_option<DeviceKind>(app, "--device", o.parallelism.device, choices_of<DeviceKind>(kDeviceKindNames),
+                                "cpu or cuda");
   add_choice_option<std::optional<Precision>>(
       app, "--precision", o.parallelism.precision,
       choices_of<std::optional<Precision>>(kPrecisionNames, {{"auto", std::nullopt}}),
       "Matrix-product precision: auto (bf16 on cuda, fp32 on cpu), bf16 (cuda only: bf16 operands, fp32 "
       "accumulation, fp32 master weights and optimizer state) or fp32");
-  add_choice_option<Transport>(app, "--transport", o.parallelism.transport,
-                               {{"auto", Transport::kAuto}, {"mpi", Transport::kMpi}, {"nccl", Transport::kNccl}},
+  add_choice_option<Transport>(app, "--transport", o.parallelism.transport, choices_of<Transport>(kTransportNames),
                                "Data-parallel transport: auto (nccl on cuda when every rank has its own GPU, else "
                                "mpi), mpi (on cuda: host staging, ranks may share a GPU) or nccl (cuda only)");
   app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/comm/phase.hpp"
+#include "shardtrain/model/hf_export.hpp"
 #include "shardtrain/model/train_state.hpp"
 
 namespace shardtrain {
@@ -43,7 +44,7 @@ ckpt::CheckpointManifest CheckpointSaver::manifest_after(std::int64_t completed,
              {"config_hash", job_.identity.config_hash},
              {"dataset_snapshot_id", job_.data.dataset_snapshot_id()},
              {"tokenizer",  // what an export needs to describe the token ids (ckpt-reshard --export hf)
-              {{"name", job_.data.tokenizer()}, {"vocab", job_.data.vocab()}, {"separator", job_.data.separator_token()}}},
+              HfTokenizerInfo{job_.data.tokenizer(), job_.data.vocab(), job_.data.separator_token()}.to_json()},
              {"eval_from", o.data.eval_from.value_or("")},
              {"optimizer", o.optimizer.to_json()}};
   return m;

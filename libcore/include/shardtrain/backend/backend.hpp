@@ -27,6 +27,9 @@
 namespace shardtrain {
 
 enum class DeviceKind { kCpu, kCuda };
+// The one table of its names (--device), in the order messages and --help list them.
+inline constexpr std::pair<const char*, DeviceKind> kDeviceKindNames[] = {{"cpu", DeviceKind::kCpu},
+                                                                          {"cuda", DeviceKind::kCuda}};
 
 // Arithmetic precision of a backend's matrix products (--precision). Everything the interface
 // exposes stays fp32 either way: parameters (the fp32 master weights), gradients, AdamW moments,

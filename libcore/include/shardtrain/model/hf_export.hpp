@@ -64,6 +64,11 @@ struct HfTokenizerInfo {
   std::string name = "bytes";
   std::int64_t vocab = 256;
   std::int64_t separator = 0;
+  bool operator==(const HfTokenizerInfo&) const = default;
+  nlohmann::json to_json() const;  // {"name", "vocab", "separator"}: the manifest's extra "tokenizer"
+  // From a manifest's extra "tokenizer" (an opaque object inside the manifest, hence JSON here);
+  // UsageError naming `where` and the field when one is missing or mistyped.
+  static HfTokenizerInfo from_json(const nlohmann::json& j, const std::string& where);
 };
 
 struct HfExportOptions {

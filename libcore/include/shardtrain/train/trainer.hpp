@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardtrain/backend/backend.hpp"
@@ -23,6 +24,9 @@ namespace shardtrain {
 //   kMpi:  MPI; on cuda, device buffers are staged through host memory, so W ranks can share one GPU.
 //   kNccl: NCCL (cuda only).
 enum class Transport { kAuto, kMpi, kNccl };
+// The one table of its names (--transport), in the order messages and --help list them.
+inline constexpr std::pair<const char*, Transport> kTransportNames[] = {
+    {"auto", Transport::kAuto}, {"mpi", Transport::kMpi}, {"nccl", Transport::kNccl}};
 
 // The dataset (written by data-prep) and its selection.
 struct DataOptions {
