@@ -50,11 +50,6 @@ std::optional<std::int64_t> nullable_integer(const JsonFile& f, const std::strin
   return integer(f, pointer);
 }
 
-std::optional<bool> nullable_boolean(const JsonFile& f, const std::string& pointer) {
-  if (!f.has(pointer) || f.at(pointer).is_null()) return std::nullopt;
-  return boolean(f, pointer);
-}
-
 std::size_t array_size(const JsonFile& f, const std::string& pointer) {
   const nlohmann::json& v = f.at(pointer);
   if (!v.is_array()) f.fail("field " + pointer + " is not an array (got " + v.dump().substr(0, 80) + ")");

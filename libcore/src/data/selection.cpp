@@ -256,13 +256,12 @@ nlohmann::json DataSelectionInfo::to_json() const {
 DataSelectionInfo DataSelectionInfo::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;
   json_fields::require_object(f, at);
-  const auto text = [](const JsonFile& file, const std::string& p) { return file.string(p); };
   DataSelectionInfo d;
   d.path = f.string(field(at, "path"));
   d.dataset_snapshot_id = f.string(field(at, "dataset_snapshot_id"));
   d.selection_snapshot_id = f.string(field(at, "selection_snapshot_id"));
-  d.cutoff = json_fields::null_or(f, field(at, "cutoff"), text);
-  d.eval_from = json_fields::null_or(f, field(at, "eval_from"), text);
+  d.cutoff = json_fields::null_or(f, field(at, "cutoff"), &JsonFile::string);
+  d.eval_from = json_fields::null_or(f, field(at, "eval_from"), &JsonFile::string);
   d.vocab = json_fields::integer(f, field(at, "vocab"));
   d.tokenizer = f.string(field(at, "tokenizer"));
   d.separator_token = json_fields::integer(f, field(at, "separator_token"));

@@ -299,7 +299,7 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
   // "config" is the checkpoint manifests' configuration object (opaque to the summary's type);
   // the report needs its global batch and compares the rest between runs.
   const nlohmann::json& config = summary.config;
-  if (!config.is_object() || !config.contains("global_batch") || !config["global_batch"].is_number_integer())
+  if (!config.contains("global_batch") || !config["global_batch"].is_number_integer())
     throw UsageError(run_dir + "/summary.json: config has no integer global_batch; not a ddp-train/fsdp-train run summary?");
   r.global_batch = config["global_batch"].get<std::int64_t>();
   r.config_hash = summary.identity.config_hash;

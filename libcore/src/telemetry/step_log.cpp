@@ -25,9 +25,9 @@ nlohmann::json RunIdentity::to_json() const {
 RunIdentity RunIdentity::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;
   json_fields::require_object(f, at);
-  f.at(field(at, "checkpoint_id"));  // present; null before the first checkpoint
-  return {f.string(field(at, "config_hash")), f.string(field(at, "data_snapshot_id")),
-          f.string(field(at, "code_version")), json_fields::nullable_string(f, field(at, "checkpoint_id")).value_or("")};
+  return {f.string(field(at, "config_hash")), f.string(field(at, "data_snapshot_id")), f.string(field(at, "code_version")),
+          // present; null before the first checkpoint
+          json_fields::null_or(f, field(at, "checkpoint_id"), &JsonFile::string).value_or("")};
 }
 
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {

@@ -332,19 +332,20 @@ StragglerReport StragglerReport::from_json(const JsonFile& f, const std::string&
       sc.median_s = f.number(field(sec, "median_s"));
       sc.ran_fraction = f.number(field(sec, "ran_fraction"));
       sc.relative = f.number(field(sec, "relative"));
-      sc.individual = json_fields::null_or(f, field(sec, "individual"),
-                                           [](const JsonFile& file, const std::string& p) { return file.number(p); });
+      sc.individual = json_fields::null_or(f, field(sec, "individual"), &JsonFile::number);
       sc.lost_s = f.number(field(sec, "lost_s"));
       sc.individual_lost_s = f.number(field(sec, "individual_lost_s"));
     }
     r.ranks.push_back(rs);
   }
-  for (const char* list : {"stragglers", "not_named"}) {
-    const std::string findings = field(at, list);
-    auto& into = std::string(list) == "stragglers" ? r.stragglers : r.not_named;
-    for (std::size_t i = 0, n = json_fields::array_size(f, findings); i < n; ++i)
-      into.push_back(finding_of(f, field(findings, std::to_string(i))));
-  }
+  const auto findings = [&](const char* list) {
+    std::vector<StragglerFinding> out;
+    for (std::size_t i = 0, n = json_fields::array_size(f, field(at, list)); i < n; ++i)
+      out.push_back(finding_of(f, field(field(at, list), std::to_string(i))));
+    return out;
+  };
+  r.stragglers = findings("stragglers");
+  r.not_named = findings("not_named");
   r.waited_for = json_fields::null_or(f, field(at, "waited_for"), json_fields::small_integer);
   // A run folder's report only.
   r.run_dir = json_fields::nullable_string(f, field(at, "run_dir")).value_or("");

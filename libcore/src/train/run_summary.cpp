@@ -13,9 +13,6 @@ using json_fields::or_null;
 
 using json_fields::field;
 
-// Readers of present-but-nullable fields (json_fields::null_or).
-double number_at(const JsonFile& f, const std::string& p) { return f.number(p); }
-
 }  // namespace
 
 nlohmann::json MfuPeak::to_json() const {
@@ -136,8 +133,8 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
     f.fail(e.what());
   }
   s.device_name = f.string(key("device_name"));
-  s.peak_flops_datasheet_per_rank = json_fields::null_or(f, key("peak_flops_datasheet_per_rank"), number_at);
-  s.mfu_datasheet = json_fields::null_or(f, key("mfu_datasheet"), number_at);
+  s.peak_flops_datasheet_per_rank = json_fields::null_or(f, key("peak_flops_datasheet_per_rank"), &JsonFile::number);
+  s.mfu_datasheet = json_fields::null_or(f, key("mfu_datasheet"), &JsonFile::number);
   s.first_loss = f.number(key("first_loss"));
   s.final_loss = f.number(key("final_loss"));
   s.per_rank_medians = PerRankTable::from_json(f, key("per_rank_medians"));
@@ -149,7 +146,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.memory_bytes_rank0 = MemoryReport::from_json(f, key("memory_bytes_rank0"));
   for (std::size_t i = 0, n = json_fields::array_size(f, key("memory_bytes_by_rank")); i < n; ++i)
     s.memory_bytes_by_rank.push_back(MemoryReport::from_json(f, field(key("memory_bytes_by_rank"), std::to_string(i))));
-  s.eval = json_fields::null_or(f, key("eval"), [](const JsonFile& file, const std::string& p) { return HoldoutLoss::from_json(file, p); });
+  s.eval = json_fields::null_or(f, key("eval"), HoldoutLoss::from_json);
   s.replica_checks = {json_fields::small_integer(f, field(key("replica_checks"), "every")),
                       json_fields::integer(f, field(key("replica_checks"), "checks"))};
   s.step_log = f.string(key("step_log"));

@@ -5,6 +5,8 @@
 // ("" for the document itself); field(at, key) joins them.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,13 +27,15 @@ bool boolean(const JsonFile& f, const std::string& pointer);
 // Absent or null: nothing; anything else must be of the type.
 std::optional<std::string> nullable_string(const JsonFile& f, const std::string& pointer);
 std::optional<std::int64_t> nullable_integer(const JsonFile& f, const std::string& pointer);
-std::optional<bool> nullable_boolean(const JsonFile& f, const std::string& pointer);
 // A field that must be present and may be null (a summary's "eval": null where there is no
-// hold-out): nothing for null, else read(f, pointer). A missing one is refused by name.
+// hold-out): nothing for null, else read(f, pointer). A missing one is refused by name. `read` is
+// any reader of this file's shape: a JsonFile member (&JsonFile::number), a function above
+// (json_fields::small_integer) or a from_json (HoldoutLoss::from_json).
 template <typename Read>
-auto null_or(const JsonFile& f, const std::string& pointer, Read read) -> std::optional<decltype(read(f, pointer))> {
+auto null_or(const JsonFile& f, const std::string& pointer, Read read)
+    -> std::optional<std::decay_t<std::invoke_result_t<Read, const JsonFile&, const std::string&>>> {
   if (f.at(pointer).is_null()) return std::nullopt;
-  return read(f, pointer);
+  return std::invoke(read, f, pointer);
 }
 // The field must be an array; returns its length (elements are read by field(pointer, index)).
 std::size_t array_size(const JsonFile& f, const std::string& pointer);
