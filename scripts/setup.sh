@@ -21,7 +21,8 @@ packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhd
           python3-numpy   # python3-numpy: the GPT-2 export check (scripts/check-gpt2-export.py)
           slurmctld slurmd slurm-client munge  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
           man-db          # the installed man pages (ctest install_prefix)
-          patchelf xz-utils debootstrap)  # the device bundle and its rehearsal (scripts/device-bundle.sh)
+          patchelf xz-utils debootstrap   # the device bundle and its rehearsal (scripts/device-bundle.sh)
+          ccache)         # a rebuild after a checkout or in a second worktree compiles only what changed
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,7 +42,13 @@ fi
 
 say "configuring and building (Release) into $build (logs: $build/setup-*.log)"
 mkdir -p "$build"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" \
+# ccache keys on paths relative to the repository (CCACHE_BASEDIR), so clones and worktrees share it.
+launcher=()
+if command -v ccache >/dev/null; then
+  ccache_cmd="env;CCACHE_BASEDIR=$here;ccache"
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$ccache_cmd" "-DCMAKE_CUDA_COMPILER_LAUNCHER=$ccache_cmd")
+fi
+cmake -S "$here" -B "$build" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA="${SHARDTRAIN_CUDA:-AUTO}" \
   -DSHARDTRAIN_NATIVE="${SHARDTRAIN_NATIVE:-ON}" \
   >"$build/setup-configure.log" 2>&1 || { cat "$build/setup-configure.log" >&2; exit 1; }
 grep "shardtrain:" "$build/setup-configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
