@@ -128,7 +128,7 @@ TEST_CASE("hang-diagnose: a skipped collective at W=2 names the skipping rank", 
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 1);
-  CHECK(d.culprit->cause == "skipped");
+  CHECK(d.culprit->cause == hang::Cause::kSkipped);
   REQUIRE(d.blocked);
   CHECK(d.blocked->group == "dp");
   CHECK(d.blocked->seq == 11);
@@ -149,7 +149,7 @@ TEST_CASE("hang-diagnose: a skipped collective at W=4, the skipping rank one beh
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 2);
-  CHECK(d.culprit->cause == "skipped");
+  CHECK(d.culprit->cause == hang::Cause::kSkipped);
   REQUIRE(d.blocked);
   CHECK(d.blocked->joined == std::vector<int>{0, 1, 3});
   CHECK(d.blocked->not_joined == std::vector<int>{2});
@@ -167,7 +167,7 @@ TEST_CASE("hang-diagnose: a rank hung in compute is the culprit, not the ranks t
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 2);
-  CHECK(d.culprit->cause == "outside-collective");
+  CHECK(d.culprit->cause == hang::Cause::kOutsideCollective);
   CHECK_THAT(d.culprit->evidence, Catch::Contains("in forward at step 3"));
   CHECK_THAT(d.ranks[2].doing, Catch::Contains("last completed dp seq 4"));
   CHECK(d.ranks[2].now.phase == "forward");
@@ -187,7 +187,7 @@ TEST_CASE("hang-diagnose: a killed rank (no dump) at W=4", "[hang-diagnose]") {
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 3);
-  CHECK(d.culprit->cause == "no-dump");
+  CHECK(d.culprit->cause == hang::Cause::kNoDump);
   REQUIRE(d.blocked);
   CHECK(d.blocked->no_dump == std::vector<int>{3});
   CHECK(d.blocked->not_joined.empty());
@@ -213,7 +213,7 @@ TEST_CASE("hang-diagnose: a numel mismatch at W=4 names the minority", "[hang-di
   CHECK(d.mismatches[0].values.at(0) == 1024);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 1);
-  CHECK(d.culprit->cause == "mismatch");
+  CHECK(d.culprit->cause == hang::Cause::kMismatch);
 }
 
 TEST_CASE("hang-diagnose: a numel mismatch at W=2 is settled by earlier steps", "[hang-diagnose]") {
@@ -282,7 +282,7 @@ TEST_CASE("hang-diagnose: a non-joiner waiting on a third rank in another group 
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 3);
-  CHECK(d.culprit->cause == "outside-collective");
+  CHECK(d.culprit->cause == hang::Cause::kOutsideCollective);
   CHECK_THAT(d.ranks[2].doing, Catch::Contains("waiting in tp seq 3 AllGather"));
 }
 
@@ -311,7 +311,7 @@ TEST_CASE("hang-diagnose: rings that wrapped are aligned by seq, and counters st
   CHECK(d.blocked->not_joined == std::vector<int>{1});
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 1);
-  CHECK(d.culprit->cause == "outside-collective");
+  CHECK(d.culprit->cause == hang::Cause::kOutsideCollective);
   CHECK_THAT(d.culprit->evidence, Catch::Contains("last completed dp seq 100"));
 
   // Rank 0's ring lost every dp entry but the counters still say it waits in seq 101.
@@ -375,7 +375,7 @@ TEST_CASE("hang-diagnose: an exit dump without a hang names the rank and its err
   CHECK(d.verdict == Verdict::kErrorExit);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 1);
-  CHECK(d.culprit->cause == "error-exit");
+  CHECK(d.culprit->cause == hang::Cause::kErrorExit);
   CHECK_THAT(d.culprit->evidence, Catch::Contains("rank 1 exited with error: non-finite loss at step 3"));
 }
 
@@ -471,7 +471,7 @@ TEST_CASE("hang-diagnose: a rank that skipped a collective of another group (TP)
   CHECK(d.verdict == Verdict::kHang);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 2);
-  CHECK(d.culprit->cause == "skipped");
+  CHECK(d.culprit->cause == hang::Cause::kSkipped);
   CHECK_THAT(d.culprit->evidence, Catch::Contains("skipped tp seq 11") && Catch::Contains("never joined dp seq 11"));
   CHECK(d.to_json()["summary"]["class"] == "skipped-collective");
   CHECK(d.to_json()["summary"]["culprit_rank"] == 2);

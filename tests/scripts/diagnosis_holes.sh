@@ -51,7 +51,8 @@ for r, rec in recs.items():
     dp = [g for g in rec["groups"] if g["name"] == "dp"]
     assert dp and dp[0]["entries"] and dp[0]["live"], (r, [g["name"] for g in rec["groups"]])
 assert d["verdict"] == "error-exit" and s["class"] == "error-exit", d["verdict"]
-assert "an error of the whole job" in d["culprit"]["evidence"], d["culprit"]
+assert d["culprit"]["job_wide"] is True and s["job_wide"] is True, (d["culprit"], s)
+assert d["culprit"]["same_error_ranks"] == [0, 1] and "non-finite" in d["culprit"]["error"], d["culprit"]
 '
 pass "(a) exit on a NaN loss: every rank's exit record keeps its groups' entries; an error of the whole job"
 

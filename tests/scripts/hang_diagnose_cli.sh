@@ -86,7 +86,7 @@ pass "healthy job: exit 0"
 killed="$WORK/killed" && mkdir -p "$killed"
 for r in 0 1 2; do make_dump "$killed/flight.rank$r.json" $r 4 timeout 5 timed_out; done
 run_tool 1 --json "$killed"
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['culprit']=={'rank':3,'cause':'no-dump','evidence':d['culprit']['evidence']} and d['missing_ranks']==[3], d['culprit']" \
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['culprit']; assert d['format_version']==2 and {k: c[k] for k in ('rank','cause','job_wide','host')}=={'rank':3,'cause':'no-dump','job_wide':False,'host':None} and d['summary']['culprit_host'] is None and d['missing_ranks']==[3], c" \
   "$WORK/out" || fail "killed rank 3 not named"
 pass "killed rank: exit 1, culprit rank 3 (no dump)"
 

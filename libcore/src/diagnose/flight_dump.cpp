@@ -164,6 +164,7 @@ RankDump parse_flight_dump(const json& j, const std::string& file) {
   RankDump d;
   d.file = file;
   d.job_id = r.string_or(j, "job_id", "");
+  d.hostname = r.string_or(j, "hostname", "");
   d.rank = int(r.integer(j, "rank"));
   d.world_size = int(r.integer(j, "world_size"));
   if (d.world_size < 1) r.fail("world_size " + std::to_string(d.world_size) + " is not positive");
@@ -171,6 +172,17 @@ RankDump parse_flight_dump(const json& j, const std::string& file) {
   d.dumped_at = r.number(j, "dumped_at");
   d.timed_out_group = r.string_or(j, "timed_out_group", "");
   d.trigger = j.contains("trigger") ? j["trigger"] : json();
+  if (j.contains("triggers") && j["triggers"].is_array()) {
+    for (std::size_t i = 0; i < j["triggers"].size(); ++i) {
+      const json& t = j["triggers"][i];
+      const Reader tr(file, "triggers[" + std::to_string(i) + "]");
+      if (!t.is_object()) tr.fail("not an object");
+      DumpTrigger trig;
+      trig.reason = tr.string_or(t, "reason", "");
+      trig.at = tr.time(t, "at");
+      d.triggers.push_back(trig);
+    }
+  }
   if (j.contains("now") && j["now"].is_object()) {
     const Reader nr(file, "now");
     d.now.known = true;

@@ -294,9 +294,9 @@ class Diagnoser {
   void judge_missing() {
     const std::vector<int>& missing = out_.missing_ranks;
     if (missing.size() == 1)
-      return blame(Verdict::kHang, missing[0], "no-dump",
+      return blame(Verdict::kHang, culprit(missing[0], Cause::kNoDump,
                    "rank " + std::to_string(missing[0]) + " left no dump (killed or crashed before it could write "
-                   "one) while every other rank wrote one; no collective was left waiting on it yet");
+                   "one) while every other rank wrote one; no collective was left waiting on it yet"));
     ambiguous(missing, "ranks " + rank_list(missing) + " left no dump (killed or crashed) and no collective shows "
                        "which of them failed first");
   }
@@ -315,10 +315,23 @@ class Diagnoser {
     out_.explanation.push_back(sentence);
   }
 
-  void blame(Verdict v, int rank, const std::string& cause, const std::string& evidence) {
-    out_.culprit = Culprit{rank, cause, evidence};
-    out_.candidates = {rank};
-    conclude(v, evidence + ".");
+  // A culprit with its host (from its flight record, when it left one).
+  Culprit culprit(int rank, Cause cause, std::string evidence) const {
+    Culprit c;
+    c.rank = rank;
+    c.cause = cause;
+    c.evidence = std::move(evidence);
+    if (const RankDump* d = job_.set().dump_of(rank)) {
+      c.host = d->hostname;
+      if (cause == Cause::kErrorExit) c.error = d->error_message();
+    }
+    return c;
+  }
+
+  void blame(Verdict v, Culprit c) {
+    out_.candidates = {c.rank};
+    conclude(v, c.evidence + ".");
+    out_.culprit = std::move(c);
   }
 
   void ambiguous(std::vector<int> candidates, const std::string& reason) {
@@ -341,9 +354,11 @@ class Diagnoser {
         if (v != value) minority.push_back(rank);
       if (minority.size() > 1) return ambiguous(minority, "several ranks disagree with the majority at " + m.group + " seq " + std::to_string(m.seq));
       const int r = minority.front();
-      return blame(Verdict::kMismatch, r, "mismatch",
-                   "rank " + std::to_string(r) + " recorded " + m.field + " " + m.values.at(r).dump() + " at " + m.group +
-                       " seq " + std::to_string(m.seq) + " where ranks " + rank_list(ranks) + " recorded " + value.dump());
+      return blame(Verdict::kMismatch,
+                   culprit(r, Cause::kMismatch,
+                           "rank " + std::to_string(r) + " recorded " + m.field + " " + m.values.at(r).dump() + " at " +
+                               m.group + " seq " + std::to_string(m.seq) + " where ranks " + rank_list(ranks) +
+                               " recorded " + value.dump()));
     }
     const std::optional<json> history = value_from_history(job_.set(), m);
     std::vector<int> all, disagree;
@@ -356,9 +371,11 @@ class Diagnoser {
                                 (history ? " and earlier steps do not single out one rank"
                                          : " and no earlier step recorded the same collective"));
     const int r = disagree.front();
-    blame(Verdict::kMismatch, r, "mismatch",
-          "rank " + std::to_string(r) + " recorded " + m.field + " " + m.values.at(r).dump() + " at " + m.group + " seq " +
-              std::to_string(m.seq) + ", unlike the same collective in earlier steps (" + history->dump() + ")");
+    blame(Verdict::kMismatch,
+          culprit(r, Cause::kMismatch,
+                  "rank " + std::to_string(r) + " recorded " + m.field + " " + m.values.at(r).dump() + " at " + m.group +
+                      " seq " + std::to_string(m.seq) + ", unlike the same collective in earlier steps (" +
+                      history->dump() + ")"));
   }
 
   // The first rank to exit on an error is named; when others exited with the same message the
@@ -371,7 +388,10 @@ class Diagnoser {
     if (same.size() > 1)
       evidence += " (ranks " + rank_list(same) + " exited with this error; rank " + std::to_string(d.rank) +
                   " first: an error of the whole job, not of one rank)";
-    blame(Verdict::kErrorExit, d.rank, "error-exit", evidence);
+    Culprit c = culprit(d.rank, Cause::kErrorExit, evidence);
+    c.same_error_ranks = same;
+    c.job_wide = same.size() > 1;
+    blame(Verdict::kErrorExit, std::move(c));
   }
 
   // The chain of 4.: who each non-joiner was waiting for, until ranks that were not waiting.
@@ -388,8 +408,8 @@ class Diagnoser {
     const std::string what = describe(b.info);
     if (!b.peer_missing())
       for (int r : b.info.joined)
-        chain.candidates.push_back({r, "stalled-transport", "every member joined " + what +
-                                                                " but it did not complete: the transport stalled"});
+        chain.candidates.push_back(culprit(r, Cause::kStalledTransport,
+                                           "every member joined " + what + " but it did not complete: the transport stalled"));
     for (int r : b.info.not_joined) {
       if (on_path.count(r)) {
         chain.cycle = path;
@@ -404,9 +424,10 @@ class Diagnoser {
       path.pop_back();
     }
     for (int r : b.info.no_dump)
-      chain.candidates.push_back({r, "no-dump", "rank " + std::to_string(r) + " left no dump (killed or crashed before "
-                                  "it could write one) and never joined " + what + ", which rank(s) " +
-                                  rank_list(b.info.joined) + " waited in"});
+      chain.candidates.push_back(culprit(r, Cause::kNoDump,
+                                         "rank " + std::to_string(r) + " left no dump (killed or crashed before it could "
+                                         "write one) and never joined " + what + ", which rank(s) " +
+                                             rank_list(b.info.joined) + " waited in"));
   }
 
   void classify(int r, const Block& b, const std::set<int>& on_path, Chain& chain, std::vector<int>& path) {
@@ -417,28 +438,29 @@ class Diagnoser {
     const std::string waited = "while rank(s) " + rank_list(b.info.joined) + " waited in it" +
                                (b.longest_wait > 0 ? " for up to " + seconds(b.longest_wait) : "");
     if (e && e->state == "skipped")
-      return chain.candidates.push_back({r, "skipped", who + " skipped " + what + " " + waited});
+      return chain.candidates.push_back(culprit(r, Cause::kSkipped, who + " skipped " + what + " " + waited));
     // A skip in another group of the rank (a TP group, say) blocks its queue there: that is why it
     // never reached this one.
     for (const auto& other : d.groups)
       for (const auto& s : other.entries)
         if (other.name != b.info.group && s.state == "skipped" && s.seq > other.last_completed)
-          return chain.candidates.push_back({r, "skipped", who + " skipped " + other.name + " seq " +
-                                                               std::to_string(s.seq) + " " + describe(&s) +
-                                                               ", so it never joined " + what + " " + waited});
+          return chain.candidates.push_back(culprit(r, Cause::kSkipped,
+                                                    who + " skipped " + other.name + " seq " + std::to_string(s.seq) +
+                                                        " " + describe(&s) + ", so it never joined " + what + " " +
+                                                        waited));
     if (d.reason == "exit")
-      return chain.candidates.push_back({r, "error-exit", who + " exited with error (" + d.error_message() +
-                                                              ") before joining " + what});
+      return chain.candidates.push_back(
+          culprit(r, Cause::kErrorExit, who + " exited with error (" + d.error_message() + ") before joining " + what));
     if (const std::optional<Wait> w = waiting_in(d, b.info.group)) {
       out_.explanation.push_back(who + " did not join " + what + ": it was " + describe(*w) + ".");
       if (const std::optional<Block> next = blocked_in_group(job_, w->group)) return follow(*next, on_path, chain, path);
     }
     if (g && g->last_enqueued >= b.info.seq)
-      return chain.candidates.push_back({r, "stalled-transport", who + " submitted " + what +
-                                                                     " but never issued it to the transport"});
-    chain.candidates.push_back({r, "outside-collective", who + " never reached " + what + ": it was " +
-                                                             outside_collective(d) + "; " + last_completed(r, b.info.group) +
-                                                             "; " + waited.substr(6)});
+      return chain.candidates.push_back(
+          culprit(r, Cause::kStalledTransport, who + " submitted " + what + " but never issued it to the transport"));
+    chain.candidates.push_back(culprit(r, Cause::kOutsideCollective,
+                                       who + " never reached " + what + ": it was " + outside_collective(d) + "; " +
+                                           last_completed(r, b.info.group) + "; " + waited.substr(6)));
   }
 
   std::string last_completed(int r, const std::string& group) const {
@@ -471,13 +493,13 @@ class Diagnoser {
     if (ranks.size() != 1) {
       for (const auto& c : chain.candidates) out_.explanation.push_back(c.evidence + ".");
       const bool stalled = std::all_of(chain.candidates.begin(), chain.candidates.end(),
-                                       [](const Culprit& c) { return c.cause == "stalled-transport"; });
+                                       [](const Culprit& c) { return c.cause == Cause::kStalledTransport; });
       return ambiguous(ranks, stalled ? "every member joined the collective but it did not complete (the transport "
                                         "stalled); no rank is behind"
                                       : "several ranks did not join, with no way to tell which came first");
     }
-    const Culprit& c = chain.candidates.front();
-    blame(c.cause == "error-exit" ? Verdict::kErrorExit : Verdict::kHang, c.rank, c.cause, c.evidence);
+    Culprit c = chain.candidates.front();
+    blame(c.cause == Cause::kErrorExit ? Verdict::kErrorExit : Verdict::kHang, std::move(c));
   }
 
   Job job_;

@@ -4,6 +4,9 @@
 
 #include "shardtrain/diagnose/hang_diagnosis.hpp"
 
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
+
 namespace shardtrain::hang {
 namespace {
 
@@ -29,50 +32,116 @@ std::string values_text(const Mismatch& m) {
   return out;
 }
 
-// The launcher's class of a diagnosis (run-resilient.sh's verdict line): the culprit's cause named
-// for what an operator does about it.
-std::string failure_class(const Diagnosis& d) {
-  if (d.verdict == Verdict::kNoHang) return "no-hang";
-  if (!d.culprit) return "ambiguous";
-  const std::string& cause = d.culprit->cause;
-  if (cause == "skipped") return "skipped-collective";
-  if (cause == "outside-collective") return "hang-outside-collective";
-  if (cause == "no-dump") return "dead-rank";
-  if (cause == "mismatch" || cause == "error-exit") return cause;
-  return "ambiguous";  // stalled-transport: every member joined; no rank is behind
+// The class of a diagnosis: the culprit's cause named for what an operator does about it.
+FailureClass failure_class_of(const Diagnosis& d) {
+  if (d.verdict == Verdict::kNoHang) return FailureClass::kNoHang;
+  if (!d.culprit) return FailureClass::kAmbiguous;
+  switch (d.culprit->cause) {
+    case Cause::kSkipped: return FailureClass::kSkippedCollective;
+    case Cause::kOutsideCollective: return FailureClass::kHangOutsideCollective;
+    case Cause::kNoDump: return FailureClass::kDeadRank;
+    case Cause::kMismatch: return FailureClass::kMismatch;
+    case Cause::kErrorExit: return FailureClass::kErrorExit;
+    case Cause::kStalledTransport: return FailureClass::kAmbiguous;  // every member joined; no rank is behind
+  }
+  return FailureClass::kAmbiguous;
 }
 
-// {"class", "culprit_rank", "group", "seq", "op", "step", "phase"}: one line's worth. Where the
-// culprit was: for a rank hung outside any collective its own phase and step (its "now"), for an
-// error exit the phase and step it left in; otherwise the collective it broke (the mismatched one,
-// else the blocked one). Unknown fields are null.
-json summary_json(const Diagnosis& d) {
-  json s = {{"class", failure_class(d)}, {"culprit_rank", d.culprit ? json(d.culprit->rank) : json()},
-            {"group", nullptr}, {"seq", nullptr}, {"op", nullptr}, {"step", nullptr}, {"phase", nullptr}};
+template <typename Enum, std::size_t N>
+const char* name_in(const std::pair<const char*, Enum> (&table)[N], Enum value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+}  // namespace
+
+const char* cause_name(Cause c) { return name_in(kCauseNames, c); }
+const char* failure_class_name(FailureClass c) { return name_in(kFailureClassNames, c); }
+
+FailureClass parse_failure_class(const std::string& name, const std::string& where) {
+  std::string known;
+  for (const auto& [n, c] : kFailureClassNames) {
+    if (name == n) return c;
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  }
+  throw UsageError(where + " is '" + name + "', not a failure class (" + known + ")");
+}
+
+DiagnosisSummary Diagnosis::summary() const {
+  DiagnosisSummary s;
+  s.failure_class = failure_class_of(*this);
+  if (culprit) {
+    s.culprit_rank = culprit->rank;
+    s.culprit_host = culprit->host;
+    s.job_wide = culprit->job_wide;
+  }
   auto at_blocked = [&] {
-    if (!d.blocked) return;
-    const BlockedCollective& b = *d.blocked;
-    s["group"] = b.group;
-    s["seq"] = b.seq;
-    if (!b.op.empty()) s.update({{"op", b.op}, {"step", b.step}, {"phase", b.phase}});
+    if (!blocked) return;
+    s.group = blocked->group;
+    s.seq = blocked->seq;
+    if (!blocked->op.empty()) {
+      s.op = blocked->op;
+      s.step = blocked->step;
+      s.phase = blocked->phase;
+    }
   };
-  const std::string cls = s["class"];
-  if (cls == "mismatch" && !d.mismatches.empty()) {
-    const Mismatch& m = d.mismatches.front();
-    if (d.blocked && d.blocked->group == m.group && d.blocked->seq == m.seq) at_blocked();
-    else s.update({{"group", m.group}, {"seq", m.seq}});
+  if (s.failure_class == FailureClass::kMismatch && !mismatches.empty()) {
+    const Mismatch& m = mismatches.front();
+    if (blocked && blocked->group == m.group && blocked->seq == m.seq) {
+      at_blocked();
+    } else {
+      s.group = m.group;
+      s.seq = m.seq;
+    }
   } else {
     at_blocked();
   }
-  if ((cls == "hang-outside-collective" || cls == "error-exit") && d.culprit) {
-    const RankStatus& r = d.ranks.at(std::size_t(d.culprit->rank));
-    if (r.now.known) s.update({{"step", r.now.step}, {"phase", r.now.phase}});
-    if (cls == "error-exit" && !d.blocked) s.update({{"group", nullptr}, {"seq", nullptr}, {"op", nullptr}});
+  const bool own_place =
+      s.failure_class == FailureClass::kHangOutsideCollective || s.failure_class == FailureClass::kErrorExit;
+  if (own_place && culprit) {
+    const RankStatus& r = ranks.at(std::size_t(culprit->rank));
+    if (r.now.known) {
+      s.step = r.now.step;
+      s.phase = r.now.phase;
+    }
+    if (s.failure_class == FailureClass::kErrorExit && !blocked) {
+      s.group.reset();
+      s.seq.reset();
+      s.op.reset();
+    }
   }
   return s;
 }
 
-}  // namespace
+json DiagnosisSummary::to_json() const {
+  using json_fields::or_null;
+  return {{"class", failure_class_name(failure_class)},
+          {"culprit_rank", or_null(culprit_rank)},
+          {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
+          {"job_wide", job_wide},
+          {"group", or_null(group)},
+          {"seq", or_null(seq)},
+          {"op", or_null(op)},
+          {"step", or_null(step)},
+          {"phase", or_null(phase)}};
+}
+
+DiagnosisSummary DiagnosisSummary::from_json(const JsonFile& f, const std::string& at) {
+  namespace jf = json_fields;
+  using jf::field;
+  DiagnosisSummary s;
+  s.failure_class = parse_failure_class(f.string(field(at, "class")), f.path() + ": " + f.what() + " field " + field(at, "class"));
+  s.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
+  s.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
+  s.job_wide = jf::boolean(f, field(at, "job_wide"));
+  s.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
+  s.seq = jf::null_or(f, field(at, "seq"), jf::count);
+  s.op = jf::null_or(f, field(at, "op"), &JsonFile::string);
+  s.step = jf::null_or(f, field(at, "step"), jf::integer);
+  s.phase = jf::null_or(f, field(at, "phase"), &JsonFile::string);
+  return s;
+}
 
 std::string Diagnosis::text() const {
   std::ostringstream o;
@@ -98,7 +167,10 @@ std::string Diagnosis::text() const {
   }
   if (mismatches.size() > kMismatchesShown) o << "  ... (" << mismatches.size() - kMismatchesShown << " more; --json lists all)\n";
   o << "verdict: " << verdict_name(verdict) << (verdict == Verdict::kNoHang ? " (no hang found)" : "") << "\n";
-  if (culprit) o << "culprit: rank " << culprit->rank << " (" << culprit->cause << "): " << culprit->evidence << "\n";
+  if (culprit)
+    o << "culprit: rank " << culprit->rank << (culprit->host.empty() ? "" : " on " + culprit->host) << " ("
+      << cause_name(culprit->cause) << (culprit->job_wide ? ", the whole job's error" : "") << "): " << culprit->evidence
+      << "\n";
   else if (verdict == Verdict::kAmbiguous) o << "candidates: " << join(candidates) << "\n";
   o << "explanation:\n";
   for (const auto& sentence : explanation) o << "  " << sentence << "\n";
@@ -108,16 +180,27 @@ std::string Diagnosis::text() const {
 json Diagnosis::to_json() const {
   json j;
   j["format"] = "shardtrain-hang-diagnosis";
-  j["format_version"] = 1;
+  j["format_version"] = 2;
   j["job_id"] = job_id;
   j["world_size"] = world_size;
   j["dumps"] = json::array();
   for (const auto& d : dumps) j["dumps"].push_back({{"rank", d.rank}, {"file", d.file}, {"reason", d.reason}, {"dumped_at", d.dumped_at}});
   j["missing_ranks"] = missing_ranks;
   j["verdict"] = verdict_name(verdict);
-  j["culprit"] = culprit ? json{{"rank", culprit->rank}, {"cause", culprit->cause}, {"evidence", culprit->evidence}} : json();
+  if (culprit) {
+    const Culprit& c = *culprit;
+    j["culprit"] = {{"rank", c.rank},
+                    {"host", c.host.empty() ? json() : json(c.host)},
+                    {"cause", cause_name(c.cause)},
+                    {"job_wide", c.job_wide},
+                    {"same_error_ranks", c.same_error_ranks},
+                    {"error", c.error.empty() ? json() : json(c.error)},
+                    {"evidence", c.evidence}};
+  } else {
+    j["culprit"] = nullptr;
+  }
   j["candidates"] = candidates;
-  j["summary"] = summary_json(*this);
+  j["summary"] = summary().to_json();
   if (blocked) {
     const BlockedCollective& b = *blocked;
     j["blocked"] = {{"group", b.group}, {"seq", b.seq}, {"op", b.op}, {"numel", b.numel}, {"dtype", b.dtype},

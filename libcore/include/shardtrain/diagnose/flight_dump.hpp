@@ -54,15 +54,23 @@ struct DumpNow {
   double since = 0;
 };
 
+// One dump the process wrote (FORMATS.md top-level "triggers[]"), oldest first.
+struct DumpTrigger {
+  std::string reason;         // timeout, error, exit, signal, requested
+  std::optional<double> at;   // unix seconds; absent when the writer did not say
+};
+
 // One rank's flight record.
 struct RankDump {
   std::string file;
   std::string job_id;  // "" when the writer did not know it yet
+  std::string hostname;  // the node the rank ran on; "" when the record does not say
   int rank = 0, world_size = 0;
   std::string reason;  // timeout, error, exit, signal, requested
   double dumped_at = 0;
   std::string timed_out_group;  // "" when null
   nlohmann::json trigger;       // null or the trigger object, as written
+  std::vector<DumpTrigger> triggers;  // every dump of this process, this one last ([] when absent)
   DumpNow now;
   std::vector<DumpGroup> groups;
   const DumpGroup* group(const std::string& name) const;  // nullptr when the rank has no such group

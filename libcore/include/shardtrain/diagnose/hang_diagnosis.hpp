@@ -22,16 +22,22 @@
 //      collective timeout, do not count) and no timeout/error dump. When every dump is a snapshot
 //      (reason signal/requested) a hang needs a rank that waited longer than min_wait_s in a
 //      collective a peer has not joined. An exit dump without a hang is verdict error-exit.
+//   7. The summary (Diagnosis::summary) is what programs decide on: a FailureClass, the culprit's
+//      rank and host, whether the error was the whole job's (job_wide: no rank to exclude), and
+//      where (group, seq, op, step, phase). Every field is typed; the evidence and explanation
+//      sentences are for people and no decision reads them.
 // Exit code: 0 for no-hang, 1 for every other verdict (unusable input throws, see flight_dump.hpp).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/diagnose/flight_dump.hpp"
 
 namespace shardtrain::hang {
@@ -46,10 +52,43 @@ struct DiagnosisOptions {
 enum class Verdict { kNoHang, kHang, kMismatch, kErrorExit, kAmbiguous };
 const char* verdict_name(Verdict v);  // "no-hang", "hang", "mismatch", "error-exit", "ambiguous"
 
+// Why a rank is to blame (JSON culprit.cause).
+enum class Cause { kSkipped, kOutsideCollective, kNoDump, kMismatch, kErrorExit, kStalledTransport };
+inline constexpr std::pair<const char*, Cause> kCauseNames[] = {
+    {"skipped", Cause::kSkipped},     {"outside-collective", Cause::kOutsideCollective},
+    {"no-dump", Cause::kNoDump},      {"mismatch", Cause::kMismatch},
+    {"error-exit", Cause::kErrorExit}, {"stalled-transport", Cause::kStalledTransport}};
+const char* cause_name(Cause c);
+
+// What an operator (or the resilient launcher) does about a diagnosis: the culprit's cause named
+// for the action (JSON summary.class). kAmbiguous also covers a stalled transport (every member
+// joined: no rank is behind).
+enum class FailureClass {
+  kNoHang, kSkippedCollective, kHangOutsideCollective, kDeadRank, kMismatch, kErrorExit, kAmbiguous
+};
+inline constexpr std::pair<const char*, FailureClass> kFailureClassNames[] = {
+    {"no-hang", FailureClass::kNoHang},
+    {"skipped-collective", FailureClass::kSkippedCollective},
+    {"hang-outside-collective", FailureClass::kHangOutsideCollective},
+    {"dead-rank", FailureClass::kDeadRank},
+    {"mismatch", FailureClass::kMismatch},
+    {"error-exit", FailureClass::kErrorExit},
+    {"ambiguous", FailureClass::kAmbiguous}};
+const char* failure_class_name(FailureClass c);
+// UsageError naming `where` for a name not in kFailureClassNames.
+FailureClass parse_failure_class(const std::string& name, const std::string& where);
+
 struct Culprit {
   int rank = -1;
-  std::string cause;  // skipped, outside-collective, no-dump, mismatch, error-exit, stalled-transport
-  std::string evidence;  // one sentence
+  Cause cause = Cause::kNoDump;
+  std::string host;  // the hostname its flight record names; "" when it left none
+  // error-exit only: the ranks that exited with this same error (this one first among them), and
+  // whether that makes it the whole job's error (every dumped rank that exited, and more than one:
+  // a NaN loss every rank computed) rather than this rank's: then nobody is to be excluded.
+  std::vector<int> same_error_ranks;
+  bool job_wide = false;
+  std::string error;     // error-exit: the error message of its trigger; "" otherwise
+  std::string evidence;  // one sentence, for people
 };
 
 // The first collective not completed by every member.
@@ -79,6 +118,23 @@ struct Mismatch {
   std::map<int, nlohmann::json> values;  // world rank -> its value
 };
 
+// The diagnosis in the fields a program decides on (contract 7). Unknown fields are empty.
+struct DiagnosisSummary {
+  FailureClass failure_class = FailureClass::kNoHang;
+  std::optional<int> culprit_rank;
+  std::string culprit_host;  // "" unknown
+  bool job_wide = false;     // an error of the whole job: no culprit to exclude
+  // Where: for a rank hung outside any collective its own phase and step, for an error exit the
+  // phase and step it left in; otherwise the collective it broke (the mismatched, else the blocked one).
+  std::optional<std::string> group, op, phase;
+  std::optional<std::uint64_t> seq;
+  std::optional<std::int64_t> step;
+  nlohmann::json to_json() const;
+  // The inverse of to_json (base/json_fields.hpp's rules: a missing or mistyped field is named).
+  static DiagnosisSummary from_json(const JsonFile& file, const std::string& at = "");
+  bool operator==(const DiagnosisSummary&) const = default;
+};
+
 struct Diagnosis {
   std::string job_id;
   int world_size = 0;
@@ -98,9 +154,10 @@ struct Diagnosis {
   std::vector<std::string> explanation;  // plain sentences
 
   int exit_code() const { return verdict == Verdict::kNoHang ? 0 : 1; }
+  DiagnosisSummary summary() const;
   // Text report: dumps, blocked collective, ranks, mismatches, verdict, culprit, explanation.
   std::string text() const;
-  // JSON report, format "shardtrain-hang-diagnosis" version 1 (hang-diagnose(1)).
+  // JSON report, format "shardtrain-hang-diagnosis" version 2 (docs/FORMATS.md, shardtrain-hang-diagnosis(5)).
   nlohmann::json to_json() const;
 };
 
