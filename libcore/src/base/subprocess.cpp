@@ -1,11 +1,14 @@
 #include "shardtrain/base/subprocess.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <tuple>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -39,6 +42,61 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
+namespace {
+
+int exit_status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+// Starts argv[0] with stdout and stderr on the write end of a new pipe; returns the pid and the
+// read end (close-on-exec, so later children do not hold it open).
+std::pair<pid_t, int> spawn_on_pipe(const std::vector<std::string>& argv, bool stderr_too) {
+  if (argv.empty()) throw IoError("run_child: empty argument vector");
+  const std::string program = find_on_path(argv[0]);
+  if (program.empty()) throw IoError(argv[0] + ": not found on PATH");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw IoError(std::string("cannot make a pipe (") + std::strerror(errno) + ")");
+  FileActions fa;
+  posix_spawn_file_actions_adddup2(&fa.actions, fds[1], STDOUT_FILENO);
+  if (stderr_too) posix_spawn_file_actions_adddup2(&fa.actions, fds[1], STDERR_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, program.c_str(), &fa.actions, nullptr, args.data(), environ);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw IoError(program + ": cannot start (" + std::strerror(rc) + ")");
+  }
+  return {pid, fds[0]};
+}
+
+// Reads what is ready on `fd` into `sink` within `timeout_ms`; false at end of file.
+bool read_ready(int fd, int timeout_ms, const std::function<void(const char*, std::size_t)>& sink) {
+  pollfd p{fd, POLLIN, 0};
+  const int n = poll(&p, 1, timeout_ms);
+  if (n <= 0) return true;  // nothing yet (or EINTR): not the end
+  char buf[65536];
+  const ssize_t got = read(fd, buf, sizeof buf);
+  if (got > 0) {
+    sink(buf, std::size_t(got));
+    return true;
+  }
+  return got < 0 && (errno == EINTR || errno == EAGAIN);
+}
+
+int wait_for(pid_t pid, int options, bool& done) {
+  int status = 0;
+  const pid_t r = waitpid(pid, &status, options);
+  if (r < 0 && errno != EINTR) throw IoError(std::string("waitpid failed (") + std::strerror(errno) + ")");
+  done = r == pid;
+  return status;
+}
+
+}  // namespace
+
 int run_child(const std::vector<std::string>& argv, const std::string& log_path) {
   if (argv.empty()) throw IoError("run_child: empty argument vector");
   const std::string program = find_on_path(argv[0]);
@@ -62,8 +120,57 @@ int run_child(const std::vector<std::string>& argv, const std::string& log_path)
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw IoError(program + ": waitpid failed (" + std::strerror(errno) + ")");
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  return exit_status_of(status);
+}
+
+int run_child_teed(const std::vector<std::string>& argv, const std::string& log_path,
+                   const std::function<void(int pid)>& on_started, double drain_s) {
+  const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log < 0) throw IoError(log_path + ": cannot open for writing (" + std::strerror(errno) + ")");
+  pid_t pid = 0;
+  int fd = -1;
+  try {
+    std::tie(pid, fd) = spawn_on_pipe(argv, /*stderr_too=*/true);
+  } catch (...) {
+    close(log);
+    throw;
+  }
+  if (on_started) on_started(pid);
+  auto sink = [&](const char* data, std::size_t n) {
+    // Short writes to a terminal or a full disk: the screen copy is best effort, the log is ours.
+    if (::write(STDOUT_FILENO, data, n) < 0) {}
+    for (std::size_t off = 0; off < n;) {
+      const ssize_t w = ::write(log, data + off, n - off);
+      if (w <= 0) break;
+      off += std::size_t(w);
+    }
+  };
+  bool exited = false;
+  int status = 0;
+  bool open_pipe = true;
+  while (!exited) {
+    if (open_pipe) open_pipe = read_ready(fd, 50, sink);
+    else usleep(20000);
+    status = wait_for(pid, WNOHANG, exited);
+  }
+  if (on_started) on_started(-1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_s);
+  while (open_pipe && std::chrono::steady_clock::now() < until) open_pipe = read_ready(fd, 20, sink);
+  close(fd);
+  close(log);
+  return exit_status_of(status);
+}
+
+ChildOutput run_child_captured(const std::vector<std::string>& argv) {
+  auto [pid, fd] = spawn_on_pipe(argv, /*stderr_too=*/false);
+  ChildOutput out;
+  while (read_ready(fd, 1000, [&](const char* d, std::size_t n) { out.out.append(d, n); })) {}
+  close(fd);
+  bool done = false;
+  int status = 0;
+  while (!done) status = wait_for(pid, 0, done);
+  out.status = exit_status_of(status);
+  return out;
 }
 
 }  // namespace shardtrain

@@ -73,7 +73,7 @@ bool read_field(const nlohmann::json& j, const char* name, T& out, const std::st
 
 }  // namespace
 
-StepLogContents read_step_log(const std::string& path) {
+StepLogContents read_step_log(const std::string& path, Repeats repeats) {
   std::ifstream in(path);
   if (!in) throw IoError(path + ": cannot read the step log (missing file or permission?)");
   StepLogContents contents;
@@ -103,10 +103,14 @@ StepLogContents read_step_log(const std::string& path) {
     e.has_tokens = read_field(j, "tokens", e.record.tokens, where);
     read_field(j, "lr", e.record.lr, where, true);
     read_field(j, "grad_norm", e.record.grad_norm, where, true);
+    read_field(j, "time", e.written_at, where);
+    read_field(j, "pid", e.pid, where);
+    if (const auto id = j.find("checkpoint_id"); id != j.end() && id->is_string()) e.checkpoint_id = id->get<std::string>();
     e.has_timings = true;
     for (const TimingColumn& column : kTimingColumns)
       e.has_timings &= read_field(j, column.name, e.record.*column.field, where);
-    by_step[e.record.step] = std::move(e);
+    if (repeats == Repeats::kKeepAll) contents.steps.push_back(std::move(e));
+    else by_step[e.record.step] = std::move(e);
   }
   for (auto& [step, entry] : by_step) contents.steps.push_back(std::move(entry));
   return contents;

@@ -1,6 +1,7 @@
 // Child processes without a shell: the argument vector goes to the program as is (no word
 // splitting, no globbing), so a file name or a training option can never inject a command.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,22 @@ std::string find_on_path(const std::string& name);
 // status (0-255), or 128 + N when signal N ended it. Throws IoError when argv[0] is not found or
 // cannot be started, or `log_path` cannot be opened.
 int run_child(const std::vector<std::string>& argv, const std::string& log_path = "");
+
+// Runs argv with its stdout and stderr on one pipe, and copies every byte, as it comes, to our
+// stdout and to `log_path` (created or truncated): a launcher's attempt log that is also on the
+// screen. `on_started(pid)` is called once the child runs (to forward signals to it), and with -1
+// once it has been waited for. Output that the child's own children still write after it exited
+// (mpirun's daemons) is read until the pipe closes or `drain_s` seconds pass. Returns the exit
+// status as run_child does; the same IoErrors.
+int run_child_teed(const std::vector<std::string>& argv, const std::string& log_path,
+                   const std::function<void(int pid)>& on_started = {}, double drain_s = 0.5);
+
+// Runs argv and returns its exit status (as run_child) and everything it wrote to stdout; its
+// stderr goes to ours.
+struct ChildOutput {
+  int status = 0;
+  std::string out;
+};
+ChildOutput run_child_captured(const std::vector<std::string>& argv);
 
 }  // namespace shardtrain

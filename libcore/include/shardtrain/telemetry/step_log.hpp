@@ -83,6 +83,9 @@ struct StepLogEntry {
   bool has_timings = false;  // every column of kTimingColumns present
   bool has_tokens = false;   // "tokens" present
   std::size_t line = 0;      // 1-based line of the file
+  double written_at = 0;     // "time": unix seconds when the rank wrote the line (0 when absent)
+  std::int64_t pid = 0;      // "pid": the writing rank's process id (0 when absent)
+  std::string checkpoint_id; // "checkpoint_id": the checkpoint the run resumed from ("" none)
 };
 
 // A step log read back: the one reader of the format (equiv-check, the scaling report and the
@@ -102,7 +105,10 @@ struct StepLogContents {
   int torn_lines = 0, other_records = 0;
 };
 // Throws IoError when the file cannot be read, UsageError as above.
-StepLogContents read_step_log(const std::string& path);
+// Repeats::kKeepAll keeps every step record in file order instead (a launcher tracing attempts:
+// each attempt's records, before a later attempt repeated their steps).
+enum class Repeats { kLastWins, kKeepAll };
+StepLogContents read_step_log(const std::string& path, Repeats repeats = Repeats::kLastWins);
 
 // The step logs of a run folder, RUN_DIR/steps.rank<R>.jsonl, by rank R (empty: none). Throws
 // IoError when the folder cannot be listed.
