@@ -77,6 +77,6 @@ rc=0
 "$launcher" --max-restarts 3 --backoff 0 -- mpirun -np 2 --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --steps abc \
   --run-dir "$WORK/r3" >"$WORK/r3.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { cat "$WORK/r3.log" >&2; fail "(3) a bad option: exit $rc, expected 2"; }
-[ "$(grep -c '^run-resilient.sh: attempt [0-9]*:' "$WORK/r3.log")" -eq 1 ] || fail "(3) a bad option was retried"
+[ "$(grep -c '^run-resilient: attempt [0-9]*:' "$WORK/r3.log")" -eq 1 ] || fail "(3) a bad option was retried"
 tail -1 "$WORK/r3.log" | grep -q -- "--steps" || { cat "$WORK/r3.log" >&2; fail "(3) ddp-train's message is not the last line"; }
 pass "(3) a bad option: one attempt, exit 2, its message last"

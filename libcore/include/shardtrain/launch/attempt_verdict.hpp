@@ -1,0 +1,82 @@
+// The verdict of one failed attempt of a resilient job: which class of failure, which rank on
+// which host to blame, and where. Judged from typed sources only, in this order:
+//   1. the attempt's flight records (RUN_DIR/flight.rank*.json) through the diagnose layer
+//      (hang::diagnose and its DiagnosisSummary: nothing reads the evidence sentences);
+//   2. records that show no failure: the one rank the step logs name as a straggler, if exactly
+//      one is named (telemetry/straggler.hpp);
+//   3. no flight records at all: the command's output, for the two lines a failure there leaves:
+//      our tools' "[rank R/W] error" line (error-exit) and mpirun's "rank R with PID P on node H
+//      exited on signal" (dead-rank; the lowest such rank, with its host).
+// An error every rank exited with (job_wide) has no culprit to count: nobody is excluded for it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/base/json_file.hpp"
+
+namespace shardtrain::launch {
+
+enum class VerdictClass {
+  kSkippedCollective, kMismatch, kHangOutsideCollective, kDeadRank, kErrorExit, kStraggler, kAmbiguous
+};
+inline constexpr std::pair<const char*, VerdictClass> kVerdictClassNames[] = {
+    {"skipped-collective", VerdictClass::kSkippedCollective},
+    {"mismatch", VerdictClass::kMismatch},
+    {"hang-outside-collective", VerdictClass::kHangOutsideCollective},
+    {"dead-rank", VerdictClass::kDeadRank},
+    {"error-exit", VerdictClass::kErrorExit},
+    {"straggler", VerdictClass::kStraggler},
+    {"ambiguous", VerdictClass::kAmbiguous}};
+const char* verdict_class_name(VerdictClass c);
+
+enum class VerdictSource { kHangDiagnosis, kStragglerScores, kCommandOutput, kNothing };
+const char* verdict_source_name(VerdictSource s);
+
+struct AttemptVerdict {
+  VerdictClass verdict_class = VerdictClass::kAmbiguous;
+  std::optional<int> culprit_rank;  // none when ambiguous, or for an error of the whole job
+  std::string culprit_host;         // "" unknown
+  bool job_wide = false;
+  std::optional<std::string> group, op, phase;
+  std::optional<std::uint64_t> seq;
+  std::optional<std::int64_t> step;
+  // Seconds from the first failure trigger in the records (a timeout, an error, an exit; else the
+  // first signal dump: when the failure was noticed) to the verdict; empty without records.
+  std::optional<double> diagnosis_s;
+  VerdictSource source = VerdictSource::kNothing;
+  std::string source_detail;  // e.g. why hang-diagnosis could not be used ("" when it was)
+  double command_ended_at = 0;  // unix s: when the attempt's command exited
+  // Seconds the launcher itself took: records read to verdict made (the analysis, not the
+  // teardown before it).
+  std::optional<double> analysis_s;
+
+  // The verdict line the launcher prints:
+  // "verdict attempt N: CLASS rank R (host H) group G seq S op OP step K phase P; diagnosed in X.XX s"
+  // (unknown fields "-"), then " (analysis N ms)" when analysis_s is known.
+  std::string line(int attempt) const;
+  // JSON (the restart log's "verdict"): {class, culprit_rank, culprit_host, job_wide, group, seq,
+  // op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
+  // (attemptN.verdict.json).
+  nlohmann::json to_json(bool with_source = false) const;
+  static AttemptVerdict from_json(const JsonFile& file, const std::string& at = "");
+  bool operator==(const AttemptVerdict&) const = default;
+};
+
+// What judge_attempt reads.
+struct AttemptEvidence {
+  std::string run_dir;         // its flight.rank*.json and steps.rank*.jsonl
+  std::string command_output;  // everything the attempt printed
+  int world_size = 0;          // the attempt's rank count (0: take the records' own)
+  double command_ended_at = 0; // unix seconds when the command exited
+  double now = 0;              // unix seconds at judging time (for diagnosis_s)
+};
+
+AttemptVerdict judge_attempt(const AttemptEvidence& evidence);
+
+// Rule 3 alone (exposed for its tests): the verdict of a command's output without records.
+AttemptVerdict verdict_from_output(const std::string& output);
+
+}  // namespace shardtrain::launch

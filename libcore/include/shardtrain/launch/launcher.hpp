@@ -1,0 +1,38 @@
+// The resilient launcher (run-resilient(1)): runs a training command (mpirun ... ddp-train ... or
+// srun ...) and, when it fails, restarts it from the newest valid checkpoint, carrying out
+// restart_policy.hpp's decisions:
+//   - every attempt's output goes to our stdout and to RUN_DIR/attemptN.log;
+//   - a failed attempt (status not 0 and not 2) is judged (attempt_verdict.hpp): one verdict line
+//     on stderr, RUN_DIR/attemptN.verdict.json, and its flight records moved to
+//     RUN_DIR/flight.attemptN/ (records of an earlier job go to flight.before/ at the start);
+//   - restarts get `--resume auto`; elastic restarts rewrite the rank count (child_command.hpp);
+//   - --exclude-cmd CMD runs `CMD HOST RANK` once when the policy excludes a host;
+//   - SIGUSR1 is recorded, not fatal (the current attempt runs to its end and is not restarted);
+//   - the restart log (restart_log.hpp) is written when the launcher ends, whatever the ending.
+// The restart time of a restart: relaunch to the first step record written after it (the rank-0
+// step log's wall-clock "time").
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shardtrain/launch/child_command.hpp"
+#include "shardtrain/launch/restart_policy.hpp"
+
+namespace shardtrain::launch {
+
+struct LauncherOptions {
+  RestartPolicy policy;
+  std::string log_path;      // "" : RUN_DIR/restarts.json
+  std::string capacity_cmd;  // shell command printing how many ranks can run now ("" none)
+  std::string exclude_cmd;   // shell command run as `CMD HOST RANK` ("" none)
+  // UsageError for inconsistent options (a capacity command without min_ranks, min_ranks above
+  // the command's rank count, elastic mode without a rank count or global batch in the command).
+  void validate(const ChildCommand& command) const;
+};
+
+// Runs the job to its end; returns the launcher's exit status (0, 75 after an exclusion, else the
+// last attempt's status).
+int run_resilient(const LauncherOptions& options, const ChildCommand& command);
+
+}  // namespace shardtrain::launch

@@ -1,0 +1,264 @@
+// The verdict of a failed attempt (attempt_verdict.hpp): the diagnose layer's typed summary, the
+// straggler scores, or the two failure lines of a command's output.
+#include "shardtrain/launch/attempt_verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/diagnose/flight_dump.hpp"
+#include "shardtrain/diagnose/hang_diagnosis.hpp"
+#include "shardtrain/telemetry/straggler.hpp"
+
+namespace shardtrain::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+template <typename Enum, std::size_t N>
+const char* name_in(const std::pair<const char*, Enum> (&table)[N], Enum value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+VerdictClass class_of(hang::FailureClass c) {
+  switch (c) {
+    case hang::FailureClass::kSkippedCollective: return VerdictClass::kSkippedCollective;
+    case hang::FailureClass::kHangOutsideCollective: return VerdictClass::kHangOutsideCollective;
+    case hang::FailureClass::kDeadRank: return VerdictClass::kDeadRank;
+    case hang::FailureClass::kMismatch: return VerdictClass::kMismatch;
+    case hang::FailureClass::kErrorExit: return VerdictClass::kErrorExit;
+    case hang::FailureClass::kNoHang:  // records without a failure: stragglers are asked next
+    case hang::FailureClass::kAmbiguous: return VerdictClass::kAmbiguous;
+  }
+  return VerdictClass::kAmbiguous;
+}
+
+std::vector<std::string> flight_record_files(const std::string& run_dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("flight.rank", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool has_step_logs(const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("steps.rank", 0) == 0 && e.path().extension() == ".jsonl") return true;
+  }
+  return false;
+}
+
+// When the failure began, as the records tell: the first failure trigger (timeout, error, exit);
+// without one (a rank died and mpirun ended the others), the first signal dump.
+std::optional<double> first_trigger(const std::vector<hang::RankDump>& dumps) {
+  std::optional<double> failure, signal;
+  auto earliest = [](std::optional<double>& slot, double at) { slot = slot ? std::min(*slot, at) : at; };
+  for (const auto& d : dumps)
+    for (const auto& t : d.triggers) {
+      if (!t.at) continue;
+      if (t.reason == "timeout" || t.reason == "error" || t.reason == "exit") earliest(failure, *t.at);
+      else if (t.reason == "signal") earliest(signal, *t.at);
+    }
+  return failure ? failure : signal;
+}
+
+// mpirun's report of ranks that died: "... rank R with PID P on node H exited on signal ...",
+// rank -> host.
+std::map<int, std::string> dead_ranks(const std::string& output) {
+  static const std::regex died(R"(rank (\d+) with PID \d+ on node (\S+) exited on signal)");
+  std::map<int, std::string> dead;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), died); it != std::sregex_iterator(); ++it)
+    dead.emplace(std::stoi((*it)[1]), (*it)[2]);
+  return dead;
+}
+
+std::string field_or_dash(const std::optional<std::string>& v) { return v ? *v : "-"; }
+template <typename T>
+std::string number_or_dash(const std::optional<T>& v) {
+  return v ? std::to_string(*v) : "-";
+}
+
+}  // namespace
+
+const char* verdict_class_name(VerdictClass c) { return name_in(kVerdictClassNames, c); }
+
+const char* verdict_source_name(VerdictSource s) {
+  switch (s) {
+    case VerdictSource::kHangDiagnosis: return "hang-diagnosis";
+    case VerdictSource::kStragglerScores: return "straggler-scores";
+    case VerdictSource::kCommandOutput: return "command-output";
+    case VerdictSource::kNothing: return "nothing";
+  }
+  return "?";
+}
+
+std::string AttemptVerdict::line(int attempt) const {
+  char diagnosed[48] = "-";
+  if (diagnosis_s) std::snprintf(diagnosed, sizeof diagnosed, "%.2f s", *diagnosis_s);
+  std::ostringstream o;
+  o << "verdict attempt " << attempt << ": " << verdict_class_name(verdict_class) << " rank "
+    << number_or_dash(culprit_rank) << " (host " << (culprit_host.empty() ? "-" : culprit_host) << ") group "
+    << field_or_dash(group) << " seq " << number_or_dash(seq) << " op " << field_or_dash(op) << " step "
+    << number_or_dash(step) << " phase " << field_or_dash(phase) << (job_wide ? " (an error of the whole job)" : "")
+    << "; diagnosed in " << diagnosed;
+  if (analysis_s) o << " (analysis " << int(std::lround(*analysis_s * 1000)) << " ms)";
+  return o.str();
+}
+
+json AttemptVerdict::to_json(bool with_source) const {
+  using json_fields::or_null;
+  json j = {{"class", verdict_class_name(verdict_class)},
+            {"culprit_rank", or_null(culprit_rank)},
+            {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
+            {"job_wide", job_wide},
+            {"group", or_null(group)},
+            {"seq", or_null(seq)},
+            {"op", or_null(op)},
+            {"step", or_null(step)},
+            {"phase", or_null(phase)},
+            {"diagnosis_s", or_null(diagnosis_s)}};
+  if (with_source) {
+    j["source"] = verdict_source_name(source);
+    j["source_detail"] = source_detail;
+    j["command_ended_at"] = command_ended_at;
+    j["analysis_s"] = or_null(analysis_s);
+  }
+  return j;
+}
+
+AttemptVerdict AttemptVerdict::from_json(const JsonFile& f, const std::string& at) {
+  namespace jf = json_fields;
+  using jf::field;
+  AttemptVerdict v;
+  const std::string cls = f.string(field(at, "class"));
+  bool known = false;
+  for (const auto& [name, c] : kVerdictClassNames)
+    if (cls == name) v.verdict_class = c, known = true;
+  if (!known) f.fail("field " + field(at, "class") + " is '" + cls + "', not a verdict class");
+  v.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
+  v.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
+  v.job_wide = jf::boolean(f, field(at, "job_wide"));
+  v.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
+  v.seq = jf::null_or(f, field(at, "seq"), jf::count);
+  v.op = jf::null_or(f, field(at, "op"), &JsonFile::string);
+  v.step = jf::null_or(f, field(at, "step"), jf::integer);
+  v.phase = jf::null_or(f, field(at, "phase"), &JsonFile::string);
+  v.diagnosis_s = jf::null_or(f, field(at, "diagnosis_s"), &JsonFile::number);
+  if (f.has(field(at, "source"))) {
+    const std::string source = f.string(field(at, "source"));
+    for (VerdictSource s : {VerdictSource::kHangDiagnosis, VerdictSource::kStragglerScores,
+                            VerdictSource::kCommandOutput, VerdictSource::kNothing})
+      if (source == verdict_source_name(s)) v.source = s;
+    v.source_detail = f.string(field(at, "source_detail"));
+    v.command_ended_at = f.number(field(at, "command_ended_at"));
+    v.analysis_s = jf::null_or(f, field(at, "analysis_s"), &JsonFile::number);
+  }
+  return v;
+}
+
+AttemptVerdict verdict_from_output(const std::string& output) {
+  AttemptVerdict v;
+  v.source = VerdictSource::kCommandOutput;
+  v.source_detail = "the command's output (no flight records)";
+  // Our tools' error line: "[rank R/W] error ..." at the start of a line (base/log.hpp).
+  static const std::regex our_error(R"(^\[rank (\d+)/\d+\] error)", std::regex::multiline);
+  std::smatch m;
+  if (std::regex_search(output, m, our_error)) {
+    v.verdict_class = VerdictClass::kErrorExit;
+    v.culprit_rank = std::stoi(m[1]);
+    return v;
+  }
+  const std::map<int, std::string> dead = dead_ranks(output);
+  if (!dead.empty()) {
+    v.verdict_class = VerdictClass::kDeadRank;
+    v.culprit_rank = dead.begin()->first;
+    v.culprit_host = dead.begin()->second;
+  }
+  return v;
+}
+
+AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
+  const std::vector<std::string> files = flight_record_files(evidence.run_dir);
+  if (files.empty()) {
+    AttemptVerdict v = verdict_from_output(evidence.command_output);
+    v.command_ended_at = evidence.command_ended_at;
+    return v;
+  }
+  AttemptVerdict v;
+  v.command_ended_at = evidence.command_ended_at;
+  v.source = VerdictSource::kHangDiagnosis;
+  // Each record alone first: its host and triggers count even when the set cannot be diagnosed.
+  std::vector<hang::RankDump> dumps;
+  std::map<int, std::string> hosts;
+  for (const auto& f : files) {
+    try {
+      dumps.push_back(hang::read_flight_dump(f));
+      hosts[dumps.back().rank] = dumps.back().hostname;
+    } catch (const Error& e) {
+      v.source_detail = std::string("hang diagnosis failed: ") + e.what();
+    }
+  }
+  bool no_failure = false;
+  if (v.source_detail.empty()) {
+    try {
+      const hang::DiagnosisSummary s =
+          hang::diagnose(hang::check_dump_set(dumps, evidence.world_size)).summary();
+      v.verdict_class = class_of(s.failure_class);
+      no_failure = s.failure_class == hang::FailureClass::kNoHang;
+      v.job_wide = s.job_wide;
+      if (!s.job_wide) v.culprit_rank = s.culprit_rank;  // an error of the whole job: nobody to exclude
+      v.group = s.group;
+      v.seq = s.seq;
+      v.op = s.op;
+      v.step = s.step;
+      v.phase = s.phase;
+    } catch (const Error& e) {
+      v.source_detail = std::string("hang diagnosis failed: ") + e.what();
+    }
+  }
+  // Records without a failure in them: the one rank the step logs name as a straggler, if any.
+  if (no_failure && has_step_logs(evidence.run_dir)) {
+    try {
+      const StragglerReport report = straggler_report_from_run_dir(evidence.run_dir, StragglerOptions{});
+      std::set<int> named;
+      for (const auto& s : report.stragglers) named.insert(s.rank);
+      if (named.size() == 1) {
+        v.verdict_class = VerdictClass::kStraggler;
+        v.culprit_rank = report.stragglers.front().rank;
+        v.phase = section_name(report.stragglers.front().section);
+        v.source = VerdictSource::kStragglerScores;
+      }
+    } catch (const Error& e) {
+      v.source_detail = std::string("straggler scores failed: ") + e.what();
+    }
+  }
+  if (v.culprit_rank) {
+    // Its record's host; a rank that left none (killed) is named with its host by mpirun.
+    const auto h = hosts.find(*v.culprit_rank);
+    if (h != hosts.end()) v.culprit_host = h->second;
+    if (v.culprit_host.empty()) {
+      const std::map<int, std::string> dead = dead_ranks(evidence.command_output);
+      if (const auto d = dead.find(*v.culprit_rank); d != dead.end()) v.culprit_host = d->second;
+    }
+  }
+  if (const std::optional<double> first = first_trigger(dumps))
+    v.diagnosis_s = std::round((evidence.now - *first) * 1000) / 1000;
+  return v;
+}
+
+}  // namespace shardtrain::launch

@@ -1,0 +1,290 @@
+// The resilient launcher's loop (launcher.hpp): processes, files, signals and clocks around the
+// pure policy of restart_policy.hpp.
+#include "shardtrain/launch/launcher.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "shardtrain/base/durable_file.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/subprocess.hpp"
+#include "shardtrain/launch/attempt_verdict.hpp"
+#include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
+
+namespace shardtrain::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Signals, as the handlers see them: SIGUSR1 is a request to stop restarting; SIGTERM and SIGINT
+// go on to the running attempt (the batch system or a user stopping the whole job) and end the
+// launcher after it.
+std::atomic<bool> g_stop_requested{false};
+std::atomic<int> g_terminating{0};
+std::atomic<int> g_child{-1};
+
+extern "C" void on_usr1(int) { g_stop_requested = true; }
+extern "C" void on_terminate(int sig) {
+  g_terminating = sig;
+  const int child = g_child.load();
+  if (child > 0) kill(child, sig);
+}
+
+void install_handlers() {
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_handler = on_terminate;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void say(const std::string& line) { std::cerr << "run-resilient: " << line << std::endl; }
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string read_latest(const std::string& ckpt_dir) {
+  std::ifstream in(ckpt_dir + "/latest");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream o;
+  o << in.rdbuf();
+  return o.str();
+}
+
+// The first step record of the rank-0 step log written after `t` (unix s), if any.
+std::optional<double> first_step_after(const std::string& run_dir, double t) {
+  const std::string path = run_dir + "/steps.rank0.jsonl";
+  if (!fs::exists(path)) return std::nullopt;
+  std::optional<double> first;
+  try {
+    for (const auto& e : read_step_log(path).steps)
+      if (e.written_at > t && (!first || e.written_at < *first)) first = e.written_at;
+  } catch (const Error&) {
+    return std::nullopt;  // a log being written as it is read: no restart time rather than no launcher
+  }
+  return first;
+}
+
+// Moves RUN_DIR/flight.rank*.json into RUN_DIR/<folder>/ (kept apart from the next attempt's).
+void move_flight_records(const std::string& run_dir, const std::string& folder) {
+  std::vector<fs::path> records;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("flight.rank", 0) == 0 && e.path().extension() == ".json") records.push_back(e.path());
+  }
+  if (records.empty()) return;
+  fs::create_directories(fs::path(run_dir) / folder);
+  for (const auto& r : records) fs::rename(r, fs::path(run_dir) / folder / r.filename());
+}
+
+// The command's own last message: the last line outside mpirun's banners (blocks between lines of
+// dashes), CLI hints and blank lines.
+std::string last_message(const std::string& output) {
+  static const std::regex dashes("^-{20,}$");
+  std::istringstream in(output);
+  std::string line, last;
+  bool banner = false;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, dashes)) {
+      banner = !banner;
+      continue;
+    }
+    if (banner || line.rfind("Run with --help", 0) == 0 || line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    last = line;
+  }
+  return last;
+}
+
+std::optional<int> capacity_now(const std::string& capacity_cmd) {
+  if (capacity_cmd.empty()) return std::nullopt;
+  const ChildOutput out = run_child_captured({"/bin/bash", "-c", capacity_cmd});
+  std::istringstream in(out.out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  last.erase(std::remove_if(last.begin(), last.end(), [](unsigned char c) { return std::isspace(c); }), last.end());
+  if (!last.empty() && std::all_of(last.begin(), last.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return std::stoi(last);
+  say("--capacity-cmd printed '" + last + "', not a number of ranks; keeping the first launch's");
+  return std::nullopt;
+}
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// Sleeps `s` seconds, waking early for SIGUSR1 or a termination signal.
+void interruptible_sleep(double s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
+  while (std::chrono::steady_clock::now() < until && !g_stop_requested && !g_terminating)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+}  // namespace
+
+void LauncherOptions::validate(const ChildCommand& command) const {
+  if (!capacity_cmd.empty() && !policy.min_ranks)
+    throw UsageError("--capacity-cmd needs --min-ranks M (the smallest world size to restart on)");
+  if (policy.min_ranks && !command.rank_count())
+    throw UsageError("--min-ranks needs the rank count in the command as -np N, -n N, --np N or --ntasks N");
+  if (policy.min_ranks && !command.global_batch())
+    throw UsageError("--min-ranks needs --global-batch N (and --micro-batch, default 1) in the command");
+  RestartPolicy p = policy;
+  p.launch_world = command.rank_count().value_or(0);
+  p.micro_batches = command.global_batch() ? *command.global_batch() / command.micro_batch() : 0;
+  p.validate();
+}
+
+int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
+  options.validate(command);
+  RestartPolicy policy = options.policy;
+  policy.launch_world = command.rank_count().value_or(0);
+  policy.micro_batches = command.global_batch() ? *command.global_batch() / command.micro_batch() : 0;
+  policy.exclude_hosts = !options.exclude_cmd.empty();
+  const std::string run_dir = command.run_dir();
+  const std::string log_path = options.log_path.empty() ? run_dir + "/restarts.json" : options.log_path;
+  fs::create_directories(run_dir);
+  install_handlers();
+  // Records of an earlier job in this run folder would be read with this one's: kept apart.
+  move_flight_records(run_dir, "flight.before");
+
+  RestartLog log;
+  PolicyState state;
+  state.world = command.rank_count().value_or(0);
+  std::optional<AttemptVerdict> previous_verdict;
+  int previous_status = 0;
+  std::optional<std::string> world_reason;
+  int previous_world = state.world;
+  int status = 0;
+  for (state.attempt = 0;; ++state.attempt) {
+    const std::vector<std::string> argv =
+        command.for_attempt(state.attempt, command.rank_count() ? std::optional<int>(state.world) : std::nullopt);
+    const std::string resumed_from = read_latest(command.ckpt_dir());
+    const double launched = unix_now();
+    const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
+    say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
+    status = run_child_teed(argv, output_path, [](int pid) { g_child = pid; });
+    const double ended = unix_now();
+    if (state.attempt > 0) {
+      RestartRecord r;
+      r.attempt = state.attempt;
+      r.previous_exit_status = previous_status;
+      r.failed_rank = previous_verdict && !previous_verdict->job_wide ? previous_verdict->culprit_rank : std::nullopt;
+      r.verdict = previous_verdict;
+      if (!resumed_from.empty()) r.resumed_from = resumed_from;
+      r.relaunch_time = launched;
+      r.first_resumed_step_time = first_step_after(run_dir, launched);
+      if (policy.min_ranks) r.world = WorldChange{previous_world, state.world, world_reason};
+      log.restarts.push_back(r);
+    }
+    AttemptOutcome outcome;
+    outcome.exit_status = status;
+    outcome.stop_requested = g_stop_requested || g_terminating;
+    outcome.committed_checkpoint = read_latest(command.ckpt_dir()) != resumed_from;
+    previous_verdict.reset();
+    if (status != 0 && status != 2 && !outcome.stop_requested) {
+      AttemptEvidence evidence{run_dir, read_whole(output_path), state.world, ended, 0};
+      evidence.now = unix_now();
+      const auto t0 = std::chrono::steady_clock::now();
+      AttemptVerdict v = judge_attempt(evidence);
+      v.analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // "diagnosed in" runs from the first failure trigger to the verdict, the analysis included.
+      if (v.diagnosis_s) v.diagnosis_s = std::round((*v.diagnosis_s + *v.analysis_s) * 1000) / 1000;
+      say(v.line(state.attempt));
+      write_json_file(run_dir + "/attempt" + std::to_string(state.attempt) + ".verdict.json", v.to_json(true));
+      move_flight_records(run_dir, "flight.attempt" + std::to_string(state.attempt));
+      outcome.culprit_rank = v.job_wide ? std::nullopt : v.culprit_rank;
+      outcome.culprit_host = v.culprit_host;
+      previous_verdict = v;
+    }
+    NextAction next = decide_after_attempt(policy, state, outcome);
+    if (!next.note.empty()) say(next.note);
+    if (next.action == Action::kFinish) {
+      say(next.message);
+      if (status == 2) {
+        const std::string last = last_message(read_whole(output_path));
+        if (!last.empty()) std::cerr << last << std::endl;
+      }
+      break;
+    }
+    if (next.action == Action::kExclude) {
+      say("excluding host " + next.exclude_host + " (rank " + std::to_string(next.exclude_rank) + " named " +
+          std::to_string(state.same_culprit_runs) + " times in a row)");
+      const int rc = run_child({"/bin/bash", "-c", options.exclude_cmd + " \"$1\" \"$2\"", "exclude", next.exclude_host,
+                                std::to_string(next.exclude_rank)});
+      if (rc != 0) say("--exclude-cmd exited " + std::to_string(rc) + " (host " + next.exclude_host + ", rank " +
+                       std::to_string(next.exclude_rank) + ")");
+      log.stop_reason = next.message;
+      status = next.exit_status;
+      break;
+    }
+    if (next.action == Action::kStop) {
+      say(next.message);
+      log.stop_reason = next.message;
+      break;
+    }
+    const std::string latest = read_latest(command.ckpt_dir());
+    say(next.message + "; restarting from " + (latest.empty() ? "the start" : latest) + " in " +
+        seconds_text(next.wait_s) + "s");
+    interruptible_sleep(next.wait_s);
+    if (g_stop_requested || g_terminating) {
+      say("a stop was requested during the backoff: not restarted");
+      break;
+    }
+    previous_status = status;
+    previous_world = state.world;
+    world_reason.reset();
+    if (policy.min_ranks) {
+      const WorldChoice choice = choose_world(policy, state, capacity_now(options.capacity_cmd));
+      if (!choice.world) {
+        say(choice.reason);
+        log.stop_reason = choice.reason;
+        break;
+      }
+      if (*choice.world != previous_world) {
+        world_reason = choice.reason;
+        say("world size " + std::to_string(previous_world) + " -> " + std::to_string(*choice.world) + " (" +
+            choice.reason + "); grad_accum absorbs the difference");
+      }
+    }
+  }
+  log.final_exit_status = status;
+  if (status != 0 && status != 2 && previous_verdict) log.final_verdict = previous_verdict;
+  write_restart_log(log_path, log);
+  if (g_terminating && status == 0) return 128 + g_terminating;
+  return status;
+}
+
+}  // namespace shardtrain::launch

@@ -1,0 +1,304 @@
+// The resilient launcher's decisions (launch/restart_policy.hpp), the child command it rewrites
+// (launch/child_command.hpp), its verdicts from a command's output (launch/attempt_verdict.hpp)
+// and its restart log (launch/restart_log.hpp): pure functions, driven by made-up attempts.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/launch/attempt_verdict.hpp"
+#include "shardtrain/launch/child_command.hpp"
+#include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/launch/restart_policy.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+using namespace shardtrain::launch;
+
+namespace {
+
+AttemptOutcome failed(int status, std::optional<int> culprit = std::nullopt, std::string host = "",
+                      bool committed = false) {
+  AttemptOutcome o;
+  o.exit_status = status;
+  o.culprit_rank = culprit;
+  o.culprit_host = std::move(host);
+  o.committed_checkpoint = committed;
+  return o;
+}
+
+// Runs the policy over a sequence of outcomes as the launcher does (attempt numbers advancing),
+// returning every decision.
+std::vector<NextAction> run(const RestartPolicy& p, PolicyState& s, const std::vector<AttemptOutcome>& outcomes) {
+  std::vector<NextAction> out;
+  for (const auto& o : outcomes) {
+    out.push_back(decide_after_attempt(p, s, o));
+    if (out.back().action != Action::kRestart) break;
+    ++s.attempt;
+  }
+  return out;
+}
+
+RestartPolicy elastic(int world, int micro_batches, int min_ranks) {
+  RestartPolicy p;
+  p.min_ranks = min_ranks;
+  p.launch_world = world;
+  p.micro_batches = micro_batches;
+  p.max_restarts = 10;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("launch policy: a successful attempt finishes with 0", "[launch]") {
+  PolicyState s;
+  const NextAction a = decide_after_attempt(RestartPolicy{}, s, failed(0));
+  CHECK(a.action == Action::kFinish);
+  CHECK(a.exit_status == 0);
+}
+
+TEST_CASE("launch policy: exit 2 (usage or input error) is never retried", "[launch]") {
+  RestartPolicy p;
+  p.max_restarts = 100;
+  PolicyState s;
+  const NextAction a = decide_after_attempt(p, s, failed(2, 1, "n1"));
+  CHECK(a.action == Action::kFinish);
+  CHECK(a.exit_status == 2);
+  CHECK(s.same_culprit_runs == 0);  // an input error names nobody
+}
+
+TEST_CASE("launch policy: SIGUSR1 ends the job with the attempt's status, no restart", "[launch]") {
+  AttemptOutcome o = failed(143);
+  o.stop_requested = true;
+  PolicyState s;
+  const NextAction a = decide_after_attempt(RestartPolicy{}, s, o);
+  CHECK(a.action == Action::kFinish);
+  CHECK(a.exit_status == 143);
+}
+
+TEST_CASE("launch policy: the backoff doubles with each failure that made no progress, capped at 60 s", "[launch]") {
+  RestartPolicy p;
+  p.backoff_s = 5;
+  p.max_restarts = 20;
+  PolicyState s;
+  std::vector<double> waits;
+  for (const auto& a : run(p, s, std::vector<AttemptOutcome>(6, failed(1)))) waits.push_back(a.wait_s);
+  CHECK(waits == std::vector<double>{5, 10, 20, 40, 60, 60});
+}
+
+TEST_CASE("launch policy: an attempt that committed a checkpoint resets the backoff", "[launch]") {
+  RestartPolicy p;
+  p.backoff_s = 1;
+  p.max_restarts = 20;
+  PolicyState s;
+  const auto a = run(p, s, {failed(1), failed(1), failed(1, std::nullopt, "", /*committed=*/true), failed(1)});
+  REQUIRE(a.size() == 4);
+  CHECK(a[0].wait_s == 1);
+  CHECK(a[1].wait_s == 2);
+  CHECK(a[2].wait_s == 1);  // progress: not a crash loop
+  CHECK(a[3].wait_s == 2);
+}
+
+TEST_CASE("launch policy: restarts used up stop the job with the last status, logged", "[launch]") {
+  RestartPolicy p;
+  p.max_restarts = 2;
+  PolicyState s;
+  const auto a = run(p, s, {failed(1), failed(137), failed(134)});
+  REQUIRE(a.size() == 3);
+  CHECK(a[0].action == Action::kRestart);
+  CHECK(a[1].action == Action::kRestart);
+  CHECK(a[2].action == Action::kStop);
+  CHECK(a[2].exit_status == 134);
+  CHECK(a[2].logged_stop);
+  CHECK_THAT(a[2].message, Catch::Contains("no restarts left (--max-restarts 2)"));
+}
+
+TEST_CASE("launch policy: --max-restarts 0 runs once and stops", "[launch]") {
+  RestartPolicy p;
+  p.max_restarts = 0;
+  PolicyState s;
+  CHECK(decide_after_attempt(p, s, failed(1, 3)).action == Action::kStop);
+}
+
+TEST_CASE("launch policy: the same culprit K times in a row with a known host is excluded (75)", "[launch]") {
+  RestartPolicy p;
+  p.exclude_hosts = true;
+  p.rank_failures = 2;
+  p.max_restarts = 10;
+  PolicyState s;
+  const auto a = run(p, s, {failed(1, 3, "n2"), failed(1, 3, "n2")});
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].action == Action::kRestart);
+  CHECK(a[1].action == Action::kExclude);
+  CHECK(a[1].exit_status == kExcludedExitStatus);
+  CHECK(a[1].exclude_host == "n2");
+  CHECK(a[1].exclude_rank == 3);
+  CHECK_THAT(a[1].message, Catch::Contains("rank 3 named 2 times in a row"));
+}
+
+TEST_CASE("launch policy: a different culprit starts the count over", "[launch]") {
+  RestartPolicy p;
+  p.exclude_hosts = true;
+  p.rank_failures = 2;
+  p.max_restarts = 10;
+  PolicyState s;
+  const auto a = run(p, s, {failed(1, 3, "n2"), failed(1, 1, "n1"), failed(1, 3, "n2"), failed(1, 3, "n2")});
+  REQUIRE(a.size() == 4);
+  CHECK(a[2].action == Action::kRestart);
+  CHECK(s.same_culprit_runs == 2);
+  CHECK(a[3].action == Action::kExclude);
+}
+
+TEST_CASE("launch policy: no culprit (ambiguous, or the whole job's error) is never excluded", "[launch]") {
+  RestartPolicy p;
+  p.exclude_hosts = true;
+  p.rank_failures = 1;
+  p.max_restarts = 5;
+  PolicyState s;
+  const auto a = run(p, s, {failed(1), failed(1), failed(1)});
+  for (const auto& x : a) CHECK(x.action == Action::kRestart);
+  CHECK(s.same_culprit_runs == 0);
+}
+
+TEST_CASE("launch policy: a culprit whose host is unknown is not excluded, the job restarts", "[launch]") {
+  RestartPolicy p;
+  p.exclude_hosts = true;
+  p.rank_failures = 1;
+  p.max_restarts = 5;
+  PolicyState s;
+  const NextAction a = decide_after_attempt(p, s, failed(1, 2, ""));
+  CHECK(a.action == Action::kRestart);
+  CHECK_THAT(a.note, Catch::Contains("host is unknown: not excluded"));
+}
+
+TEST_CASE("launch policy: without --exclude-cmd a culprit reaching K only restarts", "[launch]") {
+  RestartPolicy p;
+  p.rank_failures = 1;
+  p.max_restarts = 5;
+  PolicyState s;
+  CHECK(decide_after_attempt(p, s, failed(1, 2, "n1")).action == Action::kRestart);
+}
+
+TEST_CASE("launch policy: elastic world size follows the capacity and divides the micro-batches", "[launch]") {
+  // 4 ranks, 8 micro-batches: capacity 3 -> 2 (3 does not divide 8); back to 4 -> 4.
+  const RestartPolicy p = elastic(4, 8, 1);
+  PolicyState s;
+  s.world = 4;
+  WorldChoice c = choose_world(p, s, 3);
+  REQUIRE(c.world);
+  CHECK(*c.world == 2);
+  CHECK(c.reason == "capacity 3 ranks (--capacity-cmd)");
+  c = choose_world(p, s, 4);
+  REQUIRE(c.world);
+  CHECK(*c.world == 4);
+  CHECK(c.reason == "capacity back to 4 ranks");
+}
+
+TEST_CASE("launch policy: elastic capacity never exceeds the first launch, nor the unchanged world", "[launch]") {
+  const RestartPolicy p = elastic(4, 8, 1);
+  PolicyState s;
+  s.world = 4;
+  const WorldChoice c = choose_world(p, s, 16);
+  REQUIRE(c.world);
+  CHECK(*c.world == 4);
+  CHECK(c.reason.empty());
+  const WorldChoice none = choose_world(p, s, std::nullopt);  // no capacity command: the launch's
+  CHECK(*none.world == 4);
+}
+
+TEST_CASE("launch policy: elastic: a rank failing K times in a row loses its slot, and the count restarts", "[launch]") {
+  RestartPolicy p = elastic(3, 6, 1);
+  p.rank_failures = 2;
+  PolicyState s;
+  s.world = 3;
+  run(p, s, {failed(1, 2), failed(1, 2)});
+  REQUIRE(s.same_culprit_runs == 2);
+  const WorldChoice c = choose_world(p, s, std::nullopt);
+  REQUIRE(c.world);
+  CHECK(*c.world == 2);
+  CHECK(c.reason == "rank 2 failed 2 times in a row");
+  CHECK(s.same_culprit_runs == 0);
+  CHECK_FALSE(s.last_culprit);
+}
+
+TEST_CASE("launch policy: elastic: no world size at least --min-ranks fits: stop", "[launch]") {
+  const RestartPolicy p = elastic(4, 8, 3);  // capacity 3: 3 does not divide 8, and 2 < min 3
+  PolicyState s;
+  s.world = 4;
+  const WorldChoice c = choose_world(p, s, 3);
+  CHECK_FALSE(c.world);
+  CHECK_THAT(c.reason, Catch::Contains("no world size between --min-ranks 3 and 3 divides"));
+}
+
+TEST_CASE("launch policy: bad option values are refused by name", "[launch]") {
+  RestartPolicy p;
+  p.rank_failures = 0;
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("--rank-failures"));
+  p = RestartPolicy{};
+  p.backoff_s = -1;
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("--backoff"));
+  p = elastic(2, 8, 3);
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("--min-ranks 3 is above the command's 2 ranks"));
+}
+
+TEST_CASE("launch command: run folder, rank count and the restart's rewrite", "[launch]") {
+  const ChildCommand c = ChildCommand::parse(
+      {"mpirun", "-np", "4", "ddp-train", "--global-batch", "16", "--micro-batch=2", "--run-dir", "R"});
+  CHECK(c.run_dir() == "R");
+  CHECK(c.ckpt_dir() == "R/checkpoints");
+  CHECK(c.rank_count() == 4);
+  CHECK(c.global_batch() == 16);
+  CHECK(c.micro_batch() == 2);
+  CHECK(c.for_attempt(0, 4) == c.argv());
+  const auto again = c.for_attempt(1, 2);
+  CHECK(again == std::vector<std::string>{"mpirun", "-np", "2", "ddp-train", "--global-batch", "16", "--micro-batch=2",
+                                          "--run-dir", "R", "--resume", "auto"});
+  const ChildCommand s = ChildCommand::parse({"srun", "--ntasks=3", "ddp-train", "--run-dir=X", "--resume", "auto"});
+  CHECK(s.rank_count() == 3);
+  CHECK(s.for_attempt(2, 2) == std::vector<std::string>{"srun", "--ntasks=2", "ddp-train", "--run-dir=X", "--resume", "auto"});
+  CHECK_THROWS_WITH(ChildCommand::parse({"mpirun", "ddp-train"}), Catch::Contains("--run-dir"));
+}
+
+TEST_CASE("launch verdict: from a command's output without flight records", "[launch]") {
+  const AttemptVerdict ours = verdict_from_output("x\n[rank 2/4] error: step 3: non-finite loss\n");
+  CHECK(ours.verdict_class == VerdictClass::kErrorExit);
+  CHECK(ours.culprit_rank == 2);
+  const AttemptVerdict died = verdict_from_output(
+      "mpirun noticed that process rank 3 with PID 77 on node n2 exited on signal 9 (Killed).\n"
+      "mpirun noticed that process rank 1 with PID 70 on node n1 exited on signal 9 (Killed).\n");
+  CHECK(died.verdict_class == VerdictClass::kDeadRank);
+  CHECK(died.culprit_rank == 1);
+  CHECK(died.culprit_host == "n1");
+  CHECK(verdict_from_output("nothing useful").verdict_class == VerdictClass::kAmbiguous);
+}
+
+TEST_CASE("launch restart log: written and read back unchanged", "[launch]") {
+  RestartLog log;
+  log.final_exit_status = 75;
+  RestartRecord r;
+  r.attempt = 1;
+  r.previous_exit_status = 137;
+  r.failed_rank = 1;
+  AttemptVerdict v;
+  v.verdict_class = VerdictClass::kDeadRank;
+  v.culprit_rank = 1;
+  v.culprit_host = "n1";
+  v.group = "dp";
+  v.seq = 20;
+  v.step = 4;
+  v.diagnosis_s = 2.5;
+  r.verdict = v;
+  r.resumed_from = "R/checkpoints/step_00000004";
+  r.relaunch_time = 1000.5;
+  r.first_resumed_step_time = 1003.25;
+  r.world = WorldChange{2, 1, std::string("capacity 1 ranks (--capacity-cmd)")};
+  log.restarts.push_back(r);
+  log.final_verdict = v;
+  log.stop_reason = "excluded host n1";
+  const std::string dir = test::temp_dir("restart_log");
+  const std::string path = dir + "/restarts.json";
+  write_restart_log(path, log);
+  CHECK(read_restart_log(path) == log);
+  CHECK(read_restart_log(path).restarts[0].restart_s() == Approx(2.75));
+  CHECK_THROWS_WITH(read_restart_log(dir + "/none.json"), Catch::Contains("none.json"));
+}

@@ -1,0 +1,57 @@
+// run-resilient: run a training command and restart it from its newest valid checkpoint when it
+// fails: a verdict per failed attempt, backoff, elastic world size, exclusion of a failing host,
+// SIGUSR1 before a time limit, the restart log. Options + one call into libcore
+// (launch/launcher.hpp). See run-resilient(1).
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "shardtrain/launch/child_command.hpp"
+#include "shardtrain/launch/launcher.hpp"
+#include "shardtrain/tool/tool.hpp"
+
+int main(int argc, char** argv) {
+  namespace launch = shardtrain::launch;
+  CLI::App app{"Run a training command (mpirun ... ddp-train ... or srun ...) and restart it from the newest valid\n"
+               "checkpoint (--resume auto) when it fails. Each failed attempt gets a verdict from its flight records\n"
+               "(class, culprit rank and host, where), printed and logged in the restart log. Exit 0 when the command\n"
+               "finally succeeds, 75 after --exclude-cmd excluded a host, else the last attempt's status (2: a usage or\n"
+               "input error, never retried).",
+               "run-resilient"};
+  launch::LauncherOptions options;
+  std::vector<std::string> command;
+  int min_ranks = 0;
+  app.add_option("--max-restarts", options.policy.max_restarts, "Restarts at most")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--backoff", options.policy.backoff_s,
+                 "Seconds before a restart, doubling (up to 60) with each failure in a row that committed no new "
+                 "checkpoint")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--log", options.log_path, "The restart log (default RUN_DIR/restarts.json)");
+  app.add_option("--min-ranks", min_ranks,
+                 "Elastic restarts: the smallest world size to restart on (the command's rank count is rewritten; "
+                 "the global batch must divide by the new one)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--capacity-cmd", options.capacity_cmd,
+                 "With --min-ranks: a shell command printing how many ranks can run now, asked before each restart");
+  app.add_option("--rank-failures", options.policy.rank_failures,
+                 "Verdicts naming the same culprit in a row before it is excluded (its host with --exclude-cmd, else "
+                 "its slot with --min-ranks)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--exclude-cmd", options.exclude_cmd,
+                 "A shell command run as `CMD HOST RANK` to exclude a failing host (under Slurm: "
+                 "scripts/slurm/exclude-node.sh); the launcher then exits 75");
+  std::string diagnose_bin;
+  app.add_option("--diagnose-bin", diagnose_bin,
+                 "Accepted for old job scripts and ignored: the verdict is made in this program, with no hang-diagnose");
+  app.add_option("COMMAND", command, "The training command, after --; it must contain --run-dir DIR")->required();
+  shardtrain::add_version_flag(app);
+
+  return shardtrain::run_tool(app, argc, argv, {}, [&] {
+    if (min_ranks > 0) options.policy.min_ranks = min_ranks;
+    return launch::run_resilient(options, launch::ChildCommand::parse(command));
+  });
+}
