@@ -50,5 +50,5 @@ expect_exit 2 "--np must be a positive whole number" "$repo/scripts/slurm/pipeli
 expect_exit 2 "unknown option '--bogus'" "$repo/scripts/slurm/pipeline.sh" --bogus 1
 expect_exit 2 "--sbatch needs a value" "$repo/scripts/slurm/pipeline.sh" --sbatch
 expect_exit 0 "--sbatch" "$repo/scripts/slurm/pipeline.sh" --help
-expect_exit 2 "usage: costs.py RUN_DIR" python3 "$repo/scripts/slurm/costs.py" "$WORK/none"
+expect_exit 2 "not a folder" "$1/release-gate" costs "$WORK/none"
 pass "usage errors exit 2 with a line naming the problem; --help lists the variables and options"

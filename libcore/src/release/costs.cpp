@@ -40,7 +40,7 @@ double CostTable::queue_wait_s_total() const {
 CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path) {
   const std::string what = path + ": the cost table";
   if (!j.is_object() || j.value("format", "") != kCostsFormat)
-    throw UsageError(what + " is not one (\"format\" must be \"" + kCostsFormat + "\"; scripts/slurm/costs.py writes it)");
+    throw UsageError(what + " is not one (\"format\" must be \"" + kCostsFormat + "\"; release-gate costs RUN_DIR writes it)");
   CostTable t;
   t.path = path;
   t.json = j;

@@ -1,11 +1,13 @@
 #include "shardtrain/tool/release_gate.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/release/cost_accounting.hpp"
 #include "shardtrain/release/registry.hpp"
 #include "shardtrain/release/report.hpp"
 #include "shardtrain/scaling/report.hpp"
@@ -170,6 +172,24 @@ Subcommand add_history_command(CLI::App& parent) {
     for (const auto& n : r.baseline_names()) names += (names.empty() ? "" : ", ") + n;
     std::printf("baselines: %s\nlast-known-good: %s\n", names.empty() ? "none" : names.c_str(),
                 lkg ? lkg->record_path.c_str() : "none");
+    return 0;
+  };
+  return c;
+}
+
+Subcommand add_costs_command(CLI::App& parent) {
+  auto run = std::make_shared<std::string>();
+  Subcommand c;
+  c.app = parent.add_subcommand("costs", "Measure a pipeline run's cost table: RUN_DIR/costs.json (bytes stored, "
+                                         "preprocessing, compute and queue wait per stage from Slurm or the local "
+                                         "stage records), printed as a table.");
+  c.app->add_option("RUN_DIR", *run, "A pipeline run folder (run/<name>)")->required();
+  c.run = [run] {
+    CostOptions options;
+    if (const char* job = std::getenv("SLURM_JOB_ID")) options.own_job_id = job;  // this job still runs
+    const nlohmann::json costs = measure_costs(*run, options);
+    write_json_file(*run + "/costs.json", costs);
+    std::cout << costs_text(costs);
     return 0;
   };
   return c;

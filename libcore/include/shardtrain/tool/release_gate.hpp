@@ -17,5 +17,6 @@ Subcommand add_eval_command(CLI::App& parent);
 Subcommand add_baseline_command(CLI::App& parent);
 Subcommand add_decide_command(CLI::App& parent);
 Subcommand add_history_command(CLI::App& parent);
+Subcommand add_costs_command(CLI::App& parent);
 
 }  // namespace shardtrain::release_gate

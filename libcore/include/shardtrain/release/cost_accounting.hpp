@@ -1,0 +1,60 @@
+// The cost table of one pipeline run, measured (release-gate costs RUN_DIR): what
+// scripts/slurm/pipeline.sh's costs stage writes to RUN_DIR/costs.json and costs.hpp reads back.
+//
+// Reads RUN_DIR/jobs.txt ("STAGE JOB_ID" lines, Slurm mode, written at submit) and
+// RUN_DIR/stages.jsonl (one object per stage run by pipeline.sh --stage or --local: stage, ranks,
+// wall_s, exit_status), and asks Slurm about each job: `sacct` (every run of a requeued job:
+// --duplicates) where the cluster keeps accounting, else `scontrol show job` (finished jobs stay
+// there for the cluster's MinJobAge, 300 s by default: the costs job runs right after the last stage).
+//
+// Figures (docs/RUNBOOK.md, "Costs"), seconds and bytes:
+//   storage_bytes    dataset (RUN/data.h5), checkpoints (every checkpoints/ folder in RUN), records
+//                    (everything else in RUN: step logs, summaries, flight records, evidence, outputs)
+//   preprocessing_s  the prep stage's wall seconds (data-prep)
+//   per stage        compute core-seconds = run time x CPUs allocated (Slurm), or wall x ranks
+//                    (--local); queue wait = start - submit (Slurm; a requeued job's later runs count
+//                    their own wait, from the requeue), 0 when not queued; of it, the wait for
+//                    resources = start - eligible (after its dependencies were met).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shardtrain {
+
+// One run of one Slurm job (a requeued job has several).
+struct SlurmJobRun {
+  std::string state;
+  std::optional<double> submit, eligible, start, end;  // unix s (the cluster's local time)
+  double run_s = 0;
+  int cpus = 0;
+  std::optional<int> restarts;  // scontrol only
+  std::string reason;           // scontrol only ("" or "None": none)
+  std::optional<double> queue_wait_s() const;
+  std::optional<double> resource_wait_s() const;
+};
+
+// Slurm's "2026-12-04T03:04:05" (local time), or nothing for Unknown/None/N/A/"".
+std::optional<double> slurm_time(const std::string& text);
+// Slurm's [D-][HH:]MM:SS as seconds.
+double slurm_duration_s(const std::string& text);
+// `sacct -n -P -X -D -o JobID,State,Submit,Eligible,Start,End,ElapsedRaw,AllocCPUS` output: job id ->
+// its runs, in order.
+std::map<std::string, std::vector<SlurmJobRun>> parse_sacct(const std::string& text);
+// `scontrol -o show job ID` output: the job's last run (a job that never started has no start).
+std::optional<SlurmJobRun> parse_scontrol_job(const std::string& text);
+
+struct CostOptions {
+  std::string own_job_id;  // this job (still running): left out of the table
+};
+
+// Measures RUN_DIR (above) and returns the costs.json document (format "shardtrain-costs",
+// version 1). UsageError when RUN_DIR is not a folder.
+nlohmann::json measure_costs(const std::string& run_dir, const CostOptions& options = {});
+// The table printed after writing: bytes, preprocessing, one row per stage, totals.
+std::string costs_text(const nlohmann::json& costs);
+
+}  // namespace shardtrain

@@ -1,0 +1,277 @@
+// The cost table of a pipeline run, measured (cost_accounting.hpp).
+#include "shardtrain/release/cost_accounting.hpp"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <regex>
+#include <sstream>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/subprocess.hpp"
+#include "shardtrain/release/costs.hpp"
+
+namespace shardtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, sep);) out.push_back(part);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+double to_double(const std::string& s) {
+  try {
+    return s.empty() ? 0 : std::stod(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::uintmax_t bytes_under(const fs::path& path) {
+  std::uintmax_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->is_symlink(ec)) continue;
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  }
+  return total;
+}
+
+// Runs a Slurm command; nothing when it is missing or fails (the cluster keeps no accounting).
+std::optional<std::string> slurm_output(const std::vector<std::string>& argv) {
+  if (find_on_path(argv[0]).empty()) return std::nullopt;
+  try {
+    const ChildOutput out = run_child_captured(argv);
+    if (out.status != 0) return std::nullopt;
+    return out.out;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+json stage_row_from_runs(const std::string& stage, const std::string& job, const std::vector<SlurmJobRun>& runs) {
+  const SlurmJobRun& last = runs.back();
+  double core_s = 0, run_s = 0, queue = 0, resource = 0;
+  bool started = false;
+  for (const auto& r : runs) {
+    core_s += r.run_s * r.cpus;
+    run_s += r.run_s;
+    queue += r.queue_wait_s().value_or(0);
+    resource += r.resource_wait_s().value_or(0);
+    started |= bool(r.start);
+  }
+  json row = {{"stage", stage},
+              {"job_id", job},
+              {"state", last.state},
+              {"runs", runs.size()},
+              {"restarts", last.restarts.value_or(int(runs.size()) - 1)},
+              {"cpus", last.cpus},
+              {"compute_core_s", core_s},
+              {"run_s", run_s},
+              {"queue_wait_s", queue},
+              {"resource_wait_s", resource},
+              {"started", started}};
+  if (!last.reason.empty() && last.reason != "None") row["reason"] = last.reason;
+  return row;
+}
+
+}  // namespace
+
+std::optional<double> SlurmJobRun::queue_wait_s() const {
+  if (start && submit) return *start - *submit;
+  return std::nullopt;
+}
+std::optional<double> SlurmJobRun::resource_wait_s() const {
+  if (start && eligible) return *start - *eligible;
+  return std::nullopt;
+}
+
+std::optional<double> slurm_time(const std::string& text) {
+  if (text.empty() || text == "Unknown" || text == "None" || text == "N/A") return std::nullopt;
+  std::tm tm{};
+  std::istringstream in(text);
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%S");
+  if (in.fail()) return std::nullopt;
+  tm.tm_isdst = -1;
+  return double(std::mktime(&tm));
+}
+
+double slurm_duration_s(const std::string& text) {
+  double days = 0;
+  std::string rest = text;
+  if (const auto dash = text.find('-'); dash != std::string::npos) {
+    days = to_double(text.substr(0, dash));
+    rest = text.substr(dash + 1);
+  }
+  double total = 0;
+  for (const auto& part : split(rest, ':')) total = total * 60 + to_double(part);
+  return days * 86400 + total;
+}
+
+std::map<std::string, std::vector<SlurmJobRun>> parse_sacct(const std::string& text) {
+  std::map<std::string, std::vector<SlurmJobRun>> runs;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const std::vector<std::string> f = split(line, '|');
+    if (f.size() < 8) continue;
+    SlurmJobRun r;
+    r.state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 0": the state alone
+    r.submit = slurm_time(f[2]);
+    r.eligible = slurm_time(f[3]);
+    r.start = slurm_time(f[4]);
+    r.end = slurm_time(f[5]);
+    r.run_s = to_double(f[6]);
+    r.cpus = int(to_double(f[7]));
+    runs[f[0]].push_back(r);
+  }
+  return runs;
+}
+
+std::optional<SlurmJobRun> parse_scontrol_job(const std::string& text) {
+  static const std::regex kv_re(R"((\w+)=(\S*))");
+  std::map<std::string, std::string> kv;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kv_re); it != std::sregex_iterator(); ++it)
+    kv[(*it)[1]] = (*it)[2];  // a repeated key: the last one
+  if (kv.empty()) return std::nullopt;
+  auto get = [&](const char* k) { return kv.count(k) ? kv[k] : std::string(); };
+  SlurmJobRun r;
+  r.state = get("JobState");
+  r.submit = slurm_time(get("SubmitTime"));
+  r.eligible = slurm_time(get("EligibleTime"));
+  r.run_s = slurm_duration_s(get("RunTime").empty() ? "0:0:0" : get("RunTime"));
+  const bool ran = r.run_s > 0 || r.state == "RUNNING" || r.state == "COMPLETED" || r.state == "FAILED" ||
+                   r.state == "TIMEOUT";
+  if (ran) r.start = slurm_time(get("StartTime"));
+  r.end = slurm_time(get("EndTime"));
+  r.cpus = int(to_double(get("NumCPUs")));
+  r.restarts = int(to_double(get("Restarts")));
+  r.reason = get("Reason");
+  return r;
+}
+
+json measure_costs(const std::string& run_dir_given, const CostOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir_given, ec))
+    throw UsageError(run_dir_given + ": not a folder (release-gate costs takes a pipeline run folder, run/<name>)");
+  const std::string run = fs::absolute(run_dir_given).lexically_normal().string();
+  std::vector<json> local;
+  {
+    std::ifstream in(run + "/stages.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const json j = json::parse(line, nullptr, false);
+      if (j.is_object()) local.push_back(j);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> jobs;
+  {
+    std::ifstream in(run + "/jobs.txt");
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      std::string stage, job, extra;
+      if (words >> stage >> job && !(words >> extra) && job != options.own_job_id) jobs.emplace_back(stage, job);
+    }
+  }
+  json rows = json::array();
+  std::string source = "local";
+  if (!jobs.empty()) {
+    std::string ids;
+    for (const auto& [stage, job] : jobs) ids += (ids.empty() ? "" : ",") + job;
+    const std::optional<std::string> sacct = slurm_output(
+        {"sacct", "-n", "-P", "-X", "-D", "-j", ids, "-o", "JobID,State,Submit,Eligible,Start,End,ElapsedRaw,AllocCPUS"});
+    const auto runs = sacct ? parse_sacct(*sacct) : std::map<std::string, std::vector<SlurmJobRun>>{};
+    source = !runs.empty() ? "sacct" : "scontrol show job";
+    for (const auto& [stage, job] : jobs) {
+      std::vector<SlurmJobRun> rs;
+      if (const auto it = runs.find(job); it != runs.end()) {
+        rs = it->second;
+      } else if (const auto out = slurm_output({"scontrol", "-o", "show", "job", job})) {
+        if (auto r = parse_scontrol_job(*out)) rs.push_back(*r);
+        if (runs.empty()) source = "scontrol show job";
+      }
+      if (rs.empty()) rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
+      else rows.push_back(stage_row_from_runs(stage, job, rs));
+    }
+  } else {
+    for (const auto& s : local) {
+      if (s.value("stage", "") == "costs") continue;
+      const double wall = s.value("wall_s", 0.0);
+      const int ranks = s.value("ranks", 1);
+      rows.push_back({{"stage", s.value("stage", "")},
+                      {"job_id", nullptr},
+                      {"state", s.value("exit_status", 1) == 0 ? "COMPLETED" : "FAILED"},
+                      {"cpus", ranks},
+                      {"run_s", wall},
+                      {"compute_core_s", wall * ranks},
+                      {"queue_wait_s", 0.0},
+                      {"resource_wait_s", 0.0},
+                      {"started", true}});
+    }
+  }
+  const std::uintmax_t dataset = fs::exists(run + "/data.h5", ec) ? fs::file_size(run + "/data.h5", ec) : 0;
+  std::uintmax_t checkpoints = 0;
+  for (auto it = fs::recursive_directory_iterator(run, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->is_directory(ec) && it->path().filename() == "checkpoints") {
+      checkpoints += bytes_under(it->path());
+      it.disable_recursion_pending();
+    }
+  }
+  const std::uintmax_t total = bytes_under(run);
+  std::optional<double> prep;
+  for (const auto& s : local)
+    if (s.value("stage", "") == "prep") prep = s.value("wall_s", 0.0);
+  double core_total = 0, queue_total = 0;
+  for (const auto& r : rows) {
+    core_total += r.value("compute_core_s", 0.0);
+    queue_total += r.value("queue_wait_s", 0.0);
+  }
+  return {{"format", kCostsFormat},
+          {"version", 1},
+          {"run", run},
+          {"source", source},
+          {"storage_bytes",
+           {{"dataset", dataset}, {"checkpoints", checkpoints}, {"records", total - dataset - checkpoints}, {"total", total}}},
+          {"preprocessing_s", prep ? json(*prep) : json()},
+          {"stages", rows},
+          {"compute_core_s_total", core_total},
+          {"queue_wait_s_total", queue_total}};
+}
+
+std::string costs_text(const json& c) {
+  char buf[512];
+  std::ostringstream o;
+  const json& sb = c.at("storage_bytes");
+  o << "costs of " << c.value("run", "") << " (per-stage figures from " << c.value("source", "") << "):\n";
+  o << "  stored: dataset " << sb.value("dataset", 0ull) << " B, checkpoints " << sb.value("checkpoints", 0ull)
+    << " B, records " << sb.value("records", 0ull) << " B, total " << sb.value("total", 0ull) << " B\n";
+  if (c.at("preprocessing_s").is_number()) {
+    std::snprintf(buf, sizeof buf, "  preprocessing: %.2f s\n", c.at("preprocessing_s").get<double>());
+    o << buf;
+  } else {
+    o << "  preprocessing: not run\n";
+  }
+  std::snprintf(buf, sizeof buf, "  %-9s %6s %-11s %4s %4s %8s %9s %8s %15s\n", "stage", "job", "state", "cpus", "runs",
+                "run s", "core s", "queue s", "of it, for CPUs");
+  o << buf;
+  for (const auto& r : c.at("stages")) {
+    const std::string job = r.contains("job_id") && r["job_id"].is_string() ? r["job_id"].get<std::string>() : "-";
+    std::snprintf(buf, sizeof buf, "  %-9s %6s %-11s %4d %4d %8.1f %9.1f %8.1f %15.1f\n", r.value("stage", "").c_str(),
+                  job.c_str(), r.value("state", "").c_str(), r.value("cpus", 0), r.value("runs", 1), r.value("run_s", 0.0),
+                  r.value("compute_core_s", 0.0), r.value("queue_wait_s", 0.0), r.value("resource_wait_s", 0.0));
+    o << buf;
+  }
+  std::snprintf(buf, sizeof buf, "  total compute %.1f core-s, queue wait %.1f s\n", c.value("compute_core_s_total", 0.0),
+                c.value("queue_wait_s_total", 0.0));
+  o << buf;
+  return o.str();
+}
+
+}  // namespace shardtrain
