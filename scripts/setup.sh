@@ -5,7 +5,9 @@
 # Usage: scripts/setup.sh            (idempotent; a second run only rebuilds what changed)
 # Environment: BUILD_DIR (default <repo>/build), SHARDTRAIN_CUDA (AUTO|ON|OFF, default AUTO),
 #              SHARDTRAIN_NATIVE (ON|OFF, default ON: -march=native; OFF for mixed-processor clusters),
-#              JOBS (parallel build jobs, default: number of cores).
+#              JOBS (parallel build jobs, default: number of cores),
+#              TARGETS (the CMake targets to build, e.g. "ddp-train release-gate"; default: everything,
+#              the test binary included; the demo builds only the tools it runs).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,10 +20,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libcli11-dev nlohmann-json3-dev catch2 libdnnl-dev fortunes gnuplot-nox
-          python3-numpy   # python3-numpy: the GPT-2 export check (scripts/check-gpt2-export.py)
+          python3-numpy   # python3-numpy: the GPT-2 export check (tests/clients/check-gpt2-export.py)
           slurmctld slurmd slurm-client munge  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
           man-db          # the installed man pages (ctest install_prefix)
           patchelf xz-utils debootstrap   # the device bundle and its rehearsal (scripts/device-bundle.sh)
+          jq              # JSON fields in the scripts (pipeline.sh stage records)
           ccache)         # a rebuild after a checkout or in a second worktree compiles only what changed
 missing=()
 for p in "${packages[@]}"; do
@@ -52,7 +55,9 @@ cmake -S "$here" -B "$build" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARD
   -DSHARDTRAIN_NATIVE="${SHARDTRAIN_NATIVE:-ON}" \
   >"$build/setup-configure.log" 2>&1 || { cat "$build/setup-configure.log" >&2; exit 1; }
 grep "shardtrain:" "$build/setup-configure.log" | sed 's/^-- /setup.sh: /' >&2 || true
-cmake --build "$build" -j "$jobs" >"$build/setup-build.log" 2>&1 || { tail -50 "$build/setup-build.log" >&2; exit 1; }
+read -r -a targets <<<"${TARGETS:-}"
+cmake --build "$build" -j "$jobs" ${targets[@]+--target "${targets[@]}"} >"$build/setup-build.log" 2>&1 ||
+  { tail -50 "$build/setup-build.log" >&2; exit 1; }
 
 say "preparing bundled data"
 DATA_DIR="${DATA_DIR:-$here/data}" "$here/scripts/prepare-data.sh" "$build" >/dev/null

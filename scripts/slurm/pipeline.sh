@@ -18,7 +18,7 @@
 #             (deterministic_twin)
 #   train     the main run on --np ranks (--check-replicas: replica_checks in summary.json); Slurm:
 #             scripts/slurm/train.sbatch (requeue, SIGUSR1 120 s before the time limit, checkpoint,
-#             requeue, resume); --local: ddp-train under scripts/run-resilient.sh
+#             requeue, resume); --local: ddp-train under run-resilient
 #   scale<W>  with --scale-points: the same short run on W ranks in scale-w<W>/, a further point of
 #             the scaling report (one per W in the list other than 1 and --np)
 #   report    scale-bench report baseline/, scale-w*/ and the main run -> evidence/scaling (efficiency_report);
@@ -105,9 +105,34 @@ read -r -a sched <<<"$schedule"
 common_train=(--data "$data" --cutoff "$cutoff" --seq-len "$seq_len" "${model[@]}" --device "$device"
               --deterministic --check-replicas "$replicas" "${sched[@]}" "${extra[@]}")
 
+# The stage graph, declared once: one line per stage, "NAME KIND RANKS RUN_DIR STEPS NEEDS".
+# KIND train: a training run (--local: ddp-train under run-resilient; Slurm: train.sbatch);
+# KIND step: a command of run_stage. NEEDS: the stages it waits for (afterok), comma-separated,
+# "-" none; a need that is not in the graph (proof with --no-proof) is left out. The order is one
+# that runs every stage after its needs (--local runs it as it is).
+graph() {
+  echo "prep step 1 - - -"
+  if ((proof)); then echo "proof step 2 - - -"; fi
+  echo "baseline train 1 $run/baseline $base_steps prep"
+  echo "twin train $np $run/twin $base_steps prep"
+  local w points=baseline,train
+  for w in "${scale[@]}"; do
+    echo "scale$w train $w $run/scale-w$w $base_steps prep"
+    points+=",scale$w"
+  done
+  echo "equiv step 1 - - baseline,twin"
+  echo "train train $np $run $steps prep"
+  echo "report step 1 - - $points"
+  echo "decide step 1 - - prep,equiv,report,proof"
+}
+stage_line() {  # stage_line NAME: its line of the graph ("costs" runs after all of them)
+  if [ "$1" = costs ]; then echo "costs step 1 - - -"; return; fi
+  graph | awk -v s="$1" '$1 == s' | grep . || usage "unknown stage '$1' ($(graph | awk '{print $1}' | tr '\n' ' ')costs)"
+}
+
 # Training locally: ddp-train under the resilient launcher (what train.sbatch does in a job).
 local_train() {  # local_train RUN_DIR RANKS STEPS
-  "$here/scripts/run-resilient.sh" --max-restarts 3 --backoff 2 --log "$1/restarts.json" -- \
+  "$bin/run-resilient" --max-restarts 3 --backoff 2 --log "$1/restarts.json" -- \
     mpirun -np "$2" "$bin/ddp-train" "${common_train[@]}" --steps "$3" --ckpt-every 50 --keep 2 \
     --resume auto --run-dir "$1"
 }
@@ -117,19 +142,15 @@ run_stage() {
     prep)
       mkdir -p "$run/evidence"
       "$bin/data-prep" "$input" -o "$data" >"$run/evidence/data-prep.json"
-      say "data-prep: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['documents'], 'documents,', d['rejects']['count'], 'rejected')" "$run/evidence/data-prep.json")" ;;
+      say "data-prep: $(jq -r '"\(.documents) documents, \(.rejects.count) rejected"' "$run/evidence/data-prep.json")" ;;
     proof)
       mkdir -p "$run/evidence"
       local -a pa
       read -r -a pa <<<"$proof_args"
-      "$here/scripts/kill-resume-proof.sh" --bin "$bin" "${pa[@]}" --report "$run/evidence/kill-resume.json" ;;
-    baseline) local_train "$run/baseline" 1 "$base_steps" ;;
-    twin) local_train "$run/twin" "$np" "$base_steps" ;;
-    train) local_train "$run" "$np" "$steps" ;;
+      "$bin/kill-resume-proof" --bin "$bin" "${pa[@]}" --report "$run/evidence/kill-resume.json" ;;
     equiv)
       mkdir -p "$run/evidence"
       "$bin/equiv-check" --json "$run/evidence/equivalence.json" "$run/twin/params.h5" "$run/baseline/params.h5" ;;
-    scale[1-9]*) local_train "$run/scale-w${1#scale}" "${1#scale}" "$base_steps" ;;
     report)
       local -a points=("$run/baseline")
       for w in "${scale[@]}"; do if [ -f "$run/scale-w$w/summary.json" ]; then points+=("$run/scale-w$w"); fi; done
@@ -142,12 +163,16 @@ run_stage() {
       [ -f "$registry/last-known-good" ] && base=last-known-good
       # The cost table of every stage so far goes into the release record (decide reads
       # RUN/costs.json); the costs stage rewrites it with the last stages once the chain is done.
-      python3 "$here/scripts/slurm/costs.py" "$run" >/dev/null || say "costs.py failed: the record will say costs null"
+      "$bin/release-gate" costs "$run" >/dev/null || say "release-gate costs failed: the record will say costs null"
       "$bin/release-gate" decide "$run/checkpoints" --policy "$policy" --registry "$registry" --baseline "$base" \
         --data "$data" --cutoff "$cutoff" --run-dir "$run" ;;
     costs)
-      python3 "$here/scripts/slurm/costs.py" "$run" ;;
-    *) usage "unknown stage '$1' (prep, proof, baseline, twin, scale<W>, equiv, train, report, decide, costs)" ;;
+      "$bin/release-gate" costs "$run" ;;
+    *)
+      local name kind ranks dir n _
+      read -r name kind ranks dir n _ <<<"$(stage_line "$1")"
+      [ "$kind" = train ] || usage "stage '$1' has no command"
+      local_train "$dir" "$ranks" "$n" ;;
   esac
 }
 
@@ -162,20 +187,19 @@ timed_stage() {  # timed_stage STAGE RANKS
   wait $! || rc=$?
   t1=$(date +%s.%N)
   mkdir -p "$run"
-  python3 -c 'import json, sys; s, r, a, b, rc, job = sys.argv[1:]
-print(json.dumps({"stage": s, "ranks": int(r), "start": float(a), "end": float(b), "wall_s": float(b) - float(a),
-                  "exit_status": int(rc), "job_id": job or None}))' \
-    "$1" "$2" "$t0" "$t1" "$rc" "${SLURM_JOB_ID:-}" >>"$run/stages.jsonl"
+  jq -nc --arg s "$1" --argjson r "$2" --argjson a "$t0" --argjson b "$t1" --argjson rc "$rc" --arg job "${SLURM_JOB_ID:-}" \
+    '{stage: $s, ranks: $r, start: $a, end: $b, wall_s: ($b - $a), exit_status: $rc,
+      job_id: (if $job == "" then null else $job end)}' >>"$run/stages.jsonl"
   return "$rc"
 }
-ranks_of() { case "$1" in twin|train) echo "$np" ;; proof) echo 2 ;; scale[1-9]*) echo "${1#scale}" ;; *) echo 1 ;; esac; }
+ranks_of() { stage_line "$1" | awk '{print $3}'; }
 
-if [ -n "$stage" ]; then timed_stage "$stage" "$(ranks_of "$stage")"; exit; fi
-stages=(prep)
-((proof)) && stages+=(proof)
-stages+=(baseline twin)
-for w in "${scale[@]}"; do stages+=("scale$w"); done
-stages+=(equiv train report decide)
+if [ -n "$stage" ]; then
+  stage_line "$stage" >/dev/null  # an unknown stage: a usage error here, before anything runs
+  timed_stage "$stage" "$(ranks_of "$stage")"
+  exit
+fi
+mapfile -t stages < <(graph | awk '{print $1}')
 mkdir -p "$run"
 : >"$run/stages.jsonl"
 if [ "$local" -eq 1 ]; then
@@ -240,23 +264,21 @@ submit_train() {  # submit_train DEPENDENCY STAGE RANKS RUN_DIR STEPS: prints th
   local dep=$1; shift
   local -a a
   mapfile -t a < <(train_sbatch_args "$@")
-  sbatch "${common_sbatch[@]}" "${a[@]}" --dependency=afterok:"$dep" "$here/scripts/slurm/train.sbatch"
+  sbatch "${common_sbatch[@]}" "${a[@]}" ${dep:+--dependency=afterok:$dep} "$here/scripts/slurm/train.sbatch"
 }
 declare -A id=()
-id[prep]=$(submit_stage "" prep)
-((proof)) && id[proof]=$(submit_stage "" proof)
-id[baseline]=$(submit_train "${id[prep]}" baseline 1 "$run/baseline" "$base_steps")
-id[twin]=$(submit_train "${id[prep]}" twin "$np" "$run/twin" "$base_steps")
-id[train]=$(submit_train "${id[prep]}" train "$np" "$run" "$steps")
-id[equiv]=$(submit_stage "${id[baseline]}:${id[twin]}" equiv)
-report_deps="${id[baseline]}:${id[train]}"
-for w in "${scale[@]}"; do
-  id[scale$w]=$(submit_train "${id[prep]}" "scale$w" "$w" "$run/scale-w$w" "$base_steps")
-  report_deps+=":${id[scale$w]}"
-done
-id[report]=$(submit_stage "$report_deps" report)
-decide_deps="${id[prep]}:${id[equiv]}:${id[report]}${id[proof]:+:${id[proof]}}"
-id[decide]=$(submit_stage "$decide_deps" decide)
+while read -r st kind ranks dir n needs; do
+  [[ " ${stages[*]} " == *" $st "* ]] || continue  # a scale point this cluster cannot hold
+  deps=""
+  for need in ${needs//,/ }; do
+    if [ -n "${id[$need]:-}" ]; then deps+="${deps:+:}${id[$need]}"; fi
+  done
+  if [ "$kind" = train ]; then
+    id[$st]=$(submit_train "$deps" "$st" "$ranks" "$dir" "$n")
+  else
+    id[$st]=$(submit_stage "$deps" "$st")
+  fi
+done < <(graph)
 all=""
 for s in "${stages[@]}"; do all+="${all:+:}${id[$s]}"; echo "$s ${id[$s]}"; done >"$run/jobs.txt"
 # The cost table runs after all of them, whatever their outcome (afterany), and reads Slurm's
