@@ -95,7 +95,7 @@ cp "$here/data/fortunes.h5" "$B/data/"
 cp -r "$here/testdata" "$B/testdata"
 cp "$here/scripts/gpu-check.sh" "$B/gpu-check.sh"
 cp "$here/scripts/bundle-launch.sh" "$B/launch"
-cp "$here/scripts/gpu-check.sh" "$here/scripts/prepare-data.sh" "$here/scripts/check-gpt2-export.py" "$B/scripts/"
+cp "$here/scripts/gpu-check.sh" "$here/scripts/prepare-data.sh" "$B/scripts/"
 chmod +x "$B/gpu-check.sh" "$B/launch"
 
 # Open MPI 4.1 (Debian: prefix /usr, libdir lib/x86_64-linux-gnu/openmpi/lib, pkglibdir .../openmpi3,

@@ -1,4 +1,4 @@
-// Test helper for the GPT-2 export check (tests/scripts/ckpt_reshard.sh, scripts/check-gpt2-export.py):
+// Test helper for the GPT-2 export check (tests/scripts/ckpt_reshard.sh, tests/clients/check-gpt2-export.py):
 // loads the parameters of a checkpoint (or consolidated file) into shardtrain's decoder on the CPU
 // backend, runs the forward pass on a fixed batch and writes the tokens and shardtrain's logits as
 // a safetensors file (both F32; token ids < 2^24 are exact), which the Python check reads with its

@@ -1,4 +1,4 @@
-// The decoder against PyTorch: testdata/reference/*.h5 are written by scripts/make_reference.py
+// The decoder against PyTorch: testdata/reference/*.h5 are written by testdata/generators/make_reference.py
 // (float64 PyTorch forward/backward and a hand-written float64 AdamW from identical float32
 // weights). Tolerances (relative error in max norm, max|ours - ref| / max|ref| per tensor):
 //   logits, loss and the 10 step losses 1e-5; each gradient tensor 1e-4; final parameters 1e-4.

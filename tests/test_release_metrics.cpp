@@ -1,6 +1,6 @@
 // release-gate's evaluation math (calibration.hpp, bootstrap.hpp, holdout_scores.hpp) against a
 // small example worked by hand and against NumPy on the same probabilities
-// (scripts/release_metrics_reference.py -> testdata/release_metrics_reference.json), and the
+// (testdata/generators/release_metrics_reference.py -> testdata/release_metrics_reference.json), and the
 // hold-out's attribution of scored tokens to owner and version slices (release_eval.hpp) by hand.
 #include <catch2/catch.hpp>
 

@@ -10,7 +10,7 @@
 #  (3) --inspect: OK on a good checkpoint; a flipped byte is named (exit 1); reshard refuses it (exit 2);
 #  (4) refusals with exit 2: existing --out, a world size the global batch cannot split into,
 #      a --tp not dividing --world or the model, --dtype bf16 on a reshard (a dtype loss on moments);
-#  (5) --export safetensors fp32 and bf16: scripts/check-gpt2-export.py rebuilds GPT-2 from the file
+#  (5) --export safetensors fp32 and bf16: tests/clients/check-gpt2-export.py rebuilds GPT-2 from the file
 #      and compares its logits with shardtrain's (tests/model_logits_helper.cpp);
 #  (6) tensor-parallel targets: the W=4 ZeRO-3 source -> --world 4 --tp 2 --zero-stage 2 and
 #      --world 2 --tp 2 --zero-stage 0 (DDP x TP): the trainer resumed on that mesh from the resharded
@@ -135,8 +135,8 @@ mkdir -p "$WORK/e32" "$WORK/e16"
 "$RESHARD" "$SRC" --export safetensors --dtype bf16 --out "$WORK/e16/model.safetensors" >/dev/null 2>&1 || fail "bf16 export"
 expect_exit 2 "exists" "$RESHARD" "$SRC" --export safetensors --out "$WORK/e32/model.safetensors"
 "$HELPER" "$SRC" "$WORK/logits.safetensors" 3
-$PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e32" "$WORK/logits.safetensors" || fail "fp32 export check"
-$PY "$(dirname "$0")/../../scripts/check-gpt2-export.py" "$WORK/e16" "$WORK/logits.safetensors" --bf16-of "$WORK/e32" ||
+$PY "$(dirname "$0")/../../tests/clients/check-gpt2-export.py" "$WORK/e32" "$WORK/logits.safetensors" || fail "fp32 export check"
+$PY "$(dirname "$0")/../../tests/clients/check-gpt2-export.py" "$WORK/e16" "$WORK/logits.safetensors" --bf16-of "$WORK/e32" ||
   fail "bf16 export check"
 pass "GPT-2 safetensors export: logits match shardtrain's (fp32 within 1e-5, bf16 within its rounding)"
 

@@ -7,7 +7,7 @@
 #      --export format;
 #  (3) the model card names the data snapshot and cutoff, the layout, and the release decision and
 #      hold-out figures from a --registry that has a record of the checkpoint;
-#  (4) scripts/check-hf-export.py under torch + transformers (scripts/python-env.sh): loads with no
+#  (4) tests/clients/check-hf-export.py under torch + transformers (scripts/python-env.sh): loads with no
 #      warning, pipeline("text-generation") generates, generation stays within the context, the
 #      hold-out loss equals the trainer's within 1e-6 relative, 1,000 random UTF-8 strings round-trip.
 # Without torch + transformers (python-env.sh cannot install them) (1)-(3) run and the test reports
@@ -106,5 +106,5 @@ ev = s["eval"]
 json.dump({"holdout_text": json.load(open(sys.argv[2])), "seq_len": 32, "samples": int(ev["holdout_tokens"]) // 32,
            "trainer_loss": ev["holdout_loss"], "separator": 0}, open(sys.argv[3], "w"))
 PY
-"$PY" "$ROOT/scripts/check-hf-export.py" "$WORK/hf" "$WORK/holdout.json" || fail "transformers checks"
+"$PY" "$ROOT/tests/clients/check-hf-export.py" "$WORK/hf" "$WORK/holdout.json" || fail "transformers checks"
 pass "transformers uses the export folder as it is"

@@ -7,7 +7,7 @@
 // takes unit  floor(u * n / 2^64)  with  u = mix64(seed + (r * n + j + 1) * 0x9e3779b97f4a7c15)
 // (base/hash.hpp's splitmix64 finaliser, 64-bit wrap-around, the product in 128 bits), so the
 // draws are a pure function of (seed, r, j) and a NumPy script can replay them
-// (scripts/release_metrics_reference.py). The interval is the (1-level)/2 and (1+level)/2
+// (testdata/generators/release_metrics_reference.py). The interval is the (1-level)/2 and (1+level)/2
 // percentiles of the R statistics, linearly interpolated between order statistics exactly as
 // numpy.percentile's default ("linear": position q in the sorted values).
 #pragma once

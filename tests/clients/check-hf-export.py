@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Use a `ckpt-reshard --export hf` folder as a Hugging Face user would, with transformers.
 
-    PYTHON scripts/check-hf-export.py EXPORT_DIR HOLDOUT.json
+    PYTHON tests/clients/check-hf-export.py EXPORT_DIR HOLDOUT.json
 
 PYTHON: the environment of scripts/python-env.sh (torch + transformers). HOLDOUT.json, written by
 the test: {"holdout_text": [documents of the hold-out, in stream order], "seq_len", "samples" (how

@@ -9,7 +9,7 @@ Writes testdata/release_metrics_reference.json, read by tests/test_release_metri
     replaying the counter-based draws of libcore/include/shardtrain/release/bootstrap.hpp with
     Python integers (splitmix64 finaliser, 128-bit product) and numpy.percentile (method "linear").
 
-Usage: /usr/bin/python3 scripts/release_metrics_reference.py [OUT.json]   (Debian: python3-numpy)
+Usage: /usr/bin/python3 testdata/generators/release_metrics_reference.py [OUT.json]   (Debian: python3-numpy)
 """
 import json
 import sys
@@ -91,7 +91,7 @@ def main():
                       "seed": str(seed), "level": level, **bootstrap(sums, toks, resamples, seed, level)})
 
     ref = {
-        "generator": "scripts/release_metrics_reference.py",
+        "generator": "testdata/generators/release_metrics_reference.py",
         "vocab": vocab, "bins": bins,
         "logits": [float(v) for v in logits.ravel()],
         "targets": targets.tolist(),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a GPT-2 safetensors export of ckpt-reshard against shardtrain's own logits.
 
-    /usr/bin/python3 scripts/check-gpt2-export.py EXPORT_DIR LOGITS.safetensors [--bf16-of FP32_DIR]
+    /usr/bin/python3 tests/clients/check-gpt2-export.py EXPORT_DIR LOGITS.safetensors [--bf16-of FP32_DIR]
 
 EXPORT_DIR holds model.safetensors and config.json (ckpt-reshard --export safetensors --out
 EXPORT_DIR/model.safetensors); LOGITS.safetensors holds `tokens` (B, T+1) and `logits` (B, T, V)

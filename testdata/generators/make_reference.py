@@ -3,8 +3,8 @@
 
 Run (Debian: use the system interpreter, which is the one that has python3-torch/python3-h5py):
 
-    /usr/bin/python3 scripts/make_reference.py              # writes testdata/reference/{tiny,awkward}.h5
-    /usr/bin/python3 scripts/make_reference.py --out DIR    # writes DIR/{tiny,awkward}.h5
+    /usr/bin/python3 testdata/generators/make_reference.py              # writes testdata/reference/{tiny,awkward}.h5
+    /usr/bin/python3 testdata/generators/make_reference.py --out DIR    # writes DIR/{tiny,awkward}.h5
 
 Needs: python3-torch, python3-h5py, python3-numpy (Debian packages; torch 1.13 is enough).
 
@@ -50,7 +50,7 @@ else r = (s-warmup_steps)/(decay_steps-warmup_steps), lr = min_lr + 0.5*(1+cos(p
 HDF5 layout of each file (no compression, no chunking):
     root attributes: vocab, seq_len, d_model, n_layer, n_head, batch, steps, warmup_steps,
         decay_steps, seed (int64 scalars); max_lr, min_lr, beta1, beta2, eps, weight_decay,
-        grad_clip (float64 scalars); generator = "scripts/make_reference.py", torch_version
+        grad_clip (float64 scalars); generator = "testdata/generators/make_reference.py", torch_version
         (fixed-length ASCII string scalars, H5T_STR_NULLPAD: no terminating NUL).
     weights/<name>        float32, logical shape    initial parameters
     tokens                int32 (batch, seq_len+1)  inputs = tokens[:, :-1], targets = tokens[:, 1:]
@@ -358,7 +358,7 @@ def build(name, cfg, out_dir, report):
             f.attrs[k] = np.float64(tr[k])
         f.attrs["grad_clip"] = np.float64(clip)
         f.attrs["seed"] = np.int64(cfg["seed"])
-        f.attrs["generator"] = np.bytes_("scripts/make_reference.py")
+        f.attrs["generator"] = np.bytes_("testdata/generators/make_reference.py")
         f.attrs["torch_version"] = np.bytes_(torch.__version__)
         names = [s[0] for s in param_specs(cfg)]
         for n in names:
