@@ -15,7 +15,7 @@ rounds="${1:-5}"
 big=("${foundation[@]}" --steps 40 --global-batch 16)
 tiny=(--data "$here/data/fortunes.h5" --layers 2 --d-model 32 --heads 2 --seq-len 32 --micro-batch 2
       --global-batch 8 --steps 300 --threads 1 --log-every 1000 --deterministic)
-run() {  # run NAME on|off NP ARGS...: the median step (s) of one job
+run() {  # run NAME on|off NP ARGS...: the median step (ms) of one job
   local name=$1 check=$2 np=$3; shift 3
   local d="$tmp/$name-$check"
   rm -rf "$d"
@@ -24,7 +24,7 @@ run() {  # run NAME on|off NP ARGS...: the median step (s) of one job
   else
     mpirun -np "$np" "$build/bin/ddp-train" "$@" --run-dir "$d" >/dev/null 2>&1
   fi
-  json "$d/summary.json" "d['median_step_s']"
+  json "$d/summary.json" '.median_step_s * 1000'
 }
 printf '# median step (ms) with the header agreement (on) and without it (off)\n'
 printf '%-6s %12s %12s %12s %12s\n' round big_W2_on big_W2_off tiny_W4_on tiny_W4_off
@@ -33,15 +33,8 @@ for r in $(seq 1 "$rounds"); do
   declare -A t=()
   for c in $order; do t[big-$c]=$(run big "$c" 2 "${big[@]}"); done
   for c in $order; do t[tiny-$c]=$(run tiny "$c" 4 "${tiny[@]}"); done
-  printf '%-6s %12.3f %12.3f %12.3f %12.3f\n' "$r" "$(python3 -c "print(1e3*${t[big-on]})")" \
-    "$(python3 -c "print(1e3*${t[big-off]})")" "$(python3 -c "print(1e3*${t[tiny-on]})")" \
-    "$(python3 -c "print(1e3*${t[tiny-off]})")" | tee -a "$tmp/rows"
+  printf '%-6s %12.3f %12.3f %12.3f %12.3f\n' "$r" "${t[big-on]}" "${t[big-off]}" "${t[tiny-on]}" "${t[tiny-off]}" |
+    tee -a "$tmp/rows"
   unset t
 done
-python3 - "$tmp/rows" <<'PY'
-import statistics as st, sys
-rows = [[float(x) for x in l.split()[1:]] for l in open(sys.argv[1])]
-m = [st.median(r[i] for r in rows) for i in range(4)]
-print(f"median over {len(rows)} rounds: foundation W=2 fast {m[0]:.3f} vs {m[1]:.3f} ms: cost {100 * (m[0] / m[1] - 1):+.2f}% of a step; "
-      f"tiny W=4 deterministic {m[2]:.3f} vs {m[3]:.3f} ms: cost {100 * (m[2] / m[3] - 1):+.2f}%")
-PY
+figures agreement "$tmp/rows"

@@ -1,8 +1,8 @@
 # Shared preamble of the benchmark scripts (sourced, not run): strict mode, paths, Open MPI as
 # root, a build and the bundled data (set up when missing), a scratch folder removed at exit, the
-# foundation benchmark configuration, and a JSON field reader.
-#   here, build, peer, tmp, foundation=(...), json FILE 'EXPR over d', need_torch_peer,
-#   kill_after_step
+# foundation benchmark configuration, a JSON field reader, arithmetic, and the figures module.
+#   here, build, peer, tmp, foundation=(...), json FILE 'JQ FILTER', calc 'EXPR', figures NAME ARGS,
+#   need_torch_peer, kill_after_step
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
@@ -15,7 +15,12 @@ trap 'rm -rf "$tmp"' EXIT
 # The foundation benchmark configuration (issue 2): one thread per rank, micro-batch 8.
 foundation=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
             --threads 1 --log-every 1000)
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+# json FILE FILTER: the value of a jq filter over FILE (e.g. '.median_step_s * 1000'); fails on null.
+json() { jq -er "$2" "$1"; }
+# calc EXPR: a floating-point expression of numbers the script read (awk's arithmetic), e.g. calc "$a / $b".
+calc() { awk "BEGIN { printf \"%.12g\\n\", $* }"; }
+# figures NAME ARGS...: a script's closing computation (scripts/lib/figures.py --help lists them).
+figures() { python3 "$here/scripts/lib/figures.py" "$@"; }
 # The PyTorch peer needs Debian's python3-torch and an optimised BLAS: installs them when missing (as
 # root), else stops with the command to run. A script that runs the peer calls this first.
 need_torch_peer() {
@@ -36,7 +41,7 @@ kill_after_step() {
   local log=$1 at=$2 step pid
   for _ in $(seq 1 6000); do
     if [ -s "$log" ]; then
-      read -r step pid < <(python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(r['step'], r['pid'])" "$log")
+      read -r step pid < <(tail -n 1 "$log" | jq -r '"\(.step) \(.pid)"')
       if [ "$step" -ge "$at" ]; then kill -9 "$pid"; return 0; fi
     fi
     sleep 0.1

@@ -15,7 +15,7 @@
 rounds="${1:-3}"
 need_torch_peer
 common=("${foundation[@]}" --steps 30)
-tp() { json "$1/summary.json" "d['throughput_tokens_per_s']"; }
+tp() { json "$1/summary.json" .throughput_tokens_per_s; }
 printf '# data-parallel scaling, tokens/s (median step after warm-up); E(2) = tp2 / (2 tp1); ceiling = co-run E(2)\n'
 printf '%-6s %8s %8s %6s %8s %6s %7s %8s %8s %7s %7s | %8s %8s %6s\n' round ours_w1 ours_w2 E2 ceiling E2/ceil \
   exposed comm_cpu busbw bare_bw corun peer_w1 peer_w2 peerE2
@@ -30,26 +30,20 @@ for r in $(seq 1 "$rounds"); do
     --baseline "$tmp/w1_$r/summary.json" 2>/dev/null
   s="$tmp/w2_$r/summary.json"
   p1=$(cd "$tmp" && env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 "$peer" --steps 20 --world 1 |
-       python3 -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
+       jq -er .tokens_per_s)
   p2=$(cd "$tmp" && env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 "$peer" --steps 20 --world 2 |
-       python3 -c "import json,sys;print(json.load(sys.stdin)['tokens_per_s'])")
-  t1=$(tp "$tmp/w1_$r") e2=$(json "$s" "d['scaling_efficiency']")
-  ceiling=$(python3 -c "print(($(tp "$tmp/c0_$r") + $(tp "$tmp/c1_$r")) / (2 * $t1))")
+       jq -er .tokens_per_s)
+  t1=$(tp "$tmp/w1_$r") e2=$(json "$s" .scaling_efficiency)
+  ceiling=$(calc "($(tp "$tmp/c0_$r") + $(tp "$tmp/c1_$r")) / (2 * $t1)")
   printf '%-6s %8.0f %8.0f %6.3f %8.3f %6.3f %6.2f%% %6.1fms %8.2f %7.2f %7s | %8.0f %8.0f %6.3f\n' "$r" \
-    "$t1" "$(tp "$tmp/w2_$r")" "$e2" "$ceiling" "$(python3 -c "print($e2 / $ceiling)")" \
-    "$(json "$s" "100*d['exposed_comm_fraction']")" "$(json "$s" "1000*d['per_rank_medians']['comm_cpu_s']['max']")" \
-    "$(json "$s" "d['communication']['AllReduce']['busbw_GBps']")" \
-    "$(json "$s" "d['communication']['bare_allreduce_busbw_GBps']")" \
+    "$t1" "$(tp "$tmp/w2_$r")" "$e2" "$ceiling" "$(calc "$e2 / $ceiling")" \
+    "$(json "$s" '100 * .exposed_comm_fraction')" "$(json "$s" '1000 * .per_rank_medians.comm_cpu_s.max')" \
+    "$(json "$s" .communication.AllReduce.busbw_GBps)" \
+    "$(json "$s" .communication.bare_allreduce_busbw_GBps)" \
     "$(printf '%.0f+%.0f' "$(tp "$tmp/c0_$r")" "$(tp "$tmp/c1_$r")")" \
-    "$p1" "$p2" "$(python3 -c "print($p2/(2*$p1))")" | tee -a "$tmp/rows"
+    "$p1" "$p2" "$(calc "$p2 / (2 * $p1)")" | tee -a "$tmp/rows"
 done
-python3 - "$tmp/rows" <<'PY'
-import statistics as st, sys
-rows = [l.split() for l in open(sys.argv[1])]
-med = lambda i: st.median(float(r[i]) for r in rows)
-print(f"median over {len(rows)} rounds: E(2) {med(3):.3f}, co-run ceiling {med(4):.3f}, E(2)/ceiling {med(5):.3f}, "
-      f"peer E(2) {med(14):.3f}")
-PY
+figures ddp "$tmp/rows"
 echo "# ceiling: (tp of core-0 job + tp of core-1 job) / (2 tp1) for two independent 1-rank jobs run together;"
 echo "# exposed: median exposed communication over the median step; comm_cpu: the larger per-rank median CPU"
 echo "# time of the communication thread per step; busbw: all-reduce bytes over the time in flight, which"

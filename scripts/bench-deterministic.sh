@@ -10,25 +10,19 @@
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
 common=("${foundation[@]}" --steps 30 --global-batch 16)
-med() { json "$1/summary.json" "d['median_step_s']"; }
+med() { json "$1/summary.json" .median_step_s; }
 printf '# W=2 step time, fast vs --deterministic (median step after warm-up, s)\n'
 printf '%-6s %9s %9s %7s %9s %9s %12s %12s\n' round fast determ ratio exp_fast exp_det bytes_fast bytes_det
 for r in $(seq 1 "$rounds"); do
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --run-dir "$tmp/fast_$r" >/dev/null 2>&1
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --deterministic --run-dir "$tmp/det_$r" >/dev/null 2>&1
   f=$(med "$tmp/fast_$r") d=$(med "$tmp/det_$r")
-  printf '%-6s %9.4f %9.4f %7.3f %8.2f%% %8.2f%% %12s %12s\n' "$r" "$f" "$d" "$(python3 -c "print($d / $f)")" \
-    "$(json "$tmp/fast_$r/summary.json" "100*d['exposed_comm_fraction']")" \
-    "$(json "$tmp/det_$r/summary.json" "100*d['exposed_comm_fraction']")" \
-    "$(json "$tmp/fast_$r/summary.json" "d['communication']['total_bytes']")" \
-    "$(json "$tmp/det_$r/summary.json" "d['communication']['total_bytes']")" | tee -a "$tmp/rows"
+  printf '%-6s %9.4f %9.4f %7.3f %8.2f%% %8.2f%% %12s %12s\n' "$r" "$f" "$d" "$(calc "$d / $f")" \
+    "$(json "$tmp/fast_$r/summary.json" '100 * .exposed_comm_fraction')" \
+    "$(json "$tmp/det_$r/summary.json" '100 * .exposed_comm_fraction')" \
+    "$(json "$tmp/fast_$r/summary.json" .communication.total_bytes)" \
+    "$(json "$tmp/det_$r/summary.json" .communication.total_bytes)" | tee -a "$tmp/rows"
 done
-python3 - "$tmp/rows" <<'PY'
-import statistics as st, sys
-rows = [l.split() for l in open(sys.argv[1])]
-ratio = st.median(float(r[3]) for r in rows)
-print(f"median over {len(rows)} rounds: deterministic / fast = {ratio:.3f} (target <= 1.15): "
-      + ("MET" if ratio <= 1.15 else "NOT MET"))
-PY
+figures deterministic "$tmp/rows"
 echo "# exp_*: exposed communication share of the median step; bytes_*: all bytes the rank-0 communicator"
 echo "# moved over the run (30 steps plus set-up): deterministic mode sends 64-bit words plus per-chunk grids."

@@ -28,9 +28,9 @@ run_pair() {
       local dir="$tmp/$name-$round-$entries"
       mpirun -np 2 --bind-to core "$build/bin/ddp-train" "$@" --steps "$steps" --global-batch "$batch" \
         --flight-entries "$entries" --run-dir "$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; exit 1; }
-      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$entries" "$(json "$dir/summary.json" "d['median_step_s']")" \
-        "$(json "$dir/summary.json" "sum(v['calls'] for v in d['communication'].values() if isinstance(v, dict) and 'calls' in v) / d['steps']")" \
-        "$(json "$dir/summary.json" "d['config']['grad_accum']")"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$entries" "$(json "$dir/summary.json" .median_step_s)" \
+        "$(json "$dir/summary.json" '([.communication[] | objects | select(has("calls")) | .calls] | add) / .steps')" \
+        "$(json "$dir/summary.json" .config.grad_accum)"
     done
   done
 }
@@ -41,26 +41,4 @@ SHARDTRAIN_RECORDER_BENCH=1 "$build/bench/shardtrain_bench" "[recorder-bench]" |
   rounds=$((3 * rounds)) run_pair small-buckets 60 16 "${small[@]}"  # short runs: three times the pairs
 } | tee "$tmp/rows.tsv"
 
-python3 - "$tmp/rows.tsv" "$tmp/per_call.txt" <<'PY'
-import statistics as st, sys
-rows = [line.split("\t") for line in open(sys.argv[1]).read().split("\n") if line]
-per_call = dict(line.split() for line in open(sys.argv[2]) if line.strip())
-ns_collective = float(per_call["recorder_ns_per_collective"])
-ns_phase = float(per_call["phase_ns_per_change_on"]) - float(per_call["phase_ns_per_change_off"])
-print(f"# per call: {ns_collective:.0f} ns a recorded collective, {ns_phase:.0f} ns a phase change (history on - off)")
-print("# configuration: step, collectives and phase changes per step, per-call cost share; "
-      "end to end: median step on / off, median of pair ratios - 1")
-for name in dict.fromkeys(r[0] for r in rows):
-    mine = [r for r in rows if r[0] == name]
-    on = [float(r[3]) for r in mine if r[2] == "2048"]
-    off = [float(r[3]) for r in mine if r[2] == "0"]
-    calls = st.median(float(r[4]) for r in mine if r[2] == "2048")
-    phases = 3 + 2 * int(mine[0][5])  # data, (forward, backward) x grad_accum, optimizer, step-end
-    step = st.median(on)
-    modelled = (calls * ns_collective + phases * ns_phase) * 1e-9 / step
-    ratios = [a / b for a, b in zip(on, off)]
-    print(f"{name}: step {1e3 * step:.2f} ms, {calls:.1f} collectives + {phases} phase changes a step, "
-          f"per-call cost {100 * modelled:.4f}% of the step; end to end on {1e3 * st.median(on):.2f} ms, "
-          f"off {1e3 * st.median(off):.2f} ms, pair ratio {100 * (st.median(ratios) - 1):+.2f}% "
-          f"(pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)})")
-PY
+figures recorder "$tmp/rows.tsv" "$tmp/per_call.txt"

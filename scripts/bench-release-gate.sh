@@ -15,16 +15,4 @@ mpirun -np 1 "$build/bin/ddp-train" "${foundation[@]}" --cutoff "$cutoff" --lr 2
   { cat "$tmp/train.log"; exit 1; }
 "$build/bin/release-gate" eval "$tmp/one/checkpoints" --data "$here/data/fortunes.h5" --cutoff "$cutoff" \
   --json "$tmp/eval.json" 2>"$tmp/eval.log" || { cat "$tmp/eval.log"; exit 1; }
-python3 - "$tmp/one/summary.json" "$tmp/eval.json" <<'PY'
-import json, sys
-s, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-t, v = s["train_seconds"], e["seconds"]
-l = e["latency"]
-print(f"  training: {s['steps']} steps in {t:.1f} s ({s['throughput_tokens_per_s']:.0f} tokens/s, "
-      f"matmul peak {s['peak_flops_per_rank'] / 1e9:.1f} GFLOP/s)")
-print(f"  eval:     {e['scores']['tokens']:.0f} hold-out tokens ({e['holdout']['samples']} sequences) in {v:.2f} s = "
-      f"{100 * v / t:.1f}% of the training time; {e['evaluated_tokens_per_s']:.0f} evaluated tokens/s, "
-      f"forward {l['forward_tokens_per_s']:.0f} tokens/s, {l['ms_per_sequence_p50']:.1f} / "
-      f"{l['ms_per_sequence_p99']:.1f} ms per sequence p50 / p99 at batch {l['batch']}")
-print(f"  verdict: {'under' if v < 0.1 * t else 'OVER'} 10% of the training time")
-PY
+figures release-gate "$tmp/one/summary.json" "$tmp/eval.json"

@@ -34,7 +34,7 @@ mpirun -np 2 "$build/bin/fsdp-train" --data "$here/data/fortunes.h5" --d-model 7
   --threads 1 --log-every 1000 --run-dir "$work/run" >"$work/train.log" 2>&1 || { cat "$work/train.log" >&2; exit 1; }
 src="$work/run/checkpoints/step_00000001"
 sync
-params=$("$build/bin/ckpt-reshard" --inspect "$src" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['parameters'])")
+params=$("$build/bin/ckpt-reshard" --inspect "$src" --json | jq -er .parameters)
 src_bytes=$(du -sb "$src" | cut -f1)
 dd_run() {  # dd_run BYTES -> seconds
   local mib=$(( ($1 + 1048575) / 1048576 ))
@@ -43,7 +43,7 @@ dd_run() {  # dd_run BYTES -> seconds
   cat "$src"/rank_*.h5 | dd of="$work/dd.bin" bs=1M count="$mib" iflag=fullblock conv=fdatasync status=none
   t1=$(date +%s.%N)
   rm -f "$work/dd.bin"
-  python3 -c "print($t1 - $t0)"
+  calc "$t1 - $t0"
 }
 rounds="${ROUNDS:-5}"
 rows=()
@@ -54,22 +54,8 @@ for i in $(seq 1 "$rounds"); do  # alternating rounds: the disk is noisy (single
     { cat "$work/reshard.log" >&2; exit 1; }
   t1=$(date +%s.%N)
   out_bytes=$(du -sb "$work/r$i/step_00000001" | cut -f1)
-  rows+=("$d $(python3 -c "print($t1 - $t0)") $out_bytes")
+  rows+=("$d $(calc "$t1 - $t0") $out_bytes")
   rm -rf "$work/r$i"
 done
-python3 - "$params" "$src_bytes" "$np ($launch)" "${rows[@]}" <<'PY'
-import statistics, sys
-params, src, np = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-rows = [tuple(float(x) for x in r.split()) for r in sys.argv[4:]]
-print(f"# ckpt-reshard vs dd+fdatasync: {params / 1e6:.1f}M parameters ({src / 1e9:.2f} GB with moments), "
-      f"W=2 ZeRO-3 -> W=3 ZeRO-1, {np} writing process(es), {len(rows)} alternating rounds")
-print(f"# {'round':>5} {'dd bytes':>12} {'dd s':>7} {'dd GB/s':>8} {'reshard bytes':>14} {'reshard s':>10} {'GB/s':>7} {'ratio':>6}")
-dd, rs = [], []
-for i, (d, r, out) in enumerate(rows, 1):
-    dd.append(src / d / 1e9); rs.append(out / r / 1e9)
-    print(f"  {i:>5} {src:>12} {d:>7.2f} {dd[-1]:>8.3f} {int(out):>14} {r:>10.2f} {rs[-1]:>7.3f} {100 * rs[-1] / dd[-1]:>5.0f}%")
-mdd, mrs = statistics.median(dd), statistics.median(rs)
-print(f"verdict: ckpt-reshard (whole command) median {mrs:.3f} GB/s = {100 * mrs / mdd:.0f}% of dd+fdatasync median "
-      f"{mdd:.3f} GB/s; target >= 70%")
-PY
+figures reshard "$params" "$src_bytes" "$np ($launch)" "${rows[@]}"
 grep "ckpt-reshard: wrote" "$work/reshard.log" | sed 's/^/  /'

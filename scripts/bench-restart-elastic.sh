@@ -33,15 +33,7 @@ run_once() {
     --peak-gflops 200 --threads 1 --log-every 1000 --run-dir "$dir/run" >"$dir/out.log" 2>&1 ||
     { cat "$dir/out.log" >&2; exit 1; }
   wait "$watcher" || true
-  python3 - "$dir/restarts.json" "$dir/run/steps.rank0.jsonl" "$np" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))["restarts"]
-assert len(r) == 1 and r[0]["restart_s"] is not None, r
-r = r[0]
-steps = [json.loads(l) for l in open(sys.argv[2])]
-first = next(s for s in steps if s["time"] == r["first_resumed_step_time"])
-print(r["restart_s"], first["step_s"], r.get("previous_world_size", int(sys.argv[3])), r.get("world_size", int(sys.argv[3])))
-PY
+  figures restart-row "$dir/restarts.json" "$dir/run/steps.rank0.jsonl" "$np"
 }
 rows=()
 for i in $(seq 1 "$rounds"); do
@@ -51,19 +43,4 @@ for i in $(seq 1 "$rounds"); do
     rm -rf "$tmp/$mode$i/run/checkpoints"
   done
 done
-python3 - "$np" "$seq" "$global_batch" "${rows[@]}" <<'PY'
-import statistics, sys
-np, seq, gb = sys.argv[1:4]
-rows = [r.split() for r in sys.argv[4:]]
-print(f"# lost-node vs same-W restart: ddp-train, 85M parameters (1.03 GB state), seq {seq}, global batch {gb}, "
-      f"{np} ranks, rank 1 SIGKILLed after step 2; {len(rows) // 2} alternating rounds")
-print(f"# {'mode':>9} {'W':>7} {'restart_s':>9} {'first step':>10} {'to ready':>8}")
-by = {"same": ([], []), "lost": ([], [])}
-for mode, restart, step, old, new in rows:
-    restart, step = float(restart), float(step)
-    by[mode][0].append(restart); by[mode][1].append(restart - step)
-    print(f"  {mode:>9} {old + '->' + new:>7} {restart:>9.2f} {step:>10.2f} {restart - step:>8.2f}")
-for k, name in ((0, "restart_s (relaunch -> first resumed step)"), (1, "to ready (restart_s - first step)")):
-    s, l = statistics.median(by["same"][k]), statistics.median(by["lost"][k])
-    print(f"verdict: {name}: lost node median {l:.2f} s vs same-W {s:.2f} s = {l / s:.2f}x; target <= 1.10x")
-PY
+figures restart-elastic "$np" "$seq" "$global_batch" "${rows[@]}"

@@ -16,14 +16,4 @@ kill_after_step "$work/run/steps.rank$victim.jsonl" 2 &
   --seq-len 256 --micro-batch 1 --global-batch "$np" --steps 6 --ckpt-every 2 --keep 2 --peak-gflops 200 \
   --run-dir "$work/run" "$@" >"$work/out.log" 2>&1
 grep -E "checkpoint: committed|resume: using" "$work/out.log" | sed 's/^/  /'
-python3 - "$work/run/steps.rank0.jsonl" <<'PY'
-import json, sys
-saves = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["ckpt_s"] > 0]
-print("  training stall per save (ckpt_s, rank 0): " + ", ".join(f"step {r['step'] + 1}: {r['ckpt_s']:.3f} s" for r in saves))
-PY
-python3 - "$work/restarts.json" <<'PY'
-import json, sys
-for r in json.load(open(sys.argv[1]))["restarts"]:
-    print(f"  restart {r['attempt']}: rank {r['failed_rank']} killed, resumed from {r['resumed_from']}, "
-          f"restart time {r['restart_s']:.2f} s (relaunch -> first resumed step)")
-PY
+figures restart "$work/run/steps.rank0.jsonl" "$work/restarts.json"

@@ -13,10 +13,10 @@
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
 common=("${foundation[@]}" --steps 30 --global-batch 16)
-tps() { json "$1/summary.json" "d['throughput_tokens_per_s']"; }
-med() { json "$1/summary.json" "d['per_rank_medians']['$2']['max']"; }
+tps() { json "$1/summary.json" .throughput_tokens_per_s; }
+med_ms() { json "$1/summary.json" "1000 * .per_rank_medians.$2.max"; }  # med_ms RUN COLUMN: the larger rank median, ms
 peak() {  # the largest per-rank total of the memory report, bytes
-  json "$1/summary.json" "max(sum(r.get(k, 0) for k in ('model_state', 'gathered', 'communication', 'activations')) for r in d['memory_bytes_by_rank'])"
+  json "$1/summary.json" '[.memory_bytes_by_rank[] | [.model_state, .gathered, .communication, .activations | . // 0] | add] | max'
 }
 if [ "${PART:-all}" != 2 ]; then
 printf '# (1) foundation configuration, W = 2: tokens/s (median step after warm-up)\n'
@@ -25,16 +25,10 @@ for r in $(seq 1 "$rounds"); do
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --run-dir "$tmp/dp_$r" >/dev/null 2>&1
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --tp 2 --run-dir "$tmp/tp_$r" >/dev/null 2>&1
   a=$(tps "$tmp/dp_$r") b=$(tps "$tmp/tp_$r")
-  printf '%-6s %10.0f %10.0f %7.3f %7.1fms %7.1fms %6.0fms\n' "$r" "$a" "$b" "$(python3 -c "print($b / $a)")" \
-    "$(python3 -c "print(1000 * $(med "$tmp/tp_$r" tp_comm_s))")" \
-    "$(python3 -c "print(1000 * $(med "$tmp/tp_$r" tp_exposed_s))")" \
-    "$(python3 -c "print(1000 * $(med "$tmp/tp_$r" step_s))")" | tee -a "$tmp/rows"
+  printf '%-6s %10.0f %10.0f %7.3f %7.1fms %7.1fms %6.0fms\n' "$r" "$a" "$b" "$(calc "$b / $a")" \
+    "$(med_ms "$tmp/tp_$r" tp_comm_s)" "$(med_ms "$tmp/tp_$r" tp_exposed_s)" "$(med_ms "$tmp/tp_$r" step_s)" | tee -a "$tmp/rows"
 done
-python3 - "$tmp/rows" <<'PY'
-import statistics as st, sys
-rows = [l.split() for l in open(sys.argv[1])]
-print(f"median over {len(rows)} rounds: (DP=1,TP=2) / (DP=2,TP=1) = {st.median(float(r[3]) for r in rows):.3f}")
-PY
+figures tp "$tmp/rows"
 fi
 [ "${PART:-all}" != 1 ] || exit 0
 
@@ -49,7 +43,7 @@ need() {  # need [options]: the bytes per rank fsdp-train's --memory-budget refu
 # fit is ZeRO-1 without TP at W = 2.)
 ddp=$(need --zero-stage 1) tp2=$(need --zero-stage 1 --tp 2) z3=$(need --zero-stage 3)
 [ -n "$ddp" ] && [ -n "$tp2" ] && [ -n "$z3" ] || { echo "bench-tp.sh: a --memory-budget probe named no bytes" >&2; exit 1; }
-budget=$(python3 -c "print(int(max($tp2, $z3) * 1.02))")
+budget=$(( (tp2 > z3 ? tp2 : z3) * 102 / 100 ))  # 2% above the larger estimate, whole bytes
 printf '\n# (2) d_model 512, 4 layers, 8 heads, W = 2, --memory-budget %s bytes (estimates: ZeRO-1 %s, ZeRO-1 x TP=2 %s, ZeRO-3 %s)\n' \
   "$budget" "$ddp" "$tp2" "$z3"
 [ "$ddp" -gt "$budget" ] || echo "note: ZeRO-1 without TP fits this budget too (the model is too small for the comparison)"

@@ -16,12 +16,4 @@ for r in $(seq 1 "$rounds"); do
   "$here/scripts/run-resilient.sh" --max-restarts 0 --log "$tmp/restarts$r.json" -- \
     mpirun -np 4 "$build/bin/ddp-train" "${job[@]}" --run-dir "$tmp/run$r" 2>&1 | grep "verdict attempt" | tee -a "$tmp/lines" || true
 done
-python3 - "$tmp/lines" "$rounds" <<'PY'
-import re, statistics, sys
-lines = open(sys.argv[1]).read().splitlines()
-s = [float(re.search(r"diagnosed in ([0-9.]+) s", l).group(1)) for l in lines]
-bad = [l for l in lines if "skipped-collective rank 3 " not in l]
-print(f"timeout to verdict, W=4: median {statistics.median(s):.2f} s over {len(s)} rounds (min {min(s):.2f}, max {max(s):.2f})")
-if len(lines) != int(sys.argv[2]) or bad:
-    sys.exit(f"bench-verdict.sh: {len(lines)} verdicts for {sys.argv[2]} rounds; wrong: {bad}")
-PY
+figures verdict "$tmp/lines" "$rounds"

@@ -13,16 +13,17 @@ printf '# W=2, tokens/s (median step after warm-up); ratio = tp / tp_DDP; expose
 printf '%-6s %-6s %10s %7s %18s %14s\n' round layout tok_s ratio exposed_s_r0/r1 model_state_MB
 for r in $(seq 1 "$rounds"); do
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --run-dir "$tmp/ddp_$r" >/dev/null 2>&1
-  base=$(json "$tmp/ddp_$r/summary.json" "d['throughput_tokens_per_s']")
+  base=$(json "$tmp/ddp_$r/summary.json" .throughput_tokens_per_s)
   for layout in ddp z1 z2 z3; do
     if [ "$layout" != ddp ]; then
       mpirun -np 2 --bind-to core "$build/bin/fsdp-train" "${common[@]}" --zero-stage "${layout#z}" \
         --run-dir "$tmp/${layout}_$r" >/dev/null 2>&1
     fi
     s="$tmp/${layout}_$r/summary.json"
-    printf '%-6s %-6s %10.0f %7.3f %18s %14.1f\n' "$r" "$layout" "$(json "$s" "d['throughput_tokens_per_s']")" \
-      "$(python3 -c "print($(json "$s" "d['throughput_tokens_per_s']")/$base)")" \
-      "$(json "$s" "'/'.join('%.4f' % x for x in d['per_rank_medians']['comm_exposed_s']['by_rank'])")" \
-      "$(json "$s" "d['memory_bytes_rank0']['model_state']/1e6")"
+    t=$(json "$s" .throughput_tokens_per_s)
+    # shellcheck disable=SC2046  # one printf argument per rank's number
+    exposed=$(printf '%.4f/' $(json "$s" '.per_rank_medians.comm_exposed_s.by_rank[]'))
+    printf '%-6s %-6s %10.0f %7.3f %18s %14.1f\n' "$r" "$layout" "$t" "$(calc "$t / $base")" "${exposed%/}" \
+      "$(json "$s" '.memory_bytes_rank0.model_state / 1e6')"
   done
 done

@@ -32,44 +32,12 @@ data_dir="${DATA_DIR:-$here/data}"
 die() { echo "prepare-data.sh: error: $*" >&2; exit 2; }
 [ -x "$data_prep" ] || die "$data_prep not found: build first (cmake --build $build)"
 [ -d "$fortunes_dir" ] || die "$fortunes_dir not found: install the fortunes package (apt-get install -y fortunes)"
-command -v python3 >/dev/null || die "python3 is needed to convert the fortunes to JSONL"
+command -v python3 >/dev/null || die "python3 is needed to convert the fortunes to JSONL (scripts/lib/fortunes_to_jsonl.py)"
+command -v jq >/dev/null || die "jq is needed to read the summary (apt-get install -y jq)"
 mkdir -p "$data_dir"
 
 echo "prepare-data.sh: fortunes from $fortunes_dir -> $data_dir/fortunes.jsonl" >&2
-python3 - "$fortunes_dir" "$data_dir/fortunes.jsonl.tmp" <<'PY'
-import json, os, sys
-src, out_path = sys.argv[1], sys.argv[2]
-BASE, SPAN, DELAY = 978307200, 631152000, 86400
-
-def iso(t):
-    import datetime
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-names = sorted(n for n in os.listdir(src)
-               if os.path.isfile(os.path.join(src, n)) and not n.endswith((".dat", ".u8")))
-docs = 0
-with open(out_path, "w", encoding="utf-8") as out:
-    for i, name in enumerate(names):
-        with open(os.path.join(src, name), "rb") as f:
-            text = f.read().decode("utf-8", errors="replace")
-        fortunes, cur = [], []
-        for line in text.split("\n"):
-            if line == "%":
-                fortunes.append("\n".join(cur)); cur = []
-            else:
-                cur.append(line)
-        fortunes.append("\n".join(cur))
-        fortunes = [f.strip("\n") for f in fortunes]
-        fortunes = [f for f in fortunes if f.strip()]
-        n = len(fortunes)
-        for j, body in enumerate(fortunes):
-            event = BASE + (j * SPAN) // n + 60 * i
-            out.write(json.dumps({"id": f"{name}/{j}", "version": 1, "owner": name,
-                                  "event_time": iso(event), "available_time": iso(event + DELAY),
-                                  "text": body.replace("\0", "")}, ensure_ascii=False) + "\n")
-            docs += 1
-print(f"prepare-data.sh: {docs} fortunes from {len(names)} files", file=sys.stderr)
-PY
+python3 "$here/scripts/lib/fortunes_to_jsonl.py" "$fortunes_dir" "$data_dir/fortunes.jsonl.tmp"
 mv "$data_dir/fortunes.jsonl.tmp" "$data_dir/fortunes.jsonl"
 
 "$data_prep" "$data_dir/fortunes.jsonl" -o "$data_dir/fortunes.h5" > "$data_dir/fortunes.summary.json"
@@ -78,4 +46,5 @@ echo "prepare-data.sh: $data_dir/fortunes.h5 (summary: $data_dir/fortunes.summar
 # Synthetic corpus: 16-state Markov chain, 20 documents x 10000 tokens (seed 1): see data-prep(1).
 "$data_prep" --synthetic markov --symbols 16 --successors 3 --seed 1 --documents 20 --doc-tokens 10000 \
   -o "$data_dir/markov.h5" > "$data_dir/markov.summary.json"
-echo "prepare-data.sh: $data_dir/markov.h5 (entropy $(python3 -c "import json;print(round(json.load(open('$data_dir/markov.summary.json'))['entropy_nats_per_token'],6))") nats/token)" >&2
+printf 'prepare-data.sh: %s (entropy %.6f nats/token)\n' "$data_dir/markov.h5" \
+  "$(jq -er .entropy_nats_per_token "$data_dir/markov.summary.json")" >&2

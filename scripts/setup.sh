@@ -24,8 +24,8 @@ packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhd
           slurmctld slurmd slurm-client munge  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
           man-db          # the installed man pages (ctest install_prefix)
           patchelf xz-utils debootstrap   # the device bundle and its rehearsal (scripts/device-bundle.sh)
-          jq              # JSON fields in the scripts (pipeline.sh stage records)
-          ccache)         # a rebuild after a checkout or in a second worktree compiles only what changed
+          ccache          # a rebuild after a checkout or in a second worktree compiles only what changed
+          jq)             # the scripts and tests read JSON fields with jq
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

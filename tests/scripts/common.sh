@@ -9,6 +9,16 @@ DATA="$WORK/markov.h5"
 "$BIN_DIR/data-prep" --synthetic markov --documents 20 --doc-tokens 4000 -o "$DATA" >/dev/null 2>&1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+# checks NAME ARGS...: one of the tests' named checks and fixtures (checks.py --help lists them);
+# a failed check prints one line saying why and exits 1.
+checks() { python3 "$(dirname "${BASH_SOURCE[0]}")/checks.py" "$@"; }
+# seconds_since START: seconds since START (date +%s%N), rounded to a tenth (e.g. 4.2).
+seconds_since() {
+  local ds=$(( ($(date +%s%N) - $1 + 50000000) / 100000000 ))
+  echo "$((ds / 10)).$((ds % 10))"
+}
+# within_s SECONDS LIMIT: SECONDS (as seconds_since prints them) <= LIMIT (whole seconds).
+within_s() { [ "${1/./}" -le $(( $2 * 10 )) ]; }
 # train NP RUN_DIR [ddp-train options...]: a small model on the synthetic data.
 train() {
   local np=$1 dir=$2; shift 2

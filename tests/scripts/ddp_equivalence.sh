@@ -37,7 +37,7 @@ for run in fast_2 fast_4 mpi_2 mpi_4; do
   expect_verdict WITHIN "$WORK/$run/params.h5" "$WORK/fast_1/params.h5" --atol 1e-6 --rtol 1e-4
   expect_verdict WITHIN "$WORK/$run/steps.rank0.jsonl" "$WORK/fast_1/steps.rank0.jsonl" --rtol 1e-6
   want=halving; [[ $run == mpi_* ]] && want=mpi
-  got=$(python3 -c "import json; print(json.load(open('$WORK/$run/summary.json'))['communication']['allreduce_algorithm'])")
+  got=$(jq -r .communication.allreduce_algorithm "$WORK/$run/summary.json")
   [ "$got" = "$want" ] || fail "$run: all-reduce algorithm $got, expected $want"
 done
 pass "fast mode W=2,4 within tolerance of W=1 with both all-reduce algorithms"
@@ -51,31 +51,7 @@ pass "an unknown --allreduce is refused with exit 2"
 # summary has per-rank statistics of every column, the slowest rank, bytes, bus bandwidth beside
 # the bare all-reduce, and speedup and E(W) against the baseline.
 for np in 2 4; do
-  python3 - "$WORK/fast_$np" "$np" <<'PY' || fail "W=$np: step log or summary incomplete"
-import json, sys
-run, world = sys.argv[1], int(sys.argv[2])
-columns = ["data_s", "fwd_s", "bwd_s", "comm_total_s", "comm_exposed_s", "comm_cpu_s", "opt_s", "ckpt_s", "step_s"]
-fields = ["step", "rank", "tokens", "loss", "lr", "grad_norm", "config_hash", "data_snapshot_id", "code_version",
-          "checkpoint_id"] + columns
-for r in range(world):
-    recs = [json.loads(l) for l in open(f"{run}/steps.rank{r}.jsonl")]
-    assert [x["step"] for x in recs] == list(range(10)), f"rank {r}: steps {[x['step'] for x in recs]}"
-    for x in recs:
-        missing = [f for f in fields if f not in x]
-        assert not missing, f"rank {r} step {x['step']}: missing {missing}"
-        assert x["rank"] == r and all(x[c] >= 0 for c in columns), x
-        assert x["comm_cpu_s"] <= x["comm_total_s"] + 1e-3, f"rank {r} step {x['step']}: cpu {x['comm_cpu_s']} > in flight {x['comm_total_s']}"
-    assert sum(x["comm_cpu_s"] for x in recs) > 0, f"rank {r}: no communication CPU time recorded"
-s = json.load(open(f"{run}/summary.json"))
-for c in columns:
-    t = s["per_rank_medians"][c]
-    assert len(t["by_rank"]) == world and t["min"] <= t["median"] <= t["max"], (c, t)
-comm = s["communication"]
-assert 0 <= s["slowest_rank"] < world and comm["total_bytes"] > 0 and comm["total_cpu_s"] > 0, comm
-assert comm["AllReduce"]["busbw_GBps"] > 0 and comm["bare_allreduce_busbw_GBps"] > 0, comm
-assert s["speedup"] > 0 and abs(s["scaling_efficiency"] - s["speedup"] / world) < 1e-9, s
-print(f"  W={world}: {world} step logs x 10 steps with {len(fields)} fields; E({world}) = {s['scaling_efficiency']:.3f}")
-PY
+  checks telemetry "$WORK/fast_$np" "$np" --steps 10 || fail "W=$np: step log or summary incomplete"
 done
 pass "step logs and summaries complete on every rank"
 # A different seed must not pass: the check can fail.

@@ -26,85 +26,20 @@ run_case() {
   local dir="$WORK/$name"
   mkdir -p "$dir"
   local start rc=0
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   mpirun -np "$W" --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 \
     --d-model 32 --peak-gflops 100 --log-every 1000 --steps 6 --global-batch 8 --micro-batch 2 --ckpt-every 2 \
     --collective-timeout $timeout_s --inject "$spec" --run-dir "$dir" >"$dir.log" 2>&1 || rc=$?
   local elapsed
-  elapsed=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+  elapsed=$(seconds_since "$start")
   [ "$rc" -ne 0 ] || { cat "$dir.log" >&2; fail "$name: the faulty job exited 0"; }
-  python3 -c "import sys; sys.exit(0 if $elapsed <= $timeout_s + 10 else 1)" ||
+  within_s "$elapsed" $((timeout_s + 10)) ||
     fail "$name: the job took ${elapsed}s to stop, more than the timeout + 10 s"
   local out drc=0
   out=$("$BIN_DIR/hang-diagnose" --json "$dir" 2>"$dir.diagnose.err") || drc=$?
   [ "$drc" -eq 1 ] || { cat "$dir.log" "$dir.diagnose.err" >&2; echo "$out" >&2; fail "$name: hang-diagnose exited $drc, expected 1"; }
   echo "$out" >"$dir.diagnosis.json"
-  python3 - "$dir" "$dir.diagnosis.json" "$spec" "$cause" "$culprit" "$W" <<'PY' ||
-import glob, json, re, sys
-run, diag_path, spec, cause, culprit, W = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-d = json.load(open(diag_path))
-kind = spec.split(":")[0]
-fields = dict(kv.split("=") for kv in spec.split(":")[1].split(","))
-step = int(fields["step"])
-phase = fields.get("phase", "forward" if kind in ("hang", "kill") else None)
-dumps = {json.load(open(f))["rank"]: json.load(open(f)) for f in glob.glob(f"{run}/flight.rank*.json")}
-
-def entries(rank, group):
-    g = [g for g in dumps[rank]["groups"] if g["name"] == group]
-    return g[0]["entries"] if g else []
-
-# The expected blocked collective, from the dumps.
-if kind == "skip-collective":
-    skipped = [e for g in dumps[culprit]["groups"] for e in g["entries"] if e["state"] == "skipped"]
-    assert len(skipped) == 1, f"the culprit's dump should hold one skipped entry, has {len(skipped)}"
-    want = skipped[0]
-elif kind == "wrong-count":
-    short = [e for g in dumps[culprit]["groups"] for e in g["entries"]
-             if e["step"] == step and e["phase"] == phase and e["state"] != "completed"]
-    assert short, "the culprit's dump should hold the short collective, not completed"
-    want = short[0]
-else:
-    # The group a healthy rank was waiting in; the collective there the culprit never submitted
-    # (its last submitted seq + 1; without its dump, the healthy ranks' earliest pending one).
-    healthy = [r for r in dumps if r != culprit]
-    pending = [e for r in healthy for g in dumps[r]["groups"] for e in g["entries"]
-               if e["state"] in ("started", "timed_out", "aborted")]
-    assert pending, "no healthy rank was waiting in a collective"
-    first = min(pending, key=lambda e: (e["t_start"] or 0))
-    if culprit in dumps:
-        mine = [g for g in dumps[culprit]["groups"] if g["name"] == first["group"]]
-        seq = (mine[0]["last_enqueued_seq"] if mine else 0) + 1
-        want = [e for r in healthy for e in entries(r, first["group"]) if e["seq"] == seq][0]
-    else:
-        want = first
-print(f"  expected: {want['group']} seq {want['seq']} {want['op']} step {want['step']} phase {want['phase']}")
-c, b = d["culprit"], d["blocked"]
-print(f"  hang-diagnose: verdict {d['verdict']}, culprit {c}, blocked "
-      f"{b and (b['group'], b['seq'], b['op'], b['step'], b['phase'], b['joined'], b['not_joined'], b['no_dump'])}")
-if cause == "ambiguous":
-    # Two ranks that disagree on a size at their first collective of that kind: no majority and
-    # no earlier step to compare with, so no rank can be blamed; both must be named.
-    assert d["verdict"] == "ambiguous" and c is None, f"verdict {d['verdict']}, culprit {c}"
-    assert sorted(d["candidates"]) == list(range(W)), f"candidates {d['candidates']}"
-else:
-    assert c is not None and c["rank"] == culprit, f"culprit {c}, expected rank {culprit}"
-    assert c["cause"] == cause, f"cause {c['cause']}, expected {cause}"
-assert b is not None, "no blocked collective reported"
-got = (b["group"], b["seq"], b["op"])
-assert got == (want["group"], want["seq"], want["op"]), f"blocked {got}, expected {(want['group'], want['seq'], want['op'])}"
-assert b["step"] == want["step"] and b["phase"] == want["phase"], f"blocked step/phase {b['step']}/{b['phase']}"
-if kind == "skip-collective" or kind == "wrong-count":
-    assert want["step"] == step, f"the injected step {step}, recorded {want['step']}"
-if kind == "hang":
-    now = [r for r in d["ranks"] if r["rank"] == culprit][0]["now"]
-    assert (now["phase"], now["step"]) == (phase, step), f"hung rank at {now}, injected {phase} step {step}"
-if kind == "kill":
-    assert d["missing_ranks"] == [culprit], f"missing ranks {d['missing_ranks']}"
-if kind == "wrong-count":
-    m = [x for x in d["mismatches"] if x["field"] == "numel" and x["seq"] == want["seq"]]
-    assert m, f"no numel mismatch at seq {want['seq']}: {d['mismatches']}"
-    assert m[0]["values"][str(culprit)] == want["numel"], m[0]
-PY
+  checks hang-case "$dir" "$dir.diagnosis.json" "$spec" "$cause" "$culprit" "$W" ||
     { cat "$dir.log" >&2; "$BIN_DIR/hang-diagnose" "$dir" >&2 || true; fail "$name: wrong diagnosis"; }
   pass "W=$W $name: stopped in ${elapsed}s, hang-diagnose: $([ "$cause" = ambiguous ] && echo "ambiguous, every rank a candidate" || echo "names rank $culprit ($cause)")"
 }

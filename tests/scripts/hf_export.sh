@@ -20,23 +20,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 RESHARD="$BIN_DIR/ckpt-reshard"
 
 # (1) Documents: 2024 ones train, 2025 ones are the hold-out (cutoff 2024-12-31); one owner.
-python3 - "$WORK/docs.jsonl" "$WORK/holdout_docs.json" <<'PY'
-import json, random, sys
-rng = random.Random(7)
-words = "the a model data train token shard layer head ring loss step cut off window byte text of to and in".split()
-def doc():
-    return " ".join(rng.choice(words) for _ in range(rng.randint(30, 120))) + "."
-hold = []
-with open(sys.argv[1], "w") as f:
-    for i in range(60):
-        year = 2024 if i < 44 else 2025
-        text = doc()
-        if year == 2025:
-            hold.append(text)
-        f.write(json.dumps({"id": f"d{i}", "version": 1, "owner": "news", "event_time": f"{year}-03-01T00:00:00Z",
-                            "available_time": f"{year}-03-02T00:00:00Z", "text": text}) + "\n")
-json.dump(hold, open(sys.argv[2], "w"))
-PY
+checks make-dated-docs "$WORK/docs.jsonl" "$WORK/holdout_docs.json"
 "$BIN_DIR/data-prep" "$WORK/docs.jsonl" -o "$WORK/docs.h5" >/dev/null 2>&1 || fail "data-prep"
 M=(--seq-len 32 --layers 2 --heads 2 --d-model 32 --global-batch 4 --micro-batch 2 --cutoff 2024-12-31T00:00:00Z
    --eval-samples 16 --peak-gflops 100 --log-every 1000)
@@ -53,17 +37,7 @@ ls "$WORK/hf" | tr '\n' ' '; echo
 grep -rlF "$WORK" "$WORK/hf" && fail "a file of the export holds the local path $WORK"
 grep -rlF "$(cd "$WORK" && pwd -P)" "$WORK/hf" && fail "a file of the export holds the local path"
 pass "export folder: 7 files, no local path in any of them"
-python3 - "$WORK/hf" <<'PY' || fail "config checks"
-import json, sys
-d = sys.argv[1]
-c, g = json.load(open(d + "/config.json")), json.load(open(d + "/generation_config.json"))
-assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (0, 0, 0), c
-assert c["vocab_size"] == 256 and c["n_positions"] == 32, c
-assert g["max_length"] == 32 and g["eos_token_id"] == 0, g
-t = json.load(open(d + "/tokenizer.json"))
-assert len(t["model"]["vocab"]) == 256 and t["model"]["merges"] == [] and t["model"]["vocab"]["<|endoftext|>"] == 0
-print("  config.json: bos/eos/pad 0, vocab 256, context 32; generation max_length 32; 256-entry byte tokenizer")
-PY
+checks hf-config "$WORK/hf" --context 32 --vocab 256 || fail "config checks"
 pass "config, generation config and tokenizer describe the dataset's separator and the context"
 
 # (2) Refusals write nothing.
@@ -81,7 +55,7 @@ mkdir "$WORK/old"
 pass "refusals (existing --out, another dataset, unknown format) write nothing; safetensors alias and FILE form"
 
 # (3) The model card, with a release record.
-grep -q "$(python3 -c "import json;print(json.load(open('$WORK/run/summary.json'))['data_snapshot_id'])" 2>/dev/null || echo nothing)" \
+grep -q "$(jq -er .data_snapshot_id "$WORK/run/summary.json" 2>/dev/null || echo nothing)" \
   "$WORK/hf/README.md" 2>/dev/null || grep -q "data selection snapshot id" "$WORK/hf/README.md" || fail "card: no snapshot id"
 grep -q "2024-12-31T00:00:00Z" "$WORK/hf/README.md" || fail "card: no cutoff"
 grep -q "| 2 | 2 | 1 | 0 | 2 |" "$WORK/hf/README.md" || fail "card: no layout row (world 2, dp 2, tp 1, ZeRO 0, 2 files)"
@@ -99,12 +73,7 @@ pass "model card: snapshot, cutoff, layout; the release decision and hold-out fi
 
 # (4) transformers.
 PY=$("$ROOT/scripts/python-env.sh") || { echo "SKIPPED: torch + transformers unavailable (scripts/python-env.sh said why above)"; exit 77; }
-python3 - "$WORK/run/summary.json" "$WORK/holdout_docs.json" "$WORK/holdout.json" <<'PY' || fail "hold-out description"
-import json, sys
-s = json.load(open(sys.argv[1]))
-ev = s["eval"]
-json.dump({"holdout_text": json.load(open(sys.argv[2])), "seq_len": 32, "samples": int(ev["holdout_tokens"]) // 32,
-           "trainer_loss": ev["holdout_loss"], "separator": 0}, open(sys.argv[3], "w"))
-PY
+checks make-holdout-spec "$WORK/run/summary.json" "$WORK/holdout_docs.json" "$WORK/holdout.json" --seq-len 32 ||
+  fail "hold-out description"
 "$PY" "$ROOT/tests/clients/check-hf-export.py" "$WORK/hf" "$WORK/holdout.json" || fail "transformers checks"
 pass "transformers uses the export folder as it is"

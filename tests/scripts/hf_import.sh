@@ -23,18 +23,7 @@ FIX="$(dirname "$0")/hf_gpt2_fixture.py"
 "$RESHARD" --import hf "$WORK/gpt2/fp32" --out "$WORK/imp" 2>&1 | grep imported || fail "import"
 IMP="$WORK/imp/step_00000000"
 "$RESHARD" --inspect "$IMP" --json >"$WORK/imp.json" || fail "inspect"
-python3 - "$WORK/imp.json" "$WORK/gpt2/fp32" <<'PY' || fail "imported manifest"
-import hashlib, json, sys
-r = json.load(open(sys.argv[1]))
-m = r.get("manifest", r)
-step = m.get("step", r.get("step"))
-assert step == 0, step
-extra = m["extra"]["imported_from"] if "extra" in m else None
-files = {f["name"]: f["sha256"] for f in extra["files"]}
-for name in ("config.json", "model.safetensors"):
-    assert files[name] == hashlib.sha256(open(f"{sys.argv[2]}/{name}", "rb").read()).hexdigest(), name
-print(f"  step 0; source identity: {', '.join(f'{k} {v[:12]}' for k, v in files.items())}")
-PY
+checks imported-manifest "$WORK/imp.json" "$WORK/gpt2/fp32" || fail "imported manifest"
 "$HELPER" "$IMP" "$WORK/logits.safetensors" 2
 "$PY" "$FIX" logits "$WORK/gpt2/fp32" "$WORK/logits.safetensors" || fail "logits differ from transformers'"
 for d in bf16 fp16; do
@@ -54,29 +43,10 @@ pass "unimplemented architectures and an existing --out are refused (exit 2), no
 
 # (3, first half) An llm.c shard: 256 int32 header (magic 20240520, version 1, N), N uint16 tokens,
 # each document preceded by end-of-text 50256.
-python3 - "$WORK/shard.bin" "$WORK/shard_docs.json" <<'PY'
-import json, random, struct, sys
-rng = random.Random(11)
-docs = [[rng.randrange(0, 50256) for _ in range(rng.randint(20, 300))] for _ in range(40)]
-docs[3] = [50255, 0, 1]  # the largest id, and 0
-tokens = []
-for d in docs:
-    tokens += [50256] + d
-header = [20240520, 1, len(tokens)] + [0] * 253
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", *header))
-    f.write(struct.pack(f"<{len(tokens)}H", *tokens))
-json.dump(docs, open(sys.argv[2], "w"))
-PY
+checks make-llmc-shard "$WORK/shard.bin" "$WORK/shard_docs.json"
 "$BIN_DIR/data-prep" --llmc "$WORK/shard.bin" --owner web --event-time 2024-05-01T00:00:00Z -o "$WORK/shard.h5" \
   >"$WORK/shard.json" 2>"$WORK/shard.err" || { cat "$WORK/shard.err" >&2; fail "data-prep --llmc"; }
-python3 - "$WORK/shard.json" "$WORK/shard_docs.json" <<'PY' || fail "data-prep --llmc summary"
-import json, sys
-s, docs = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-assert s["documents"] == len(docs) and s["tokens"] == sum(map(len, docs)), s
-assert (s["vocab"], s["tokenizer"], s["separator_token"], s["token_bits"]) == (50257, "gpt2", 50256, 16), s
-print(f"  data-prep --llmc: {s['documents']} documents, {s['tokens']} tokens, vocab {s['vocab']} ({s['tokenizer']})")
-PY
+checks llmc-summary "$WORK/shard.json" "$WORK/shard_docs.json" || fail "data-prep --llmc summary"
 
 # (2) export -> import -> export, bitwise.
 "$RESHARD" "$IMP" --export hf --data "$WORK/shard.h5" --out "$WORK/e1" >/dev/null 2>&1 || fail "export of the import"

@@ -14,15 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # 12th: the hold-out is both owners' later documents.
 "$BIN_DIR/data-prep" --synthetic markov --seed 3 --documents 20 --doc-tokens 1200 -o "$WORK/m.h5" \
   --synthetic-jsonl "$WORK/m.jsonl" >/dev/null 2>&1 || fail "data-prep --synthetic"
-python3 - "$WORK" <<'PY'
-import json, sys
-w = sys.argv[1]
-with open(f"{w}/two-owners.jsonl", "w") as out:
-    for k, line in enumerate(open(f"{w}/m.jsonl")):
-        d = json.loads(line)
-        d["owner"] = "alice" if k % 2 == 0 else "bob"
-        out.write(json.dumps(d) + "\n")
-PY
+checks relabel-owners "$WORK/m.jsonl" "$WORK/two-owners.jsonl" alice bob
 "$BIN_DIR/data-prep" "$WORK/two-owners.jsonl" -o "$WORK/data.h5" --vocab 17 --tokenizer markov16 --separator 16 \
   >/dev/null 2>&1 || fail "data-prep two-owners.jsonl"
 cutoff=2024-01-12T00:00:00Z
@@ -36,21 +28,7 @@ check() {  # check NAME TOOL [options...]
     --peak-gflops 100 --log-every 1000 --run-dir "$dir" "$@" >"$dir.log" 2>&1 || { cat "$dir.log"; fail "$tool"; }
   "$BIN_DIR/release-gate" eval "$dir/checkpoints" --data "$WORK/data.h5" --cutoff "$cutoff" --max-samples "$samples" \
     --batch 4 --latency-runs 2 --json "$dir/evaluation.json" >"$dir.eval.log" 2>&1 || { cat "$dir.eval.log"; fail "release-gate eval"; }
-  python3 - "$dir/summary.json" "$dir/evaluation.json" "$name" <<'PY' || fail "$name: the two hold-out losses differ"
-import json, sys
-summary, evaluation, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
-trainer = summary["eval"]["holdout_loss"]
-gate = evaluation["scores"]["loss"]
-tokens_t, tokens_g = summary["eval"]["holdout_tokens"], evaluation["scores"]["tokens"]
-print(f"  {name}: trainer {trainer!r} over {tokens_t:.0f} tokens, release-gate {gate!r} over {tokens_g} tokens")
-assert tokens_t == tokens_g, "different positions scored"
-assert trainer == gate, f"{trainer!r} != {gate!r}"
-owners_t = summary["eval"]["holdout_loss_by_owner"]
-owners_g = {s["name"]: s["loss"] for s in evaluation["scores"]["slices"] if s["kind"] == "owner"}
-assert owners_t.keys() == owners_g.keys(), (owners_t, owners_g)
-for k in owners_t:
-    assert abs(owners_t[k] - owners_g[k]) <= 1e-12 * owners_g[k], (k, owners_t[k], owners_g[k])
-PY
+  checks holdout-agreement "$dir/summary.json" "$dir/evaluation.json" "$name" || fail "$name: the two hold-out losses differ"
   pass "$name: the trainer's hold-out loss equals release-gate eval's, bit for bit (per owner too)"
 }
 check ddp ddp-train

@@ -28,22 +28,7 @@ for s in 1 2; do
   "$BIN_DIR/data-prep" --synthetic markov --seed $s --documents 20 --doc-tokens 1500 -o "$WORK/m$s.h5" \
     --synthetic-jsonl "$WORK/m$s.jsonl" >/dev/null 2>&1
 done
-python3 - "$WORK" <<'PY'
-import json, sys
-w = sys.argv[1]
-def docs(seed, owner):
-    for line in open(f"{w}/m{seed}.jsonl"):
-        d = json.loads(line)
-        k = int(d["id"].split("-")[1])
-        d["owner"], d["id"] = owner, f"{owner}-{k:03d}"
-        if owner == "alice" and k >= 17: d["version"] = 2
-        yield d
-alice, bob = list(docs(1, "alice")), list(docs(2, "bob"))
-with open(f"{w}/full.jsonl", "w") as f:
-    for d in alice + bob: f.write(json.dumps(d) + "\n")
-with open(f"{w}/nobob.jsonl", "w") as f:   # bob's documents removed from what the model may train on
-    for d in alice + [d for d in bob if d["event_time"] > "2024-01-15"]: f.write(json.dumps(d) + "\n")
-PY
+checks make-release-corpus "$WORK"
 prep() { "$BIN_DIR/data-prep" "$1" -o "$2" --vocab 17 --tokenizer markov16 --separator 16; }
 prep "$WORK/full.jsonl" "$WORK/full.h5" >"$WORK/data-prep.json" 2>/dev/null || fail "data-prep full"
 prep "$WORK/nobob.jsonl" "$WORK/nobob.h5" >/dev/null 2>&1 || fail "data-prep nobob"
@@ -62,7 +47,7 @@ evidence() {  # evidence RUN_DIR: the files the rubric reads, made by the projec
   cp "$WORK/data-prep.json" "$dir/evidence/data-prep.json"
   # The W=1 twin is the scaling report's base for a two-rank run (a one-rank run has no E(W) to show).
   local runs=("$dir")
-  [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['world_size'])" "$dir/summary.json")" -eq 1 ] ||
+  [ "$(jq -er .world_size "$dir/summary.json")" -eq 1 ] ||
     runs=("$WORK/twin" "$dir")
   "$BIN_DIR/scale-bench" report "${runs[@]}" --out "$dir/evidence/scaling" >/dev/null 2>&1 || fail "scale-bench report $dir"
   "$BIN_DIR/equiv-check" "$dir/params.h5" "$WORK/twin/params.h5" --json "$dir/evidence/equivalence.json" >/dev/null 2>&1 || true
@@ -108,11 +93,7 @@ decide() {
   fi
 }
 # A policy that values nothing: every other check passes, the expected utility is 0, not > 0.
-python3 - "$policy" "$WORK/no-value-policy.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1])); p["utility"]["value_per_nat_token"] = 0; p["version"] += "-no-value"
-json.dump(p, open(sys.argv[2], "w"))
-PY
+checks make-no-value-policy "$policy" "$WORK/no-value-policy.json"
 rc=0; "$gate" decide "$(ck good)" "${fast_any[@]}" --policy "$WORK/no-value-policy.json" --baseline unigram --dry-run \
   >"$WORK/novalue.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && [ "$(grep -c '^  reason: ' "$WORK/novalue.log")" -eq 1 ] && grep -q '^  reason: utility: ' "$WORK/novalue.log" ||
@@ -125,68 +106,18 @@ grep -q "^  utility of promoting over unigram: E = " "$WORK/decide.log" || fail 
 grep -q "^  costs: none" "$WORK/decide.log" || fail "without costs.json the decision does not say so"
 # utility_check RECORD: the utility from the record's own inputs, by hand, and the probability of
 # regret replayed from the per-sequence losses of both evaluations (bootstrap.hpp's draws in Python).
-utility_check() {
-  python3 - "$1" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-u, m = r["utility"], r["utility"]["model"]
-fb = r["scores"]["baseline"] if u["fallback"] == r["baseline"]["name"] else None
-c = r["scores"]["candidate"]["scores"]
-assert abs(u["candidate_loss"] - c["loss"]) < 1e-9, (u["candidate_loss"], c["loss"])
-if fb is not None:
-    assert abs(u["fallback_loss"] - fb["scores"]["loss"]) < 1e-9
-assert abs(u["loss_saved"] - (u["fallback_loss"] - u["candidate_loss"])) < 1e-9
-H, vN, cL = m["horizon_days"], m["value_per_nat_token"] * m["served_tokens_per_day"], m["cost_per_ms_p99_day"] * u["latency"]["delta_ms"]
-U = lambda s: H * (vN * s - cL)
-P, B = u["regret_probability"], m["bad_release_cost"]
-for key, s in (("expected_utility", u["loss_saved"]), ("lower", u["loss_saved_lower"]), ("upper", u["loss_saved_upper"])):
-    want = U(s) - B * P
-    assert abs(u[key] - want) <= 1e-9 * max(1, abs(want)), (key, u[key], want)
-# The probability of regret, replayed: d_i = fallback - candidate loss sums of sequence i.
-MASK, GOLDEN = (1 << 64) - 1, 0x9E3779B97F4A7C15
-def mix64(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-cs = c["per_sequence"]
-fs = (fb if fb is not None else {"scores": {}})["scores"].get("per_sequence")
-if fs is not None:
-    d = [f - x for f, x in zip(fs["loss_sums"], cs["loss_sums"])]
-    t, n, R, seed = cs["tokens"], len(d), u["bootstrap"]["resamples"], u["bootstrap"]["seed"]
-    regret = 0
-    for k in range(R):
-        idx = [(mix64((seed + (k * n + j + 1) * GOLDEN) & MASK) * n) >> 64 for j in range(n)]
-        regret += U(sum(d[i] for i in idx) / sum(t[i] for i in idx)) < 0
-    assert regret == u["regret_resamples"] and abs(P - regret / R) < 1e-12, (regret, u["regret_resamples"])
-items = {i["item"]: i["passed"] for i in r["rubric"]["items"]}
-print(f"E = {H:g} x ({vN:g} x {u['loss_saved']:.6f} - {cL:g}) - {B:g} x {P:.4f} = {u['expected_utility']:.2f} "
-      f"({u['lower']:.2f} to {u['upper']:.2f}); P(regret) {u['regret_resamples']}/{u['bootstrap']['resamples']}"
-      f"{' replayed' if fs is not None else ''}; evidence {sum(items.values())}/{len(items)}; costs {'null' if r['costs'] is None else 'present'}")
-PY
-}
+utility_check() { checks utility "$1"; }
 line=$(utility_check "$WORK/good-record.json") || fail "the good candidate's utility does not check by hand"
-python3 - "$WORK/good-record.json" <<'PY' || fail "the good candidate's record: not 5/5 evidence, positive utility, costs null"
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert all(i["passed"] for i in r["rubric"]["items"]) and len(r["rubric"]["items"]) == 5, r["rubric"]
-assert r["rubric"]["score"] == 1.0 and r["utility"]["positive"] and r["utility"]["regret_within_bound"]
-assert r["costs"] is None
-PY
+checks promoted-record "$WORK/good-record.json" ||
+  fail "the good candidate's record: not 5/5 evidence, positive utility, costs null"
 pass "the good candidate is promoted over the unigram baseline with 5/5 evidence; last-known-good names it; $line"
 
 # A cost table in the run folder (the pipeline's costs.json) goes into the record and the lines.
-python3 - "$WORK/good/costs.json" <<'PY'
-import json, sys
-json.dump({"format": "shardtrain-costs", "version": 1, "source": "local",
-           "storage_bytes": {"dataset": 100, "checkpoints": 2000, "records": 30, "total": 2130}, "preprocessing_s": 0.25,
-           "stages": [{"stage": "train", "job_id": None, "state": "COMPLETED", "cpus": 2, "run_s": 5.0,
-                       "compute_core_s": 10.0, "queue_wait_s": 0.0}]}, open(sys.argv[1], "w"))
-PY
+checks make-costs "$WORK/good/costs.json"
 "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram --dry-run --json "$WORK/costs-record.json" \
   >"$WORK/costs.log" 2>&1 || true
 grep -q "checkpoints 2000 B" "$WORK/costs.log" || { cat "$WORK/costs.log"; fail "the cost table is not in the decision's lines"; }
-python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['costs']['stages'][0]['compute_core_s'] == 10.0" \
-  "$WORK/costs-record.json" || fail "the cost table is not in the record"
+jq -e '.costs.stages[0].compute_core_s == 10.0' "$WORK/costs-record.json" >/dev/null || fail "the cost table is not in the record"
 echo '{"format": "not-costs"}' >"$WORK/bad-costs.json"
 rc=0; "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram --dry-run --costs "$WORK/bad-costs.json" \
   >"$WORK/u.log" 2>&1 || rc=$?
@@ -197,14 +128,7 @@ pass "RUN/costs.json is copied into the record and the decision; a file that is 
 # A registry from before per-sequence losses: last-known-good's record without them is evaluated
 # again from its checkpoint (a copy of the registry, so the records below stay as they are).
 cp -r "$reg" "$WORK/old-registry"
-python3 - "$WORK/old-registry" <<'PY'
-import json, sys
-reg = sys.argv[1]
-p = json.load(open(f"{reg}/last-known-good"))["record"]
-r = json.load(open(f"{reg}/{p}"))
-del r["scores"]["candidate"]["scores"]["per_sequence"]
-json.dump(r, open(f"{reg}/{p}", "w"))
-PY
+checks strip-per-sequence "$WORK/old-registry"
 rc=0; "$gate" decide "$(ck slice)" --bootstrap-resamples 300 --latency-runs 5 --policy "$policy" --registry "$WORK/old-registry" \
   --baseline last-known-good --dry-run >"$WORK/old.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "evaluating it again" "$WORK/old.log" && grep -q "^  utility of promoting over last-known-good" "$WORK/old.log" ||
@@ -215,8 +139,7 @@ decide "$(ck leak)" last-known-good 1 "trained_past_cutoff"
 pass "trained past the cutoff: rejected (trained_past_cutoff)"
 decide "$(ck slice)" last-known-good 1 "slice_regression:owner=bob" --json "$WORK/slice-record.json"
 line=$(utility_check "$WORK/slice-record.json") || fail "the slice candidate's utility does not check by hand"
-python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['utility']['fallback'] == 'last-known-good'" \
-  "$WORK/slice-record.json" || fail "the slice candidate's utility is not weighed against last-known-good"
+jq -e '.utility.fallback == "last-known-good"' "$WORK/slice-record.json" >/dev/null || fail "the slice candidate's utility is not weighed against last-known-good"
 pass "bob's documents removed from training: rejected (slice_regression:owner=bob), fallback last-known-good; $line"
 "$helper" "$(ck good)" "$WORK/hot/checkpoints" 3 >/dev/null || fail "scale_logits_helper"
 decide "$(ck hot)" last-known-good 1 "ece" --run-dir "$WORK/good"
@@ -224,7 +147,7 @@ pass "logits x 3: rejected (ece)"
 decide "$(ck good)" last-known-good 1 "evidence:kill_resume" --evidence kill_resume="$WORK/nowhere.json"
 pass "no kill-and-resume evidence: rejected (evidence:kill_resume)"
 "$gate" history --registry "$reg" | sed 's/^/    /'
-[ "$("$gate" history --registry "$reg" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" -eq 5 ] ||
+[ "$("$gate" history --registry "$reg" --json | jq length)" -eq 5 ] ||
   fail "history does not list the 5 records"
 
 # --dry-run decides and writes nothing; eval --out writes the JSON, the Markdown and the diagram.
@@ -241,27 +164,19 @@ pass "--dry-run writes nothing; eval --out: $(grep -o 'loss [0-9.]* nats/token.*
 
 # Kill decide at random points (seeded): records whole, pointer never dangling.
 # decide's own duration: the shorter of two timed runs (the kills below must land inside a run).
-duration=1000
+shortest=1000000000000  # ns
 for _ in 1 2; do
   start=$(date +%s%N); "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram >/dev/null 2>&1 || true
-  duration=$(python3 -c "print(min($duration, ($(date +%s%N) - $start) / 1e9))")
+  took=$(( $(date +%s%N) - start )); if ((took < shortest)); then shortest=$took; fi
 done
+duration=$(printf '%d.%09d' $((shortest / 1000000000)) $((shortest % 1000000000)))
 before=$(ls "$reg/records" | grep -c '\.json$')
 for i in $(seq 1 20); do
-  # Odd kills anywhere in the run, even ones in its last fifth (the record and pointer writes).
-  delay=$(python3 -c "import random; r = random.Random($i); print(round($duration * r.uniform(0.8 if $i % 2 == 0 else 0, 1), 4))")
+  delay=$(checks kill-delay "$i" "$duration")  # odd kills anywhere in the run, even ones in its last fifth
   "$gate" decide "$(ck good)" "${fast[@]}" --baseline unigram >/dev/null 2>&1 &
   pid=$!
   sleep "$delay"; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
-  python3 - "$reg" <<'PY' || fail "kill $i: the registry is inconsistent"
-import json, os, sys
-reg = sys.argv[1]
-for n in os.listdir(f"{reg}/records"):
-    if n.endswith(".json"): json.load(open(f"{reg}/records/{n}"))   # whole, or not there at all
-p = json.load(open(f"{reg}/last-known-good"))
-assert os.path.exists(os.path.join(reg, p["record"])), p
-json.load(open(os.path.join(reg, p["record"])))
-PY
+  checks registry-whole "$reg" || fail "kill $i: the registry is inconsistent"
 done
 "$gate" history --registry "$reg" >/dev/null || fail "history after the kills"
 finished=$(( $(ls "$reg/records" | grep -c '\.json$') - before ))

@@ -85,11 +85,7 @@ if [ -n "${SLURM_CLUSTER_PORTS:-}" ]; then
   read -r ctld_port slurmd_port <<<"$SLURM_CLUSTER_PORTS"
 else
   # Two free loopback ports (bound and released; the daemons bind them a moment later).
-  read -r ctld_port slurmd_port < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+  read -r ctld_port slurmd_port < <(python3 "$(dirname "${BASH_SOURCE[0]}")/checks.py" free-ports 2)
 fi
 mkdir -p "$dir/state" "$dir/spool" "$dir/log" "$dir/munge"
 chmod 700 "$dir/munge"

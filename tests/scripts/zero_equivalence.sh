@@ -74,11 +74,5 @@ grep -q "needs [0-9]* bytes.*over --memory-budget $budget bytes.*--zero-stage 3 
   { cat "$WORK/over.log" >&2; fail "the refusal does not name the bytes needed and a fitting layout"; }
 echo "  refused: $(grep -o 'ZeRO-3 at 1 rank needs.*' "$WORK/over.log" | head -1)"
 ftrain 4 "$WORK/under" "${B[@]}" --zero-stage 3 --memory-budget "$budget"
-python3 - "$WORK/under/summary.json" "$budget" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1])); budget = float(sys.argv[2])
-peaks = [r["total"] for r in s["memory_bytes_by_rank"]]
-print("  W=4 ZeRO-3 measured peak bytes per rank:", [int(p) for p in peaks], "budget", int(budget))
-assert max(peaks) <= budget, "measured peak over the budget"
-PY
+checks peak-within "$WORK/under/summary.json" "$budget" || fail "W=4 ZeRO-3: a measured peak over the budget"
 pass "--memory-budget: refused at W=1, trains at W=4 with ZeRO-3 under the same per-rank budget"
