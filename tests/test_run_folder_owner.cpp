@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
@@ -57,7 +58,8 @@ int race(const std::string& dir, int n) {
       char won = 0;
       std::optional<RunFolderOwner> owner;
       try {
-        owner.emplace(RunFolderOwner::take(dir));
+        owner.emplace(RunFolderOwner::take(dir, this_process_as_owner(), default_owner_liveness,
+                                            std::chrono::milliseconds(0)));
         won = 1;
       } catch (const UsageError&) {
       } catch (...) {
@@ -110,7 +112,7 @@ TEST_CASE("run folder owner: a live owner refuses the next taker, naming the own
   SECTION("this process holds it") {
     RunFolderOwner first = RunFolderOwner::take(dir);
     try {
-      RunFolderOwner::take(dir);
+      RunFolderOwner::take(dir, this_process_as_owner(), default_owner_liveness, std::chrono::milliseconds(0));
       FAIL("a second take of a held folder succeeded");
     } catch (const UsageError& e) {
       const std::string m = e.what();
@@ -146,7 +148,7 @@ TEST_CASE("run folder owner: a live owner refuses the next taker, naming the own
     write_lock(dir, other);
     const OwnerLiveness v = default_owner_liveness(other, this_process_as_owner());
     CHECK(v.alive);
-    CHECK_THROWS_AS(RunFolderOwner::take(dir), UsageError);
+    CHECK_THROWS_AS(RunFolderOwner::take(dir), UsageError);  // another host: no grace, refused at once
   }
 }
 
@@ -191,6 +193,22 @@ TEST_CASE("run folder owner: a stale owner is taken over, and the take says from
     RunFolderOwner owner = RunFolderOwner::take(dir);
     CHECK(owner.took_over().find("unreadable") != std::string::npos);
   }
+}
+
+TEST_CASE("run folder owner: an owner on this host that ends within the grace is taken over") {
+  const std::string dir = test::temp_dir("owner-grace");
+  const pid_t child = fork();
+  if (child == 0) {
+    RunFolderOwner mine = RunFolderOwner::take(dir);
+    usleep(300 * 1000);
+    _exit(0);  // a crash: the lock stays behind
+  }
+  for (int i = 0; i < 100 && !std::filesystem::exists(lock_of(dir)); ++i) usleep(10 * 1000);
+  REQUIRE(std::filesystem::exists(lock_of(dir)));
+  std::thread reaper([child] { waitpid(child, nullptr, 0); });
+  RunFolderOwner owner = RunFolderOwner::take(dir);  // the default grace (5 s) outlasts the child
+  reaper.join();
+  CHECK(owner.took_over().find("pid " + std::to_string(child)) != std::string::npos);
 }
 
 TEST_CASE("run folder owner: a release never removes another owner's lock") {

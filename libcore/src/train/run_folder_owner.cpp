@@ -51,6 +51,14 @@ std::uint64_t process_start_ticks(std::int64_t pid) {
   return 0;
 }
 
+// Field 3 of /proc/PID/stat (R, S, D, Z, X, ...); 0 when unreadable.
+char process_state(std::int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
 double age_seconds(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return 0;
@@ -127,6 +135,8 @@ OwnerLiveness same_host_liveness(const RunFolderOwnerRecord& owner, const RunFol
   if (owner.pid == me.pid && owner.pid_start == me.pid_start) return {true, "it is this very process"};
   if (owner.pid <= 0) return {false, "it names no pid"};
   if (::kill(pid_t(owner.pid), 0) != 0 && errno == ESRCH) return {false, "pid " + pid + " is gone on " + owner.host};
+  if (const char state = process_state(owner.pid); state == 'Z' || state == 'X')
+    return {false, "pid " + pid + " on " + owner.host + " has exited (not yet reaped)"};
   const std::uint64_t start = process_start_ticks(owner.pid);
   if (owner.pid_start != 0 && start != 0 && start != owner.pid_start)
     return {false, "pid " + pid + " on " + owner.host + " is now another process (the owner's is gone)"};
@@ -221,7 +231,7 @@ OwnerLiveness default_owner_liveness(const RunFolderOwnerRecord& owner, const Ru
 }
 
 RunFolderOwner RunFolderOwner::take(const std::string& run_dir, const RunFolderOwnerRecord& me,
-                                    const OwnerLivenessCheck& alive) {
+                                    const OwnerLivenessCheck& alive, std::chrono::milliseconds same_host_grace) {
   const std::string path = run_dir + "/" + kLockName;
   const std::string guard = path + ".takeover";
   const std::string mine = me.to_json().dump() + "\n";
@@ -234,7 +244,15 @@ RunFolderOwner RunFolderOwner::take(const std::string& run_dir, const RunFolderO
     if (!raw) continue;  // released between our create and our read: create again
     std::string why;
     if (const auto owner = parse_record(*raw, path)) {
-      const OwnerLiveness verdict = alive(*owner, me);
+      OwnerLiveness verdict = alive(*owner, me);
+      // A restart right after a crash finds the old ranks of this host still ending (mpirun
+      // returns before every rank is gone): a live owner on this host gets a moment to end.
+      const bool here = owner->host == me.host && !(owner->pid == me.pid && owner->pid_start == me.pid_start);
+      for (auto waited = std::chrono::milliseconds(0); verdict.alive && here && waited < same_host_grace;
+           waited += std::chrono::milliseconds(100)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        verdict = alive(*owner, me);
+      }
       if (verdict.alive) throw UsageError(refusal(run_dir, path, *owner, verdict.why));
       why = owner->describe() + ": " + verdict.why;
     } else if (age_seconds(path) >= kUnreadableStaleS) {

@@ -7,6 +7,7 @@
 // is refused while the owner lives; an owner that is gone (its pid ended on this host, or its
 // Slurm job or job step no longer runs) is taken over, and the log says so.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -56,10 +57,14 @@ class RunFolderOwner {
   static constexpr const char* kLockName = "owner.lock";
 
   // Takes `run_dir` (which must exist) for `me`. A live owner: UsageError (exit 2) naming it and
-  // what to do. A stale owner: taken over (took_over() says from whom and why). Several takers at
-  // once, on one host or many: exactly one wins, the others see it as the live owner.
+  // what to do; one on this host (another process) is first given `same_host_grace` to end, as
+  // the ranks of a crashed attempt may still be exiting when the launcher restarts the job. A
+  // stale owner: taken over (took_over() says from whom and why). Several takers at once, on one
+  // host or many: exactly one wins, the others see it as the live owner.
   static RunFolderOwner take(const std::string& run_dir, const RunFolderOwnerRecord& me = this_process_as_owner(),
-                             const OwnerLivenessCheck& alive = default_owner_liveness);
+                             const OwnerLivenessCheck& alive = default_owner_liveness,
+                             std::chrono::milliseconds same_host_grace = kSameHostGrace);
+  static constexpr std::chrono::milliseconds kSameHostGrace{5000};
 
   RunFolderOwner(RunFolderOwner&& other) noexcept;
   RunFolderOwner& operator=(RunFolderOwner&& other) noexcept;
