@@ -98,8 +98,8 @@ step "one owner per run folder: a second job on a running job's --run-dir, from 
 owner_dir="$WORK/owned"
 inbox -- sbatch -N1 -w node1 -J owner -o "$WORK/owner.out" --wrap \
   "'$BIN_DIR/ddp-train' $(printf "'%s' " "${base[@]}") --steps 100000 --run-dir '$owner_dir'" >/dev/null
-for _ in $(seq 1 100); do grep -q "step " "$owner_dir/steps.rank0.jsonl" 2>/dev/null && break; sleep 0.2; done
-grep -q "step" "$owner_dir/steps.rank0.jsonl" 2>/dev/null || { cat "$WORK/owner.out" >&2; fail "the first job did not start training"; }
+for _ in $(seq 1 100); do grep -q "\"step\"" "$owner_dir/steps.rank0.jsonl" 2>/dev/null && break; sleep 0.2; done
+grep -q "\"step\"" "$owner_dir/steps.rank0.jsonl" 2>/dev/null || { cat "$WORK/owner.out" >&2; fail "the first job did not start training"; }
 owner_job=$(inbox -- squeue -h -n owner -o %i)
 rc=0
 second=$(inbox -- timeout 60 srun --mpi=pmix -N1 -w node2 "$BIN_DIR/ddp-train" "${opts[@]}" --run-dir "$owner_dir" 2>&1) || rc=$?
