@@ -37,26 +37,29 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
-// Field 22 of /proc/PID/stat (start time in clock ticks since boot); 0 when unreadable. The
-// command name (field 2) may hold spaces and parentheses, so fields are counted after its last ')'.
-std::uint64_t process_start_ticks(std::int64_t pid) {
+// The fields of /proc/PID/stat after the command name (field 3 first); empty when unreadable.
+// The command name (field 2) may hold spaces and parentheses, so fields start after its last ')'.
+std::vector<std::string> proc_stat_fields(std::int64_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields;
+  if (close == std::string::npos) return fields;
   std::istringstream rest(stat.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && (rest >> field); ++i)
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  return 0;
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
 }
 
-// Field 3 of /proc/PID/stat (R, S, D, Z, X, ...); 0 when unreadable.
+// Field 22 (start time in clock ticks since boot); 0 when unreadable.
+std::uint64_t process_start_ticks(std::int64_t pid) {
+  const auto f = proc_stat_fields(pid);
+  return f.size() > 19 ? std::strtoull(f[19].c_str(), nullptr, 10) : 0;
+}
+
+// Field 3 (R, S, D, Z, X, ...); 0 when unreadable.
 char process_state(std::int64_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+  const auto f = proc_stat_fields(pid);
+  return f.empty() || f[0].empty() ? 0 : f[0][0];
 }
 
 double age_seconds(const std::string& path) {
