@@ -238,6 +238,8 @@ case "$action" in
       command -v "$b" >/dev/null || die "$b not found: install slurmctld slurmd slurm-client munge iproute2 util-linux (scripts/setup.sh installs Slurm's)"
     done
     alive head && die "a box is already running in $dir (stop it first: box.sh stop $dir)"
+    # A Unix socket's path holds at most 107 bytes; munged's lives in DIR/munge.
+    ((${#dir} <= 85)) || die "DIR $dir is ${#dir} characters long: munge's socket path in it would pass the 107-byte limit; use a folder path of at most 85 characters"
     [[ "$net" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "BOX_NET must be three octets like 10.211.0 (got '$net')"
     N=$n
     printf 'N=%s\nnet=%s\n' "$N" "$net" >"$dir/box.env"
