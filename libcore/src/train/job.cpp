@@ -238,6 +238,7 @@ Job set_up_job(const TrainOptions& o) {
   const DevicePlacement place = place_on_device(o);
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
+  std::optional<RunFolderOwner> owner = take_run_folder(o.run_dir, *comm);
   const int world = comm->size(), rank = comm->rank();
   auto data = data::TrainingData::open(o.data.path,
                                        data::SelectionOptions{o.data.cutoff, o.data.eval_from, o.model.seq_len});
@@ -253,6 +254,7 @@ Job set_up_job(const TrainOptions& o) {
   RunIdentity identity = identity_of(run_config, data);
   std::string ckpt_dir = o.checkpoint.dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint.dir;
   return Job{o,
+             std::move(owner),
              std::move(baseline),
              std::move(comm),
              std::move(mesh),

@@ -1,9 +1,10 @@
 // The training job's first phase, set-up (trainer.hpp's run_training runs the phases in order:
 // set-up, resume, the step loop with evaluation, finish). Set-up validates the options, then
-// builds everything the later phases share, in this order: the communicator, the data selection,
-// the model configuration, the --memory-budget check, the backend, the strategy (initialised),
-// and the run's identity. Every failure here is before any training or file output other than
-// the run folder (a wrong --baseline fails first of all).
+// builds everything the later phases share, in this order: the communicator, the run folder's
+// ownership (run_folder_owner.hpp: a second job on the folder is refused here, before it writes
+// anything), the data selection, the model configuration, the --memory-budget check, the backend,
+// the strategy (initialised), and the run's identity. Every failure here is before any training or
+// file output other than the run folder (a wrong --baseline fails first of all).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/parallel/strategy.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/train/run_folder_owner.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/trainer.hpp"
@@ -43,6 +45,8 @@ struct Mesh {
 // communicator, goes first.
 struct Job {
   const TrainOptions& options;
+  // The run folder's ownership (rank 0; released last, after every file of the run is written).
+  std::optional<RunFolderOwner> owner;
   std::optional<Baseline> baseline;     // --baseline, read before anything else
   std::unique_ptr<Communicator> comm;   // every rank of the job (named "dp" at T = 1, "world" under TP)
   Mesh mesh;                            // the DP x TP axes over comm
