@@ -9,7 +9,7 @@
 #   3. a report: hold-out loss, scaling efficiency E(2) against run 1, and the restart time;
 #   4. release-gate: the evidence the rubric reads is made (data-prep's summary; the scaling report;
 #      equiv-check of run 1's step-80 checkpoint against run 2's, parameters and optimizer moments,
-#      which must be BITWISE; a tiny scripts/kill-resume-proof.sh --report; run 2's replica checks),
+#      which must be BITWISE; a tiny kill-resume-proof --report; run 2's replica checks),
 #      a bigram baseline of the training selection is registered, run 2's checkpoint is evaluated
 #      (hold-out slices, calibration, latency) and decided on under scripts/release-policy.json
 #      (thresholds, the five-item rubric, and the expected utility with its probability of regret):
@@ -24,7 +24,8 @@
 # reliability diagram).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$here/scripts/setup.sh"
+# Only the tools the demo runs (the test binary is scripts/test.sh's).
+TARGETS="data-prep ddp-train run-resilient kill-resume-proof scale-bench equiv-check release-gate" "$here/scripts/setup.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build="${BUILD_DIR:-$here/build}"
 data="${DATA_DIR:-$here/data}"
@@ -44,7 +45,7 @@ mpirun -np 1 "$build/bin/ddp-train" "${model[@]}" --steps 80 --eval-every 80 --c
   --run-dir "$demo/one" "$@"
 
 echo "demo.sh: [2/4] two ranks, data-parallel (global batch 16 = 8 per rank), checkpoint every 40 steps,"
-echo "demo.sh:       under scripts/run-resilient.sh; rank 1 will be killed with SIGKILL at step 90."
+echo "demo.sh:       under run-resilient; rank 1 will be killed with SIGKILL at step 90."
 ( # The fault: SIGKILL rank 1 once it has finished step 90 (its pid is in its step log). Waits up to
   # 10 minutes: on a loaded 2-core machine step 90 came 5.5 minutes in, past the 2 minutes this
   # waited before, and the demo then ran without its kill.
@@ -57,7 +58,7 @@ echo "demo.sh:       under scripts/run-resilient.sh; rank 1 will be killed with 
     sleep 0.1
   done ) &
 killer=$!
-"$here/scripts/run-resilient.sh" --max-restarts 2 --backoff 1 --log "$demo/restarts.json" -- \
+"$build/bin/run-resilient" --max-restarts 2 --backoff 1 --log "$demo/restarts.json" -- \
   mpirun -np 2 "$build/bin/ddp-train" "${model[@]}" --steps 160 --eval-every 80 \
   --ckpt-every 40 --keep 4 --check-replicas 40 --baseline "$demo/one/summary.json" --run-dir "$demo/two" "$@"
 wait "$killer" 2>/dev/null || true
@@ -79,7 +80,7 @@ step80=$(printf 'step_%08d' 80)
   --group tensors --json "$ev/equivalence.json" | grep -E '^verdict' | sed 's/^/demo.sh:       twin: /' ||
   echo "demo.sh: the deterministic twin differs (above): the release lacks that evidence"
 # The kill-and-resume proof, tiny: 12 steps of a small model, one SIGKILL, final state BITWISE.
-"$here/scripts/kill-resume-proof.sh" --bin "$build/bin" --steps 12 --kills 1 --save-kills 0 \
+"$build/bin/kill-resume-proof" --steps 12 --kills 1 --save-kills 0 \
   --report "$ev/kill-resume.json" | grep -E 'PROOF|FAIL' | sed 's/^/demo.sh:       /' ||
   echo "demo.sh: the kill-and-resume proof failed: the release will be rejected for it"
 evidence_s=$(seconds_since "$evidence_start")
