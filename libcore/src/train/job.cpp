@@ -26,6 +26,7 @@
 #include "shardtrain/data/sampler.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
 namespace {
@@ -81,21 +82,22 @@ namespace {
 struct DevicePlacement {
   int device_index = 0;
   bool own_gpu = false;
+  std::vector<std::string> hosts;  // every rank's host name, by world rank
 };
 DevicePlacement place_on_device(const TrainOptions& o) {
-  if (o.parallelism.device != DeviceKind::kCuda) return {};
-  // The node-local rank from every rank's host name, gathered on a group of its own, so this
-  // collective too has a sequence number, a timeout and a flight record (a bare
-  // MPI_Comm_split_type on MPI_COMM_WORLD had none of them and could hang silently).
+  // Every rank's host name, gathered on a group of its own, so this collective too has a sequence
+  // number, a timeout and a flight record (a bare MPI_Comm_split_type on MPI_COMM_WORLD had none of
+  // them and could hang silently); on CUDA the node-local rank picks the device.
   const auto placement = make_mpi_communicator(MPI_COMM_WORLD, comm_options_for(o, "placement"));
   const std::vector<std::string> hosts = all_gather_strings(host_name(), *placement);
+  if (o.parallelism.device != DeviceKind::kCuda) return {0, false, hosts};
   const int me = placement->rank();
   int local_rank = 0, local_size = 0;
   for (int r = 0; r < int(hosts.size()); ++r)
     if (hosts[std::size_t(r)] == hosts[std::size_t(me)]) local_rank += r < me, ++local_size;
   const int devices = cuda_device_count();
-  if (devices < 1) return {};  // make_cuda_backend then says why
-  return {local_rank % devices, local_size <= devices};
+  if (devices < 1) return {0, false, hosts};  // make_cuda_backend then says why
+  return {local_rank % devices, local_size <= devices, hosts};
 }
 
 // The job's group: every rank, with the options' timeout, algorithm and faults, over --transport:
@@ -239,6 +241,9 @@ Job set_up_job(const TrainOptions& o) {
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
   std::optional<RunFolderOwner> owner = take_run_folder(o.run_dir, *comm);
+  // The rank -> host table, once this job owns the folder: a dead rank leaves no flight record,
+  // and the launcher names its host (and tells a lost node from a lost rank) from this file.
+  if (comm->rank() == 0) write_rank_hosts(o.run_dir, RankHosts{flight_job_id(), place.hosts});
   const int world = comm->size(), rank = comm->rank();
   auto data = data::TrainingData::open(o.data.path,
                                        data::SelectionOptions{o.data.cutoff, o.data.eval_from, o.model.seq_len});
