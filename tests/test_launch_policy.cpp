@@ -302,3 +302,60 @@ TEST_CASE("launch restart log: written and read back unchanged", "[launch]") {
   CHECK(read_restart_log(path).restarts[0].restart_s() == Approx(2.75));
   CHECK_THROWS_WITH(read_restart_log(dir + "/none.json"), Catch::Contains("none.json"));
 }
+
+TEST_CASE("launch policy: a lost node's host is excluded at once, without K verdicts", "[launch]") {
+  RestartPolicy p;
+  p.exclude_hosts = true;
+  p.rank_failures = 3;
+  p.max_restarts = 5;
+  PolicyState s;
+  AttemptOutcome o = failed(137, 4, "n2");
+  o.lost_node_ranks = 2;
+  const NextAction a = decide_after_attempt(p, s, o);
+  CHECK(a.action == Action::kExclude);
+  CHECK(a.exclude_host == "n2");
+  CHECK_THAT(a.message, Catch::Contains("node lost: 2 ranks gone at once"));
+}
+
+TEST_CASE("launch policy: elastic: a lost node's slots stay lost, whatever the capacity command says", "[launch]") {
+  const RestartPolicy p = elastic(6, 12, 1);  // 3 nodes x 2 ranks
+  PolicyState s;
+  s.world = 6;
+  AttemptOutcome o = failed(137, 4, "n3");
+  o.lost_node_ranks = 2;
+  REQUIRE(decide_after_attempt(p, s, o).action == Action::kRestart);
+  WorldChoice c = choose_world(p, s, 6);  // Slurm has not noticed yet
+  REQUIRE(c.world);
+  CHECK(*c.world == 4);
+  CHECK(c.reason == "2 ranks' slots on lost nodes");
+  ++s.attempt;
+  REQUIRE(decide_after_attempt(p, s, failed(1)).action == Action::kRestart);  // a later, unrelated failure
+  c = choose_world(p, s, std::nullopt);
+  CHECK(*c.world == 4);  // still off the lost node
+}
+
+TEST_CASE("launch verdict: one host all of whose ranks left no record is a lost node", "[launch]") {
+  RankHosts placement;
+  placement.hosts = {"n1", "n1", "n2", "n2", "n3", "n3"};
+  const std::map<int, std::string> recorded = {{0, "n1"}, {1, "n1"}, {4, "n3"}, {5, "n3"}};
+  const auto lost = lost_node(placement, recorded);
+  REQUIRE(lost);
+  CHECK(lost->host == "n2");
+  CHECK(lost->ranks == std::vector<int>{2, 3});
+  CHECK_FALSE(lost_node(placement, {{0, "n1"}, {1, "n1"}, {2, "n2"}, {4, "n3"}, {5, "n3"}}));  // one rank dead: no node
+  CHECK_FALSE(lost_node(placement, {{0, "n1"}, {1, "n1"}}));  // two hosts gone: no one node
+  CHECK_FALSE(lost_node(placement, {}));                     // the whole job
+  RankHosts one_node;
+  one_node.hosts = {"vm", "vm"};
+  CHECK_FALSE(lost_node(one_node, {{0, "vm"}}));  // a lost rank on a one-node job
+}
+
+TEST_CASE("launch command: after a node loss mpirun runs on the live hosts, srun excludes the lost one", "[launch]") {
+  const std::map<std::string, int> live = {{"n1", 2}, {"n3", 2}};
+  CHECK(ChildCommand::on_hosts({"mpirun", "-H", "n1,n2,n3", "-np", "4", "ddp-train"}, live, {"n2"}) ==
+        std::vector<std::string>{"mpirun", "-H", "n1:2,n3:2", "-np", "4", "ddp-train"});
+  CHECK(ChildCommand::on_hosts({"/usr/bin/srun", "--ntasks", "4", "ddp-train"}, live, {"n2"}) ==
+        std::vector<std::string>{"/usr/bin/srun", "--exclude=n2", "--ntasks", "4", "ddp-train"});
+  CHECK(ChildCommand::on_hosts({"./job.sh", "x"}, live, {"n2"}) == std::vector<std::string>{"./job.sh", "x"});
+  CHECK(ChildCommand::on_hosts({"mpirun", "-np", "2"}, {}, {}) == std::vector<std::string>{"mpirun", "-np", "2"});
+}

@@ -15,6 +15,7 @@
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/diagnose/flight_dump.hpp"
 #include "shardtrain/diagnose/hang_diagnosis.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/straggler.hpp"
 
 namespace shardtrain::launch {
@@ -87,6 +88,36 @@ std::map<int, std::string> dead_ranks(const std::string& output) {
   return dead;
 }
 
+}  // namespace
+
+std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int, std::string>& recorded) {
+  std::vector<LostNode> lost;
+  bool other_host_alive = false;
+  for (const auto& [host, ranks] : placement.ranks_by_host()) {
+    const bool all_gone = std::none_of(ranks.begin(), ranks.end(), [&](int r) { return recorded.count(r); });
+    if (all_gone) lost.push_back({host, ranks});
+    else other_host_alive = true;
+  }
+  if (lost.size() != 1 || !other_host_alive) return std::nullopt;  // several, or the whole job: no one node
+  return lost.front();
+}
+
+namespace {
+
+// RUN_DIR/hosts.json when it is there and describes `world` ranks (a file of an earlier attempt
+// on another world size says nothing about this one); a problem reading it goes to `detail`.
+std::optional<RankHosts> placement_of(const std::string& run_dir, int world, std::string& detail) {
+  try {
+    if (!fs::exists(rank_hosts_path(run_dir))) return std::nullopt;
+    RankHosts h = read_rank_hosts(run_dir);
+    if (world > 0 && int(h.hosts.size()) != world) return std::nullopt;
+    return h;
+  } catch (const Error& e) {
+    detail += std::string(detail.empty() ? "" : "; ") + "hosts.json unreadable: " + e.what();
+    return std::nullopt;
+  }
+}
+
 std::string field_or_dash(const std::optional<std::string>& v) { return v ? *v : "-"; }
 template <typename T>
 std::string number_or_dash(const std::optional<T>& v) {
@@ -111,7 +142,10 @@ std::string AttemptVerdict::line(int attempt) const {
   char diagnosed[48] = "-";
   if (diagnosis_s) std::snprintf(diagnosed, sizeof diagnosed, "%.2f s", *diagnosis_s);
   std::ostringstream o;
-  o << "verdict attempt " << attempt << ": " << verdict_class_name(verdict_class) << " rank "
+  std::string lost;
+  for (int r : lost_ranks) lost += (lost.empty() ? "" : ",") + std::to_string(r);
+  o << "verdict attempt " << attempt << ": " << verdict_class_name(verdict_class)
+    << (lost.empty() ? "" : " host " + culprit_host + " (ranks " + lost + ")") << " rank "
     << number_or_dash(culprit_rank) << " (host " << (culprit_host.empty() ? "-" : culprit_host) << ") group "
     << field_or_dash(group) << " seq " << number_or_dash(seq) << " op " << field_or_dash(op) << " step "
     << number_or_dash(step) << " phase " << field_or_dash(phase) << (job_wide ? " (an error of the whole job)" : "")
@@ -126,6 +160,7 @@ json AttemptVerdict::to_json(bool with_source) const {
             {"culprit_rank", or_null(culprit_rank)},
             {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
             {"job_wide", job_wide},
+            {"lost_ranks", lost_ranks},
             {"group", or_null(group)},
             {"seq", or_null(seq)},
             {"op", or_null(op)},
@@ -153,6 +188,8 @@ AttemptVerdict AttemptVerdict::from_json(const JsonFile& f, const std::string& a
   v.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
   v.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
   v.job_wide = jf::boolean(f, field(at, "job_wide"));
+  if (f.has(field(at, "lost_ranks")))
+    for (std::uint64_t r : jf::counts(f, field(at, "lost_ranks"))) v.lost_ranks.push_back(int(r));
   v.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
   v.seq = jf::null_or(f, field(at, "seq"), jf::count);
   v.op = jf::null_or(f, field(at, "op"), &JsonFile::string);
@@ -197,6 +234,9 @@ AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
   if (files.empty()) {
     AttemptVerdict v = verdict_from_output(evidence.command_output);
     v.command_ended_at = evidence.command_ended_at;
+    const std::optional<RankHosts> placement = placement_of(evidence.run_dir, evidence.world_size, v.source_detail);
+    if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
+      v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
     return v;
   }
   AttemptVerdict v;
@@ -247,6 +287,20 @@ AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
       v.source_detail = std::string("straggler scores failed: ") + e.what();
     }
   }
+  // A lost node: every rank of one host without a record, ranks of another host with one.
+  const int world = dumps.empty() ? evidence.world_size : dumps.front().world_size;
+  const std::optional<RankHosts> placement = placement_of(evidence.run_dir, world, v.source_detail);
+  if (placement) {
+    if (const std::optional<LostNode> lost = lost_node(*placement, hosts)) {
+      v.verdict_class = VerdictClass::kNodeLost;
+      v.culprit_host = lost->host;
+      v.culprit_rank = lost->ranks.front();
+      v.lost_ranks = lost->ranks;
+      v.job_wide = false;
+    }
+  }
+  if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
+    v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
   if (v.culprit_rank) {
     // Its record's host; a rank that left none (killed) is named with its host by mpirun.
     const auto h = hosts.find(*v.culprit_rank);

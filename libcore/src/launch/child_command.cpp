@@ -2,6 +2,7 @@
 #include "shardtrain/launch/child_command.hpp"
 
 #include <charconv>
+#include <filesystem>
 
 #include "shardtrain/base/error.hpp"
 
@@ -93,6 +94,34 @@ std::vector<std::string> ChildCommand::for_attempt(int attempt, std::optional<in
     out.push_back("auto");
   }
   return out;
+}
+
+std::vector<std::string> ChildCommand::on_hosts(std::vector<std::string> argv, const std::map<std::string, int>& live,
+                                                const std::vector<std::string>& lost) {
+  if (argv.empty() || lost.empty()) return argv;
+  const std::string launcher = std::filesystem::path(argv[0]).filename().string();
+  if (launcher == "mpirun" || launcher == "mpiexec" || launcher == "orterun") {
+    std::vector<std::string> out{argv[0]};
+    std::string hosts;
+    for (const auto& [host, slots] : live) hosts += (hosts.empty() ? "" : ",") + host + ":" + std::to_string(slots);
+    out.insert(out.end(), {"-H", hosts});
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      if (a == "-H" || a == "--host" || a == "-host") {
+        ++i;  // and its value
+        continue;
+      }
+      if (a.rfind("--host=", 0) == 0) continue;
+      out.push_back(a);
+    }
+    return out;
+  }
+  if (launcher == "srun") {
+    std::string hosts;
+    for (const auto& h : lost) hosts += (hosts.empty() ? "" : ",") + h;
+    argv.insert(argv.begin() + 1, "--exclude=" + hosts);
+  }
+  return argv;
 }
 
 }  // namespace shardtrain::launch

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
 #include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain::launch {
@@ -152,6 +154,45 @@ void interruptible_sleep(double s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+// After a node-lost verdict: the host joins `lost`, and `live` becomes every other host of the
+// job's rank -> host table with the ranks it held (where mpirun may place the next attempt).
+void note_lost_host(const std::string& run_dir, const std::string& host, std::vector<std::string>& lost,
+                    std::map<std::string, int>& live) {
+  if (host.empty() || std::find(lost.begin(), lost.end(), host) != lost.end()) return;
+  lost.push_back(host);
+  try {
+    const RankHosts placement = read_rank_hosts(run_dir);
+    live.clear();
+    for (const auto& [h, ranks] : placement.ranks_by_host())
+      if (std::find(lost.begin(), lost.end(), h) == lost.end()) live[h] = int(ranks.size());
+  } catch (const Error& e) {
+    say(std::string("the rank hosts table is unreadable (") + e.what() + "): the next attempt is not placed");
+  }
+  say("node " + host + " lost: the next attempts stay off it");
+}
+
+// Inside a Slurm allocation, a new srun step waits ("Requested nodes are busy") while the failed
+// step is still listed (its tasks on a lost node are not yet reaped): wait until Slurm lists no
+// step of this job, for at most kStepWaitS, before relaunching.
+constexpr double kStepWaitS = 60;
+void wait_for_old_steps(const std::vector<std::string>& argv) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job || argv.empty() || std::filesystem::path(argv[0]).filename() != "srun" || find_on_path("squeue").empty()) return;
+  const std::regex step(std::string("^") + job + "\\.[0-9]+$");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kStepWaitS);
+  bool said = false;
+  while (std::chrono::steady_clock::now() < until && !g_terminating) {
+    std::istringstream steps(run_child_captured({"squeue", "-h", "-s", "-j", job, "-o", "%i"}).out);
+    bool listed = false;
+    for (std::string line; std::getline(steps, line);) listed |= std::regex_match(line, step);
+    if (!listed) return;
+    if (!said) say("waiting for Slurm to end the failed step of job " + std::string(job) + " before the relaunch");
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  say("Slurm still lists a step of job " + std::string(job) + " after " + seconds_text(kStepWaitS) + " s: relaunching anyway");
+}
+
 }  // namespace
 
 void LauncherOptions::validate(const ChildCommand& command) const {
@@ -181,6 +222,8 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   move_flight_records(run_dir, "flight.before");
 
   RestartLog log;
+  std::vector<std::string> lost_hosts;    // nodes lost so far: the next attempts stay off them
+  std::map<std::string, int> live_slots;  // the other hosts and the ranks each held
   PolicyState state;
   state.world = command.rank_count().value_or(0);
   std::optional<AttemptVerdict> previous_verdict;
@@ -189,8 +232,10 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   int previous_world = state.world;
   int status = 0;
   for (state.attempt = 0;; ++state.attempt) {
-    const std::vector<std::string> argv =
-        command.for_attempt(state.attempt, command.rank_count() ? std::optional<int>(state.world) : std::nullopt);
+    const std::vector<std::string> argv = ChildCommand::on_hosts(
+        command.for_attempt(state.attempt, command.rank_count() ? std::optional<int>(state.world) : std::nullopt),
+        live_slots, lost_hosts);
+    if (state.attempt > 0) wait_for_old_steps(argv);
     const std::string resumed_from = read_latest(command.ckpt_dir());
     const double launched = unix_now();
     const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
@@ -227,6 +272,10 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
       move_flight_records(run_dir, "flight.attempt" + std::to_string(state.attempt));
       outcome.culprit_rank = v.job_wide ? std::nullopt : v.culprit_rank;
       outcome.culprit_host = v.culprit_host;
+      if (v.verdict_class == VerdictClass::kNodeLost) {
+        outcome.lost_node_ranks = int(v.lost_ranks.size());
+        note_lost_host(run_dir, v.culprit_host, lost_hosts, live_slots);
+      }
       previous_verdict = v;
     }
     NextAction next = decide_after_attempt(policy, state, outcome);

@@ -56,10 +56,13 @@ NextAction decide_after_attempt(const RestartPolicy& policy, PolicyState& state,
     state.same_culprit_runs = outcome.culprit_rank ? 1 : 0;
     state.last_culprit = outcome.culprit_rank;
   }
+  state.lost_slots += outcome.lost_node_ranks;
+  const bool node_lost = outcome.lost_node_ranks > 0 && outcome.culprit_rank;
   const bool culprit_reached_k = outcome.culprit_rank && state.same_culprit_runs >= policy.rank_failures;
-  if (policy.exclude_hosts && culprit_reached_k) {
-    const std::string named = "rank " + std::to_string(*outcome.culprit_rank) + " named " +
-                              std::to_string(state.same_culprit_runs) + " times in a row";
+  if (policy.exclude_hosts && (culprit_reached_k || node_lost)) {
+    const std::string named = node_lost ? "node lost: " + std::to_string(outcome.lost_node_ranks) + " ranks gone at once"
+                                        : "rank " + std::to_string(*outcome.culprit_rank) + " named " +
+                                              std::to_string(state.same_culprit_runs) + " times in a row";
     if (!outcome.culprit_host.empty()) {
       next.action = Action::kExclude;
       next.exit_status = kExcludedExitStatus;
@@ -98,6 +101,10 @@ WorldChoice choose_world(const RestartPolicy& policy, PolicyState& state, std::o
   if (capacity_answer && *capacity_answer < capacity) {
     capacity = *capacity_answer;
     reason = "capacity " + std::to_string(capacity) + " ranks (--capacity-cmd)";
+  }
+  if (state.lost_slots > 0 && policy.launch_world - state.lost_slots < capacity) {
+    capacity = policy.launch_world - state.lost_slots;
+    reason = std::to_string(state.lost_slots) + " ranks' slots on lost nodes";
   }
   if (state.last_culprit && state.same_culprit_runs >= policy.rank_failures && state.world - 1 < capacity) {
     capacity = state.world - 1;

@@ -4,29 +4,36 @@
 //      (hang::diagnose and its DiagnosisSummary: nothing reads the evidence sentences);
 //   2. records that show no failure: the one rank the step logs name as a straggler, if exactly
 //      one is named (telemetry/straggler.hpp);
+//   2b. a lost node: RUN_DIR/hosts.json (telemetry/rank_hosts.hpp) names every rank's host; when
+//      every rank of one host left no record while ranks of another host did, the verdict is
+//      node-lost: that host, with its ranks (one dead rank alone is dead-rank, its host named);
 //   3. no flight records at all: the command's output, for the two lines a failure there leaves:
 //      our tools' "[rank R/W] error" line (error-exit) and mpirun's "rank R with PID P on node H
 //      exited on signal" (dead-rank; the lowest such rank, with its host).
 // An error every rank exited with (job_wide) has no culprit to count: nobody is excluded for it.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain::launch {
 
 enum class VerdictClass {
-  kSkippedCollective, kMismatch, kHangOutsideCollective, kDeadRank, kErrorExit, kStraggler, kAmbiguous
+  kSkippedCollective, kMismatch, kHangOutsideCollective, kDeadRank, kNodeLost, kErrorExit, kStraggler, kAmbiguous
 };
 inline constexpr std::pair<const char*, VerdictClass> kVerdictClassNames[] = {
     {"skipped-collective", VerdictClass::kSkippedCollective},
     {"mismatch", VerdictClass::kMismatch},
     {"hang-outside-collective", VerdictClass::kHangOutsideCollective},
     {"dead-rank", VerdictClass::kDeadRank},
+    {"node-lost", VerdictClass::kNodeLost},
     {"error-exit", VerdictClass::kErrorExit},
     {"straggler", VerdictClass::kStraggler},
     {"ambiguous", VerdictClass::kAmbiguous}};
@@ -40,6 +47,7 @@ struct AttemptVerdict {
   std::optional<int> culprit_rank;  // none when ambiguous, or for an error of the whole job
   std::string culprit_host;         // "" unknown
   bool job_wide = false;
+  std::vector<int> lost_ranks;      // node-lost: every rank of culprit_host (culprit_rank the lowest)
   std::optional<std::string> group, op, phase;
   std::optional<std::uint64_t> seq;
   std::optional<std::int64_t> step;
@@ -57,8 +65,8 @@ struct AttemptVerdict {
   // "verdict attempt N: CLASS rank R (host H) group G seq S op OP step K phase P; diagnosed in X.XX s"
   // (unknown fields "-"), then " (analysis N ms)" when analysis_s is known.
   std::string line(int attempt) const;
-  // JSON (the restart log's "verdict"): {class, culprit_rank, culprit_host, job_wide, group, seq,
-  // op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
+  // JSON (the restart log's "verdict"): {class, culprit_rank, culprit_host, job_wide, lost_ranks,
+  // group, seq, op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
   // (attemptN.verdict.json).
   nlohmann::json to_json(bool with_source = false) const;
   static AttemptVerdict from_json(const JsonFile& file, const std::string& at = "");
@@ -78,5 +86,14 @@ AttemptVerdict judge_attempt(const AttemptEvidence& evidence);
 
 // Rule 3 alone (exposed for its tests): the verdict of a command's output without records.
 AttemptVerdict verdict_from_output(const std::string& output);
+
+// Rule 2b alone: the one host all of whose ranks left no record (`recorded`: rank -> host of every
+// record read) while some other host's ranks did; nothing when no host, several hosts, or every
+// host is gone (the whole job died: no one node to blame).
+struct LostNode {
+  std::string host;
+  std::vector<int> ranks;
+};
+std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int, std::string>& recorded);
 
 }  // namespace shardtrain::launch

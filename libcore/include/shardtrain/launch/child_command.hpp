@@ -10,8 +10,12 @@
 //   - for_attempt(attempt, world): attempt 0 is the command as given; later attempts add
 //     `--resume auto` unless the command already has --resume, and replace the rank count by
 //     `world` when the command states one (elastic restarts).
+//   - on_hosts(argv, slots): after a node loss, where the next attempt may run: for mpirun (also
+//     mpiexec, orterun) `-H host:slots,...` of the live hosts replaces any -H/--host; for srun,
+//     `--exclude=HOSTS` of the lost ones is added. Another launcher is left as it is.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +35,9 @@ class ChildCommand {
   int micro_batch() const { return micro_batch_; }   // 1 when the command does not say
   // The argument vector of attempt `attempt` (0-based) on `world` ranks (see the contract).
   std::vector<std::string> for_attempt(int attempt, std::optional<int> world) const;
+  // `live`: host -> ranks it may hold; `lost`: the hosts to stay off.
+  static std::vector<std::string> on_hosts(std::vector<std::string> argv, const std::map<std::string, int>& live,
+                                           const std::vector<std::string>& lost);
 
  private:
   std::vector<std::string> argv_;

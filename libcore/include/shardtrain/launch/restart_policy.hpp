@@ -10,15 +10,17 @@
 //   4. The culprit to count (the diagnosis's; none for an error of the whole job) is compared with
 //      the previous attempt's: the same rank again adds one to the run, anything else starts it over.
 //   5. With host exclusion on (--exclude-cmd) and a culprit named K (--rank-failures) times in a
-//      row: exclude its host and finish with 75 (the batch script requeues the job without it).
-//      An unknown host cannot be excluded: the policy goes on to 6 and says so.
+//      row, or a lost node (its host is gone: no second verdict is needed): exclude the host and
+//      finish with 75 (the batch script requeues the job without it). An unknown host cannot be
+//      excluded: the policy goes on to 6 and says so.
 //   6. Restarts used up (--max-restarts): stop with the attempt's status.
 //   7. Otherwise restart after a backoff: `backoff_s * 2^n`, capped at kMaxBackoffS, where n counts
 //      the failures in a row that committed no new checkpoint (an attempt that did resets n, so a
 //      job failing once a day never waits as long as a crash loop).
 // Elastic world size (choose_world, asked before each restart when min_ranks is set): the capacity
-// is the first launch's world size, lowered to what --capacity-cmd answers, and to one slot less
-// than now when the counted culprit reached K; the next world size is the largest W' in
+// is the first launch's world size, lowered to what --capacity-cmd answers, to what is left without
+// the slots of the nodes lost so far (the cluster may not have noticed yet; a lost node comes back
+// only with a new allocation), and to one slot less than now when the counted culprit reached K; the next world size is the largest W' in
 // [min_ranks, capacity] that divides the global batch's micro-batches (grad_accum absorbs the
 // rest); none: stop. A change of world size starts the culprit count over.
 #pragma once
@@ -49,6 +51,7 @@ struct AttemptOutcome {
   std::optional<int> culprit_rank;   // the diagnosis's culprit to count (none: ambiguous or job-wide)
   std::string culprit_host;          // "" unknown
   bool committed_checkpoint = false; // `latest` moved during the attempt
+  int lost_node_ranks = 0;           // a lost node (verdict node-lost): how many ranks it held
 };
 
 // Carried from one attempt to the next (the policy's memory).
@@ -58,6 +61,7 @@ struct PolicyState {
   int same_culprit_runs = 0;         // consecutive attempts naming last_culprit
   std::optional<int> last_culprit;
   int failures_without_progress = 0; // the backoff's exponent
+  int lost_slots = 0;                // ranks on nodes lost so far: they stay lost for this launcher
 };
 
 enum class Action { kFinish, kExclude, kStop, kRestart };
