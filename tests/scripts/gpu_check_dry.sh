@@ -3,7 +3,8 @@
 # the tool is installed), bad arguments exit 2, --list prints every stage, and --dry-run runs
 # every stage on the CPU with tiny sizes: each writes <stage>.json with its status and figures,
 # [gpu] tests skip with exit 77, deterministic 2 vs 1 rank is BITWISE, and summary.json lists all
-# eleven stages as passed. (On a device the same stages run at full size: docs/PERFORMANCE.md.)
+# eleven stages as passed; the verdict check fails on a verdict other than BITWISE. (On a device
+# the same stages run at full size: docs/PERFORMANCE.md.)
 #
 # Usage: gpu_check_dry.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
@@ -29,3 +30,10 @@ OUT="$WORK/out" BUILD_DIR="$(dirname "$BIN_DIR")" FORTUNES="$WORK/fortunes/fortu
   "$script" --dry-run >"$WORK/dry.log" 2>&1 || { cat "$WORK/dry.log" >&2; fail "the dry run failed"; }
 checks gpu-check-dry "$WORK/out/gpu-check" || fail "the dry run's JSON"
 pass "the dry run passes every stage and writes their JSON"
+
+# The check that replaced gpu-check.sh's eval of a string: a verdict other than BITWISE fails it,
+# naming both (a device's deterministic_bitwise stage then fails).
+echo '{"verdict": "DIFFERENT"}' >"$WORK/different.json"
+expect_exit 1 "verdict DIFFERENT, expected BITWISE" \
+  python3 "$(dirname "$script")/lib/gpu_check.py" expect-verdict "$WORK/different.json" BITWISE
+pass "gpu_check expect-verdict fails on a verdict other than BITWISE"
