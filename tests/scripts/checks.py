@@ -1024,7 +1024,8 @@ def gpu_check_bundle(results, bundle):
     the manifest, none mismatched."""
     s = load(f"{results}/summary.json")
     status = [x["status"] for x in s["stages"]]
-    expect(s["bundle"] == bundle and status == ["pass"] * 4, f"bundle {s['bundle']}, statuses {status}; expected {bundle}, 4 pass")
+    expect(s["bundle"] == bundle and status == ["pass"] * 4,
+           f"bundle {s['bundle']}, statuses {status}; expected {bundle}, 4 pass")
     b = load(f"{results}/build.json")["result"]
     m = load(f"{bundle}/manifest.json")
     expect(b["built"] is False and b["sha256_mismatch"] == [] and b["files"] == len(m["files"]),
