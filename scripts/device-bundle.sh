@@ -24,9 +24,12 @@
 #   lib/x86_64-linux-gnu/{openmpi,pmix2}/, share/openmpi/, etc/openmpi/   Open MPI's and PMIx's
 #               components, help files and configuration, relocated with OPAL_PREFIX
 #   data/       the fortunes dataset (scripts/prepare-data.sh)       testdata/  the test reference files
-#   scripts/    the scripts the device stages run                    gpu-check.sh, launch, manifest.json
+#   scripts/    the scripts the device stages run (lib/: their Python)  gpu-check.sh, launch, manifest.json
 # The manifest (docs/FORMATS.md "Device bundle manifest") lists versions and the sha256 of every file.
 # Exit status: 0 when the archive is written (or already up to date); 1 on a failure; 2 for usage.
+# SC2015: `A && B || die` dies unless both hold; SC2012: tool and component names hold no spaces;
+# SC2143, SC2028: a cache value tested for text, C source echoed with its escapes kept.
+# shellcheck disable=SC2015,SC2012,SC2143,SC2028
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +38,7 @@ name=shardtrain-gpu-bundle
 max_bytes=$((48 * 1024 * 1024))
 say() { echo "device-bundle.sh: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) [ $# -ge 2 ] || die "--build needs a folder" 2; build=$2; shift 2 ;;
@@ -74,8 +77,10 @@ fi
 [ -f "$here/data/fortunes.h5" ] || DATA_DIR="$here/data" "$here/scripts/prepare-data.sh" "$build" >/dev/null
 
 # ---- up to date? ------------------------------------------------------------------------------------
+# The Python modules gpu-check.sh runs on the device (standard library only: the device has no Debian).
+device_modules=("$here/scripts/lib/gpu_check.py" "$here/scripts/lib/subcommands.py")
 inputs=("$build/tests/shardtrain_tests" "$here/data/fortunes.h5" "$here/scripts/gpu-check.sh" "$here/scripts/bundle-launch.sh"
-        "$here/scripts/device-bundle.sh" "$here/testdata")
+        "$here/scripts/device-bundle.sh" "$here/scripts/lib/bundle_manifest.py" "${device_modules[@]}" "$here/testdata")
 for t in $tools; do inputs+=("$build/bin/$t"); done
 if [ "$force" = 0 ] && [ -f "$archive" ] && [ -z "$(find "${inputs[@]}" -newer "$archive" -print -quit)" ]; then
   say "$archive is up to date ($(du -h "$archive" | cut -f1)); --force repacks"
@@ -88,7 +93,7 @@ mkdir -p "$out"
 stage=$(mktemp -d "$out/stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 B="$stage/$name"
-mkdir -p "$B"/{bin,tests,lib/stubs,lib/device,data,scripts}
+mkdir -p "$B"/{bin,tests,lib/stubs,lib/device,data,scripts/lib}
 for t in $tools; do cp "$build/bin/$t" "$B/bin/"; done
 cp "$build/tests/shardtrain_tests" "$B/tests/"
 cp "$here/data/fortunes.h5" "$B/data/"
@@ -96,6 +101,7 @@ cp -r "$here/testdata" "$B/testdata"
 cp "$here/scripts/gpu-check.sh" "$B/gpu-check.sh"
 cp "$here/scripts/bundle-launch.sh" "$B/launch"
 cp "$here/scripts/gpu-check.sh" "$here/scripts/prepare-data.sh" "$B/scripts/"
+cp "${device_modules[@]}" "$B/scripts/lib/"  # where gpu-check.sh finds them: BUNDLE/scripts/lib
 chmod +x "$B/gpu-check.sh" "$B/launch"
 
 # Open MPI 4.1 (Debian: prefix /usr, libdir lib/x86_64-linux-gnu/openmpi/lib, pkglibdir .../openmpi3,
@@ -209,57 +215,8 @@ chmod -R u+w "$B"
 say "[$SECONDS s] run paths set"
 
 # ---- 5. manifest ------------------------------------------------------------------------------------
-NVCC="$nvcc" CUDART="$(readlink -f "${seen[libcudart.so.13]:-none}")" python3 - "$B" "$build" "$here" "${dropped[*]}" <<'PY'
-import hashlib, json, os, platform, subprocess, sys, time
-B, build, here, dropped = sys.argv[1:5]
-def run(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:
-        return None
-def cache(key):
-    for line in open(f"{build}/CMakeCache.txt"):
-        if line.startswith(key + ":"):
-            return line.split("=", 1)[1].strip()
-    return None
-def pkg(p):
-    return run("dpkg-query", "-W", "-f=${Version}", p)
-flags = open("/proc/cpuinfo").read().split("flags\t\t: ", 1)[1].split("\n", 1)[0].split()
-files = []
-for root, dirs, names in os.walk(B):
-    dirs.sort()
-    for n in sorted(names):
-        p = os.path.join(root, n)
-        rel = os.path.relpath(p, B)
-        if rel == "manifest.json":
-            continue
-        if os.path.islink(p):
-            files.append({"path": rel, "link": os.readlink(p)})
-            continue
-        h = hashlib.sha256(open(p, "rb").read()).hexdigest()
-        files.append({"path": rel, "bytes": os.path.getsize(p), "sha256": h,
-                      "mode": "755" if os.access(p, os.X_OK) else "644"})
-nvcc = os.environ["NVCC"]
-m = {
-    "format": "shardtrain-gpu-bundle", "format_version": 1,
-    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "code_version": run("git", "-C", here, "describe", "--always", "--dirty", "--tags"),
-    "build": {"type": cache("CMAKE_BUILD_TYPE"), "cuda_architectures": "90", "native": cache("SHARDTRAIN_NATIVE"),
-              "nvcc": (run(nvcc, "--version") or "").splitlines()[-1:], "cxx": run("c++", "--version").splitlines()[0],
-              "build_os": platform.freedesktop_os_release().get("PRETTY_NAME"), "glibc": platform.libc_ver()[1],
-              "cpu_flags_used_by_native": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "bmi", "sse4", "f16c")))},
-    # Where the test binary looks for its data and tools (compiled-in paths); gpu-check.sh links them.
-    "compiled_paths": {"testdata": os.path.join(here, "testdata"), "bin": os.path.join(build, "bin"),
-                       "source": here},
-    "versions": {"openmpi": pkg("openmpi-bin"), "pmix": pkg("libpmix2"), "hdf5": pkg("libhdf5-dev"),
-                 "onednn": pkg("libdnnl-dev"), "cuda_runtime_bundled": os.path.basename(os.environ["CUDART"])},
-    "provided_by_device": open(f"{B}/lib/device-libs.txt").read().split(),
-    "openmpi_components_left_out": dropped.split(),
-    "files": files,
-}
-json.dump(m, open(f"{B}/manifest.json", "w"), indent=1)
-print(f"device-bundle.sh: manifest: {len(files)} files, {sum(f.get('bytes', 0) for f in files)} bytes", file=sys.stderr)
-PY
+python3 "$here/scripts/lib/bundle_manifest.py" write "$B" "$build" "$here" "${dropped[*]}" --nvcc "$nvcc" \
+  --cudart "$(readlink -f "${seen[libcudart.so.13]:-none}")"
 
 # ---- 6. the archive ---------------------------------------------------------------------------------
 tmp="$archive.tmp"

@@ -129,7 +129,9 @@ selected() {  # NAME PARTS: whether this invocation runs the stage
 
 # ---- helpers, exported to the stages ----
 set -a
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+# gpu_check NAME ARGS...: a stage's result computation (scripts/lib/gpu_check.py; BUNDLE/scripts/lib/
+# in the bundle, where `here` is the bundle).
+gpu_check() { python3 "$here/scripts/lib/gpu_check.py" "$@"; }
 # train NP RUN_DIR ARGS...: ddp-train under mpirun, output in RUN_DIR.log.
 train() {
   local np=$1 dir=$2; shift 2
@@ -150,25 +152,7 @@ verdict() {
 set +a
 
 stage_env() {
-  python3 - "$res/env.result.json" <<'PY'
-import json, os, shutil, subprocess, sys
-def run(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception as e:
-        return f"unavailable ({e.__class__.__name__})"
-out = {
-    "gpus": run("nvidia-smi", "-L") if shutil.which("nvidia-smi") else "no nvidia-smi",
-    "nvcc": run("/usr/local/cuda/bin/nvcc", "--version").splitlines()[-1:] if os.path.exists("/usr/local/cuda/bin/nvcc") else "no nvcc",
-    "nccl_header": os.path.exists("/usr/local/cuda/include/nccl.h"),
-    "cpus": os.cpu_count(),
-    "tools": {t: bool(shutil.which(t)) for t in ["cmake", "mpirun", "h5dump", "gnuplot", "nvidia-smi"]},
-    "dry_run": os.environ.get("DRY") == "1",
-    "bundle": os.environ.get("BUNDLE") or None,
-}
-json.dump(out, open(sys.argv[1], "w"), indent=1)
-print(json.dumps(out, indent=1))
-PY
+  gpu_check env "$res/env.result.json" "$DRY" "$BUNDLE"
 }
 
 stage_build() {
@@ -182,12 +166,7 @@ stage_build() {
   fi
   cmake -S "$here" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA=ON | tee "$WORK/configure.log"
   cmake --build "$BUILD" -j "$JOBS" --target shardtrain_tests ddp-train fsdp-train data-prep equiv-check scale-bench
-  python3 - "$WORK/configure.log" "$res/build.result.json" <<'PY'
-import json, sys
-log = open(sys.argv[1]).read()
-json.dump({"built": True, "cuda_on": "CUDA backend ON" in log, "nccl_on": "NCCL transport ON" in log},
-          open(sys.argv[2], "w"))
-PY
+  gpu_check build "$WORK/configure.log" "$res/build.result.json"
   grep -q "CUDA backend ON" "$WORK/configure.log"
 }
 
@@ -195,34 +174,7 @@ PY
 # paths compiled into shardtrain_tests (its test data, the tools) linked to the bundle's copies.
 stage_bundle() {
   "$BUNDLE/launch" --report | tee "$WORK/launch-report.txt"
-  python3 - "$BUNDLE" "$WORK/launch-report.txt" "$res/build.result.json" <<'PY'
-import hashlib, json, os, sys
-B, report, out = sys.argv[1:4]
-m = json.load(open(f"{B}/manifest.json"))
-bad = []
-for f in m["files"]:
-    p = os.path.join(B, f["path"])
-    if "link" in f:
-        ok = os.path.islink(p) and os.readlink(p) == f["link"]
-    else:
-        ok = os.path.isfile(p) and hashlib.sha256(open(p, "rb").read()).hexdigest() == f["sha256"]
-    if not ok:
-        bad.append(f["path"])
-linked = []
-for key, sub in (("testdata", "testdata"), ("bin", "bin")):
-    want = m["compiled_paths"][key]
-    if not os.path.exists(want):
-        os.makedirs(os.path.dirname(want), exist_ok=True)
-        os.symlink(os.path.join(B, sub), want)
-        linked.append(want)
-lines = open(report).read().splitlines()
-r = {"built": False, "bundle": B, "code_version": m["code_version"], "files": len(m["files"]), "sha256_mismatch": bad,
-     "device_libraries": [l.strip() for l in lines if ".so." in l], "compiled_paths_linked": linked,
-     "all_device_libraries_found": any("all " in l and "found" in l for l in lines)}
-json.dump(r, open(out, "w"), indent=1)
-print(json.dumps(r, indent=1))
-sys.exit(1 if bad else 0)
-PY
+  gpu_check bundle "$BUNDLE" "$WORK/launch-report.txt" "$res/build.result.json"
   for t in ddp-train equiv-check scale-bench data-prep; do [ -x "$BIN/$t" ] || { echo "bundle: $BIN/$t missing"; return 1; }; done
   [ "$DRY" = 1 ] || grep -q "all .* found" "$WORK/launch-report.txt" ||
     { echo "bundle: the device libraries are not all found (report above)"; return 1; }
@@ -238,11 +190,7 @@ stage_data() {
     echo "no fortunes corpus (data/fortunes.h5 missing and no /usr/share/games/fortunes): carry data/ to the device"
   fi
   "$BIN/data-prep" --synthetic markov --documents 64 --doc-tokens 20000 -o "$WORK/data/markov.h5" >/dev/null
-  python3 - "$FORTUNES" "$WORK/data/markov.h5" "$res/data.result.json" <<'PY'
-import json, os, sys
-json.dump({"fortunes": sys.argv[1] if os.path.exists(sys.argv[1]) else None, "markov": sys.argv[2]},
-          open(sys.argv[3], "w"))
-PY
+  gpu_check data "$FORTUNES" "$WORK/data/markov.h5" "$res/data.result.json"
 }
 
 # The corpus for the training stages: fortunes when present, else the Markov set (said in the JSON).
@@ -254,19 +202,7 @@ stage_gpu_tests() {
   "$BUILD/tests/shardtrain_tests" "[gpu]" -r junit -o "$WORK/gpu_tests.xml" || rc=$?
   local nccl_rc=0
   "$BUILD/tests/shardtrain_tests" "[nccl]" || nccl_rc=$?
-  python3 - "$WORK/gpu_tests.xml" "$rc" "$nccl_rc" "$res/gpu_tests.result.json" <<'PY'
-import json, os, sys
-import xml.etree.ElementTree as ET
-path, rc, nccl_rc, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-r = {"exit_code": rc, "nccl_exit_code": nccl_rc, "skipped_no_device": rc == 77}
-if os.path.exists(path) and os.path.getsize(path) > 0:
-    root = ET.parse(path).getroot()
-    cases = root.iter("testcase")
-    r["cases"] = [{"name": c.get("name"), "failed": c.find("failure") is not None or c.find("error") is not None}
-                  for c in cases]
-json.dump(r, open(out, "w"), indent=1)
-print(json.dumps(r, indent=1))
-PY
+  gpu_check gpu-tests "$WORK/gpu_tests.xml" "$rc" "$nccl_rc" "$res/gpu_tests.result.json"
   [ "$nccl_rc" -eq 0 ] || return 1
   if [ "$DRY" = 1 ]; then [ "$rc" -eq 77 ]; return; fi  # a CPU-only or device-less build must skip, exit 77
   return "$rc"
@@ -296,7 +232,7 @@ stage_deterministic_bitwise() {
   train 1 "$WORK/det/w1" "${a[@]}"
   train 2 "$WORK/det/w2" "${a[@]}" --transport "$TRANSPORT"
   verdict "$res/deterministic_bitwise.result.json" "$WORK/det/w2/params.h5" "$WORK/det/w1/params.h5"
-  [ "$(json "$res/deterministic_bitwise.result.json" 'd["verdict"]')" = BITWISE ]
+  gpu_check expect-verdict "$res/deterministic_bitwise.result.json" BITWISE
 }
 
 stage_resume_cross_device() {
@@ -317,14 +253,7 @@ stage_resume_cross_device() {
   local rc=0
   verdict "$r/dev_cpu.json" "$r/dev_cpu/params.h5" "$r/cpu_full/params.h5" --rtol 1e-3 --atol 1e-5 || rc=1
   verdict "$r/cpu_dev.json" "$r/cpu_dev/params.h5" "$r/cpu_full/params.h5" --rtol 1e-3 --atol 1e-5 || rc=1
-  python3 - "$r" "$res/resume_cross_device.result.json" <<'PY'
-import json, sys
-r = sys.argv[1]
-out = {k: json.load(open(f"{r}/{k}.json"))["verdict"] for k in ("dev_cpu", "cpu_dev")}
-out["low_precision_checkpoint_resumed_on_cpu"] = json.load(open(f"{r}/low_cpu/summary.json"))["final_loss"]
-json.dump(out, open(sys.argv[2], "w"), indent=1)
-print(json.dumps(out, indent=1))
-PY
+  gpu_check resume "$r" "$res/resume_cross_device.result.json"
   return "$rc"
 }
 
@@ -338,50 +267,13 @@ stage_bf16_vs_fp32() {
            --device "$DEV" --deterministic)
   train 1 "$WORK/prec/fp32" "${a[@]}" --precision "$HIGHP"
   train 1 "$WORK/prec/low" "${a[@]}" --precision "$LOWP"
-  python3 - "$WORK/prec" "$WARMUP" "$data" "$res/bf16_vs_fp32.result.json" <<'PY'
-import json, sys
-d, warmup, data, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def losses(run):
-    return [json.loads(l)["loss"] for l in open(f"{d}/{run}/steps.rank0.jsonl")]
-hi, lo = losses("fp32"), losses("low")
-assert len(hi) == len(lo) and hi, (len(hi), len(lo))
-rel = [abs(b - a) / abs(a) for a, b in zip(hi, lo)]
-after = rel[warmup:] or rel
-sh = json.load(open(f"{d}/fp32/summary.json")); sl = json.load(open(f"{d}/low/summary.json"))
-ho_hi = (sh.get("eval") or {}).get("holdout_loss"); ho_lo = (sl.get("eval") or {}).get("holdout_loss")
-ho_rel = abs(ho_lo - ho_hi) / abs(ho_hi) if ho_hi and ho_lo else None
-r = {"corpus": data, "steps": len(hi), "warmup": warmup, "precision": [sh["precision"], sl["precision"]],
-     "max_rel_loss_diff_after_warmup": max(after), "worst_step": warmup + after.index(max(after)),
-     "holdout_loss": [ho_hi, ho_lo], "holdout_rel_diff": ho_rel,
-     "loss_within_2pct": max(after) <= 0.02, "holdout_within_1pct": ho_rel is not None and ho_rel <= 0.01,
-     "throughput_tokens_per_s": [sh["throughput_tokens_per_s"], sl["throughput_tokens_per_s"]]}
-json.dump(r, open(out, "w"), indent=1)
-print(json.dumps(r, indent=1))
-sys.exit(0 if r["loss_within_2pct"] and r["holdout_within_1pct"] else 1)
-PY
+  gpu_check bf16-vs-fp32 "$WORK/prec" "$WARMUP" "$data" "$res/bf16_vs_fp32.result.json"
 }
 
 stage_gpt2_124m() {
   train 1 "$WORK/gpt2" --data "$WORK/data/markov.h5" "${gpt2[@]}" --steps "$GPT2_STEPS" --warmup 2 --log-every 10 \
     --device "$DEV" --precision "$LOWP" --eval-samples 2
-  python3 - "$WORK/gpt2/summary.json" "$res/gpt2_124m.result.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-m = s["config"]["model"]
-L, C, T = m["n_layer"], m["d_model"], m["seq_len"]
-N = s["parameters"]
-flops = 6 * N + 12 * L * T * C  # the formula, independently of the trainer's flops_per_token
-r = {"parameters": N, "layers": L, "d_model": C, "seq_len": T, "vocab": m["vocab"], "precision": s["precision"],
-     "device": s["device_name"], "tokens_per_s": s["throughput_tokens_per_s"], "median_step_s": s["median_step_s"],
-     "flops_per_token_6N_12LTC": flops, "flops_per_token_trainer": s["flops_per_token"],
-     "peak_measured_flops": s["peak_flops_per_rank"], "peak_datasheet_flops": s["peak_flops_datasheet_per_rank"],
-     "mfu_vs_measured_peak": s["throughput_tokens_per_s"] * flops / s["peak_flops_per_rank"],
-     "mfu_vs_datasheet_peak": (s["throughput_tokens_per_s"] * flops / s["peak_flops_datasheet_per_rank"]
-                               if s["peak_flops_datasheet_per_rank"] else None),
-     "target_mfu_vs_datasheet": 0.45}
-json.dump(r, open(sys.argv[2], "w"), indent=1)
-print(json.dumps(r, indent=1))
-PY
+  gpu_check gpt2 "$WORK/gpt2/summary.json" "$res/gpt2_124m.result.json"
 }
 
 stage_cpu_scaling() {
@@ -389,49 +281,19 @@ stage_cpu_scaling() {
   local rc=0
   "$BIN/scale-bench" run --workers "$SCALE_WORKERS" --out "$WORK/scaling" -- --data "$data" "${small[@]}" \
     --micro-batch 8 --global-batch 8 --steps "$SCALE_STEPS" --device cpu --log-every 1000 || rc=$?
-  python3 - "$WORK/scaling" "$SCALE_WORKERS" "$rc" "$res/cpu_scaling.result.json" <<'PY'
-import json, os, sys
-d, workers, rc, out = sys.argv[1], [int(w) for w in sys.argv[2].split(",")], int(sys.argv[3]), sys.argv[4]
-rows = {}
-for w in workers:
-    p = f"{d}/w{w}/summary.json"
-    if os.path.exists(p):
-        rows[w] = json.load(open(p))["throughput_tokens_per_s"]
-base = rows.get(workers[0])
-table = [{"workers": w, "tokens_per_s": t, "speedup": t / base if base else None,
-          "efficiency": t / (w / workers[0] * base) if base else None, "oversubscribed": w > os.cpu_count()}
-         for w, t in sorted(rows.items())]
-r = {"scale_bench_exit": rc, "report_json": f"{d}/report.json" if os.path.exists(f"{d}/report.json") else None,
-     "cpus": os.cpu_count(), "table": table}
-json.dump(r, open(out, "w"), indent=1)
-print(json.dumps(r, indent=1))
-sys.exit(0 if len(rows) == len(workers) else 1)
-PY
+  gpu_check cpu-scaling "$WORK/scaling" "$SCALE_WORKERS" "$rc" "$res/cpu_scaling.result.json"
 }
 
 export -f stage_env stage_build stage_bundle stage_data stage_gpu_tests stage_cpu_gpu_equivalence stage_shared_gpu_2rank \
   stage_deterministic_bitwise stage_resume_cross_device stage_bf16_vs_fp32 stage_gpt2_124m stage_cpu_scaling \
-  json train verdict
+  gpu_check train verdict
 # Arrays do not cross `bash -c`: pass them as declarations.
 small_decl=$(declare -p small) gpt2_decl=$(declare -p gpt2)
 export small_decl gpt2_decl
 
 # record NAME STATUS SECONDS LIMIT RC REASON: the stage's JSON, with its result file folded in.
 record() {
-  python3 - "$res" "$@" <<'PY'
-import json, os, sys
-res, name, status, seconds, limit, rc, reason = sys.argv[1:8]
-p = f"{res}/{name}.result.json"
-result = None
-if os.path.exists(p):
-    try:
-        result = json.load(open(p))
-    except ValueError:
-        result = {"unreadable": p}
-doc = {"stage": name, "status": status, "seconds": float(seconds), "limit_s": int(limit), "exit_code": int(rc),
-       "reason": reason, "log": f"{res}/{name}.log", "result": result}
-json.dump(doc, open(f"{res}/{name}.json", "w"), indent=1)
-PY
+  gpu_check record "$res" "$@"
 }
 
 # summary.json from the stages' JSON: written at the end, and also when the part is interrupted
@@ -443,20 +305,7 @@ write_summary() {
   if [ -n "$current" ] && [ ! -f "$res/$current.json" ]; then
     record "$current" interrupted $((SECONDS - t0)) 0 143 "the part was stopped during this stage"
   fi
-  python3 - "$res" "${ran[@]+"${ran[@]}"}" <<'PY'
-import json, os, sys
-res, names = sys.argv[1], sys.argv[2:]
-stages = []
-for n in names:
-    p = f"{res}/{n}.json"
-    if os.path.exists(p):
-        d = json.load(open(p))
-        stages.append({k: d[k] for k in ("stage", "status", "seconds", "reason")})
-json.dump({"stages": stages, "dry_run": os.environ.get("DRY") == "1", "bundle": os.environ.get("BUNDLE") or None},
-          open(f"{res}/summary.json", "w"), indent=1)
-for s in stages:
-    print(f"  {s['stage']:<22} {s['status']:<8} {s['seconds']:6.0f} s  {s['reason']}")
-PY
+  gpu_check summary "$res" "$DRY" "$BUNDLE" "${ran[@]+"${ran[@]}"}"
   echo "gpu-check: results in $res (summary.json)"
 }
 

@@ -17,12 +17,17 @@
 # Exit 77 (skipped) for a CPU-only build or when not root (chroot and mount need root).
 # Environment: SHARDTRAIN_ROOT_CACHE (scripts/minbase-root.sh's cache folder), BUNDLE_ARCHIVE (an
 #   archive to rehearse instead of packing BUILD's with scripts/device-bundle.sh).
+# SC2016: in_root's commands are single-quoted, their $B expands inside the root; SC2015: `A && B ||
+# fail` fails unless both hold; SC2013, SC2012: mount points, sonames and tool names hold no spaces.
+# shellcheck disable=SC2016,SC2015,SC2013,SC2012
 set -euo pipefail
 BIN_DIR=$1 WORK=$2
 BUILD=$(cd "$BIN_DIR/.." && pwd)
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+# common.sh's checks (common.sh itself is not sourced: its rm -rf of WORK would cross the root's mounts).
+checks() { python3 "$SRC/tests/scripts/checks.py" "$@"; }
 t0=$SECONDS
 lap() { echo "time: $1 at $((SECONDS - t0)) s"; }
 
@@ -96,7 +101,7 @@ for t in $tools; do
   out=$(in_root "\$B/launch $t --help" 2>&1) || fail "$t --help failed inside the root: $out"
   grep -qi usage <<<"$out" || fail "$t --help printed no usage: $out"
 done
-pass "every tool's --help runs inside the root: $(echo $tools)"
+pass "every tool's --help runs inside the root: ${tools//$'\n'/ }"
 rc=0; out=$(in_root '$B/launch $B/tests/shardtrain_tests "[gpu]"' 2>&1) || rc=$?
 [ "$rc" -eq 77 ] || fail "shardtrain_tests [gpu] exited $rc without a device (expected 77, skipped): $out"
 pass "shardtrain_tests [gpu] skips with exit 77 (no device)"
@@ -125,11 +130,8 @@ in_root "cd /work && \$B/launch mpirun -np 2 --oversubscribe ddp-train $small --
 [ "$rc" -ne 0 ] || fail "the run with a skipped collective exited 0"
 rc=0; out=$(in_root '$B/launch hang-diagnose --json /work/hang' 2>/dev/null) || rc=$?
 [ "$rc" -eq 1 ] || { cat "$root/work/hang.log"; fail "hang-diagnose exited $rc on the faulty run, expected 1"; }
-python3 -c 'import json, sys
-d = json.loads(sys.argv[1])
-ok = (d.get("culprit") or {}).get("rank") == 1
-print("  hang-diagnose:", d.get("verdict"), json.dumps(d.get("culprit")))
-sys.exit(0 if ok else 1)' "$out" || { cat "$root/work/hang.log"; fail "hang-diagnose did not name rank 1 as the culprit"; }
+jq -r '"  hang-diagnose: \(.verdict) \(.culprit | tojson)"' <<<"$out" && jq -e '.culprit.rank == 1' <<<"$out" >/dev/null ||
+  { cat "$root/work/hang.log"; fail "hang-diagnose did not name rank 1 as the culprit"; }
 in_root '$B/launch hang-diagnose /work/hang' 2>&1 | head -5 || true
 pass "hang-diagnose inside the root names the rank that skipped the collective"
 lap "chroot rehearsal done"
@@ -142,21 +144,12 @@ mkdir -p "$host" && tar -C "$host" -xJf "$archive"
 HB="$host/shardtrain-gpu-bundle"
 env -u BUILD_DIR -u FORTUNES OUT="$WORK/gpucheck" "$HB/gpu-check.sh" --dry-run --only env,build,data,gpu_tests \
   >"$WORK/gpucheck.log" 2>&1 || { cat "$WORK/gpucheck.log"; fail "gpu-check.sh --dry-run from the bundle failed"; }
-python3 - "$WORK/gpucheck/gpu-check" "$HB" <<'PY' || fail "gpu-check.sh from the bundle: its JSON"
-import json, sys
-d, hb = sys.argv[1], sys.argv[2]
-s = json.load(open(f"{d}/summary.json"))
-assert s["bundle"] == hb and [x["status"] for x in s["stages"]] == ["pass"] * 4, s
-b = json.load(open(f"{d}/build.json"))["result"]
-m = json.load(open(f"{hb}/manifest.json"))
-assert b["built"] is False and b["sha256_mismatch"] == [] and b["files"] == len(m["files"]), b
-print("  from the bundle:", ", ".join(f"{x['stage']} {x['status']}" for x in s["stages"]), "-", b["files"], "files checked")
-PY
+checks gpu-check-bundle "$WORK/gpucheck/gpu-check" "$HB" || fail "gpu-check.sh from the bundle: its JSON"
 printf 'x' >>"$HB/data/fortunes.h5"
 rc=0; OUT="$WORK/gpucheck2" "$HB/gpu-check.sh" --dry-run --only build >"$WORK/gpucheck2.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "gpu-check.sh accepted a bundle with an altered file (exit $rc)"
-python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["result"]; assert r["sha256_mismatch"] == ["data/fortunes.h5"], r' \
-  "$WORK/gpucheck2/gpu-check/build.json" || fail "the altered file is not the one named"
+jq -e '.result.sha256_mismatch == ["data/fortunes.h5"]' "$WORK/gpucheck2/gpu-check/build.json" >/dev/null ||
+  fail "the altered file is not the one named"
 pass "gpu-check.sh runs from the bundle without a build, checks every file, names an altered one"
 lap "rehearsal done"
 echo "bundle_rehearsal: all checks passed in $((SECONDS - t0)) s"

@@ -12,6 +12,7 @@ a test's input files; a reader prints one value for the shell.
 
 The checks use only the standard library: the tests run them under Debian's python3 as it is.
 """
+import datetime
 import glob
 import hashlib
 import json
@@ -19,6 +20,7 @@ import os
 import random
 import re
 import socket
+import statistics
 import struct
 import sys
 import xml.etree.ElementTree as ET
@@ -389,6 +391,211 @@ def hang_case(run, diagnosis, spec, cause, culprit, world):
         expect(m[0]["values"][str(culprit)] == want["numel"], f"mismatch {m[0]}, the culprit's numel {want['numel']}")
 
 
+# ---- hang-diagnose's command line (hang_diagnose_cli.sh) ----
+
+@command(("path", str), ("rank", int), ("world", int), ("reason", str), ("last_started", int), ("state5", str),
+         ("job", str, "?"))
+def make_flight_dump(path, rank, world, reason, last_started, state5, job):
+    """Writes a synthetic flight record (docs/FORMATS.md "Flight record", format_version 3) of rank
+    in a world of world, for job (default job-1): AllReduce seq 1..4 completed in group dp, seq 5
+    recorded in state state5 ("none": not submitted), last started seq last_started; a reason
+    "timeout" names dp's seq 5 as its trigger."""
+    t0 = 1.7e9
+
+    def entry(seq, state):
+        started = state not in ("queued", "skipped")
+        return {"id": seq, "seq": seq, "op": "AllReduce", "group": "dp", "dtype": "float32", "numel": 1024,
+                "bytes": 4096, "root": -1, "step": (seq + 1) // 2, "phase": "backward", "state": state,
+                "t_enqueue": t0 + seq, "t_start": t0 + seq if started else None,
+                "t_end": t0 + seq + 0.01 if state == "completed" else None}
+    entries = [entry(s, "completed") for s in range(1, 5)]
+    if state5 != "none":
+        entries.append(entry(5, state5))
+    group = {"name": "dp", "rank": rank, "size": world, "world_ranks": list(range(world)), "phase": None,
+             "last_enqueued_seq": 5 if state5 != "none" else 4, "last_started_seq": last_started,
+             "last_completed_seq": 4, "capacity": 2048, "dropped": 0, "entries": entries}
+    timeout = reason == "timeout"
+    save({"format": "shardtrain-flight-record", "format_version": 3, "job_id": job or "job-1", "rank": rank,
+          "world_size": world, "hostname": "h", "pid": 100 + rank, "code_version": "test", "reason": reason,
+          "dumped_at": t0 + 305, "timed_out_group": "dp" if timeout else None,
+          "trigger": {"group": "dp", "seq": 5, "op": "AllReduce", "timeout_ms": 300000} if timeout else None,
+          "triggers": [], "now": {"phase": "forward", "step": 3, "since": t0 + 4.5}, "phases": [], "groups": [group]},
+         path)
+
+
+@command(("source", str), ("out", str), ("version", int))
+def make_format_version(source, out, version):
+    """Writes the flight record source to out with its format_version set to version."""
+    d = load(source)
+    d["format_version"] = version
+    save(d, out)
+
+
+@command(("diagnosis", str), ("rank", int), ("seq", int))
+def skipped_by(diagnosis, rank, seq):
+    """hang-diagnose --json: a hang diagnosis whose culprit is rank, cause skipped, blocked at seq
+    with rank alone not joined."""
+    d = load(diagnosis)
+    print("  verdict", d["verdict"], "culprit", d["culprit"])
+    expect(d["format"] == "shardtrain-hang-diagnosis" and d["verdict"] == "hang",
+           f"format {d['format']}, verdict {d['verdict']}; expected shardtrain-hang-diagnosis, hang")
+    c, b = d["culprit"], d["blocked"]
+    expect(c is not None and c["rank"] == rank and c["cause"] == "skipped", f"culprit {c}, expected rank {rank} (skipped)")
+    expect(b is not None and b["seq"] == seq and b["not_joined"] == [rank],
+           f"blocked {b}, expected seq {seq} with only rank {rank} not joined")
+
+
+@command(("diagnosis", str), ("rank", int))
+def no_dump_culprit(diagnosis, rank):
+    """hang-diagnose --json (format_version 2): the culprit is rank, cause no-dump, not job-wide and
+    on no known host (no summary culprit_host either), the only missing rank."""
+    d = load(diagnosis)
+    c = d["culprit"]
+    expect(d["format_version"] == 2, f"format_version {d['format_version']}, expected 2")
+    got = {k: c[k] for k in ("rank", "cause", "job_wide", "host")}
+    want = {"rank": rank, "cause": "no-dump", "job_wide": False, "host": None}
+    expect(got == want, f"culprit {c}, expected {want}")
+    expect(d["summary"]["culprit_host"] is None and d["missing_ranks"] == [rank],
+           f"summary culprit_host {d['summary']['culprit_host']}, missing ranks {d['missing_ranks']}; expected None, [{rank}]")
+
+
+# ---- the randomised fault matrix (fault_matrix.sh) ----
+
+FAULT_STEPS = 6              # --steps 6, steps 0..5
+FAULT_CKPT_STEPS = [1, 3]    # --ckpt-every 2: saves after steps 1 and 3 (and 5, the last: not drawn)
+FAULT_EVAL_STEPS = [1, 3]    # --eval-every 2
+# Phases holding collectives, by layout (seen in their flight records): DDP the gradient all-reduce
+# in backward; ZeRO-1/2 also the parameter all-gather in optimizer; ZeRO-3 and TP=2 collectives in
+# forward, backward, optimizer and eval (parameter gathers; TP's activation all-reduces and logits
+# gathers); every layout the checkpoint group's broadcast and all-gather in ckpt. (The step-end
+# agreement collectives are in every step too, but step-end is not a phase of the draw.)
+FAULT_COLLECTIVE_PHASES = {
+    "ddp": ["backward", "ckpt"],
+    "zero1": ["backward", "optimizer", "ckpt"],
+    "zero2": ["backward", "optimizer", "ckpt"],
+    "zero3": ["forward", "backward", "optimizer", "ckpt", "eval"],
+    "tp2": ["forward", "backward", "optimizer", "ckpt", "eval"],
+}
+FAULT_PHASES = ["data", "forward", "backward", "optimizer", "ckpt", "eval"]
+FAULT_KINDS = ["skip-collective", "wrong-count", "hang", "kill", "slow-data", "delay"]
+FAULT_LAYOUTS = ["ddp", "zero1", "zero2", "zero3", "tp2"]
+FAULT_CLASSES = {"skip-collective": "skipped-collective", "wrong-count": "mismatch", "hang": "hang-outside-collective",
+                 "kill": "dead-rank", "slow-data": "hang-outside-collective", "delay": "hang-outside-collective"}
+
+
+def fault_steps(phase):
+    """The steps a fault in phase can be drawn at: the saves' for ckpt, the evaluations' for eval,
+    else every step but the last."""
+    return FAULT_CKPT_STEPS if phase == "ckpt" else FAULT_EVAL_STEPS if phase == "eval" else list(range(FAULT_STEPS - 1))
+
+
+@command(("seed", int), ("count", int), ("timeout", int))
+def fault_cases(seed, count, timeout):
+    """The fault matrix's draw: count cases from random.Random(seed), one line each, "index W tool
+    layout mode kind phase step rank spec expected_class". The kinds take turns and the layouts
+    rotate; the world size (2, 4 or 6 for TP=2, else 2..6), mode, rank, phase and step are drawn, in
+    that order (the same seed gives the same cases). A delay or slow data lasts three collective
+    timeouts (timeout s) from its phase's first step. "ambiguous" where docs/RUNBOOK.md says no
+    record can decide: a wrong count at W=2 in the first step that has the collective."""
+    rng = random.Random(seed)
+    for i in range(count):
+        kind = FAULT_KINDS[i % len(FAULT_KINDS)]        # every kind equally often
+        layout = FAULT_LAYOUTS[(i // len(FAULT_KINDS) + i) % len(FAULT_LAYOUTS)]
+        W = rng.choice([2, 4, 6]) if layout == "tp2" else rng.randint(2, 6)
+        mode = rng.choice(["fast", "det"])
+        rank = rng.randrange(W)
+        if kind in ("skip-collective", "wrong-count"):
+            phase = rng.choice(FAULT_COLLECTIVE_PHASES[layout])
+        elif kind == "slow-data":
+            phase = "data"
+        else:
+            phase = rng.choice(FAULT_PHASES)
+        step = rng.choice(fault_steps(phase))
+        if kind in ("slow-data", "delay"):
+            step = fault_steps(phase)[0]  # a delay acts on every entry of its phase: the first one times out
+            ms = 3 * 1000 * timeout       # three collective timeouts: a straggler beyond the timeout
+            spec = f"slow-data:rank={rank},ms={ms}" if kind == "slow-data" else f"delay:rank={rank},ms={ms},phase={phase}"
+        else:
+            spec = f"{kind}:rank={rank},step={step},phase={phase}"
+        expected = FAULT_CLASSES[kind]
+        # Undecidable: two ranks disagree on a size in the first step that has the collective: no
+        # majority, no history.
+        if kind == "wrong-count" and W == 2 and step == fault_steps(phase)[0]:
+            expected = "ambiguous"
+        tool = "fsdp-train" if layout.startswith("zero") else "ddp-train"
+        print(i, W, tool, layout, mode, kind, phase, step, rank, spec, expected)
+
+
+def fault_time(run, timeout):
+    """When the fault happened, from the attempt's flight records: the first failure trigger
+    (timeout, error, exit), less the timeout when it was a timeout; where there is none (a dead
+    rank's survivors may write only records on mpirun's signal), the first signal; else None."""
+    fault_at, signal_at = None, None
+    for f in glob.glob(f"{run}/flight.attempt0/flight.rank*.json"):
+        for t in load(f).get("triggers", []):
+            if t["reason"] in ("timeout", "error", "exit"):
+                at = t["at"] - (timeout if t["reason"] == "timeout" else 0)
+                fault_at = at if fault_at is None else min(fault_at, at)
+            elif t["reason"] == "signal":
+                signal_at = t["at"] if signal_at is None else min(signal_at, t["at"])
+    return fault_at if fault_at is not None else signal_at
+
+
+@command(("run", str), ("rc", int), ("start", float), ("end", float), ("timeout", float), ("kind", str),
+         ("phase", str), ("step", int), ("rank", int), ("expected", str))
+def fault_case(run, rc, start, end, timeout, kind, phase, step, rank, expected):
+    """One case of the fault matrix, run under run-resilient.sh --max-restarts 0 from start to end
+    (epoch seconds), exit rc: prints one row, "ok  | ..." or "FAIL | ... | the problems", with the
+    launcher's verdict (attempt0.verdict.json), the stop time and the diagnosis time, and exits 0
+    either way (the script counts the FAIL rows). Problems: no verdict; exit 0; stopped later than
+    timeout + 10 s after the fault (fault_time; the end: the verdict's command_ended_at, else end);
+    a healthy rank named; not the expected class and rank (for "ambiguous": class ambiguous, no
+    rank); a kill's blocked step before the kill's; otherwise not the injected phase and step."""
+    problems = []
+    try:
+        with open(f"{run}/attempt0.verdict.json") as f:
+            v = json.load(f)
+    except (OSError, ValueError):
+        v = {}
+        problems.append("no verdict")
+    if rc == 0:
+        problems.append("the faulty job exited 0")
+    fault_at = fault_time(run, timeout)
+    stop_s = v.get("command_ended_at", end) - (fault_at if fault_at is not None else start)
+    if stop_s > timeout + 10:
+        problems.append(f"stopped {stop_s:.1f} s after the fault (limit {timeout + 10:.0f} s)")
+    got = (v.get("class"), v.get("culprit_rank"), v.get("phase"), v.get("step"))
+    if v.get("culprit_rank") not in (None, rank):
+        problems.append(f"a healthy rank named: {v.get('culprit_rank')}")
+    if expected == "ambiguous":
+        if v.get("class") != "ambiguous" or v.get("culprit_rank") is not None:
+            problems.append(f"expected ambiguous (no majority, no history), got {got}")
+    elif (v.get("class"), v.get("culprit_rank")) != (expected, rank):
+        problems.append(f"expected {expected} rank {rank}, got {v.get('class')} rank {v.get('culprit_rank')}")
+    elif kind == "kill":
+        # A kill leaves no record of the dead rank: the verdict's step is the survivors' blocked one.
+        if v.get("step") is None or v["step"] < step:
+            problems.append(f"the survivors' blocked step {v.get('step')} is before the kill's {step}")
+    elif (v.get("phase"), v.get("step")) != (phase, step):
+        problems.append(f"expected phase {phase} step {step}, got phase {v.get('phase')} step {v.get('step')}")
+    print(("ok  " if not problems else "FAIL") + f" | {v.get('class')} rank {v.get('culprit_rank')} phase {v.get('phase')} "
+          f"step {v.get('step')} | stop {stop_s:.1f} s | diag {v.get('diagnosis_s')} s"
+          + ("" if not problems else " | " + "; ".join(problems)))
+
+
+@command(("results", str))
+def fault_times(results):
+    """The fault matrix's rows (fault-case's, one per line): the median and largest diagnosis time
+    ("diag S s") and stop time ("stop S s"), each line printed only where some row has the figure."""
+    text = read_text(results)
+    d = [float(m.group(1)) for m in re.finditer(r"diag ([0-9.]+) s", text)]
+    s = [float(m.group(1)) for m in re.finditer(r"stop ([0-9.]+) s", text)]
+    if d:
+        print(f"diagnosis time (first trigger -> verdict line): median {statistics.median(d):.2f} s, max {max(d):.2f} s")
+    if s:
+        print(f"stop time after the fault: median {statistics.median(s):.1f} s, max {max(s):.1f} s")
+
+
 # ---- datasets and exports (hf_export.sh, hf_import.sh, holdout_agreement.sh) ----
 
 HF_WORDS = "the a model data train token shard layer head ring loss step cut off window byte text of to and in".split()
@@ -655,6 +862,35 @@ def kill_delay(index, duration):
     print(round(duration * r.uniform(0.8 if index % 2 == 0 else 0, 1), 4))
 
 
+# ---- the kill-resume proof (kill_resume_adjacent.sh) ----
+
+@command(("work", str))
+def adjacent_kills(work):
+    """kill-resume-proof's kills.jsonl and restarts.json for kill_resume_adjacent.sh's plan (a save
+    kill during step_6's write, a step kill at 6, a save kill during step_10's write, a node loss
+    at 10): one attempt per kill, in order (each kill after a save kill hits the attempt after it);
+    both save kills interrupted their write; each save kill's next attempt resumed from the
+    checkpoint before the interrupted one; the restarts resumed from step 4, 6, 8, 10, the last
+    on 2 ranks of 3, each after a failed attempt."""
+    kills = load_lines(f"{work}/kills.jsonl")
+    restarts = load(f"{work}/restarts.json")["restarts"]
+    expect([k["attempt"] for k in kills] == [0, 1, 2, 3], f"kills {kills}: expected attempts 0, 1, 2, 3")
+    saves = [(k["interrupted"], k.get("outcome")) for k in kills if k["mode"] == "during-save"]
+    expect(saves == [("step_00000006", "write interrupted"), ("step_00000010", "write interrupted")],
+           f"save kills {saves}: expected the writes of step_00000006 and step_00000010 interrupted")
+    expect(kills[0]["latest_at_kill"] == "step_00000004" and kills[2]["latest_at_kill"] == "step_00000008",
+           f"latest checkpoints at the save kills {kills[0]['latest_at_kill']}, {kills[2]['latest_at_kill']}; "
+           "expected step_00000004, step_00000008")
+    resumed = [r["resumed_from"] for r in restarts]
+    expect(resumed == ["step_00000004", "step_00000006", "step_00000008", "step_00000010"],
+           f"restarts resumed from {resumed}")
+    worlds = [(r["previous_world_size"], r["world_size"]) for r in restarts]
+    expect(worlds == [(3, 3), (3, 3), (3, 3), (3, 2)], f"restart world sizes {worlds}, expected W 3 -> 2 at the last")
+    expect(all(r["previous_exit_status"] != 0 for r in restarts),
+           f"a restart after an attempt that exited 0: {[r['previous_exit_status'] for r in restarts]}")
+    print(f"  kills in attempts {[k['attempt'] for k in kills]}; restarts from {resumed}, world sizes {worlds}")
+
+
 # ---- scale-bench (scale_report.sh) ----
 
 @command(("series", str))
@@ -750,6 +986,145 @@ def model_prediction(report_dir, prediction):
         print(f"  W={w}: measured E {p['efficiency']:.3f}, predicted {p['predicted_efficiency']:.3f} (model: {model[w]:.3f})")
         expect(abs(p["predicted_efficiency"] - model[w]) < 1e-9, f"W={w}: the report's prediction is not the model's")
     expect("model prediction" in read_text(f"{report_dir}/efficiency.gp"), "no prediction curve in the plot")
+
+
+# ---- gpu-check.sh (gpu_check_dry.sh, bundle_rehearsal.sh) ----
+
+STAGE_KEYS = {"stage", "status", "seconds", "limit_s", "exit_code", "log", "result"}
+
+
+@command(("results", str))
+def gpu_check_dry(results):
+    """gpu-check.sh --dry-run's results folder: summary.json a dry run of eleven stages, all passed,
+    each with its <stage>.json of every key; the [gpu] tests skipped (no device); deterministic 2
+    vs 1 rank BITWISE; GPT-2's 6N + 12LTC the trainer's FLOPs per token; the scaling table at 1
+    and 2 workers."""
+    s = load(f"{results}/summary.json")
+    names = [x["stage"] for x in s["stages"]]
+    expect(s["dry_run"] and len(names) == 11, f"dry_run {s['dry_run']}, stages {names}: expected a dry run of 11")
+    expect(all(x["status"] == "pass" for x in s["stages"]), f"stages {s['stages']}: expected every one pass")
+    for n in names:
+        keys = set(load(f"{results}/{n}.json"))
+        expect(keys >= STAGE_KEYS, f"{n}.json keys {sorted(keys)}: missing {sorted(STAGE_KEYS - keys)}")
+    expect(load(f"{results}/gpu_tests.json")["result"]["skipped_no_device"], "the [gpu] tests did not skip (exit 77)")
+    v = load(f"{results}/deterministic_bitwise.json")["result"]["verdict"]
+    expect(v == "BITWISE", f"deterministic 2 vs 1 rank: {v}, expected BITWISE")
+    g = load(f"{results}/gpt2_124m.json")["result"]
+    expect(g["flops_per_token_6N_12LTC"] == g["flops_per_token_trainer"],
+           f"FLOPs per token: 6N + 12LTC {g['flops_per_token_6N_12LTC']}, the trainer's {g['flops_per_token_trainer']}")
+    workers = [r["workers"] for r in load(f"{results}/cpu_scaling.json")["result"]["table"]]
+    expect(workers == [1, 2], f"scaling table at workers {workers}, expected [1, 2]")
+    print("  stages:", ", ".join(f"{x['stage']} {x['seconds']:.0f}s" for x in s["stages"]))
+
+
+@command(("results", str), ("bundle", str))
+def gpu_check_bundle(results, bundle):
+    """gpu-check.sh --dry-run --only env,build,data,gpu_tests from an unpacked bundle: summary.json
+    names the bundle, four stages passed; the build stage built nothing and checked every file of
+    the manifest, none mismatched."""
+    s = load(f"{results}/summary.json")
+    status = [x["status"] for x in s["stages"]]
+    expect(s["bundle"] == bundle and status == ["pass"] * 4,
+           f"bundle {s['bundle']}, statuses {status}; expected {bundle}, 4 pass")
+    b = load(f"{results}/build.json")["result"]
+    m = load(f"{bundle}/manifest.json")
+    expect(b["built"] is False and b["sha256_mismatch"] == [] and b["files"] == len(m["files"]),
+           f"build result {b}: expected nothing built, {len(m['files'])} files checked, none mismatched")
+    print("  from the bundle:", ", ".join(f"{x['stage']} {x['status']}" for x in s["stages"]), "-", b["files"], "files checked")
+
+
+# ---- the Slurm chain (slurm_chain.sh) ----
+
+CHAIN_WORDS = "the a cluster job node rank step loss model data train check point queue time limit save resume".split()
+
+
+def iso_utc(seconds):
+    """Epoch seconds as ISO 8601 UTC (2001-01-01T00:00:00Z)."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@command(("out", str))
+def make_chain_corpus(out):
+    """Writes data-prep JSONL of 240 documents (seed 23) by four owners in turn, their times spread
+    evenly over 2001..2021 (available a day later), each 30 to 60 words of a seeded word chain (a
+    model has something to learn)."""
+    rng = random.Random(23)
+    words = CHAIN_WORDS
+    with open(out, "w") as f:
+        for i in range(240):
+            owner = ["ada", "bob", "cy", "dee"][i % 4]
+            t = 978307200 + (i * 631152000) // 240
+            w, text = rng.choice(words), []
+            for _ in range(rng.randint(30, 60)):
+                text.append(w)
+                w = words[(words.index(w) * 7 + rng.randint(0, 2)) % len(words)]
+            f.write(json.dumps({"id": f"{owner}/{i}", "version": 1, "owner": owner, "event_time": iso_utc(t),
+                                "available_time": iso_utc(t + 86400), "text": " ".join(text) + "."}) + "\n")
+
+
+@command(("run", str), ("registry", str))
+def chain_release(run, registry):
+    """The chain's run folder and release registry after pipeline.sh --sbatch: --steps, --np and
+    --base-steps reached the jobs (main run 600 steps on 2 ranks, baseline 10 on 1, twin 10 on 2);
+    replica checks ran; the twin BITWISE; a scaling report at W = 1, 2, 4 with efficiency and
+    oversubscription as the hosts' CPUs say; one release record of the candidate with all evidence
+    found and passing, promoted with a positive utility and the regret within its bound, and
+    last-known-good moved to it; one record of the planted bad candidate, rejected on its loss rise
+    with the chain's candidate in service; costs.json from scontrol with queue waits, storage and
+    preprocessing."""
+    for d, steps, w in ((run, 600, 2), (f"{run}/baseline", 10, 1), (f"{run}/twin", 10, 2)):
+        s = load(f"{d}/summary.json")
+        expect((s["steps"], s["world_size"]) == (steps, w), f"{d}: steps {s['steps']}, W {s['world_size']}: wanted {steps}, {w}")
+        print(f"    {os.path.relpath(d, run) if d != run else 'main run'}: {s['steps']} steps on {s['world_size']} ranks")
+    checks_run = load(f"{run}/summary.json")["replica_checks"]["checks"]
+    expect(checks_run >= 1, f"{checks_run} replica checks in the main run, expected at least 1")
+    eq = load(f"{run}/evidence/equivalence.json")
+    expect(eq["verdict"] == "BITWISE", f"the twin is {eq['verdict']}, not BITWISE")
+    rep = load(f"{run}/evidence/scaling/report.json")
+    pts = [(p["world_size"], round(p["efficiency"], 3), p["oversubscribed"]) for p in rep["points"]]
+    print(f"    scaling report: efficiency_available {rep['efficiency_available']}, (W, E, oversubscribed) = {pts}")
+    expect(rep["efficiency_available"] and sorted(w for w, _, _ in pts) == [1, 2, 4],
+           f"efficiency_available {rep['efficiency_available']}, points {pts}: expected W = 1, 2, 4")
+    for p in rep["points"]:
+        expect(p["oversubscribed"] == (p["host"]["cpus"] > 0 and p["world_size"] > p["host"]["cpus"]),
+               f"W={p['world_size']} on {p['host']['cpus']} CPUs: oversubscribed {p['oversubscribed']}")
+    recs = [load(f) for f in sorted(glob.glob(f"{registry}/records/*.json"))]
+    mine = [r for r in recs if r["artifact"]["folder"].startswith(f"{run}/checkpoints/")]
+    expect(len(mine) == 1, f"{len(mine)} release records of the chain's candidate")
+    rec = mine[0]
+    items = rec["rubric"]["items"]
+    for it in items:
+        print(f"    evidence {it['item']}: found {it.get('found')}, passed {it.get('passed')} ({it.get('detail')})")
+    missing = [it for it in items if not (it.get("found") and it.get("passed"))]
+    expect(not missing, f"evidence missing or failing: {missing}")
+    print(f"    rubric score {rec['rubric'].get('score')} (min {rec['rubric'].get('min_score')}); decision {rec.get('decision')}")
+    for reason in rec.get("reasons", []):
+        print(f"      reason: {reason}")
+    expect(rec["decision"] == "promote", f"the chain's candidate was not promoted: {rec.get('reasons')}")
+    u = rec["utility"]
+    print(f"    utility of promoting over {u['fallback']}: E = {u['expected_utility']:.2f} "
+          f"(95% interval {u['lower']:.2f} to {u['upper']:.2f}), P(regret) {u['regret_probability']:.4f}")
+    expect(u["positive"] and u["regret_within_bound"], f"utility {u}: expected positive, the regret within its bound")
+    lkg = load(f"{registry}/last-known-good")
+    promoted = load(os.path.join(registry, lkg["record"]))
+    expect(promoted["artifact"]["folder"] == rec["artifact"]["folder"], f"last-known-good is {lkg}, not the chain's record")
+    bad = [r for r in recs if "/run/bad/checkpoints/" in r["artifact"]["folder"]]
+    expect(len(bad) == 1, f"{len(bad)} release records of the planted bad candidate")
+    bad = bad[0]
+    print(f"    planted bad candidate {os.path.basename(bad['artifact']['folder'])}: decision {bad['decision']}, "
+          f"against {bad['baseline']['name']}, in service {bad['in_service']['name']} ({bad['in_service'].get('checkpoint')})")
+    for reason in bad["reasons"]:
+        print(f"      reason: {reason}")
+    expect(bad["decision"] == "reject", "the planted bad candidate was promoted")
+    expect(bad["in_service"].get("checkpoint") == rec["artifact"]["folder"],
+           f"in service at the bad candidate's decision: {bad['in_service']}, expected the chain's candidate")
+    expect(any(x.startswith("loss_rise") for x in bad["reasons"]), "the bad candidate was not rejected on its loss")
+    c = load(f"{run}/costs.json")
+    expect(c["source"] == "scontrol show job", f"costs.json source {c['source']}, expected scontrol show job")
+    expect(all("queue_wait_s" in s for s in c["stages"] if s.get("started")), "a stage without its queue wait")
+    expect(c["storage_bytes"]["dataset"] > 0 and c["storage_bytes"]["checkpoints"] > 0,
+           f"storage_bytes {c['storage_bytes']}: expected dataset and checkpoints above 0")
+    expect(c["preprocessing_s"] is not None and c["preprocessing_s"] > 0, f"preprocessing_s {c['preprocessing_s']}, expected > 0")
 
 
 # ---- the machine (slurm_cluster.sh) ----

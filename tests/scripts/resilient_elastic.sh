@@ -15,6 +15,7 @@
 #  (7) SIGUSR1 to the launcher is survived and stops restarts.
 #
 # Usage: resilient_elastic.sh BIN_DIR WORK_DIR   (BIN_DIR unused: the launcher alone is tested)
+# shellcheck disable=SC2015  # `[ rc ] && grep || { ...; fail; }`: fails unless both hold, as meant
 set -euo pipefail
 WORK=$2
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -35,7 +36,7 @@ while (($#)); do case "$1" in -np) np=$2; shift 2 ;; --run-dir) run=$2; shift 2 
 mkdir -p "$run"
 n=$(cat "$run/attempts" 2>/dev/null | wc -l)
 echo "$np" >>"$run/attempts"
-python3 -c "import json,time; print(json.dumps({'step': $n, 'time': time.time()}))" >>"$run/steps.rank0.jsonl"
+jq -cn --argjson step "$n" '{step: $step, time: now}' >>"$run/steps.rank0.jsonl"
 read -r what rank < <(sed -n "$((n + 1))p" "$plan")
 if [ "$what" = ckptfail ]; then mkdir -p "$run/checkpoints" && echo "step_$n" >"$run/checkpoints/latest"; what=fail; fi
 [ "$what" = fail ] && { echo "[rank $rank/$np] error: injected"; exit 1; }

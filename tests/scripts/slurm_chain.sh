@@ -25,15 +25,14 @@
 # so that jobs which mostly sleep (B and C: --inject delay) run beside the chain on two cores.
 #
 # Usage: slurm_chain.sh BIN_DIR WORK_DIR
-set -euo pipefail
+# shellcheck disable=SC2015,SC2016  # `A && B || fail`: fails unless both hold; '$1' is the stand-in srun's own
 BIN_DIR=$(cd "$1" && pwd)
 WORK=$2
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-rm -rf "$WORK" && mkdir -p "$WORK"
+# Strict mode, the Open MPI environment, a fresh WORK, fail/pass, checks (its dataset is unused).
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$repo/tests/scripts/common.sh"
 WORK=$(cd "$WORK" && pwd)
-fail() { echo "FAIL: $*" >&2; exit 1; }
-pass() { echo "ok: $*"; }
 t_start=$SECONDS
 
 # The cluster lives in a short /tmp path (munge's socket path must stay under 108 bytes).
@@ -101,21 +100,7 @@ verdict() {  # verdict A B [equiv-check options]: prints and returns the verdict
 
 # A small corpus: four owners' documents over 2001..2021 (a 2019 cutoff holds out the last tenth of
 # each), text from a seeded word chain so a model has something to learn.
-python3 - "$WORK/docs.jsonl" <<'PY'
-import json, random, sys
-rng = random.Random(23)
-words = "the a cluster job node rank step loss model data train check point queue time limit save resume".split()
-with open(sys.argv[1], "w") as out:
-    for i in range(240):
-        owner = ["ada", "bob", "cy", "dee"][i % 4]
-        t = 978307200 + (i * 631152000) // 240
-        w = rng.choice(words); text = []
-        for _ in range(rng.randint(30, 60)):
-            text.append(w); w = words[(words.index(w) * 7 + rng.randint(0, 2)) % len(words)]
-        iso = lambda s: __import__("datetime").datetime.fromtimestamp(s, __import__("datetime").timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        out.write(json.dumps({"id": f"{owner}/{i}", "version": 1, "owner": owner, "event_time": iso(t),
-                              "available_time": iso(t + 86400), "text": " ".join(text) + "."}) + "\n")
-PY
+checks make-chain-corpus "$WORK/docs.jsonl"
 "$BIN_DIR/data-prep" "$WORK/docs.jsonl" -o "$WORK/docs.h5" >/dev/null
 cutoff=2019-01-01T00:00:00Z
 tiny="--layers 2 --d-model 32 --heads 2 --global-batch 8 --micro-batch 2 --eval-samples 16 --peak-gflops 100 --log-every 20"
@@ -355,58 +340,6 @@ show_job "$bad_decide" "$(field "$bad_decide" StdOut)"
 expect_state "$bad_decide" FAILED  # release-gate decide exit 1: REJECT
 [ "$(field "$bad_decide" ExitCode)" = 1:0 ] || fail "the bad candidate's decision job exited $(field "$bad_decide" ExitCode), not 1 (reject)"
 grep -E "^decision:|in service:" "$(field "$bad_decide" StdOut)" | sed 's/^/    /'
-python3 - "$r" "$WORK/registry" <<'PY'
-import glob, json, os, sys
-run, reg = sys.argv[1:]
-# pipeline.sh's --steps, --np, --base-steps reached the Slurm jobs.
-for d, steps, w in ((run, 600, 2), (f"{run}/baseline", 10, 1), (f"{run}/twin", 10, 2)):
-    s = json.load(open(f"{d}/summary.json"))
-    assert (s["steps"], s["world_size"]) == (steps, w), f"{d}: steps {s['steps']}, W {s['world_size']}: wanted {steps}, {w}"
-    print(f"    {os.path.relpath(d, run) if d != run else 'main run'}: {s['steps']} steps on {s['world_size']} ranks")
-assert json.load(open(f"{run}/summary.json"))["replica_checks"]["checks"] >= 1
-eq = json.load(open(f"{run}/evidence/equivalence.json"))
-assert eq["verdict"] == "BITWISE", f"the twin is {eq['verdict']}, not BITWISE"
-rep = json.load(open(f"{run}/evidence/scaling/report.json"))
-pts = [(p["world_size"], round(p["efficiency"], 3), p["oversubscribed"]) for p in rep["points"]]
-print(f"    scaling report: efficiency_available {rep['efficiency_available']}, (W, E, oversubscribed) = {pts}")
-assert rep["efficiency_available"] and sorted(w for w, _, _ in pts) == [1, 2, 4], pts
-for p in rep["points"]:
-    assert p["oversubscribed"] == (p["host"]["cpus"] > 0 and p["world_size"] > p["host"]["cpus"]), p
-recs = [json.load(open(f)) for f in sorted(glob.glob(f"{reg}/records/*.json"))]
-mine = [r for r in recs if r["artifact"]["folder"].startswith(f"{run}/checkpoints/")]
-assert len(mine) == 1, f"{len(mine)} release records of the chain's candidate"
-rec = mine[0]
-items = rec["rubric"]["items"]
-for it in items:
-    print(f"    evidence {it['item']}: found {it.get('found')}, passed {it.get('passed')} ({it.get('detail')})")
-missing = [it for it in items if not (it.get("found") and it.get("passed"))]
-assert not missing, f"evidence missing or failing: {missing}"
-print(f"    rubric score {rec['rubric'].get('score')} (min {rec['rubric'].get('min_score')}); decision {rec.get('decision')}")
-for reason in rec.get("reasons", []):
-    print(f"      reason: {reason}")
-assert rec["decision"] == "promote", f"the chain's candidate was not promoted: {rec.get('reasons')}"
-u = rec["utility"]
-print(f"    utility of promoting over {u['fallback']}: E = {u['expected_utility']:.2f} "
-      f"(95% interval {u['lower']:.2f} to {u['upper']:.2f}), P(regret) {u['regret_probability']:.4f}")
-assert u["positive"] and u["regret_within_bound"], u
-lkg = json.load(open(f"{reg}/last-known-good"))
-promoted = json.load(open(os.path.join(reg, lkg["record"])))
-assert promoted["artifact"]["folder"] == rec["artifact"]["folder"], f"last-known-good is {lkg}, not the chain's record"
-bad = [r for r in recs if "/run/bad/checkpoints/" in r["artifact"]["folder"]]
-assert len(bad) == 1, f"{len(bad)} release records of the planted bad candidate"
-bad = bad[0]
-print(f"    planted bad candidate {os.path.basename(bad['artifact']['folder'])}: decision {bad['decision']}, "
-      f"against {bad['baseline']['name']}, in service {bad['in_service']['name']} ({bad['in_service'].get('checkpoint')})")
-for reason in bad["reasons"]:
-    print(f"      reason: {reason}")
-assert bad["decision"] == "reject", "the planted bad candidate was promoted"
-assert bad["in_service"].get("checkpoint") == rec["artifact"]["folder"], bad["in_service"]
-assert any(x.startswith("loss_rise") for x in bad["reasons"]), "the bad candidate was not rejected on its loss"
-c = json.load(open(f"{run}/costs.json"))
-assert c["source"] == "scontrol show job", c["source"]
-assert all("queue_wait_s" in s for s in c["stages"] if s.get("started")), "a stage without its queue wait"
-assert c["storage_bytes"]["dataset"] > 0 and c["storage_bytes"]["checkpoints"] > 0, c["storage_bytes"]
-assert c["preprocessing_s"] is not None and c["preprocessing_s"] > 0
-PY
+checks chain-release "$r" "$WORK/registry"
 sed 's/^/    /' "$(field "${chain[-1]}" StdOut)" | tail -n 16
 pass "A: every stage COMPLETED, all five evidence items present and passing, PROMOTE (last-known-good moved); the planted bad candidate REJECTED with last-known-good named and unmoved; costs.json from Slurm's records"
