@@ -353,9 +353,14 @@ TEST_CASE("launch verdict: one host all of whose ranks left no record is a lost 
 TEST_CASE("launch command: after a node loss mpirun runs on the live hosts, srun excludes the lost one", "[launch]") {
   const std::map<std::string, int> live = {{"n1", 2}, {"n3", 2}};
   CHECK(ChildCommand::on_hosts({"mpirun", "-H", "n1,n2,n3", "-np", "4", "ddp-train"}, live, {"n2"}) ==
-        std::vector<std::string>{"mpirun", "-H", "n1:2,n3:2", "-np", "4", "ddp-train"});
+        std::vector<std::string>{"mpirun", "--mca", "orte_no_vm", "1", "-H", "n1:2,n3:2", "-np", "4", "ddp-train"});
   CHECK(ChildCommand::on_hosts({"/usr/bin/srun", "--ntasks", "4", "ddp-train"}, live, {"n2"}) ==
         std::vector<std::string>{"/usr/bin/srun", "--exclude=n2", "--ntasks", "4", "ddp-train"});
   CHECK(ChildCommand::on_hosts({"./job.sh", "x"}, live, {"n2"}) == std::vector<std::string>{"./job.sh", "x"});
+  CHECK(ChildCommand::on_hosts({"mpirun", "-np", "4"}, live, {"n2"}, /*in_allocation=*/true) ==
+        std::vector<std::string>{"mpirun", "--mca", "orte_no_vm", "1", "-H", "n1:2,n3:2", "--mca", "plm_slurm_args",
+                                 "--overlap", "-np", "4"});
+  CHECK(ChildCommand::on_hosts({"srun", "-n", "4"}, live, {"n2"}, true) ==
+        std::vector<std::string>{"srun", "--overlap", "--exclude=n2", "-n", "4"});
   CHECK(ChildCommand::on_hosts({"mpirun", "-np", "2"}, {}, {}) == std::vector<std::string>{"mpirun", "-np", "2"});
 }

@@ -97,14 +97,18 @@ std::vector<std::string> ChildCommand::for_attempt(int attempt, std::optional<in
 }
 
 std::vector<std::string> ChildCommand::on_hosts(std::vector<std::string> argv, const std::map<std::string, int>& live,
-                                                const std::vector<std::string>& lost) {
+                                                const std::vector<std::string>& lost, bool in_allocation) {
   if (argv.empty() || lost.empty()) return argv;
   const std::string launcher = std::filesystem::path(argv[0]).filename().string();
   if (launcher == "mpirun" || launcher == "mpiexec" || launcher == "orterun") {
     std::vector<std::string> out{argv[0]};
     std::string hosts;
     for (const auto& [host, slots] : live) hosts += (hosts.empty() ? "" : ",") + host + ":" + std::to_string(slots);
-    out.insert(out.end(), {"-H", hosts});
+    // -H alone is not enough: Open MPI 4 starts a daemon on every node of a Slurm allocation, the
+    // lost one included, and fails ("An ORTE daemon has unexpectedly failed") until Slurm drops it;
+    // orte_no_vm maps first and starts daemons only where ranks will run.
+    out.insert(out.end(), {"--mca", "orte_no_vm", "1", "-H", hosts});
+    if (in_allocation) out.insert(out.end(), {"--mca", "plm_slurm_args", "--overlap"});
     for (std::size_t i = 1; i < argv.size(); ++i) {
       const std::string& a = argv[i];
       if (a == "-H" || a == "--host" || a == "-host") {
@@ -120,6 +124,7 @@ std::vector<std::string> ChildCommand::on_hosts(std::vector<std::string> argv, c
     std::string hosts;
     for (const auto& h : lost) hosts += (hosts.empty() ? "" : ",") + h;
     argv.insert(argv.begin() + 1, "--exclude=" + hosts);
+    if (in_allocation) argv.insert(argv.begin() + 1, "--overlap");
   }
   return argv;
 }

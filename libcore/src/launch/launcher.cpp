@@ -154,6 +154,8 @@ void interruptible_sleep(double s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+void wait_for_node_release(const std::string& host);
+
 // After a node-lost verdict: the host joins `lost`, and `live` becomes every other host of the
 // job's rank -> host table with the ranks it held (where mpirun may place the next attempt).
 void note_lost_host(const std::string& run_dir, const std::string& host, std::vector<std::string>& lost,
@@ -169,6 +171,42 @@ void note_lost_host(const std::string& run_dir, const std::string& host, std::ve
     say(std::string("the rank hosts table is unreadable (") + e.what() + "): the next attempt is not placed");
   }
   say("node " + host + " lost: the next attempts stay off it");
+  wait_for_node_release(host);
+}
+
+// Inside a Slurm allocation, a lost node stays in the job's node list until Slurm marks it DOWN
+// (SlurmdTimeout later; with --no-kill the job then shrinks), and until then a launch on the
+// others fails too (mpirun: "An ORTE daemon has unexpectedly failed", srun: "Requested nodes are
+// busy"): wait until the allocation no longer lists the host, for at most kReleaseWaitS.
+constexpr double kReleaseWaitS = 180;
+std::vector<std::string> allocation_hosts(const std::string& job) {
+  const std::string list = run_child_captured({"squeue", "-h", "-j", job, "-o", "%N"}).out;
+  std::vector<std::string> hosts;
+  if (list.find_first_not_of(" \n") == std::string::npos) return hosts;
+  std::istringstream names(run_child_captured({"scontrol", "show", "hostnames", list.substr(0, list.find('\n'))}).out);
+  for (std::string h; names >> h;) hosts.push_back(h);
+  return hosts;
+}
+void wait_for_node_release(const std::string& host) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job || host.empty() || find_on_path("squeue").empty() || find_on_path("scontrol").empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto until = t0 + std::chrono::duration<double>(kReleaseWaitS);
+  bool said = false;
+  while (std::chrono::steady_clock::now() < until && !g_terminating) {
+    const std::vector<std::string> hosts = allocation_hosts(job);
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) {
+      if (said)
+        say("Slurm dropped " + host + " from job " + job + " after " +
+            seconds_text(std::round(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())) + " s");
+      return;
+    }
+    if (!said) say("waiting for Slurm to drop the lost node " + host + " from job " + job + " (it then marks it DOWN)");
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  say("Slurm still lists " + host + " in job " + std::string(job) + " after " + seconds_text(kReleaseWaitS) +
+      " s: relaunching anyway");
 }
 
 // Inside a Slurm allocation, a new srun step waits ("Requested nodes are busy") while the failed
@@ -234,7 +272,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   for (state.attempt = 0;; ++state.attempt) {
     const std::vector<std::string> argv = ChildCommand::on_hosts(
         command.for_attempt(state.attempt, command.rank_count() ? std::optional<int>(state.world) : std::nullopt),
-        live_slots, lost_hosts);
+        live_slots, lost_hosts, std::getenv("SLURM_JOB_ID") != nullptr);
     if (state.attempt > 0) wait_for_old_steps(argv);
     const std::string resumed_from = read_latest(command.ckpt_dir());
     const double launched = unix_now();

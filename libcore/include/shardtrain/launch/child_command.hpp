@@ -11,7 +11,8 @@
 //     `--resume auto` unless the command already has --resume, and replace the rank count by
 //     `world` when the command states one (elastic restarts).
 //   - on_hosts(argv, slots): after a node loss, where the next attempt may run: for mpirun (also
-//     mpiexec, orterun) `-H host:slots,...` of the live hosts replaces any -H/--host; for srun,
+//     mpiexec, orterun) `--mca orte_no_vm 1 -H host:slots,...` of the live hosts replaces any
+//     -H/--host (daemons only where ranks run, not on the lost node of the allocation); for srun,
 //     `--exclude=HOSTS` of the lost ones is added. Another launcher is left as it is.
 #pragma once
 #include <cstddef>
@@ -35,9 +36,12 @@ class ChildCommand {
   int micro_batch() const { return micro_batch_; }   // 1 when the command does not say
   // The argument vector of attempt `attempt` (0-based) on `world` ranks (see the contract).
   std::vector<std::string> for_attempt(int attempt, std::optional<int> world) const;
-  // `live`: host -> ranks it may hold; `lost`: the hosts to stay off.
+  // `live`: host -> ranks it may hold; `lost`: the hosts to stay off. `in_allocation`: inside a
+  // Slurm job, whose failed step may stay listed (its tasks on the lost node never confirmed
+  // gone) and hold the other nodes' CPUs: the new step then overlaps it (srun --overlap; for
+  // mpirun, whose daemons srun starts, plm_slurm_args).
   static std::vector<std::string> on_hosts(std::vector<std::string> argv, const std::map<std::string, int>& live,
-                                           const std::vector<std::string>& lost);
+                                           const std::vector<std::string>& lost, bool in_allocation = false);
 
  private:
   std::vector<std::string> argv_;
