@@ -65,7 +65,11 @@ cache_get() { sed -n "s/^$1:[A-Z]*=//p" "$cache" | head -1; }
 # A CUDA build: CMake recorded the CUDA compiler it enabled (the top-level file sets it, not the cache).
 nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
 [ -n "$nvcc" ] && [ -x "$nvcc" ] || die "$build is a CPU-only build (no CUDA compiler): install the CUDA toolkit and rerun scripts/setup.sh" 2
-grep -q 'CUDA_ARCHITECTURES "90"' "$here/libcore/CMakeLists.txt" || die "libcore no longer targets sm_90 (CUDA_ARCHITECTURES)"
+# The architectures are the build's cache variable (top-level CMakeLists.txt; default "90").
+case ";$(cache_get CMAKE_CUDA_ARCHITECTURES);" in
+  *";90;"* | *";90-real;"* | *";90a;"*) ;;
+  *) die "$build does not target sm_90 (CMAKE_CUDA_ARCHITECTURES=$(cache_get CMAKE_CUDA_ARCHITECTURES)); reconfigure with -DCMAKE_CUDA_ARCHITECTURES=90" 2 ;;
+esac
 tools=$(cd "$here/tools" && ls ./*.cpp | sed 's|^\./||; s|\.cpp$||')
 if [ "$nobuild" = 0 ]; then
   say "bringing $build up to date (tools and shardtrain_tests)"

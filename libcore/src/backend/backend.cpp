@@ -1,6 +1,7 @@
 // Backend-independent pieces of backend.hpp (precision names), and the backend selection for builds
 // without the CUDA backend; the CUDA build defines those in cuda/cuda_backend.cu instead.
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/capabilities.hpp"
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/base/error.hpp"
 
@@ -37,7 +38,7 @@ void Backend::crossentropy_slice_backward(float*, const float*, const int32_t*, 
 std::size_t attention_state_elements_for(DeviceKind device, std::size_t batch, std::size_t num_heads,
                                          std::size_t seq_len) {
   const std::size_t rows = batch * num_heads * seq_len;
-  return device == DeviceKind::kCuda ? rows : rows * seq_len;
+  return backend_capabilities(device).attention_state == AttentionState::kLogSumExp ? rows : rows * seq_len;
 }
 
 const char* precision_name(Precision p) {

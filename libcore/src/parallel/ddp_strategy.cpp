@@ -62,7 +62,7 @@ class DdpStrategy final : public TrainingStrategy {
     std::vector<ckpt::PieceView> pieces;
     for (const auto& p : owned_state_pieces(model_.registry(), {comm_.size() * place.size, 0, place.size},
                                             comm_.rank() * place.size + place.rank))
-      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count, base[p.kind] + p.local});
+      pieces.push_back({state_tensor_prefix(p.kind) + tensors[p.tensor].name, p.offset, p.count, base[int(p.kind)] + p.local});
     return pieces;
   }
 

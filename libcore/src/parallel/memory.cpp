@@ -83,7 +83,7 @@ void TrackedArray::reset() {
   tracker_ = nullptr;
 }
 
-// ---------------------------------------------------------------- estimates, budget ---------------
+// ---------------------------------------------------------------- the estimate --------------------
 
 MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, int micro_batch, int grad_accum,
                                bool deterministic, int tp, DeviceKind device) {
@@ -125,50 +125,6 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
       break;
   }
   return e;
-}
-
-std::string check_memory_budget(const ModelConfig& model, int stage, int world, int micro_batch,
-                                std::int64_t global_batch, bool deterministic, double budget, int tp,
-                                DeviceKind device) {
-  if (!(budget > 0)) return "";
-  // micro-batches per DP rank of a world of w ranks at tensor-parallel degree t
-  auto accum = [&](int w, int t = 1) {
-    return int(std::max<std::int64_t>(1, global_batch / (std::int64_t(micro_batch) * (w / t))));
-  };
-  const MemoryEstimate need = estimate_memory(model, stage, world, micro_batch, accum(world, tp), deterministic, tp, device);
-  if (need.total() <= budget) return "";
-  auto gb = [](double b) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.0f bytes (%.1f MiB)", b, b / (1024.0 * 1024.0));
-    return std::string(buf);
-  };
-  std::string fit;
-  for (int s = stage + 1; s <= 3 && fit.empty(); ++s) {
-    const double t = estimate_memory(model, s, world, micro_batch, accum(world, tp), deterministic, tp, device).total();
-    if (t <= budget)
-      fit = "--zero-stage " + std::to_string(s) + (tp > 1 ? " --tp " + std::to_string(tp) : std::string()) + " at " +
-            std::to_string(world) + " ranks needs " + gb(t);
-  }
-  // A larger tensor-parallel degree on the same ranks (it also divides the activations).
-  for (int t = tp * 2; t <= world && fit.empty(); t *= 2) {
-    if (world % t != 0 || model.n_head % t != 0 || (4 * model.d_model) % t != 0) continue;
-    const double bytes = estimate_memory(model, stage, world, micro_batch, accum(world, t), deterministic, t, device).total();
-    if (bytes <= budget)
-      fit = "--tp " + std::to_string(t) + (stage > 0 ? " --zero-stage " + std::to_string(stage) : std::string()) +
-            " at " + std::to_string(world) + " ranks needs " + gb(bytes) + " per rank";
-  }
-  for (int w = world * 2; w <= 1024 && fit.empty(); w *= 2) {
-    if (global_batch % (std::int64_t(micro_batch) * w) != 0) continue;
-    const double t = estimate_memory(model, 3, w, micro_batch, accum(w), deterministic, 1, device).total();
-    if (t <= budget) fit = "--zero-stage 3 at " + std::to_string(w) + " ranks needs " + gb(t) + " per rank";
-  }
-  if (fit.empty())
-    fit = "no stage, tensor-parallel degree or world size up to 1024 ranks fits at this --micro-batch; lower --micro-batch";
-  return std::string(stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage)) +
-         (tp > 1 ? " x TP " + std::to_string(tp) : std::string()) + " at " + std::to_string(world) +
-         " rank" + (world == 1 ? "" : "s") + " needs " + gb(need.total()) + " per rank (model state " +
-         gb(need.model_state) + ", working buffers " + gb(need.gathered + need.communication) + ", activations " +
-         gb(need.activations) + "), over --memory-budget " + gb(budget) + "; " + fit;
 }
 
 }  // namespace shardtrain

@@ -1,9 +1,11 @@
 #include "shardtrain/parallel/reshard.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
@@ -11,6 +13,7 @@
 #include "shardtrain/ckpt/consolidated.hpp"
 #include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/model/train_state.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
 
 namespace fs = std::filesystem;
 
@@ -36,7 +39,26 @@ void check_reshard_target(const ckpt::TensorSource& source, const StateLayout& t
   target.validate();
   const auto& m = source.manifest();
   const ModelConfig config = ModelConfig::from_json(m.model);
-  validate_tensor_parallel(config, target.tp, target.world);
+  // The target must be a layout some backend runs (the planner's answer; a checkpoint belongs to
+  // no device): refused only when every backend refuses it, with the first backend's reason.
+  std::optional<LayoutDecision> refused;
+  for (const auto& [name, device] : kDeviceKindNames) {
+    LayoutRequest r;
+    r.model = config;
+    r.world = target.world;
+    r.tp = target.tp;
+    r.zero_stage = target.zero_stage;
+    r.capabilities = backend_capabilities(device);
+    r.micro_batch = int(std::max<std::int64_t>(1, m.micro_batch));
+    r.global_batch = m.global_batch;
+    LayoutDecision d = plan_layout(r);
+    if (d.accepted()) {
+      refused.reset();
+      break;
+    }
+    if (!refused) refused = std::move(d);
+  }
+  if (refused) refused->value();  // throws its LayoutRefused
   if (m.micro_batch < 1 || m.global_batch % (m.micro_batch * target.dp()) != 0)
     throw UsageError("target world size " + std::to_string(target.world) + " (" + std::to_string(target.dp()) +
                      " data-parallel ranks): the global batch " + std::to_string(m.global_batch) +
@@ -140,7 +162,7 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
     std::size_t at = 0;
     const Stopwatch read_clock;
     for (const auto& p : owned) {
-      const std::string name = kStateTensorPrefixes[p.kind] + tensors[p.tensor].name;
+      const std::string name = state_tensor_prefix(p.kind) + tensors[p.tensor].name;
       source->read_range(name, p.offset, p.count, buffer.data() + at);
       pieces.push_back({name, p.offset, p.count, buffer.data() + at});
       at += std::size_t(p.count);

@@ -37,18 +37,18 @@ std::vector<OwnedPiece> owned_state_pieces(const ParameterRegistry& registry, co
     const std::size_t n = tensors.size();
     for (const auto& r : ckpt::spread_ranges(checkpoint_tensors(registry), layout.world, rank)) {
       const std::size_t i = r.tensor % n;
-      pieces.push_back({int(r.tensor / n), i, 0, r.offset, r.count, tensors[i].offset + std::size_t(r.offset)});
+      pieces.push_back({kCheckpointStateKinds[r.tensor / n], i, 0, r.offset, r.count, tensors[i].offset + std::size_t(r.offset)});
     }
     return pieces;
   }
   // The local flat range [lo, hi) of tensor i, as pieces of its logical runs.
-  auto add_range = [&](int kind, std::size_t unit, std::size_t i, std::size_t lo, std::size_t hi) {
+  auto add_range = [&](StateKind kind, std::size_t unit, std::size_t i, std::size_t lo, std::size_t hi) {
     registry.for_each_logical_piece(lo, hi, [&](const ParameterInfo&, std::size_t local, std::size_t logical, std::size_t n) {
       pieces.push_back({kind, i, unit, std::int64_t(logical), std::int64_t(n), local});
     });
   };
   if (layout.zero_stage == 0) {  // DDP x TP: a share of each local tensor (replicas: of each copy)
-    for (int kind = 0; kind < 3; ++kind)
+    for (StateKind kind : kCheckpointStateKinds)
       for (std::size_t i = 0; i < tensors.size(); ++i) {
         const ParameterInfo& t = tensors[i];
         const bool replicated = t.split == TpSplit::kReplicated;
@@ -69,7 +69,7 @@ std::vector<OwnedPiece> owned_state_pieces(const ParameterRegistry& registry, co
     return pieces;
   }
   const ShardLayout shards(registry, dp, dp_rank);
-  for (int kind = 0; kind < 3; ++kind)
+  for (StateKind kind : kCheckpointStateKinds)
     for_each_owned_range(registry, shards, [&](std::size_t u, std::size_t i, std::size_t lo, std::size_t hi) {
       if (tensors[i].split == TpSplit::kReplicated && tp_rank != 0) return;  // TP rank 0 writes the replicas
       add_range(kind, u, i, lo, hi);

@@ -8,12 +8,14 @@
 #include <map>
 
 #include "micro_batch_loop.hpp"
+#include "shardtrain/backend/capabilities.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/model/init.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/parallel/exact_sum.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/parallel/state_layout.hpp"
 #include "shardtrain/parallel/tensor_parallel.hpp"
 #include "shardtrain/parallel/zero.hpp"
@@ -31,6 +33,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       : backend_(backend),
         comm_(comm),
         stage_(options.zero_stage),
+        sharded_(options.sharded.empty() ? sharded_state_kinds(options.zero_stage) : options.sharded),
+        params_sharded_(is_sharded(StateKind::kParameters)),
+        grads_sharded_(is_sharded(StateKind::kGradients)),
         deterministic_(options.deterministic),
         reshard_(options.reshard_after_forward),
         micro_batch_(options.micro_batch),
@@ -40,18 +45,22 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         layout_(model_.registry(), comm.size(), comm.rank()),
         tp_(model_.tensor_parallel_comm()) {
     optimizer_.validate();
-    if (backend.device() != DeviceKind::kCpu)
-      throw UsageError("ZeRO stages need host-addressable buffers for MPI in this version: use --device cpu");
+    // The planner (layout_plan.hpp) refuses a stage the backend does not run and plans the moments
+    // sharded at every stage >= 1; anything else reaching here is a caller's bug.
+    if (!backend_capabilities(backend.device()).runs_zero_stage(stage_) || !is_sharded(StateKind::kExpAvg) ||
+        !is_sharded(StateKind::kExpAvgSq))
+      throw Error(ExitCode::kInternal, "ZeRO strategy: ZeRO-" + std::to_string(stage_) + " on " + backend.describe() +
+                                           " with these sharded state kinds is not a layout plan_layout accepts");
     const std::size_t U = layout_.units().size();
     const std::size_t S = layout_.shard_total();
     tracker_.add(MemoryCategory::kActivations, model_.activation_bytes());
-    if (stage_ <= 2) full_params_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kParameters);
+    if (!params_sharded_) full_params_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kParameters);
     else param_shard_ = TrackedArray(backend, S, tracker_, MemoryCategory::kParameters);
-    if (stage_ == 1) full_grads_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kGradients);
+    if (!grads_sharded_) full_grads_ = TrackedArray(backend, layout_.padded_total(), tracker_, MemoryCategory::kGradients);
     else grad_shard_ = TrackedArray(backend, S, tracker_, MemoryCategory::kGradients);
     exp_avg_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
     exp_avg_sq_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
-    if (stage_ <= 2) gather_staging_ = TrackedArray(backend, S, tracker_, MemoryCategory::kCommunication);
+    if (!params_sharded_) gather_staging_ = TrackedArray(backend, S, tracker_, MemoryCategory::kCommunication);
     gathered_.resize(U);
     gather_handle_.resize(U);
     unit_grad_.resize(U);
@@ -66,7 +75,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
                     " units, shards padded to " + std::to_string(comm_.size()) + " x " +
                     std::to_string(Backend::kReductionChunk) + ", " +
                     (deterministic_ ? "deterministic exact sums" : "fast mode");
-    if (stage_ == 3) s += reshard_ ? ", reshard after forward" : ", no reshard after forward";
+    if (params_sharded_) s += reshard_ ? ", reshard after forward" : ", no reshard after forward";
     return s;
   }
   const ParameterRegistry& registry() const override { return model_.registry(); }
@@ -97,16 +106,16 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     const auto& tensors = model_.registry().tensors();
     std::vector<ckpt::PieceView> pieces;
     for (const auto& p : owned_state_pieces(model_.registry(), layout, comm_.rank() * place.size + place.rank))
-      pieces.push_back({kStateTensorPrefixes[p.kind] + tensors[p.tensor].name, p.offset, p.count,
+      pieces.push_back({state_tensor_prefix(p.kind) + tensors[p.tensor].name, p.offset, p.count,
                         state_ptr(p.kind, p.unit, p.local)});
     return pieces;
   }
 
   void restore(const ckpt::CheckpointReader& reader) override {
     check_checkpoint_tensors(reader, model_.registry());
-    for (int k = 0; k < 3; ++k)
+    for (StateKind k : kCheckpointStateKinds)
       for_each_owned([&](std::size_t u, const ParameterInfo&, std::size_t lo, std::size_t hi) {
-        read_local_range(reader, model_.registry(), kStateTensorPrefixes[k], lo, hi, const_cast<float*>(state_ptr(k, u, lo)));
+        read_local_range(reader, model_.registry(), state_tensor_prefix(k), lo, hi, const_cast<float*>(state_ptr(k, u, lo)));
       });
     gather_full_params();
   }
@@ -127,7 +136,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     for (std::size_t u = 0; u < units.size(); ++u) {
       const UnitShard& s = units[u];
       const float* src;
-      if (stage_ <= 2) {
+      if (!params_sharded_) {
         src = full_params_.data() + s.padded_offset;
       } else {
         tmp = DeviceArray<float>(backend_, s.padded);
@@ -142,7 +151,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   }
 
   std::vector<float> replicated_parameters() override {
-    if (stage_ == 3) return {};
+    if (params_sharded_) return {};
     std::vector<float> flat(model_.registry().total());
     for (const auto& s : layout_.units())
       backend_.download_bytes(flat.data() + s.begin, full_params_.data() + s.padded_offset, s.size() * sizeof(float));
@@ -152,7 +161,9 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   MemoryReport memory_report() const override {
     MemoryReport r = tracker_.report();
     const double P = double(model_.registry().total()), N = double(comm_.size());
-    r.formula_model_state = stage_ == 1 ? 8 * P + 8 * P / N : stage_ == 2 ? 4 * P + 12 * P / N : 16 * P / N;
+    // The formula of docs/ARCHITECTURE.md by what is sharded: 4P per whole kind, 4P/N per sharded
+    // one (parameters, gradients), the two moments always sharded (8P/N).
+    r.formula_model_state = (params_sharded_ ? 4 * P / N : 4 * P) + (grads_sharded_ ? 4 * P / N : 4 * P) + 8 * P / N;
     r.zero_stage = stage_;
     return r;
   }
@@ -168,50 +179,51 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // Start of this rank's slice of unit u in each sharded buffer.
   float* param_shard_ptr(std::size_t u) {
     const UnitShard& s = layout_.units()[u];
-    return stage_ <= 2 ? full_params_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
+    return !params_sharded_ ? full_params_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
                        : param_shard_.data() + s.shard_offset;
   }
   float* grad_shard_ptr(std::size_t u) {
     const UnitShard& s = layout_.units()[u];
-    return stage_ == 1 ? full_grads_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
+    return !grads_sharded_ ? full_grads_.data() + s.padded_offset + std::size_t(comm_.rank()) * s.shard
                        : grad_shard_.data() + s.shard_offset;
   }
   // Pointer of registry element `index` (owned, in unit u) in a sharded buffer.
   float* param_ptr(std::size_t u, std::size_t index) {
     return param_shard_ptr(u) + (index - layout_.units()[u].begin - std::size_t(comm_.rank()) * layout_.units()[u].shard);
   }
-  const float* state_ptr(int kind, std::size_t u, std::size_t index) {
-    if (kind == 0) return param_ptr(u, index);
+  // Pointer of registry element `index` (owned, in unit u) of a checkpointed state kind.
+  const float* state_ptr(StateKind kind, std::size_t u, std::size_t index) {
+    if (kind == StateKind::kParameters) return param_ptr(u, index);
     const UnitShard& s = layout_.units()[u];
     const std::size_t off = s.shard_offset + (index - s.begin - std::size_t(comm_.rank()) * s.shard);
-    return (kind == 1 ? exp_avg_ : exp_avg_sq_).data() + off;
+    return (kind == StateKind::kExpAvg ? exp_avg_ : exp_avg_sq_).data() + off;
   }
 
   // ---- UnitStorage (called by the model) ----
   const float* params(int u) override {
-    return stage_ <= 2 ? full_params_.data() + layout_.units()[u].padded_offset : gathered_[u].data();
+    return !params_sharded_ ? full_params_.data() + layout_.units()[u].padded_offset : gathered_[u].data();
   }
   float* grads(int u) override { return unit_grad_[u]; }
 
   void forward_begin(int u) override {
     poll_pending();
-    if (stage_ != 3) return;
+    if (!params_sharded_) return;
     ensure_gathered(u);
     if (u + 1 < int(layout_.units().size())) launch_gather(u + 1);  // prefetch the next unit
   }
   void forward_end(int u) override {
-    if (stage_ == 3 && reshard_ && u >= 1 && u + 1 < int(layout_.units().size())) gathered_[u].reset();
+    if (params_sharded_ && reshard_ && u >= 1 && u + 1 < int(layout_.units().size())) gathered_[u].reset();
   }
   void backward_begin(int u) override {
     poll_pending();
     const int last = int(layout_.units().size()) - 1;
-    if (stage_ == 3) {
+    if (params_sharded_) {
       ensure_gathered(u);
       const int next = u == last ? last - 1 : (u >= 2 && u < last ? u - 1 : -1);  // backward order: 0, L+1, L..1
       if (next >= 1) launch_gather(next);
     }
     const UnitShard& s = layout_.units()[u];
-    if (stage_ == 1) {
+    if (!grads_sharded_) {
       unit_grad_[u] = full_grads_.data() + s.padded_offset;
       if (deterministic_) backend_.fill(unit_grad_[u], s.padded, 0.0f);
     } else {
@@ -222,22 +234,22 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   void backward_end(int u) override {
     const UnitShard& s = layout_.units()[u];
     const bool last_micro = micro_ == accum_ - 1;
-    if (stage_ == 3) gathered_[u].reset();
+    if (params_sharded_) gathered_[u].reset();
     backend_.synchronize();
     if (deterministic_) {
       deterministic_backward_end(u, last_micro);
       return;
     }
     // Fast mode. Stage 1 accumulates over micro-batches in the full buffer, reduces at the last.
-    if (stage_ == 1 && !last_micro) return;
+    if (!grads_sharded_ && !last_micro) return;
     float* in = unit_grad_[u];
-    auto holder = std::make_shared<TrackedArray>(stage_ == 1 ? TrackedArray() : std::move(unit_grad_buf_for(u)));
+    auto holder = std::make_shared<TrackedArray>(!grads_sharded_ ? TrackedArray() : std::move(unit_grad_buf_for(u)));
     if (comm_.size() == 1) {
-      if (stage_ != 1) backend_.accumulate(grad_shard_ptr(u), in, s.shard);
+      if (grads_sharded_) backend_.accumulate(grad_shard_ptr(u), in, s.shard);
       holder->reset();
       return;
     }
-    const bool direct = stage_ != 1 && micro_ == 0;  // the shard is still zero: reduce straight into it
+    const bool direct = grads_sharded_ && micro_ == 0;  // the shard is still zero: reduce straight into it
     float* out = direct ? grad_shard_ptr(u) : nullptr;
     std::shared_ptr<TrackedArray> staging;
     if (!direct) {
@@ -248,7 +260,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     pending_.push_back({handle, [this, u, holder, staging]() {
                           holder->reset();
                           if (!staging) return;
-                          if (stage_ == 1)
+                          if (!grads_sharded_)
                             backend_.copy_bytes(grad_shard_ptr(u), staging->data(), layout_.units()[u].shard * sizeof(float));
                           else
                             backend_.accumulate(grad_shard_ptr(u), staging->data(), layout_.units()[u].shard);
@@ -268,7 +280,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       tracker_.add(MemoryCategory::kGathered, exact_[u]->bytes());
     }
     exact_[u]->add(unit_grad_[u]);
-    if (stage_ != 1) unit_grad_buf_for(u).reset();
+    if (grads_sharded_) unit_grad_buf_for(u).reset();
     if (!last_micro) return;
     const Stopwatch watch;
     exact_[u]->agree(comm_, std::int64_t(accum_) * comm_.size(), "unit " + model_.registry().units()[u].name);
@@ -296,7 +308,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // ---- StepHooks (called by the shared micro-batch loop) ----
   void begin_step() override {
     exposed_s_ = 0;
-    if (stage_ == 1) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
+    if (!grads_sharded_) backend_.fill(full_grads_.data(), full_grads_.size(), 0.0f);
     else backend_.fill(grad_shard_.data(), grad_shard_.size(), 0.0f);
   }
   // The unit hooks of the coming backward read which micro-batch it is (the last one reduces).
@@ -397,7 +409,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   }
   // Stages 1-2: every rank's updated slices back into the full padded parameters.
   void gather_full_params() {
-    if (stage_ == 3) return;
+    if (params_sharded_) return;
     std::vector<CollectiveHandle> handles;
     for (std::size_t u = 0; u < layout_.units().size(); ++u) {
       const UnitShard& s = layout_.units()[u];
@@ -411,7 +423,11 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   Backend& backend_;
   Communicator& comm_;
-  int stage_;
+  bool is_sharded(StateKind kind) const { return std::find(sharded_.begin(), sharded_.end(), kind) != sharded_.end(); }
+
+  int stage_;  // the label (describe, manifests); what is sharded is sharded_, the plan's
+  std::vector<StateKind> sharded_;
+  bool params_sharded_, grads_sharded_;
   bool deterministic_, reshard_;
   int micro_batch_, accum_;
   OptimizerConfig optimizer_;

@@ -12,7 +12,9 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/backend/capabilities.hpp"
 #include "shardtrain/model/parameters.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain::scaling {
@@ -636,17 +638,20 @@ nlohmann::json Plan::to_json() const {
 
 namespace {
 
-// The degrees the trainers accept on `ranks` ranks (the same check: validate_tensor_parallel).
-std::vector<int> tensor_parallel_degrees(const ModelConfig& cfg, int ranks) {
-  std::vector<int> out;
-  for (int t = 1; t <= ranks; ++t) {
-    try {
-      validate_tensor_parallel(cfg, t, ranks);
-      out.push_back(t);
-    } catch (const UsageError&) {
-    }
-  }
-  return out;
+// The planner's request for one layout of the plan: the trainers' (plan_training_layout) for the
+// same model, ranks, batch and device, so a row fits exactly when the trainers would run it.
+LayoutRequest layout_request(const PlanOptions& o, const ModelConfig& cfg, std::int64_t global, int tp, int stage) {
+  LayoutRequest r;
+  r.model = cfg;
+  r.world = o.ranks;
+  r.tp = tp;
+  r.zero_stage = stage;
+  r.capabilities = backend_capabilities(o.device);
+  r.micro_batch = o.micro_batch;
+  r.global_batch = global;
+  r.deterministic = o.deterministic;
+  r.memory_budget = o.memory_per_rank;
+  return r;
 }
 
 // The DP-axis collectives of ZeRO stage `stage` (0: DDP) for `local_params` parameters per rank in
@@ -706,11 +711,19 @@ Plan plan_layouts(const PlanOptions& o) {
   plan.compute_s = o.model.compute_s > 0 ? o.model.compute_s : plan.config.flops_per_token() * tokens / o.ranks / o.peak_flops;
   const ModelConfig& cfg = plan.config;
   const double units = cfg.n_layer + 2.0;  // embeddings, blocks, head: ZeRO's gather/scatter unit
-  plan.tp_degrees = tensor_parallel_degrees(cfg, o.ranks);
-  if (o.device == DeviceKind::kCuda && plan.tp_degrees.size() > 1) {
-    // The trainers refuse --tp > 1 on --device cuda (job.cpp): no layout they would not run.
-    plan.tp_degrees = {1};
-    plan.tp_note = "only TP 1 on --device cuda: the CUDA backend has no tensor-parallel kernels yet";
+  // The TP degrees the planner accepts on these ranks (DDP, no budget: the mesh alone); a device
+  // without tensor-parallel ops accepts TP 1 only, and the note says why.
+  std::string device_refusal;
+  for (int t = 1; t <= o.ranks; ++t) {
+    LayoutRequest mesh_only = layout_request(o, cfg, global, t, 0);
+    mesh_only.memory_budget = 0;
+    const LayoutDecision d = plan_layout(mesh_only);
+    if (d.accepted()) plan.tp_degrees.push_back(t);
+    else if (*d.refusal == LayoutRefusal::kTensorParallelDevice && device_refusal.empty()) device_refusal = d.message;
+  }
+  if (!device_refusal.empty()) {
+    plan.tp_note = std::string("only TP 1 on --device ") + (o.device == DeviceKind::kCuda ? "cuda" : "cpu") + ": " +
+                   device_refusal;
   } else if (plan.tp_degrees.size() == 1) {
     plan.tp_note = "no TP degree above 1 divides both the ranks and the assumed shape's " + std::to_string(cfg.n_head) +
                    " heads, so only TP 1 is planned";
@@ -733,8 +746,12 @@ Plan plan_layouts(const PlanOptions& o) {
       r.tp = tp;
       r.grad_accum = accum;
       r.memory = estimate_memory(cfg, stage, o.ranks, o.micro_batch, accum, o.deterministic, tp, o.device);
-      r.fits = r.memory.total() <= o.memory_per_rank;
-      if (!r.fits) r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
+      const LayoutDecision d = plan_layout(layout_request(o, cfg, global, tp, stage));
+      r.fits = d.accepted();
+      if (!r.fits && *d.refusal == LayoutRefusal::kMemoryBudget)
+        r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
+      else if (!r.fits)
+        r.reason = d.message;  // a stage this device does not run
       r.collectives = dp_collectives(stage, local_params, units, accum);
       r.tp_collectives = tp_collectives(cfg, o.micro_batch, tp, accum);
       r.dp_comm_s = comm_seconds(r.collectives, dp, link);

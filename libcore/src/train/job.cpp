@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "shardtrain/backend/capabilities.hpp"
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/backend/peak.hpp"
 #include "shardtrain/base/host.hpp"
@@ -25,14 +26,16 @@
 #include "shardtrain/comm/string_collectives.hpp"
 #include "shardtrain/data/sampler.hpp"
 #include "shardtrain/model/parameters.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
 namespace {
 
-// Every check of the options alone, before anything is opened or allocated. --zero-stage is
-// checked here and only here: every tool and library caller enters through run_training.
+// Every check of the options alone, before anything is opened or allocated. What a layout may be
+// (--zero-stage, --tp, --precision, the device, --memory-budget) is the planner's, asked by
+// plan_training_layout as soon as the model and the world are known.
 void validate_options(const TrainOptions& o) {
   const ScheduleOptions& sc = o.schedule;
   const ParallelismOptions& p = o.parallelism;
@@ -46,33 +49,17 @@ void validate_options(const TrainOptions& o) {
                      "holds one; use --zero-stage 1 or 2, or ddp-train");
   if (!(p.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(t.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
-  resolve_precision(p.device, p.precision);  // refuses bf16 on the CPU before any work
   if (p.transport == Transport::kNccl && p.device != DeviceKind::kCuda)
     throw UsageError("--transport nccl needs --device cuda (NCCL moves GPU memory); use --transport mpi or auto");
   if (p.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
-  if (p.zero_stage < 0 || p.zero_stage > 3)
-    throw UsageError("--zero-stage must be 0 (DDP), 1, 2 or 3 (got " + std::to_string(p.zero_stage) + ")");
   if (!(t.straggler_threshold > 0 && t.straggler_threshold <= 1))
     throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(t.straggler_threshold) + ")");
-  if (p.tp < 1) throw UsageError("--tp must be at least 1 (got " + std::to_string(p.tp) + ")");
-  if (p.tp > 1 && p.device != DeviceKind::kCpu)
-    throw UsageError("--tp " + std::to_string(p.tp) + " runs on --device cpu in this version (the CUDA backend has "
-                     "no vocabulary-slice kernels yet); use --tp 1 on cuda");
   if (t.straggler_window < 2)
     throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(t.straggler_window) + ")");
   o.optimizer.validate();
 }
 
 }  // namespace
-
-Precision resolve_precision(DeviceKind device, std::optional<Precision> precision) {
-  if (!precision) return device == DeviceKind::kCuda ? Precision::kBf16 : Precision::kFp32;
-  const Precision p = *precision;
-  if (p == Precision::kBf16 && device != DeviceKind::kCuda)
-    throw UsageError("--precision bf16 needs --device cuda (the CPU backend computes in fp32); use --precision fp32 "
-                     "or auto on the CPU");
-  return p;
-}
 
 namespace {
 
@@ -163,27 +150,17 @@ ModelConfig model_config_for(const TrainOptions& o, const data::TrainingData& da
   return model;
 }
 
-// --memory-budget: refuse before allocating anything, naming the bytes needed and a layout that fits.
-void require_memory_budget(const TrainOptions& o, const ModelConfig& model, int world) {
-  const ParallelismOptions& p = o.parallelism;
-  const std::string refusal = check_memory_budget(model, p.zero_stage, world, o.schedule.micro_batch,
-                                                  o.schedule.global_batch, p.deterministic, p.memory_budget, p.tp,
-                                                  p.device);
-  if (!refusal.empty()) throw UsageError(refusal);
-}
-
-std::unique_ptr<Backend> make_backend(const TrainOptions& o, const DevicePlacement& place) {
-  const ParallelismOptions& p = o.parallelism;
-  const Precision precision = resolve_precision(p.device, p.precision);
-  if (p.device == DeviceKind::kCuda) return make_cuda_backend(place.device_index, precision);
-  return make_cpu_backend(p.threads);
+std::unique_ptr<Backend> make_backend(const TrainOptions& o, const LayoutPlan& plan, const DevicePlacement& place) {
+  if (o.parallelism.device == DeviceKind::kCuda) return make_cuda_backend(place.device_index, plan.precision);
+  return make_cpu_backend(o.parallelism.threads);
 }
 
 std::unique_ptr<TrainingStrategy> make_initialised_strategy(const TrainOptions& o, Backend& backend,
                                                             const Mesh& mesh, const ModelConfig& model,
-                                                            int grad_accum) {
+                                                            const LayoutPlan& plan, int grad_accum) {
   StrategyOptions strategy_options;
-  strategy_options.zero_stage = o.parallelism.zero_stage;
+  strategy_options.zero_stage = plan.zero_stage;
+  strategy_options.sharded = plan.sharded;
   strategy_options.deterministic = o.parallelism.deterministic;
   strategy_options.bucket_mb = o.parallelism.bucket_mb;
   strategy_options.micro_batch = o.schedule.micro_batch;
@@ -232,11 +209,42 @@ CommOptions comm_options_for(const TrainOptions& o, const std::string& group_nam
   return comm_options;
 }
 
+namespace {
+// The request of the options: the one mapping from the trainers' flags to the planner's input.
+LayoutRequest training_layout_request(const TrainOptions& o, const ModelConfig& model, int world) {
+  const ParallelismOptions& p = o.parallelism;
+  LayoutRequest r;
+  r.model = model;
+  r.world = world;
+  r.tp = p.tp;
+  r.zero_stage = p.zero_stage;
+  r.capabilities = backend_capabilities(p.device);
+  r.precision = p.precision;
+  r.micro_batch = o.schedule.micro_batch;
+  r.global_batch = o.schedule.global_batch;
+  r.deterministic = p.deterministic;
+  r.memory_budget = p.memory_budget;
+  return r;
+}
+}  // namespace
+
+LayoutDecision plan_training_layout(const TrainOptions& o, const ModelConfig& model, int world) {
+  return plan_layout(training_layout_request(o, model, world));
+}
+
 Job set_up_job(const TrainOptions& o) {
   validate_options(o);
   std::optional<Baseline> baseline;
   if (!o.telemetry.baseline_summary.empty()) baseline = read_baseline(o.telemetry.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
+  auto data = data::TrainingData::open(o.data.path,
+                                       data::SelectionOptions{o.data.cutoff, o.data.eval_from, o.model.seq_len});
+  const ModelConfig model = model_config_for(o, data);
+  // The layout, before any communicator, device or allocation: refused here (LayoutRefused, exit
+  // 2) exactly when the planner refuses it, for the same reason.
+  int mpi_world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_world);
+  const LayoutPlan plan = plan_training_layout(o, model, mpi_world).value();
   const DevicePlacement place = place_on_device(o);
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
@@ -245,16 +253,11 @@ Job set_up_job(const TrainOptions& o) {
   // and the launcher names its host (and tells a lost node from a lost rank) from this file.
   if (comm->rank() == 0) write_rank_hosts(o.run_dir, RankHosts{flight_job_id(), place.hosts});
   const int world = comm->size(), rank = comm->rank();
-  auto data = data::TrainingData::open(o.data.path,
-                                       data::SelectionOptions{o.data.cutoff, o.data.eval_from, o.model.seq_len});
-  const ModelConfig model = model_config_for(o, data);
-  validate_tensor_parallel(model, o.parallelism.tp, world);
-  Mesh mesh = make_mesh(*comm, o.parallelism.tp);
+  Mesh mesh = make_mesh(*comm, plan.tp);
   const int grad_accum =
       data::grad_accum_for(std::uint64_t(o.schedule.global_batch), o.schedule.micro_batch, mesh.dp_size);
-  require_memory_budget(o, model, world);
-  auto backend = make_backend(o, place);
-  auto strategy = make_initialised_strategy(o, *backend, mesh, model, grad_accum);
+  auto backend = make_backend(o, plan, place);
+  auto strategy = make_initialised_strategy(o, *backend, mesh, model, plan, grad_accum);
   nlohmann::json run_config = run_config_of(o, model, grad_accum, mesh);
   RunIdentity identity = identity_of(run_config, data);
   std::string ckpt_dir = o.checkpoint.dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint.dir;

@@ -1,10 +1,12 @@
 // The training job's first phase, set-up (trainer.hpp's run_training runs the phases in order:
 // set-up, resume, the step loop with evaluation, finish). Set-up validates the options, then
-// builds everything the later phases share, in this order: the communicator, the run folder's
-// ownership (run_folder_owner.hpp: a second job on the folder is refused here, before it writes
-// anything), the data selection, the model configuration, the --memory-budget check, the backend,
-// the strategy (initialised), and the run's identity. Every failure here is before any training or
-// file output other than the run folder (a wrong --baseline fails first of all).
+// builds everything the later phases share, in this order: the data selection, the model
+// configuration, the layout plan (plan_training_layout: TP, ZeRO stage, precision, device,
+// --memory-budget), the communicator and the DP x TP mesh, the run folder's ownership
+// (run_folder_owner.hpp: a second job on the folder is refused here, before it writes anything),
+// the rank -> host table (hosts.json), the backend, the strategy (initialised), and the run's
+// identity. Every failure here is before any training or file output other than the run folder
+// (a wrong --baseline fails first of all).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -71,10 +73,6 @@ struct Job {
 // Validates `options` (UsageError naming the option), then builds the job. Collective (the
 // communicator's set-up). `options` must outlive the job.
 Job set_up_job(const TrainOptions& options);
-
-// The precision of the run's matrix products: --precision "auto" (unset) is bf16 on --device cuda
-// and fp32 on cpu; bf16 on cpu is a UsageError (the CPU backend computes in fp32).
-Precision resolve_precision(DeviceKind device, std::optional<Precision> precision);
 
 // The options' communicator settings (timeout, flight-record folder, all-reduce algorithm, abort on
 // a fatal timeout) for a group named `group_name`; the dp group and the summary's yardstick share them.

@@ -63,7 +63,7 @@ struct AdamWArgs {
 };
 
 // Floats a backend of kind `device` keeps from attention_forward for attention_backward (its `att`
-// buffer), for (batch, num_heads, seq_len):
+// buffer), for (batch, num_heads, seq_len), by its published AttentionState (capabilities.hpp):
 //   kCpu   the softmax probabilities, B x NH x T x T;
 //   kCuda  the fused attention's log-sum-exp per query row, B x NH x T (no T x T matrix is ever
 //          stored; backward recomputes the probabilities tile by tile).
@@ -171,7 +171,8 @@ class Backend {
   // cross-entropy). This rank holds vocabulary rows [vocab_begin, vocab_begin + vocab_rows) of wte;
   // its logits are (N, V_local) with V_local >= valid, columns >= valid being padding. The model
   // sums the per-rank results over the tensor-parallel group between the calls. Backends without
-  // these ops throw UsageError (tensor parallelism is then refused for that device).
+  // these ops throw UsageError; their capabilities (capabilities.hpp) say so, so that the layout
+  // planner refuses --tp > 1 on them before any is called.
   // out (B*T,C) = (token in the slice ? wte[token - vocab_begin] : 0) + (wpe ? wpe[t] : 0)
   virtual void embedding_forward_slice(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                                        std::size_t batch, std::size_t seq_len, std::size_t channels,

@@ -21,9 +21,17 @@ struct StateBuffers {
   float* exp_avg_sq = nullptr;
 };
 
-// Name prefixes of the three parts of the state, in checkpoint order: parameters, first and
-// second AdamW moments ("optim.exp_avg.<name>").
+// The kinds of per-parameter state a layout places: the three a checkpoint holds, in checkpoint
+// order (parameters, first and second AdamW moments; their values index kStateTensorPrefixes),
+// then the gradients, which live only within a step. A layout plan lists the kinds it shards
+// over the data-parallel ranks (parallel/layout_plan.hpp); the ZeRO strategy keeps the others whole.
+enum class StateKind { kParameters = 0, kExpAvg = 1, kExpAvgSq = 2, kGradients = 3 };
+inline constexpr StateKind kCheckpointStateKinds[] = {StateKind::kParameters, StateKind::kExpAvg, StateKind::kExpAvgSq};
+
+// Name prefixes of the three checkpointed kinds, in checkpoint order ("optim.exp_avg.<name>").
 inline constexpr const char* kStateTensorPrefixes[] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+// The prefix of a checkpointed kind (not kGradients).
+inline const char* state_tensor_prefix(StateKind kind) { return kStateTensorPrefixes[int(kind)]; }
 
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
 

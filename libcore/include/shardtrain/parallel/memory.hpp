@@ -1,5 +1,5 @@
 // Memory accounting for sharded training: a tracker of current and peak bytes per category, a
-// tracked device array, and the up-front estimate behind --memory-budget.
+// tracked device array, and the up-front estimate the layout planner holds against --memory-budget.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -87,11 +87,7 @@ struct MemoryEstimate {
 // (backend.hpp attention_state_elements_for), the one term that differs between devices.
 MemoryEstimate estimate_memory(const ModelConfig& model, int zero_stage, int world, int micro_batch, int grad_accum,
                                bool deterministic, int tp, DeviceKind device);
-
-// The --memory-budget check: "" when `budget_bytes` (> 0) suffices, else the refusal naming the
-// bytes needed per rank and a stage, tensor-parallel degree or world size that fits.
-std::string check_memory_budget(const ModelConfig& model, int zero_stage, int world, int micro_batch,
-                                std::int64_t global_batch, bool deterministic, double budget_bytes, int tp,
-                                DeviceKind device);
+// Whether an estimate fits a --memory-budget, and what to say when it does not, is the layout
+// planner's (layout_plan.hpp).
 
 }  // namespace shardtrain

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "shardtrain/model/parameters.hpp"
+#include "shardtrain/model/train_state.hpp"
 
 namespace shardtrain {
 
@@ -41,13 +42,13 @@ struct StateLayout {
 };
 
 // One owned piece: elements [offset, offset+count) of the flattened logical tensor `tensor` (an index
-// into registry.tensors(), the same at every TP place) of state kind `kind` (0 parameters, 1 exp_avg,
-// 2 exp_avg_sq: the checkpoint name is kStateTensorPrefixes[kind] + registry.tensors()[tensor].name).
+// into registry.tensors(), the same at every TP place) of the checkpointed state kind `kind`
+// (train_state.hpp: the checkpoint name is state_tensor_prefix(kind) + registry.tensors()[tensor].name).
 // `local`: the flat index of its first element in the rank's local buffer (the registry's flat
 // order; the elements are contiguous there too). `unit`: the ZeRO sharding unit holding it
 // (registry.units() index; 0 for DDP).
 struct OwnedPiece {
-  int kind = 0;
+  StateKind kind = StateKind::kParameters;
   std::size_t tensor = 0;
   std::size_t unit = 0;
   std::int64_t offset = 0;

@@ -19,6 +19,7 @@
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/model/optim.hpp"
+#include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/parallel/train_step.hpp"
 
@@ -64,7 +65,10 @@ class TrainingStrategy {
 
 // What make_strategy needs besides the model and optimizer configs.
 struct StrategyOptions {
-  int zero_stage = 0;           // 0: DDP; 1, 2, 3: ZeRO (validated where the options enter: run_training)
+  int zero_stage = 0;           // 0: DDP; 1, 2, 3: ZeRO (the layout planner's to accept: layout_plan.hpp)
+  // ZeRO: the state kinds sharded over the DP ranks, the plan's LayoutPlan::sharded (the trainers
+  // pass it); empty: sharded_state_kinds(zero_stage), the planner's table.
+  std::vector<StateKind> sharded;
   bool deterministic = false;   // exact order-independent sums (contract 2, exact_sum.hpp)
   double bucket_mb = 4.0;       // DDP gradient buckets
   int micro_batch = 1;          // sequences per forward (activation buffers)

@@ -166,9 +166,11 @@ struct PlanOptions {
   DeviceKind device = DeviceKind::kCpu;  // what attention keeps for backward (backend.hpp) depends on it
   StepModel model;                // busbw, alpha, overlap, straggler (and compute_s when > 0)
 };
-// One DP x TP layout: `tp` ranks per tensor-parallel group (the degrees the trainers accept:
-// validate_tensor_parallel, dividing the world, n_head and 4 x d_model), dp = ranks / tp, and a
-// ZeRO stage over the DP axis. Its memory is estimate_memory's (parallel/memory.hpp) with that tp;
+// One DP x TP layout: `tp` ranks per tensor-parallel group (the degrees the layout planner accepts,
+// parallel/layout_plan.hpp: dividing the world, n_head and 4 x d_model, on a device with
+// tensor-parallel ops), dp = ranks / tp, and a ZeRO stage over the DP axis. It fits exactly when
+// the planner accepts it with --memory-per-rank as the budget (the trainers' answer for the same
+// layout). Its memory is estimate_memory's (parallel/memory.hpp) with that tp;
 // its step is
 //   T = compute + (1 - overlap) x comm_dp(dp) + comm_tp(tp) + compute x s x log2(ranks)
 // where comm_dp is the stage's collectives of the rank's local gradients/parameters (P_local =
@@ -185,7 +187,7 @@ struct PlanRow {
   int grad_accum = 1;  // micro-batches per DP rank per step
   MemoryEstimate memory;
   bool fits = false;
-  std::string reason;  // why it is excluded ("" when it fits)
+  std::string reason;  // why it is excluded ("" when it fits): the bytes over the budget, or the planner's refusal
   StepTerms predicted;  // comm_s = dp_comm_s + tp_comm_s
   double dp_comm_s = 0, tp_comm_s = 0;
   std::vector<StepCollective> collectives;     // over the DP axis

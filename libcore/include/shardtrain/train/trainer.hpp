@@ -15,6 +15,7 @@
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/optim.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain {
@@ -117,5 +118,11 @@ struct TrainOptions {
 // step runs and no summary is written). Throws shardtrain::Error subclasses on bad options, data
 // or I/O.
 std::optional<RunSummary> run_training(const TrainOptions& options);
+
+// The layout the trainers run `options` in on `world` ranks with `model` (options.model with the
+// dataset's vocabulary filled in): the layout planner's answer (parallel/layout_plan.hpp) to the
+// request run_training's set-up makes, which throws the refusal (LayoutRefused, exit 2) before
+// it opens a communicator or a device. Pure.
+LayoutDecision plan_training_layout(const TrainOptions& options, const ModelConfig& model, int world);
 
 }  // namespace shardtrain
