@@ -40,6 +40,26 @@ MfuPeak MfuPeak::from_json(const JsonFile& f, const std::string& at) {
   return p;
 }
 
+nlohmann::json gemm_choice_json(const GemmChoice& c) {
+  nlohmann::json measured = nlohmann::json::array();
+  for (const GemmLibraryRates& r : c.rates) {
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const GemmShapeRate& s : r.shapes)
+      shapes.push_back({{"name", s.name}, {"flops", s.flops}, {"seconds", s.seconds}, {"per_step", s.per_step},
+                        {"flops_per_s", s.gflops() * 1e9}});
+    measured.push_back({{"library", gemm_library_name(r.library)},
+                        {"version", gemm_library_version(r.library)},
+                        {"flops_per_s", r.gflops() * 1e9},
+                        {"shapes", shapes}});
+  }
+  return {{"library", gemm_library_name(c.library)},
+          {"version", gemm_library_version(c.library)},
+          {"requested", gemm_library_name(c.requested)},
+          {"reason", c.reason},
+          {"model_shapes_flops_per_s", c.chosen_flop_per_s()},
+          {"measured", measured}};
+}
+
 nlohmann::json HostInfo::to_json() const { return {{"hostname", hostname}, {"cpus", cpus}}; }
 
 HostInfo HostInfo::from_json(const JsonFile& f, const std::string& at) {
@@ -76,6 +96,7 @@ nlohmann::json RunSummary::to_json() const {
       {"device_name", device_name},
       {"peak_flops_datasheet_per_rank", or_null(peak_flops_datasheet_per_rank)},
       {"mfu_datasheet", or_null(mfu_datasheet)},
+      {"gemm", gemm},
       {"first_loss", first_loss},
       {"final_loss", final_loss},
       {"per_rank_medians", per_rank_medians.to_json()},
@@ -135,6 +156,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.device_name = f.string(key("device_name"));
   s.peak_flops_datasheet_per_rank = json_fields::null_or(f, key("peak_flops_datasheet_per_rank"), &JsonFile::number);
   s.mfu_datasheet = json_fields::null_or(f, key("mfu_datasheet"), &JsonFile::number);
+  if (f.has(key("gemm"))) s.gemm = f.at(key("gemm"));
   s.first_loss = f.number(key("first_loss"));
   s.final_loss = f.number(key("final_loss"));
   s.per_rank_medians = PerRankTable::from_json(f, key("per_rank_medians"));
