@@ -5,8 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "naive_kernels.hpp"
 #include "shardtrain/backend/cpu_gemm.hpp"
@@ -90,8 +95,19 @@ TEST_CASE("cpu gemm: the choice takes the highest rate at the model's shapes, an
   CHECK(c.reason.find("openblas 3.0") != std::string::npos);
 
   // A tie keeps the earlier library of the table.
-  std::vector<GemmLibraryRates> tie{rates_of(GemmLibrary::kOneDnn, 1.0, 0.5), rates_of(GemmLibrary::kBlis, 1.0, 0.5)};
-  CHECK(shardtrain::choose_gemm_library(GemmLibrary::kAuto, false, tie).library == GemmLibrary::kOneDnn);
+  std::vector<GemmLibraryRates> tie{rates_of(GemmLibrary::kOneDnn, 1.0, 0.5), rates_of(GemmLibrary::kOpenBlas, 0.8, 0.1),
+                                    rates_of(GemmLibrary::kBlis, 0.8, 0.1)};
+  CHECK(shardtrain::choose_gemm_library(GemmLibrary::kAuto, false, tie).library == GemmLibrary::kOpenBlas);
+
+  // oneDNN, the default, is kept against a library less than kGemmSwitchMargin (5%) faster:
+  // 4.5 s against 4.5 / 1.04 s is 4% faster, 4.5 / 1.06 s 6%.
+  std::vector<GemmLibraryRates> close{rates_of(GemmLibrary::kOneDnn, 1.0, 0.5),
+                                      rates_of(GemmLibrary::kBlis, 1.0 / 1.04, 0.5 / 1.04)};
+  c = shardtrain::choose_gemm_library(GemmLibrary::kAuto, false, close);
+  CHECK(c.library == GemmLibrary::kOneDnn);
+  CHECK(c.reason.find("onednn kept: blis is within 5%") != std::string::npos);
+  close[1] = rates_of(GemmLibrary::kBlis, 1.0 / 1.06, 0.5 / 1.06);
+  CHECK(shardtrain::choose_gemm_library(GemmLibrary::kAuto, false, close).library == GemmLibrary::kBlis);
 
   // Deterministic mode never decides by timing.
   c = shardtrain::choose_gemm_library(GemmLibrary::kAuto, true, rates);
@@ -163,4 +179,46 @@ TEST_CASE("cpu gemm: switching a backend's library changes its products only by 
     CHECK(err / scale <= 1e-5);
   }
   CHECK_THROWS_AS(shardtrain::set_cpu_gemm_library(*backend, GemmLibrary::kAuto), shardtrain::UsageError);
+}
+
+TEST_CASE("cpu gemm: a decision survives the cache file, keyed by model and threads, and the cache can be off",
+          "[gemm]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("gemm-cache-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  const char* before = std::getenv("SHARDTRAIN_GEMM_CACHE");
+  const std::string saved = before ? before : "";
+  ::setenv("SHARDTRAIN_GEMM_CACHE", dir.c_str(), 1);
+  shardtrain::GemmProbeModel m;
+  m.batch = 8, m.seq_len = 256, m.channels = 256, m.attention_channels = 256, m.heads = 4, m.mlp_channels = 1024;
+  m.vocab = 256, m.layers = 4;
+  const std::string path = shardtrain::gemm_cache_path(m, 1);
+  CHECK(path.rfind(dir + "/", 0) == 0);
+  CHECK(shardtrain::gemm_cache_path(m, 2) != path);  // another thread count is another key
+  shardtrain::GemmProbeModel wider = m;
+  wider.channels = 512;
+  CHECK(shardtrain::gemm_cache_path(wider, 1) != path);
+  CHECK_FALSE(shardtrain::read_gemm_cache(path));  // nothing yet
+
+  GemmChoice want = shardtrain::choose_gemm_library(
+      GemmLibrary::kAuto, false, {rates_of(GemmLibrary::kOneDnn, 1.0, 0.5), rates_of(GemmLibrary::kOneDnn, 2.0, 0.5)});
+  REQUIRE(shardtrain::write_gemm_cache(path, want));
+  const auto got = shardtrain::read_gemm_cache(path);
+  REQUIRE(got);
+  CHECK(got->library == want.library);
+  CHECK(got->reason == want.reason);
+  REQUIRE(got->rates.size() == 2);
+  CHECK(got->rates[1].shapes[0].seconds == 2.0);
+  CHECK(got->chosen_flop_per_s() == Approx(want.chosen_flop_per_s()));
+
+  // A damaged file is no decision (the next start measures and overwrites it).
+  std::ofstream(path) << "{\"library\": 7";
+  CHECK_FALSE(shardtrain::read_gemm_cache(path));
+
+  ::setenv("SHARDTRAIN_GEMM_CACHE", "off", 1);
+  CHECK(shardtrain::gemm_cache_path(m, 1).empty());
+  if (before)
+    ::setenv("SHARDTRAIN_GEMM_CACHE", saved.c_str(), 1);
+  else
+    ::unsetenv("SHARDTRAIN_GEMM_CACHE");
+  std::filesystem::remove_all(dir);
 }

@@ -292,26 +292,42 @@ double measure_peak_with_every_rank(Communicator& comm, Backend& backend) {
   return probe.flops_per_product() * kPeakRepeats / longest;
 }
 
-// Collective over the job's group: the CPU backend's GEMM library, one for the whole job. Every rank
-// measures every linked library at the model's (local) shapes at once, after a barrier, like the
-// peak; the seconds are all-gathered and each shape's slowest rank taken, so every rank holds the
-// same numbers and choose_gemm_library's rule gives every rank the same library (deterministic
-// mode, whose results must not depend on which rank decided, measures nothing and takes oneDNN).
+// Collective over the job's group: the CPU backend's GEMM library, one for the whole job.
+//  * Rank 0 looks the model's key up in the cache of decisions (cpu_gemm.hpp) and broadcasts the
+//    cached library, if any: every rank takes it, nothing is measured (so runs that must agree
+//    bitwise, two with one seed or a resumed one, run on the same library).
+//  * Otherwise every rank measures every linked library at the model's (local) shapes at once,
+//    after a barrier, like the peak; the seconds are all-gathered and each shape's slowest rank
+//    taken, so every rank holds the same numbers and choose_gemm_library's rule gives every rank
+//    the same library. Rank 0 then writes the cache.
+// Forced (--gemm) and deterministic mode (oneDNN) measure nothing and skip the cache.
 GemmChoice choose_gemm_with_every_rank(Communicator& comm, const Job& job) {
   const ParallelismOptions& p = job.options.parallelism;
+  const ModelConfig& m = job.model;
+  const int tp = job.mesh.tp_size;
+  GemmProbeModel probe;
+  probe.batch = job.options.schedule.micro_batch;
+  probe.seq_len = m.seq_len;
+  probe.channels = m.d_model;
+  probe.attention_channels = m.d_model / tp;
+  probe.heads = m.n_head / tp;
+  probe.mlp_channels = 4 * m.d_model / tp;
+  probe.vocab = (m.vocab + tp - 1) / tp;  // the local slice of the LM head (padded to a multiple of T)
+  probe.layers = m.n_layer;
+  const bool measure = p.gemm == GemmLibrary::kAuto && !p.deterministic;
   std::vector<GemmLibraryRates> rates;
-  if (!p.deterministic) {
-    const ModelConfig& m = job.model;
-    const int tp = job.mesh.tp_size;
-    GemmProbeModel probe;
-    probe.batch = job.options.schedule.micro_batch;
-    probe.seq_len = m.seq_len;
-    probe.channels = m.d_model;
-    probe.attention_channels = m.d_model / tp;
-    probe.heads = m.n_head / tp;
-    probe.mlp_channels = 4 * m.d_model / tp;
-    probe.vocab = (m.vocab + tp - 1) / tp;  // the local slice of the LM head (padded to a multiple of T)
-    probe.layers = m.n_layer;
+  if (measure) {
+    const std::string cache = job.rank == 0 ? gemm_cache_path(probe, p.threads) : "";
+    std::optional<GemmChoice> cached = job.rank == 0 ? read_gemm_cache(cache) : std::nullopt;
+    int cached_library = cached ? int(cached->library) : -1;
+    comm.broadcast(&cached_library, 1, 0);
+    if (cached_library >= 0) {
+      GemmChoice choice = cached ? *cached : GemmChoice{};
+      choice.library = GemmLibrary(cached_library);
+      if (cached) choice.reason = "cached decision (" + cache + "): " + cached->reason;
+      set_cpu_gemm_library(*job.backend, choice.library);
+      return choice;
+    }
     comm.barrier();
     rates = probe_gemm_libraries(*job.backend, probe, linked_gemm_libraries());
     std::vector<double> mine;
@@ -324,6 +340,11 @@ GemmChoice choose_gemm_with_every_rank(Communicator& comm, const Job& job) {
         for (int r = 0; r < comm.size(); ++r) s.seconds = std::max(s.seconds, every[std::size_t(r) * mine.size() + at]);
         ++at;
       }
+    GemmChoice choice = choose_gemm_library(p.gemm, p.deterministic, std::move(rates));
+    if (job.rank == 0 && !cache.empty() && !write_gemm_cache(cache, choice))
+      log_line_rank0("gemm: could not write the decision cache " + cache + " (the next run measures again)");
+    set_cpu_gemm_library(*job.backend, choice.library);
+    return choice;
   }
   GemmChoice choice = choose_gemm_library(p.gemm, p.deterministic, std::move(rates));
   set_cpu_gemm_library(*job.backend, choice.library);

@@ -40,26 +40,6 @@ MfuPeak MfuPeak::from_json(const JsonFile& f, const std::string& at) {
   return p;
 }
 
-nlohmann::json gemm_choice_json(const GemmChoice& c) {
-  nlohmann::json measured = nlohmann::json::array();
-  for (const GemmLibraryRates& r : c.rates) {
-    nlohmann::json shapes = nlohmann::json::array();
-    for (const GemmShapeRate& s : r.shapes)
-      shapes.push_back({{"name", s.name}, {"flops", s.flops}, {"seconds", s.seconds}, {"per_step", s.per_step},
-                        {"flops_per_s", s.gflops() * 1e9}});
-    measured.push_back({{"library", gemm_library_name(r.library)},
-                        {"version", gemm_library_version(r.library)},
-                        {"flops_per_s", r.gflops() * 1e9},
-                        {"shapes", shapes}});
-  }
-  return {{"library", gemm_library_name(c.library)},
-          {"version", gemm_library_version(c.library)},
-          {"requested", gemm_library_name(c.requested)},
-          {"reason", c.reason},
-          {"model_shapes_flops_per_s", c.chosen_flop_per_s()},
-          {"measured", measured}};
-}
-
 nlohmann::json HostInfo::to_json() const { return {{"hostname", hostname}, {"cpus", cpus}}; }
 
 HostInfo HostInfo::from_json(const JsonFile& f, const std::string& at) {

@@ -15,9 +15,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "shardtrain/backend/backend.hpp"
 
@@ -97,7 +100,12 @@ std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmP
 //   requested != kAuto: that library (must be linked), reason "forced by --gemm".
 //   kAuto and deterministic: oneDNN without measuring (rates may be empty), because a choice
 //     by timing could differ between two runs that deterministic mode promises bitwise equal.
-//   kAuto: the highest rate at the model's shapes; a tie goes to the earlier library of the table.
+//   kAuto: the highest rate at the model's shapes, except that oneDNN, the default, is kept
+//     unless another library beats it by more than kGemmSwitchMargin: differences that small are
+//     within what two start-ups on a loaded machine measure, and chasing them would make the
+//     library (so the last bits of every result) flip between otherwise identical runs.
+//     Among the others a tie goes to the earlier library of the table.
+inline constexpr double kGemmSwitchMargin = 0.05;
 struct GemmChoice {
   GemmLibrary library = GemmLibrary::kOneDnn;
   GemmLibrary requested = GemmLibrary::kAuto;
@@ -107,5 +115,28 @@ struct GemmChoice {
   double chosen_flop_per_s() const;
 };
 GemmChoice choose_gemm_library(GemmLibrary requested, bool deterministic, std::vector<GemmLibraryRates> rates);
+
+// {"library", "version", "requested", "reason", "model_shapes_flops_per_s" (chosen_flop_per_s),
+//  "measured": [{"library", "version", "flops_per_s", "shapes": [{"name", "flops", "seconds",
+//  "per_step", "flops_per_s"}]}]}: the run summary's "gemm" and the cache's file. from_json reads
+// back what to_json wrote (UsageError on anything else, naming the field).
+nlohmann::json gemm_choice_to_json(const GemmChoice& choice);
+GemmChoice gemm_choice_from_json(const nlohmann::json& json);
+
+// ---- the cache of measured decisions ----
+// Two runs of the same model with the same seed are bitwise identical (fast mode included), and a
+// resumed run continues its first launch bit for bit; a decision re-measured at every start could
+// flip between two close libraries and break both. So --gemm auto's measured decision is kept, per
+// machine, in SHARDTRAIN_GEMM_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/gemm; "off"
+// measures at every start), one JSON file per key: the processor's model name, the thread count,
+// the model's shapes and the linked libraries' versions. Later runs with that key take the cached
+// library without measuring. Delete the folder to measure again (a new processor or library
+// version gets a new key by itself).
+// The file for `model` at `threads` ("" when the cache is off).
+std::string gemm_cache_path(const GemmProbeModel& model, int threads);
+// The cached decision, or nothing when there is none or the file is unreadable (then re-measured).
+std::optional<GemmChoice> read_gemm_cache(const std::string& path);
+// Best effort: a cache that cannot be written is not an error of the run. Returns whether it was.
+bool write_gemm_cache(const std::string& path, const GemmChoice& choice);
 
 }  // namespace shardtrain

@@ -86,8 +86,9 @@ struct RunSummary {
   Precision precision = Precision::kFp32;  // "fp32" | "bf16"
   std::string device_name;                 // "" on the CPU
   std::optional<double> peak_flops_datasheet_per_rank, mfu_datasheet;  // null where the datasheet is unknown
-  // CPU runs: the GEMM library chosen and why, with the measured rates (gemm_choice_json); null on
-  // cuda, and in summaries written before the field existed (it is optional when read).
+  // CPU runs: the GEMM library chosen and why, with the measured rates (cpu_gemm.hpp's
+  // gemm_choice_to_json); null on cuda, and in summaries written before the field existed (it is
+  // optional when read).
   nlohmann::json gemm = nullptr;
   double first_loss = 0, final_loss = 0;
   PerRankTable per_rank_medians;
@@ -118,12 +119,6 @@ RunSummary read_run_summary(const std::string& path, const std::string& what = "
 // --baseline: a 1-rank (or W_base-rank) run's summary through read_run_summary, before any
 // training starts; UsageError naming the file when its throughput is not positive.
 Baseline read_baseline(const std::string& path);
-
-// The summary's "gemm" (docs/FORMATS.md): {"library", "version", "requested", "reason",
-// "model_shapes_flops_per_s" (the chosen library's rate at the model's shapes, 0 when not measured),
-// "measured": [{"library", "version", "flops_per_s", "shapes": [{"name", "flops", "seconds",
-// "per_step", "flops_per_s"}]}]}.
-nlohmann::json gemm_choice_json(const GemmChoice& choice);
 
 // The one-paragraph summary printed at the end of a run.
 std::string summary_paragraph(const RunSummary& summary);

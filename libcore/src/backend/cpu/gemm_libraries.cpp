@@ -2,11 +2,15 @@
 // own typed API), their names and versions, and the start-up measurement (cpu_gemm.hpp).
 #include <dlfcn.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -16,12 +20,18 @@
 #include "gemm.hpp"
 #include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/hash.hpp"
 
 #ifdef SHARDTRAIN_HAVE_OPENBLAS
 #include SHARDTRAIN_OPENBLAS_CBLAS_H
 #endif
 #ifdef SHARDTRAIN_HAVE_BLIS
+// blis.h's inline helpers trip -Wextra (unused parameters, comparisons always true); not ours to fix.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wtype-limits"
 #include SHARDTRAIN_BLIS_H
+#pragma GCC diagnostic pop
 #endif
 
 namespace shardtrain {
@@ -381,16 +391,134 @@ GemmChoice choose_gemm_library(GemmLibrary requested, bool deterministic, std::v
     return choice;
   }
   const GemmLibraryRates* best = nullptr;
-  for (const GemmLibraryRates& r : choice.rates)  // table order, so a tie keeps the earlier library
+  const GemmLibraryRates* onednn = nullptr;
+  for (const GemmLibraryRates& r : choice.rates) {  // table order, so a tie keeps the earlier library
     if (!best || r.gflops() > best->gflops()) best = &r;
+    if (r.library == GemmLibrary::kOneDnn) onednn = &r;
+  }
   if (!best) {
     choice.library = GemmLibrary::kOneDnn;
     choice.reason = "--gemm auto with nothing measured: onednn";
     return choice;
   }
+  if (onednn && best != onednn && best->gflops() <= onednn->gflops() * (1.0 + kGemmSwitchMargin)) {
+    char margin[160];
+    std::snprintf(margin, sizeof(margin), "onednn kept: %s is within %.0f%% of it", gemm_library_name(best->library),
+                  100.0 * kGemmSwitchMargin);
+    choice.library = GemmLibrary::kOneDnn;
+    choice.reason = std::string(margin) + " (measured at start: " + measured + ")";
+    return choice;
+  }
   choice.library = best->library;
   choice.reason = std::string("fastest at the model's shapes (measured at start: ") + measured + ")";
   return choice;
+}
+
+nlohmann::json gemm_choice_to_json(const GemmChoice& c) {
+  nlohmann::json measured = nlohmann::json::array();
+  for (const GemmLibraryRates& r : c.rates) {
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const GemmShapeRate& s : r.shapes)
+      shapes.push_back({{"name", s.name}, {"flops", s.flops}, {"seconds", s.seconds}, {"per_step", s.per_step},
+                        {"flops_per_s", s.gflops() * 1e9}});
+    measured.push_back({{"library", gemm_library_name(r.library)},
+                        {"version", gemm_library_linked(r.library) ? gemm_library_version(r.library) : "not linked"},
+                        {"flops_per_s", r.gflops() * 1e9},
+                        {"shapes", shapes}});
+  }
+  return {{"library", gemm_library_name(c.library)},
+          {"version", gemm_library_version(c.library)},
+          {"requested", gemm_library_name(c.requested)},
+          {"reason", c.reason},
+          {"model_shapes_flops_per_s", c.chosen_flop_per_s()},
+          {"measured", measured}};
+}
+
+GemmChoice gemm_choice_from_json(const nlohmann::json& j) {
+  try {
+    GemmChoice c;
+    c.library = parse_gemm_library(j.at("library").get<std::string>(), "gemm field library");
+    c.requested = parse_gemm_library(j.at("requested").get<std::string>(), "gemm field requested");
+    c.reason = j.at("reason").get<std::string>();
+    for (const nlohmann::json& m : j.at("measured")) {
+      GemmLibraryRates r;
+      r.library = parse_gemm_library(m.at("library").get<std::string>(), "gemm field measured/library");
+      for (const nlohmann::json& s : m.at("shapes"))
+        r.shapes.push_back({s.at("name").get<std::string>(), s.at("flops").get<double>(), s.at("seconds").get<double>(),
+                            s.at("per_step").get<std::int64_t>()});
+      c.rates.push_back(std::move(r));
+    }
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(std::string("gemm decision: ") + e.what());
+  }
+}
+
+namespace {
+
+std::string processor_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown processor";
+}
+
+}  // namespace
+
+std::string gemm_cache_path(const GemmProbeModel& m, int threads) {
+  const char* env = std::getenv("SHARDTRAIN_GEMM_CACHE");
+  std::string dir;
+  if (env && *env) {
+    if (std::string(env) == "off") return "";
+    dir = env;
+  } else {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg && *xdg) dir = std::string(xdg) + "/shardtrain/gemm";
+    else if (home && *home) dir = std::string(home) + "/.cache/shardtrain/gemm";
+    else return "";
+  }
+  std::string key = processor_name() + "|threads " + std::to_string(threads) + "|";
+  for (std::int64_t v : {m.batch, m.seq_len, m.channels, m.attention_channels, m.heads, m.mlp_channels, m.vocab, m.layers})
+    key += std::to_string(v) + ",";
+  for (GemmLibrary library : linked_gemm_libraries()) key += "|" + gemm_library_version(library);
+  return dir + "/" + hex64(fnv1a64(key)) + ".json";
+}
+
+std::optional<GemmChoice> read_gemm_cache(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    GemmChoice c = gemm_choice_from_json(nlohmann::json::parse(in));
+    if (!gemm_library_linked(c.library)) return std::nullopt;
+    return c;
+  } catch (const std::exception&) {  // a damaged or foreign file: measure again (and overwrite it)
+    return std::nullopt;
+  }
+}
+
+bool write_gemm_cache(const std::string& path, const GemmChoice& choice) {
+  if (path.empty()) return false;
+  try {
+    // A temporary of this process's own, renamed over the file: jobs starting together on one
+    // machine may write the same key, and each leaves a whole file.
+    const std::filesystem::path target(path);
+    std::filesystem::create_directories(target.parent_path());
+    const std::string temporary = path + "." + std::to_string(::getpid()) + ".tmp";
+    {
+      std::ofstream out(temporary);
+      out << gemm_choice_to_json(choice).dump(2) << "\n";
+      if (!out) return false;
+    }
+    std::filesystem::rename(temporary, target);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace shardtrain
