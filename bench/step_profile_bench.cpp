@@ -178,3 +178,31 @@ TEST_CASE("step profile: the foundation benchmark step, kernel by kernel", "[.be
                 100.0 * e.seconds / step_seconds);
   CHECK(step_seconds > 0);
 }
+
+// The attention kernels alone at the foundation shape (B 8, T 256, C 256, NH 4): the best of
+// SHARDTRAIN_PROFILE_REPEATS (default 20) calls each, the figure least disturbed by other load on
+// a shared machine (a minimum only ever loses time to interference, never gains it).
+//   taskset -c 0 build/bench/shardtrain_bench "[attention-bench]"
+TEST_CASE("attention bench: forward and backward at the foundation shape, best of N", "[.bench][attention-bench]") {
+  const std::size_t B = 8, T = 256, C = 256, NH = 4;
+  const int repeats = std::max(1, env_int("SHARDTRAIN_PROFILE_REPEATS", 20));
+  auto backend = shardtrain::make_cpu_backend(1);
+  auto qkv = shardtrain::test::to_device(*backend, shardtrain::test::random_floats(B * T * 3 * C, 1));
+  auto dout = shardtrain::test::to_device(*backend, shardtrain::test::random_floats(B * T * C, 2));
+  shardtrain::DeviceArray<float> out(*backend, B * T * C), att(*backend, backend->attention_state_elements(B, NH, T)),
+      dqkv(*backend, B * T * 3 * C);
+  double fwd = 1e30, bwd = 1e30;
+  for (int i = 0; i < repeats + 1; ++i) {
+    auto t0 = Clock::now();
+    backend->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    auto t1 = Clock::now();
+    backend->attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    auto t2 = Clock::now();
+    if (i == 0) continue;  // warm-up
+    fwd = std::min(fwd, std::chrono::duration<double>(t1 - t0).count());
+    bwd = std::min(bwd, std::chrono::duration<double>(t2 - t1).count());
+  }
+  std::printf("# attention B%zu T%zu C%zu NH%zu on %s, best of %d: forward %.2f ms, backward %.2f ms\n", B, T, C, NH,
+              backend->describe().c_str(), repeats, 1e3 * fwd, 1e3 * bwd);
+  CHECK(fwd > 0);
+}
