@@ -91,7 +91,9 @@ struct GemmLibraryRates {
 
 // Times every library of `libraries` on `backend` (a CPU backend; its library is restored after)
 // at the model's shapes: per shape one untimed warm-up (oneDNN creates its primitives there), then
-// the best of `repeats`. About 0.1-0.5 s per library at the benchmark model on one core.
+// the best of `repeats` calls, or of more while they add up to under 50 ms (a small model's
+// products are microseconds long, and a few of them can all be hit by a loaded machine). About
+// 0.3-0.6 s per library at the benchmark model on one core.
 std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmProbeModel& model,
                                                    const std::vector<GemmLibrary>& libraries, int repeats = 3);
 

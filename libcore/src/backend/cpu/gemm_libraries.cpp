@@ -279,16 +279,24 @@ DeviceArray<float> probe_array(Backend& backend, std::size_t n, std::uint32_t se
   return a;
 }
 
+// The best of at least `repeats` timed calls, and of more while they add up to less than
+// kMinProbeSeconds (at most kMaxProbeRepeats): a small model's products take microseconds, and
+// three of them on a loaded machine can all land on a time slice lost to another process (a
+// measured 0.1 GFLOP/s for oneDNN was seen so), which the cache would then keep.
+constexpr double kMinProbeSeconds = 0.05;
+constexpr int kMaxProbeRepeats = 200;
 template <typename Fn>
 double best_seconds(Backend& backend, int repeats, const Fn& fn) {
   fn();  // warm-up: primitive creation, first touch of the operands
   backend.synchronize();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < std::max(1, repeats); ++i) {
+  double best = std::numeric_limits<double>::infinity(), total = 0;
+  for (int i = 0; i < kMaxProbeRepeats && (i < std::max(1, repeats) || total < kMinProbeSeconds); ++i) {
     const auto start = std::chrono::steady_clock::now();
     fn();
     backend.synchronize();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::min(best, seconds);
+    total += seconds;
   }
   return best;
 }
