@@ -25,8 +25,11 @@ isa="$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2)"
 torch_version="$("$peer_py" -c 'import torch; print(torch.__version__)')"
 peer_args=(--layers 4 --d 256 --heads 4 --seq 256 --micro 8 --steps 20 --threads 1 --sdpa 1)
 
+# SHARDTRAIN_GEMM_CACHE=off: every run of ours measures the GEMM libraries afresh, so "MFU at the
+# model's shapes" is over a rate measured in the same minute as the run (a cached rate from a
+# start-up on a busier or quieter machine would be the wrong denominator).
 ours() {  # round -> "tokens/s mfu mfu_at_shapes library"
-  taskset -c "$core" "$build/bin/ddp-train" "${foundation[@]}" --global-batch 8 --steps 20 --run-dir "$tmp/run$1" \
+  SHARDTRAIN_GEMM_CACHE=off taskset -c "$core" "$build/bin/ddp-train" "${foundation[@]}" --global-batch 8 --steps 20 --run-dir "$tmp/run$1" \
     >/dev/null 2>&1
   json "$tmp/run$1/summary.json" \
     "'%s %s %s %s' % (d['throughput_tokens_per_s'], d['mfu'], d['throughput_tokens_per_s'] * d['flops_per_token'] / d['gemm']['model_shapes_flops_per_s'] if d['gemm']['model_shapes_flops_per_s'] else 0, d['gemm']['library'])"
