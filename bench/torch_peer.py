@@ -8,24 +8,31 @@ learned position embeddings, final LayerNorm and an LM head tied to the token em
 on either side and the figure is the training step alone.
 
 Output: one JSON line on standard output,
-  {"params": N, "world": W, "step_s_median": seconds, "tokens_per_s": tokens per second}
+  {"params": N, "world": W, "step_s_median": seconds, "tokens_per_s": tokens per second,
+   "torch": version, "sdpa": 0|1, "compile": 0|1}
 where the median (the upper one of an even count) is over the steps after the first two (warm-up) and tokens/s counts all ranks:
 micro x seq x world / median step.
 
   python3 bench/torch_peer.py --layers 4 --d 256 --heads 4 --seq 256 --micro 8 --steps 20 --threads 1
   python3 bench/torch_peer.py --world 2 ...        # DDP over gloo, one process per rank, loopback only
   python3 bench/torch_peer.py --sdpa 1 --compile 1 # fused attention and torch.compile (PyTorch 2.x)
+  python3 bench/torch_peer.py --sdpa 1 --profile 1 # plus a per-kernel table (torch.profiler) on stderr
 
-Used by scripts/bench-peer.sh (one rank, ratio of throughputs) and scripts/bench-ddp.sh (the peer's
-own E(2)). Needs PyTorch: Debian's python3-torch (1.13; its OpenBLAS misdetects recent x86
-processors, so run it with OPENBLAS_CORETYPE=SkylakeX as those scripts do) or a PyPI wheel, which
-is the strongest CPU configuration with --sdpa 1.
+Used by scripts/bench-peer.sh (one rank, ratio of throughputs; PyTorch 2.x from PyPI in the cached
+environment of scripts/python-env.sh peer, eager with --sdpa 1 and --compile 1) and
+scripts/bench-ddp.sh (the peer's own E(2)). Needs PyTorch: a PyPI wheel (the strongest CPU
+configuration, with --sdpa 1) or Debian's python3-torch (1.13, no SDPA; its OpenBLAS misdetects
+recent x86 processors, so run it with OPENBLAS_CORETYPE=SkylakeX).
+
+--profile 1 records the timed steps with torch.profiler and prints, on standard error, the
+operators by self CPU time per step (the same step as shardtrain's bench "[step-profile]").
 """
 import argparse
 import json
 import math
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -104,7 +111,11 @@ def train(rank, args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     draws = torch.Generator().manual_seed(1 + rank)
     step_s = []
-    for _ in range(args.steps):
+    profiler = None
+    for step in range(args.steps):
+        if args.profile and step == 2:  # after the warm-up steps (and any compilation)
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            profiler.__enter__()
         batch = torch.randint(0, args.vocab, (args.micro, args.seq + 1), generator=draws)
         start = time.perf_counter()
         loss = model(batch[:, :-1], batch[:, 1:])
@@ -112,10 +123,22 @@ def train(rank, args):
         loss.backward()
         optimizer.step()
         step_s.append(time.perf_counter() - start)
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        timed = args.steps - 2
+        table = sorted(profiler.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in table)
+        print(f"# torch.profiler, {timed} steps: self CPU time per step, all operators {total / timed / 1e3:.1f} ms",
+              file=sys.stderr)
+        print(f"{'operator':<52} {'calls/step':>10} {'ms/step':>10} {'%':>7}", file=sys.stderr)
+        for e in table[:args.profile_rows]:
+            print(f"{e.key[:52]:<52} {e.count / timed:>10.1f} {e.self_cpu_time_total / timed / 1e3:>10.2f} "
+                  f"{100 * e.self_cpu_time_total / total:>6.1f}%", file=sys.stderr)
     if rank == 0:
         median = statistics.median_high(step_s[2:])
         print(json.dumps({"params": parameters, "world": args.world, "step_s_median": median,
-                          "tokens_per_s": args.micro * args.seq * args.world / median}))
+                          "tokens_per_s": args.micro * args.seq * args.world / median,
+                          "torch": torch.__version__, "sdpa": args.sdpa, "compile": args.compile}))
     if args.world > 1:
         dist.destroy_process_group()
 
@@ -123,7 +146,7 @@ def train(rank, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults = dict(layers=4, d=256, heads=4, seq=256, micro=8, steps=20, vocab=256, threads=1,
-                    world=1, sdpa=0, compile=0)
+                    world=1, sdpa=0, compile=0, profile=0, profile_rows=30)
     for name, value in defaults.items():
         parser.add_argument("--" + name, type=int, default=value)
     args = parser.parse_args()

@@ -1,24 +1,65 @@
 #!/usr/bin/env bash
-# The Python environment of the Hugging Face tests (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and
-# transformers, cached OUTSIDE the clone so a second run installs nothing.
+# The cached Python environments of the project, made OUTSIDE the clone so a second run installs nothing:
+#   hf    (default) the Hugging Face tests' (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and transformers;
+#   peer  the benchmark peer's (scripts/bench-peer.sh, bench/torch_peer.py): PyTorch 2.x from PyPI, the
+#         release users install, with scaled_dot_product_attention and torch.compile.
 #
-# Usage: scripts/python-env.sh     prints the environment's python on standard output (exit 0), or
-#                                  why it cannot be had on standard error (exit 77: a test skips)
-# Environment: SHARDTRAIN_PY_ENV (the folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1),
+# Usage: scripts/python-env.sh [hf|peer]   prints the environment's python on standard output (exit 0),
+#                                          or why it cannot be had on standard error (exit 77: a test skips)
+# Environment: SHARDTRAIN_PY_ENV (the hf folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1),
+#              SHARDTRAIN_PEER_ENV (the peer folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2),
+#              SHARDTRAIN_TORCH_INDEX (peer: a pip index URL to take torch from, e.g. PyTorch's own CPU-only
+#              wheel index, about 200 MB; default: PyPI, whose Linux wheel is the CUDA build: about 3 GB with
+#              its NVIDIA packages, 5.4 GB installed, and it runs on a CPU-only machine all the same),
 #              SHARDTRAIN_NO_INSTALL=1 (use the environment if it is there, install nothing).
 #
-# What it installs, and why this set (the smallest that works on a CPU-only machine):
+# What hf installs, and why this set (the smallest that works on a CPU-only machine):
 #   * PyTorch: Debian's python3-torch (1.13, CPU only; about 176 MB to download, 0.8 GB installed).
 #     PyPI's torch wheel for Linux is built for CUDA: the wheel alone is 539 MB and does not import
 #     without its NVIDIA packages (libcufile, cuDNN, cuBLAS, NCCL, ...: 2.8 GB to download with them).
 #   * transformers 4.46.3 and its pure-Python/small wheels (tokenizers, safetensors, huggingface-hub,
 #     regex, ...: about 20 MB) from PyPI, into a venv that sees the system's packages (torch, numpy).
 #     4.46 is the last line that supports torch 1.13 (later ones need torch >= 2).
+# What peer installs: torch (>= 2, < 3) and numpy from PyPI into a venv of Debian's python3 that does NOT
+# see the system's packages, so the peer can never be Debian's torch 1.13 by accident.
 set -euo pipefail
-env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
-py="$env_dir/bin/python"
+kind="${1:-hf}"
 say() { echo "python-env.sh: $*" >&2; }
 skip() { say "$*"; exit 77; }
+
+if [ "$kind" = peer ]; then
+  env_dir="${SHARDTRAIN_PEER_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2}"
+  py="$env_dir/bin/python"
+  check() {
+    [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "
+import torch, torch.nn.functional as F
+assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_product_attention')" 2>/dev/null
+  }
+  if check; then echo "$py"; exit 0; fi
+  [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no PyTorch 2.x environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
+    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
+      skip "could not install python3-venv with apt-get"
+  }
+  say "creating $env_dir (PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes)"
+  rm -rf "$env_dir"
+  mkdir -p "$(dirname "$env_dir")"
+  /usr/bin/python3 -m venv "$env_dir" || skip "python3 -m venv failed"
+  index=()
+  [ -n "${SHARDTRAIN_TORCH_INDEX:-}" ] && index=(--index-url "$SHARDTRAIN_TORCH_INDEX")
+  "$py" -m pip install -q --disable-pip-version-check "${index[@]}" "torch>=2,<3" >&2 ||
+    skip "pip could not install torch>=2,<3 (is the index reachable?)"
+  "$py" -m pip install -q --disable-pip-version-check numpy >&2 || skip "pip could not install numpy"
+  touch "$env_dir/.complete"
+  check || skip "the environment at $env_dir does not import torch 2.x with scaled_dot_product_attention"
+  echo "$py"
+  exit 0
+fi
+[ "$kind" = hf ] || { say "unknown environment '$kind' (hf or peer)"; exit 2; }
+
+env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
+py="$env_dir/bin/python"
 requirements=(transformers==4.46.3 "tokenizers>=0.20,<0.21" "safetensors>=0.4.1" "huggingface-hub>=0.23.2,<1.0")
 
 check() { [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; }

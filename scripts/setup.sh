@@ -20,6 +20,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libcli11-dev nlohmann-json3-dev catch2 libdnnl-dev fortunes gnuplot-nox
+          libopenblas-openmp-dev libblis-openmp-dev  # the CPU backend's other GEMM libraries (cmake/gemm_libraries.cmake)
           python3-numpy   # python3-numpy: the GPT-2 export check (tests/clients/check-gpt2-export.py)
           slurmctld slurmd slurm-client munge  # Slurm: the one-node cluster of tests/scripts/slurm_chain.sh
           man-db          # the installed man pages (ctest install_prefix)

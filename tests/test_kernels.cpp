@@ -1,5 +1,5 @@
-// Every op of the Backend interface on the CPU backend, at 1 and at 2 threads, against the naive
-// double-precision reference loops of naive_kernels.hpp.
+// Every op of the Backend interface on the CPU backend, at 1 and at 2 threads and on every GEMM
+// library the build links, against the naive double-precision reference loops of naive_kernels.hpp.
 //
 // For each op and thread count:
 //   * random inputs (test::random_floats), awkward shapes (nothing a power of two in the small
@@ -33,6 +33,7 @@
 
 #include "naive_kernels.hpp"
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -40,6 +41,7 @@ namespace {
 using shardtrain::AdamWArgs;
 using shardtrain::Backend;
 using shardtrain::DeviceArray;
+using shardtrain::GemmLibrary;
 using shardtrain::make_cpu_backend;
 using shardtrain::naive::to_double;
 using shardtrain::naive::to_float;
@@ -171,31 +173,35 @@ struct Expected {
 // run(backend, garbage_variant) uploads the inputs, runs the op once, downloads the outputs.
 using RunFn = std::function<Outputs(Backend&, int)>;
 
-// The common procedure: for 1 and 2 threads, run twice (bitwise equal), compare with reference.
+// The common procedure: for 1 and 2 threads and every GEMM library the build links (cpu_gemm.hpp:
+// each runs the products of matmul and attention, and the other ops must not care), run twice
+// (bitwise equal), compare with the reference at the same tolerance.
 void check_op(const std::string& label, const RunFn& run, const std::vector<Expected>& expected) {
-  std::vector<Outputs> first_by_threads;
-  for (int threads : kThreadCounts) {
-    auto backend = make_cpu_backend(threads);
-    Outputs first = run(*backend, 0);
-    Outputs second = run(*backend, 1);
-    REQUIRE(first.size() == expected.size());
-    REQUIRE(second.size() == expected.size());
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-      const Expected& e = expected[i];
-      double err = rel_error(first[i], e.want);
-      INFO(label << ": output '" << e.name << "' at " << threads << " thread(s) ["
-                 << backend->describe() << "]");
-      INFO("relative error in max norm " << err << " (tolerance " << e.tol << "); "
-                                         << worst_element(first[i], e.want));
-      CHECK(first[i].size() == e.want.size());
-      CHECK(bitwise_equal(first[i], second[i]));
-      CHECK(err <= e.tol);
-      if (report_enabled())
-        std::printf("[kernels] %-58s %-8s threads=%d  err=%.3e  tol=%.1e  repeat-bitwise=%s\n",
-                    label.c_str(), e.name.c_str(), threads, err, e.tol,
-                    bitwise_equal(first[i], second[i]) ? "yes" : "NO");
+  std::vector<Outputs> first_by_threads;  // oneDNN's, by thread count
+  for (GemmLibrary library : shardtrain::linked_gemm_libraries()) {
+    for (int threads : kThreadCounts) {
+      auto backend = make_cpu_backend(threads, library);
+      Outputs first = run(*backend, 0);
+      Outputs second = run(*backend, 1);
+      REQUIRE(first.size() == expected.size());
+      REQUIRE(second.size() == expected.size());
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        const Expected& e = expected[i];
+        double err = rel_error(first[i], e.want);
+        INFO(label << ": output '" << e.name << "' at " << threads << " thread(s) ["
+                   << backend->describe() << "]");
+        INFO("relative error in max norm " << err << " (tolerance " << e.tol << "); "
+                                           << worst_element(first[i], e.want));
+        CHECK(first[i].size() == e.want.size());
+        CHECK(bitwise_equal(first[i], second[i]));
+        CHECK(err <= e.tol);
+        if (report_enabled())
+          std::printf("[kernels] %-58s %-8s %-8s threads=%d  err=%.3e  tol=%.1e  repeat-bitwise=%s\n",
+                      label.c_str(), e.name.c_str(), shardtrain::gemm_library_name(library), threads, err, e.tol,
+                      bitwise_equal(first[i], second[i]) ? "yes" : "NO");
+      }
+      if (library == GemmLibrary::kOneDnn) first_by_threads.push_back(std::move(first));
     }
-    first_by_threads.push_back(std::move(first));
   }
   if (report_enabled())
     for (std::size_t i = 0; i < expected.size(); ++i)

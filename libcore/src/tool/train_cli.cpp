@@ -33,6 +33,9 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
   app.add_option("--seed", o.schedule.seed, "Seed of initialisation and sample order")->capture_default_str();
   app.add_option("--threads", o.parallelism.threads, "CPU threads per rank")->capture_default_str();
+  add_choice_option<GemmLibrary>(app, "--gemm", o.parallelism.gemm, choices_of<GemmLibrary>(kGemmLibraryNames),
+                                 "CPU matrix-product library: auto (the fastest of those linked, measured at the "
+                                 "model's shapes at start; onednn with --deterministic), onednn, openblas or blis");
   add_choice_option<DeviceKind>(app, "--device", o.parallelism.device, choices_of<DeviceKind>(kDeviceKindNames),
                                 "cpu or cuda");
   add_choice_option<std::optional<Precision>>(

@@ -117,6 +117,7 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
   s.device_name = job.backend->device_name();
   s.peak_flops_datasheet_per_rank = mfu.datasheet_peak_flop_per_s;
   s.mfu_datasheet = mfu.mfu_datasheet(m.throughput, job.world);
+  if (mfu.gemm) s.gemm = gemm_choice_to_json(*mfu.gemm);
   s.first_loss = records.front().loss;
   s.final_loss = records.back().loss;
   s.per_rank_medians = per_rank_table(m.rank_medians);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "shardtrain/backend/capabilities.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/backend/device_memory.hpp"
 #include "shardtrain/backend/peak.hpp"
 #include "shardtrain/base/host.hpp"
@@ -49,6 +50,10 @@ void validate_options(const TrainOptions& o) {
                      "holds one; use --zero-stage 1 or 2, or ddp-train");
   if (!(p.bucket_mb >= 0)) throw UsageError("--bucket-mb must be >= 0");
   if (!(t.collective_timeout_s > 0)) throw UsageError("--collective-timeout must be positive (seconds)");
+  if (p.gemm != GemmLibrary::kAuto && p.device != DeviceKind::kCpu)
+    throw UsageError(std::string("--gemm ") + gemm_library_name(p.gemm) + " chooses the CPU backend's GEMM library; "
+                     "with --device cuda use --gemm auto");
+  require_gemm_library(p.gemm);  // --gemm blis in a build without BLIS: exit 2 naming the package
   if (p.transport == Transport::kNccl && p.device != DeviceKind::kCuda)
     throw UsageError("--transport nccl needs --device cuda (NCCL moves GPU memory); use --transport mpi or auto");
   if (p.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
@@ -297,6 +302,65 @@ double measure_peak_with_every_rank(Communicator& comm, Backend& backend) {
   return probe.flops_per_product() * kPeakRepeats / longest;
 }
 
+// Collective over the job's group: the CPU backend's GEMM library, one for the whole job.
+//  * Rank 0 looks the model's key up in the cache of decisions (cpu_gemm.hpp) and broadcasts the
+//    cached library, if any: every rank takes it, nothing is measured (so runs that must agree
+//    bitwise, two with one seed or a resumed one, run on the same library).
+//  * Otherwise every rank measures every linked library at the model's (local) shapes at once,
+//    after a barrier, like the peak; the seconds are all-gathered and each shape's slowest rank
+//    taken, so every rank holds the same numbers and choose_gemm_library's rule gives every rank
+//    the same library. Rank 0 then writes the cache.
+// Forced (--gemm) and deterministic mode (oneDNN) measure nothing and skip the cache.
+GemmChoice choose_gemm_with_every_rank(Communicator& comm, const Job& job) {
+  const ParallelismOptions& p = job.options.parallelism;
+  const ModelConfig& m = job.model;
+  const int tp = job.mesh.tp_size;
+  GemmProbeModel probe;
+  probe.batch = job.options.schedule.micro_batch;
+  probe.seq_len = m.seq_len;
+  probe.channels = m.d_model;
+  probe.attention_channels = m.d_model / tp;
+  probe.heads = m.n_head / tp;
+  probe.mlp_channels = 4 * m.d_model / tp;
+  probe.vocab = (m.vocab + tp - 1) / tp;  // the local slice of the LM head (padded to a multiple of T)
+  probe.layers = m.n_layer;
+  const bool measure = p.gemm == GemmLibrary::kAuto && !p.deterministic;
+  std::vector<GemmLibraryRates> rates;
+  if (measure) {
+    const std::string cache = job.rank == 0 ? gemm_cache_path(probe, p.threads) : "";
+    std::optional<GemmChoice> cached = job.rank == 0 ? read_gemm_cache(cache) : std::nullopt;
+    int cached_library = cached ? int(cached->library) : -1;
+    comm.broadcast(&cached_library, 1, 0);
+    if (cached_library >= 0) {
+      GemmChoice choice = cached ? *cached : GemmChoice{};
+      choice.library = GemmLibrary(cached_library);
+      if (cached) choice.reason = "cached decision (" + cache + "): " + cached->reason;
+      set_cpu_gemm_library(*job.backend, choice.library);
+      return choice;
+    }
+    comm.barrier();
+    rates = probe_gemm_libraries(*job.backend, probe, linked_gemm_libraries());
+    std::vector<double> mine;
+    for (const GemmLibraryRates& r : rates)
+      for (const GemmShapeRate& s : r.shapes) mine.push_back(s.seconds);
+    std::vector<double> every(mine.size() * std::size_t(comm.size()));
+    comm.all_gather(mine.data(), every.data(), mine.size());
+    for (std::size_t i = 0, at = 0; i < rates.size(); ++i)
+      for (GemmShapeRate& s : rates[i].shapes) {
+        for (int r = 0; r < comm.size(); ++r) s.seconds = std::max(s.seconds, every[std::size_t(r) * mine.size() + at]);
+        ++at;
+      }
+    GemmChoice choice = choose_gemm_library(p.gemm, p.deterministic, std::move(rates));
+    if (job.rank == 0 && !cache.empty() && !write_gemm_cache(cache, choice))
+      log_line_rank0("gemm: could not write the decision cache " + cache + " (the next run measures again)");
+    set_cpu_gemm_library(*job.backend, choice.library);
+    return choice;
+  }
+  GemmChoice choice = choose_gemm_library(p.gemm, p.deterministic, std::move(rates));
+  set_cpu_gemm_library(*job.backend, choice.library);
+  return choice;
+}
+
 // Collective: how the job's ranks sit on hosts (hostname and CPU count of every rank); sets the
 // basis' max_ranks_per_host, host_cpus (of that host) and shared_cores (CPU runs only).
 void note_core_sharing(Communicator& comm, const TrainOptions& o, MfuBasis& basis) {
@@ -340,6 +404,11 @@ MfuBasis announce_job(const Job& job) {
   MfuBasis basis;
   basis.flops_per_token = m.flops_per_token();
   basis.datasheet_peak_flop_per_s = datasheet_peak_flops(job.backend->device_name(), job.backend->precision());
+  if (o.parallelism.device == DeviceKind::kCpu) {
+    basis.gemm = choose_gemm_with_every_rank(*job.comm, job);  // before the peak: it is the chosen library's
+    log_line_rank0("gemm: " + std::string(gemm_library_name(basis.gemm->library)) + " (" +
+                   gemm_library_version(basis.gemm->library) + "): " + basis.gemm->reason);
+  }
   basis.peak_given = o.telemetry.peak_flop_per_s > 0;
   if (basis.peak_given) {
     basis.peak_flop_per_s = o.telemetry.peak_flop_per_s;

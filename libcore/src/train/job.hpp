@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/config.hpp"
@@ -96,6 +97,8 @@ struct MfuBasis {
   // runs more rank threads (ranks x --threads) than it has CPUs. Unset otherwise.
   std::optional<bool> shared_cores;
   int max_ranks_per_host = 0, host_cpus = 0;
+  // CPU runs: the GEMM library every rank uses and why (the summary's "gemm"); unset on cuda.
+  std::optional<GemmChoice> gemm;
 
   // Achieved FLOP/s over the peak of `world` ranks, uncapped.
   double ratio(double tokens_per_s, int world) const {
@@ -112,7 +115,8 @@ struct MfuBasis {
   MfuPeak peak(double tokens_per_s, int world) const;
 };
 
-// Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and
+// CPU runs: chooses the GEMM library (all ranks, cpu_gemm.hpp) before anything is measured with
+// it. Measures the peak unless given, and logs (rank 0) the lines that open a run: the model and
 // layout, the batch arithmetic and the data, the peak and the FLOPs per token.
 MfuBasis announce_job(const Job& job);
 

@@ -76,6 +76,7 @@ nlohmann::json RunSummary::to_json() const {
       {"device_name", device_name},
       {"peak_flops_datasheet_per_rank", or_null(peak_flops_datasheet_per_rank)},
       {"mfu_datasheet", or_null(mfu_datasheet)},
+      {"gemm", gemm},
       {"first_loss", first_loss},
       {"final_loss", final_loss},
       {"per_rank_medians", per_rank_medians.to_json()},
@@ -135,6 +136,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.device_name = f.string(key("device_name"));
   s.peak_flops_datasheet_per_rank = json_fields::null_or(f, key("peak_flops_datasheet_per_rank"), &JsonFile::number);
   s.mfu_datasheet = json_fields::null_or(f, key("mfu_datasheet"), &JsonFile::number);
+  if (f.has(key("gemm"))) s.gemm = f.at(key("gemm"));
   s.first_loss = f.number(key("first_loss"));
   s.final_loss = f.number(key("final_loss"));
   s.per_rank_medians = PerRankTable::from_json(f, key("per_rank_medians"));

@@ -19,6 +19,7 @@
 #include "shardtrain/base/json_file.hpp"
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
@@ -85,6 +86,10 @@ struct RunSummary {
   Precision precision = Precision::kFp32;  // "fp32" | "bf16"
   std::string device_name;                 // "" on the CPU
   std::optional<double> peak_flops_datasheet_per_rank, mfu_datasheet;  // null where the datasheet is unknown
+  // CPU runs: the GEMM library chosen and why, with the measured rates (cpu_gemm.hpp's
+  // gemm_choice_to_json); null on cuda, and in summaries written before the field existed (it is
+  // optional when read).
+  nlohmann::json gemm = nullptr;
   double first_loss = 0, final_loss = 0;
   PerRankTable per_rank_medians;
   int slowest_rank = 0;

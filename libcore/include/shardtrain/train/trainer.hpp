@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/optim.hpp"
@@ -50,6 +51,9 @@ struct ScheduleOptions {
 struct ParallelismOptions {
   DeviceKind device = DeviceKind::kCpu;
   int threads = 1;  // CPU threads per rank
+  // The CPU backend's GEMM library (--gemm, cpu_gemm.hpp): auto measures the linked ones at the
+  // model's shapes at start and takes the fastest (oneDNN in deterministic mode); cpu only.
+  GemmLibrary gemm = GemmLibrary::kAuto;
   // Matrix-product precision (backend.hpp Precision); unset is "auto": bf16 on cuda, fp32 on cpu.
   // bf16 is cuda only (the CPU backend computes in fp32, and a cpu run asking for bf16 is refused).
   // Parameters, gradients (reduced in fp32), AdamW moments and checkpoints are fp32 in every

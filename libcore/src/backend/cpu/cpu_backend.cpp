@@ -1,13 +1,16 @@
-// The CPU backend: host memory, oneDNN matrix products, OpenMP loops written to vectorise.
+// The CPU backend: host memory, matrix products on oneDNN, OpenBLAS or BLIS (cpu_gemm.hpp), OpenMP
+// loops written to vectorise.
 //
 // Determinism: every loop uses a static OpenMP schedule, and every reduction across rows
 // (bias, LayerNorm and embedding gradients) is partitioned by channel, so each output element is
 // summed over rows in index order by exactly one thread: those results are bitwise the same for
-// any thread count. oneDNN's products are deterministic for a fixed thread count.
+// any thread count. Each GEMM library's products are deterministic for a fixed thread count.
 #include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <limits>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 
 #include "dnnl_gemm.hpp"
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/base/error.hpp"
 #include "vector_math.hpp"
 
@@ -72,17 +76,33 @@ inline void split_range(std::size_t n, int parts, int p, std::size_t& begin, std
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads), gemm_(threads) {
+  CpuBackend(int threads, GemmLibrary library) : threads_(threads) {
     if (threads < 1) throw UsageError("--threads must be at least 1 (got " + std::to_string(threads) + ")");
     omp_set_num_threads(threads_);
+    set_library(library);
+  }
+
+  GemmLibrary library() const { return library_; }
+  // Switches the products to `library` (kAuto: oneDNN). Each library's Gemm is made once and kept,
+  // so switching back and forth (the start-up measurement) keeps oneDNN's primitive cache.
+  void set_library(GemmLibrary library) {
+    if (library == GemmLibrary::kAuto) library = GemmLibrary::kOneDnn;
+    require_gemm_library(library);
+    std::unique_ptr<cpu::Gemm>& slot = gemms_[std::size_t(library)];
+    if (!slot) {
+      if (library == GemmLibrary::kOneDnn) slot = std::make_unique<cpu::DnnlGemm>(threads_);
+      if (library == GemmLibrary::kOpenBlas) slot = cpu::make_openblas_gemm(threads_);
+      if (library == GemmLibrary::kBlis) slot = cpu::make_blis_gemm(threads_);
+    }
+    gemm_ = slot.get();
+    library_ = library;
   }
 
   DeviceKind device() const override { return DeviceKind::kCpu; }
 
+  // "cpu (oneDNN 2.6.3, 1 thread)", "cpu (OpenBLAS 0.3.21 (openmp, core Cooperlake), 2 threads)".
   std::string describe() const override {
-    const dnnl_version_t* v = dnnl_version();
-    return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + ", " + std::to_string(threads_) +
+    return "cpu (" + gemm_library_version(library_) + ", " + std::to_string(threads_) +
            (threads_ == 1 ? " thread)" : " threads)");
   }
 
@@ -196,16 +216,16 @@ class CpuBackend final : public Backend {
                       std::size_t N, std::size_t C, std::size_t OC) override {
     const int64_t n = N, c = C, oc = OC;
     // out (N,OC) = in (N,C) @ weight^T: weight^T[k][j] = weight[j][k] -> strides (1, C).
-    gemm_.run(1, n, oc, c, in, {0, c, 1}, weight, {0, 1, c}, out, {0, oc, 1}, 1.0f, bias, false);
+    gemm_->run(1, n, oc, c, in, {0, c, 1}, weight, {0, 1, c}, out, {0, oc, 1}, 1.0f, bias, false);
   }
 
   void matmul_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                        const float* weight, std::size_t N, std::size_t C, std::size_t OC) override {
     const int64_t n = N, c = C, oc = OC;
     // din (N,C) = dout (N,OC) @ weight (OC,C)
-    if (din) gemm_.run(1, n, c, oc, dout, {0, oc, 1}, weight, {0, c, 1}, din, {0, c, 1}, 1.0f, nullptr, false);
+    if (din) gemm_->run(1, n, c, oc, dout, {0, oc, 1}, weight, {0, c, 1}, din, {0, c, 1}, 1.0f, nullptr, false);
     // dweight (OC,C) += dout^T (OC,N) @ in (N,C): dout^T[i][k] = dout[k][i] -> strides (1, OC).
-    if (dweight) gemm_.run(1, oc, c, n, dout, {0, 1, oc}, in, {0, c, 1}, dweight, {0, c, 1}, 1.0f, nullptr, true);
+    if (dweight) gemm_->run(1, oc, c, n, dout, {0, 1, oc}, in, {0, c, 1}, dweight, {0, c, 1}, 1.0f, nullptr, true);
     if (dbias) column_sums_accumulate(dbias, dout, N, OC);
   }
 
@@ -274,14 +294,14 @@ class CpuBackend final : public Backend {
       for (std::size_t r0 = 0; r0 < T; r0 += kQueryBlock) {
         const int64_t rows = int64_t(std::min(kQueryBlock, T - r0)), keys = int64_t(r0) + rows;
         // a[rows, 0:keys] (g) = scale * q[rows] (g,rows,hs) @ k[0:keys]^T: k^T strides (T*hs, 1, hs)
-        gemm_.run(g, rows, keys, h, q + hoff + r0 * hs, {t * h, h, 1}, k + hoff, {t * h, 1, h}, a + r0 * T,
+        gemm_->run(g, rows, keys, h, q + hoff + r0 * hs, {t * h, h, 1}, k + hoff, {t * h, 1, h}, a + r0 * T,
                   {t * t, t, 1}, scale, nullptr, false);
       }
       causal_softmax_rows(a, std::size_t(g), T);  // also zeroes every entry above the diagonal
       for (std::size_t r0 = 0; r0 < T; r0 += kQueryBlock) {
         const int64_t rows = int64_t(std::min(kQueryBlock, T - r0)), keys = int64_t(r0) + rows;
         // y[rows] (g,rows,hs) = a[rows, 0:keys] @ v[0:keys]
-        gemm_.run(g, rows, h, keys, a + r0 * T, {t * t, t, 1}, v + hoff, {t * h, h, 1}, y + hoff + r0 * hs,
+        gemm_->run(g, rows, h, keys, a + r0 * T, {t * t, t, 1}, v + hoff, {t * h, h, 1}, y + hoff + r0 * hs,
                   {t * h, h, 1}, 1.0f, nullptr, false);
       }
     }
@@ -308,7 +328,7 @@ class CpuBackend final : public Backend {
       // Per query block: datt[rows, 0:keys] = dy[rows] @ v[0:keys]^T.
       for (std::size_t r0 = 0; r0 < T; r0 += kQueryBlock) {
         const int64_t rows = int64_t(std::min(kQueryBlock, T - r0)), keys = int64_t(r0) + rows;
-        gemm_.run(g, rows, keys, h, dy + hoff + r0 * hs, {t * h, h, 1}, v + hoff, {t * h, 1, h}, datt + r0 * T,
+        gemm_->run(g, rows, keys, h, dy + hoff + r0 * hs, {t * h, h, 1}, v + hoff, {t * h, 1, h}, datt + r0 * T,
                   {t * t, t, 1}, 1.0f, nullptr, false);
       }
       // Softmax backward (in place in datt): dpre = a * (datt - sum_j a*datt), times the scale;
@@ -328,7 +348,7 @@ class CpuBackend final : public Backend {
       for (std::size_t r0 = 0; r0 < T; r0 += kQueryBlock) {
         const int64_t rows = int64_t(std::min(kQueryBlock, T - r0)), keys = int64_t(r0) + rows;
         // dq[rows] = dpre[rows, 0:keys] @ k[0:keys]
-        gemm_.run(g, rows, h, keys, datt + r0 * T, {t * t, t, 1}, k + hoff, {t * h, h, 1}, dq + hoff + r0 * hs,
+        gemm_->run(g, rows, h, keys, datt + r0 * T, {t * t, t, 1}, k + hoff, {t * h, h, 1}, dq + hoff + r0 * hs,
                   {t * h, h, 1}, 1.0f, nullptr, false);
       }
       // Per key block (keys [c0, c0 + cols)), over the queries that see it (rows [c0, T)):
@@ -336,9 +356,9 @@ class CpuBackend final : public Backend {
       // (transposed operands: element (m, k) is X[c0 + k][c0 + m] -> strides (T*T, 1, T)).
       for (std::size_t c0 = 0; c0 < T; c0 += kQueryBlock) {
         const int64_t cols = int64_t(std::min(kQueryBlock, T - c0)), queries = int64_t(T - c0);
-        gemm_.run(g, cols, h, queries, a + c0 * T + c0, {t * t, 1, t}, dy + hoff + c0 * hs, {t * h, h, 1},
+        gemm_->run(g, cols, h, queries, a + c0 * T + c0, {t * t, 1, t}, dy + hoff + c0 * hs, {t * h, h, 1},
                   dv + hoff + c0 * hs, {t * h, h, 1}, 1.0f, nullptr, false);
-        gemm_.run(g, cols, h, queries, datt + c0 * T + c0, {t * t, 1, t}, q + hoff + c0 * hs, {t * h, h, 1},
+        gemm_->run(g, cols, h, queries, datt + c0 * T + c0, {t * t, 1, t}, q + hoff + c0 * hs, {t * h, h, 1},
                   dk + hoff + c0 * hs, {t * h, h, 1}, 1.0f, nullptr, false);
       }
     }
@@ -576,12 +596,33 @@ class CpuBackend final : public Backend {
   }
 
   int threads_;
-  cpu::DnnlGemm gemm_;
+  GemmLibrary library_ = GemmLibrary::kOneDnn;
+  std::unique_ptr<cpu::Gemm> gemms_[std::size(kGemmLibraryNames)];  // by GemmLibrary's value
+  cpu::Gemm* gemm_ = nullptr;                                        // gemms_[library_]
   Scratch scratch_qkv_, scratch_y_, scratch_dqkv_, scratch_att_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads, GemmLibrary::kOneDnn); }
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, GemmLibrary library) {
+  return std::make_unique<CpuBackend>(threads, library);
+}
+
+namespace {
+CpuBackend& as_cpu(const Backend& backend, const char* what) {
+  auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  if (!cpu) throw UsageError(std::string(what) + ": the GEMM library is a CPU backend setting, not one of " + backend.describe());
+  return const_cast<CpuBackend&>(*cpu);
+}
+}  // namespace
+
+GemmLibrary cpu_gemm_library(const Backend& backend) { return as_cpu(backend, "cpu_gemm_library").library(); }
+
+void set_cpu_gemm_library(Backend& backend, GemmLibrary library) {
+  if (library == GemmLibrary::kAuto) throw UsageError("set_cpu_gemm_library: auto is not a library; choose_gemm_library decides it");
+  as_cpu(backend, "set_cpu_gemm_library").set_library(library);
+}
 
 }  // namespace shardtrain

@@ -1,11 +1,7 @@
-// Strided, batched fp32 matrix products through oneDNN's matmul primitive (CPU backend only).
-//
-//   for b in [0, batch):  C_b = alpha * A_b @ B_b (+ bias) (+ C_b when accumulate)
-//
-// A_b is (M,K), B_b is (K,N), C_b is (M,N); each operand is described by (batch stride, row
-// stride, column stride) in elements, so a transposed operand is just swapped strides. oneDNN
-// primitives are expensive to create, so they are cached per distinct shape/stride/flag key.
-// oneDNN runs with the OpenMP thread count of the calling thread (set by the backend).
+// Strided, batched fp32 matrix products through oneDNN's matmul primitive (CPU backend only;
+// the product's contract is gemm.hpp's). oneDNN primitives are expensive to create, so they are
+// cached per distinct shape/stride/flag key. oneDNN runs with the OpenMP thread count of the
+// calling thread (set by the backend).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,24 +9,20 @@
 #include <memory>
 #include <tuple>
 
+#include "gemm.hpp"
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace shardtrain::cpu {
 
-struct Strides {
-  int64_t batch = 0;
-  int64_t row = 0;
-  int64_t col = 1;
-};
-
-class DnnlGemm {
+class DnnlGemm final : public Gemm {
  public:
   // threads: the OpenMP thread count oneDNN runs with (set before every product).
   explicit DnnlGemm(int threads);
   // bias: N floats added to every row (may be null). accumulate: C += result.
   void run(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, Strides a,
            const float* B, Strides b, float* C, Strides c, float alpha, const float* bias,
-           bool accumulate);
+           bool accumulate) override;
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
