@@ -35,6 +35,11 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint interval in steps")->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--d-model", o.d_model, "Model width")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--pace-ms", o.pace_ms,
+                 "Each step lasts at least this long (a delay in rank 0's data phase, no effect on the numbers), so "
+                 "every kill lands at its planned step on a loaded machine; 0: none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--global-batch", o.shape.global_batch, "Global batch (micro-batch 1)")->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--bin", o.bin_dir, "Where ddp-train, data-prep and run-resilient are (default: this program's folder)");

@@ -12,7 +12,7 @@
 set -euo pipefail
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-cp -r "$src/CMakeLists.txt" "$src/libcore" "$src/scripts" "$src/tools" "$src/man" "$work/"
+cp -r "$src/CMakeLists.txt" "$src/cmake" "$src/libcore" "$src/scripts" "$src/tools" "$src/man" "$work/"
 build="$work/build"
 launcher=()
 if command -v ccache >/dev/null; then

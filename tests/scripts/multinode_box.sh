@@ -124,11 +124,16 @@ lost_opts=(--data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 32 --peak-
 inbox -- timeout 240 salloc -N3 -n3 --no-kill "$BIN_DIR/run-resilient" --min-ranks 1 --max-restarts 3 --backoff 0 -- \
   mpirun -np 3 "$BIN_DIR/ddp-train" "${lost_opts[@]}" --run-dir "$WORK/lost" >"$WORK/lost.log" 2>&1 &
 job_pid=$!
-for _ in $(seq 1 600); do
+# Up to 3 minutes: salloc may first wait for the previous case's cancelled job to end on node1.
+n=0
+for _ in $(seq 1 1800); do
   n=$(grep -c '"step":' "$WORK/lost/steps.rank0.jsonl" 2>/dev/null || true)
   [ "${n:-0}" -ge 300 ] && break
+  kill -0 "$job_pid" 2>/dev/null || break
   sleep 0.1
 done
+kill -0 "$job_pid" 2>/dev/null || { cat "$WORK/lost.log" >&2; fail "the job ended before node3 could be lost"; }
+[ "${n:-0}" -ge 300 ] || fail "the job did not reach step 300 within 3 minutes"
 bash "$box" lose "$B" node3
 t_lost=$(date +%s.%N)
 rc=0

@@ -246,6 +246,12 @@ std::string seconds2(std::optional<double> s) {
   return buf;
 }
 
+// The training command with each step paced to at least `ms` (see ProofOptions::pace_ms).
+std::vector<std::string> paced(std::vector<std::string> argv, int ms) {
+  if (ms > 0) argv.insert(argv.end(), {"--inject", "delay:rank=0,ms=" + std::to_string(ms) + ",phase=data"});
+  return argv;
+}
+
 }  // namespace
 
 int run_kill_resume_proof(const ProofOptions& o) {
@@ -290,11 +296,12 @@ int run_kill_resume_proof(const ProofOptions& o) {
                  work + "/markov.h5"},
                 work + "/data-prep.log") != 0)
     throw IoError("data-prep failed (" + work + "/data-prep.log)");
-  const std::vector<std::string> train = {
+  const std::vector<std::string> train_unpaced = {
       "mpirun", "-np", std::to_string(shape.world), "--oversubscribe", bin + "/ddp-train", "--data", work + "/markov.h5",
       "--seq-len", "32", "--d-model", std::to_string(o.d_model), "--layers", "2", "--heads", "2", "--global-batch",
       std::to_string(shape.global_batch), "--micro-batch", "1", "--steps", std::to_string(shape.steps), "--deterministic",
       "--ckpt-every", std::to_string(o.ckpt_every), "--keep", "100", "--peak-gflops", "100", "--log-every", "1000"};
+  const std::vector<std::string> train = paced(train_unpaced, o.pace_ms);
   auto with_run_dir = [](std::vector<std::string> argv, const std::string& dir) {
     argv.insert(argv.end(), {"--run-dir", dir});
     return argv;

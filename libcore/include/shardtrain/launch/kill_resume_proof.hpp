@@ -72,6 +72,10 @@ struct ProofOptions {
   KillPlanShape shape;
   std::string plan_file;   // "" : draw from shape
   int ckpt_every = 3, d_model = 64;
+  // Each step takes at least this long (a delay injected into rank 0's data phase; no effect on
+  // the numbers): the killer polls every 2 ms, and a step of the tiny job takes about as long, so
+  // on a loaded machine a kill could land a few steps after its planned one. 0: no pacing.
+  int pace_ms = 20;
   std::string bin_dir;     // ddp-train, data-prep, run-resilient
   std::string work_dir;    // "" : a temporary folder, removed at the end
   std::string report;      // "" : none; else {"proof": "holds", ...} when the proof holds
