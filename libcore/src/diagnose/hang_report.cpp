@@ -5,6 +5,7 @@
 #include "shardtrain/diagnose/hang_diagnosis.hpp"
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/name_table.hpp"
 #include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain::hang {
@@ -47,24 +48,15 @@ FailureClass failure_class_of(const Diagnosis& d) {
   return FailureClass::kAmbiguous;
 }
 
-template <typename Enum, std::size_t N>
-const char* name_in(const std::pair<const char*, Enum> (&table)[N], Enum value) {
-  for (const auto& [name, v] : table)
-    if (v == value) return name;
-  return "?";
-}
-
 }  // namespace
 
 const char* cause_name(Cause c) { return name_in(kCauseNames, c); }
 const char* failure_class_name(FailureClass c) { return name_in(kFailureClassNames, c); }
 
 FailureClass parse_failure_class(const std::string& name, const std::string& where) {
+  if (const std::optional<FailureClass> c = value_named(kFailureClassNames, name)) return *c;
   std::string known;
-  for (const auto& [n, c] : kFailureClassNames) {
-    if (name == n) return c;
-    known += (known.empty() ? "" : ", ") + std::string(n);
-  }
+  for (const auto& [n, c] : kFailureClassNames) known += (known.empty() ? "" : ", ") + std::string(n);
   throw UsageError(where + " is '" + name + "', not a failure class (" + known + ")");
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/name_table.hpp"
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/diagnose/flight_dump.hpp"
 #include "shardtrain/diagnose/hang_diagnosis.hpp"
@@ -23,13 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-template <typename Enum, std::size_t N>
-const char* name_in(const std::pair<const char*, Enum> (&table)[N], Enum value) {
-  for (const auto& [name, v] : table)
-    if (v == value) return name;
-  return "?";
-}
 
 VerdictClass class_of(hang::FailureClass c) {
   switch (c) {
@@ -181,10 +175,9 @@ AttemptVerdict AttemptVerdict::from_json(const JsonFile& f, const std::string& a
   using jf::field;
   AttemptVerdict v;
   const std::string cls = f.string(field(at, "class"));
-  bool known = false;
-  for (const auto& [name, c] : kVerdictClassNames)
-    if (cls == name) v.verdict_class = c, known = true;
+  const std::optional<VerdictClass> known = value_named(kVerdictClassNames, cls);
   if (!known) f.fail("field " + field(at, "class") + " is '" + cls + "', not a verdict class");
+  v.verdict_class = *known;
   v.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
   v.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
   v.job_wide = jf::boolean(f, field(at, "job_wide"));
