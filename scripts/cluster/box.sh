@@ -75,6 +75,11 @@ action=$1 dir=$2; shift 2
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 case "$dir/" in /tmp/*) die "DIR $dir is under /tmp, which every node has its own of: use a folder outside /tmp (it is the cluster's shared file system)" ;; esac
+# What runs inside a node must be on the shared file system: a checkout under /tmp is invisible
+# there (each node has its own /tmp). The box keeps its own copy of this script and of tcp_rate.py.
+mkdir -p "$dir/.box"
+for f in box.sh tcp_rate.py; do cmp -s "$here/$f" "$dir/.box/$f" || cp "$here/$f" "$dir/.box/$f"; done
+self="$dir/.box/box.sh" here_shared="$dir/.box"
 conf="$dir/slurm.conf"
 export SLURM_CONF=$conf  # every client run inside the box talks to this cluster
 ns="$dir/ns"           # sleeper pids (NAME.pid) and their network namespace (NAME.net)
@@ -405,10 +410,10 @@ EOF
     # The receiver listens on the TO node and prints the rate it saw; the sender streams MB there.
     port=5599
     out=$(mktemp "$dir/log/rate.XXXXXX")
-    within "$to" python3 "$here/tcp_rate.py" receive "$(addr_of "$to")" "$port" >"$out" 2>&1 &
+    within "$to" python3 "$here_shared/tcp_rate.py" receive "$(addr_of "$to")" "$port" >"$out" 2>&1 &
     receiver=$!
     for _ in $(seq 1 50); do grep -q listening "$out" && break; sleep 0.1; done
-    within "$from" python3 "$here/tcp_rate.py" send "$(addr_of "$to")" "$port" "$mb" ||
+    within "$from" python3 "$here_shared/tcp_rate.py" send "$(addr_of "$to")" "$port" "$mb" ||
       { kill "$receiver" 2>/dev/null; die "rate: the copy from $from to $to failed"; }
     wait "$receiver" || die "rate: the receiver on $to failed: $(cat "$out")"
     grep -v listening "$out"; rm -f "$out"

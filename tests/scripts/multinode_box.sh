@@ -29,12 +29,27 @@ box="$repo/scripts/cluster/box.sh"
 if [ "$(id -u)" -ne 0 ] || ! unshare --net --uts --mount true 2>/dev/null; then
   echo "SKIPPED: multinode_box needs root and network/UTS/mount namespaces (unshare); none here"; exit 77
 fi
-# A box left by an earlier run of this test that was killed (a ctest timeout KILLs, no trap runs).
-[ -s "$2/box/box.env" ] && bash "$box" stop "$2/box" >/dev/null 2>&1 || true
+# A box left by an earlier run of this test that was killed (a ctest timeout KILLs, no trap runs),
+# in the work folder or in the shared folder that run made (below).
+prev=$(cat "$2/shared-dir" 2>/dev/null || echo "$2")
+[ -s "$prev/box/box.env" ] && bash "$box" stop "$prev/box" >/dev/null 2>&1 || true
+[ "$prev" != "$2" ] && rm -rf "$prev"
 BIN_DIR=$(cd "$1" && pwd)
 WORK=$2
 . "$repo/tests/scripts/common.sh"
 WORK=$(cd "$WORK" && pwd)
+# Every node sees the machine's folders except /tmp, which each node has its own of: the jobs'
+# folders and the tools they run must be elsewhere, as on a cluster's shared file system. A work
+# or build folder under /tmp (a checkout there) moves to a folder of /var/tmp, removed at the end.
+shared=""
+if [[ "$WORK/" == /tmp/* || "$BIN_DIR/" == /tmp/* ]]; then
+  shared=$(mktemp -d /var/tmp/shardtrain-multinode.XXXXXX)
+  echo "$shared" >"$WORK/shared-dir"
+  cp "$DATA" "$shared/" && DATA="$shared/$(basename "$DATA")"
+  if [[ "$BIN_DIR/" == /tmp/* ]]; then cp -r "$BIN_DIR" "$shared/bin" && BIN_DIR="$shared/bin"; fi
+  echo "  the build or work folder is under /tmp: the cluster's shared folder is $shared"
+  WORK=$shared
+fi
 B="$WORK/box"
 t0=$SECONDS
 step() { echo "--- [$((SECONDS - t0))s] $*"; }
@@ -50,6 +65,7 @@ cleanup() {
     tail -n 20 "$B/log/slurmctld.log" >&2
   fi
   bash "$box" stop "$B" || rc=1
+  if [ -n "$shared" ]; then rm -rf "$shared"; fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -179,6 +195,7 @@ sed -E 's/.*JobId=([0-9]+).*Name=([^ ]*).*JobState=([A-Z_]+).*NodeList=([^ ]*).*
 step "stop"
 trap - EXIT
 bash "$box" stop "$B"
+if [ -n "$shared" ]; then rm -rf "$shared"; fi
 host_after="$(hostname) $(ip -o link | awk '{ print $2 }' | tr '\n' ' ')"
 [ "$host_before" = "$host_after" ] || fail "the host changed: before '$host_before', after '$host_after'"
 for p in /proc/[0-9]*; do
