@@ -6,13 +6,17 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
+#include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "test_support.hpp"
 
@@ -84,6 +88,7 @@ RunSummary populated_summary() {
   s.parameters = 27040;
   s.world_size = 2;
   s.host = {"node17", 64};
+  s.rank_hosts = {"node17", "node18"};
   s.steps = 40;
   s.first_step = 40;
   s.stopped_by_signal = true;
@@ -179,6 +184,7 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   CHECK(j["eval"]["holdout_loss"] == 2.65);
   CHECK(j["identity"]["checkpoint_id"] == "step_40");
   CHECK(j["host"]["cpus"] == 64);
+  CHECK(j["rank_hosts"] == nlohmann::json({"node17", "node18"}));
   CHECK(j["per_rank_medians"]["step_s"]["by_rank"][1] == 0.13);
   CHECK(j["memory_bytes_by_rank"].size() == 2);
   CHECK(j["replica_checks"]["checks"] == 4);
@@ -203,6 +209,13 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   CHECK(bj["precision"] == "fp32");
   CHECK(test::read_back<RunSummary>(bj) == bare);
   CHECK_FALSE(test::read_back<RunSummary>(bj) == s);
+
+  // A summary written before "rank_hosts" existed reads with no hosts; a mistyped one is named.
+  nlohmann::json older = j;
+  older.erase("rank_hosts");
+  CHECK(test::read_back<RunSummary>(older).rank_hosts.empty());
+  older["rank_hosts"] = {"node17", 18};
+  CHECK_THROWS_WITH(test::read_back<RunSummary>(older), Catch::Contains("/rank_hosts/1"));
 }
 
 TEST_CASE("typed train: a run summary missing a field is refused naming the field (and the file)", "[typed]") {
@@ -238,6 +251,25 @@ TEST_CASE("typed train: a run summary missing a field is refused naming the fiel
   CHECK_THROWS_AS(read_run_summary(dir + "/none.json"), IoError);
 }
 
+TEST_CASE("typed train: a step record names the host and process that wrote it, an older line neither", "[typed]") {
+  const std::string dir = test::temp_dir("typed_step_host");
+  StepRecord r;
+  r.step = 7;
+  r.step_s = 0.25;
+  {
+    std::ofstream log(dir + "/steps.rank1.jsonl");
+    log << r.to_json(1, RunIdentity{"cfg", "snap", "v1", ""}).dump() << "\n";
+    log << R"({"step": 8, "rank": 1, "loss": 2.5})" << "\n";  // written before "host" and "pid" existed
+  }
+  const StepLogContents read = read_step_log(dir + "/steps.rank1.jsonl");
+  REQUIRE(read.steps.size() == 2);
+  CHECK(read.steps[0].host == host_name());
+  CHECK(!read.steps[0].host.empty());
+  CHECK(read.steps[0].pid == std::int64_t(getpid()));
+  CHECK(read.steps[1].host.empty());
+  CHECK(read.steps[1].pid == 0);
+}
+
 TEST_CASE("typed train: the closing paragraph is written from the typed summary", "[typed]") {
   RunSummary s = populated_summary();
   const std::string p = summary_paragraph(s);
@@ -245,6 +277,10 @@ TEST_CASE("typed train: the closing paragraph is written from the typed summary"
   CHECK(p.find("hold-out loss 2.650") != std::string::npos);
   CHECK(p.find("12.5% of the NVIDIA H200's datasheet dense bf16 peak") != std::string::npos);
   CHECK(p.find("scaling efficiency E(2) = 0.819") != std::string::npos);
+  CHECK(p.find("on 2 ranks (ZeRO-2 over 2 ranks) across 2 hosts (node17: 0; node18: 1) in") != std::string::npos);
+  RunSummary one_host = s;
+  one_host.rank_hosts = {"node17", "node17"};  // a one-node job does not list its host twice
+  CHECK(summary_paragraph(one_host).find("across") == std::string::npos);
   s.eval.reset();
   s.scaling.reset();
   s.mfu_datasheet.reset();

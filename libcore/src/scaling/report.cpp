@@ -313,6 +313,7 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
   r.slowest_rank = std::clamp(summary.slowest_rank, 0, r.world_size - 1);
   r.host_cpus = summary.host.cpus;
   r.hostname = summary.host.hostname;
+  if (int(summary.rank_hosts.size()) == r.world_size) r.rank_hosts = summary.rank_hosts;
   for (const StragglerFinding& s : summary.stragglers.stragglers)
     r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
   r.optimizer_bytes = summary.memory_bytes_rank0.bytes(MemoryCategory::kOptimizer);
@@ -350,7 +351,8 @@ nlohmann::json report_json(const ScalingReport& report) {
     const auto& p = report.points[i];
     nlohmann::json ranks = nlohmann::json::array();
     for (int r = 0; r < run.world_size; ++r) {
-      nlohmann::json row = {{"rank", r}, {"step_s", run.ranks[r].step_s}};
+      nlohmann::json row = {{"rank", r}, {"host", run.rank_hosts.empty() ? nlohmann::json() : nlohmann::json(run.rank_hosts[r])},
+                            {"step_s", run.ranks[r].step_s}};
       for (int c = 0; c < kBreakdownSections; ++c) row[std::string(kBreakdownNames[c]) + "_s"] = run.ranks[r].section_s[c];
       ranks.push_back(row);
     }
@@ -426,7 +428,7 @@ std::string report_markdown(const ScalingReport& report) {
        << " | " << hw << " |\n";
   }
 
-  md << "\n## Per-rank breakdown (median milliseconds per step)\n\n| W | rank |";
+  md << "\n## Per-rank breakdown (median milliseconds per step)\n\n| W | rank (host) |";
   for (const char* name : kBreakdownNames) md << " " << name << " |";
   md << " step | |\n|---|---|";
   for (int c = 0; c <= kBreakdownSections + 1; ++c) md << "---|";
@@ -434,7 +436,8 @@ std::string report_markdown(const ScalingReport& report) {
   for (std::size_t i = 0; i < report.points.size(); ++i) {
     const auto& run = report.runs[i];
     for (int r = 0; r < run.world_size; ++r) {
-      md << "| " << run.world_size << (report.points[i].oversubscribed ? " (oversubscribed)" : "") << " | " << r << " |";
+      md << "| " << run.world_size << (report.points[i].oversubscribed ? " (oversubscribed)" : "") << " | " << r
+         << (run.rank_hosts.empty() ? "" : " (" + run.rank_hosts[r] + ")") << " |";
       for (double s : run.ranks[r].section_s) md << " " << fixed(1e3 * s, 2) << " |";
       md << " " << fixed(1e3 * run.ranks[r].step_s, 2) << " | "
          << (r == run.slowest_rank ? "slowest: " + report.points[i].slowest_section : "") << " |\n";

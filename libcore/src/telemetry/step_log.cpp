@@ -12,6 +12,7 @@
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/host.hpp"
 
 namespace shardtrain {
 
@@ -31,8 +32,10 @@ RunIdentity RunIdentity::from_json(const JsonFile& f, const std::string& at) {
 }
 
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
+  static const std::string this_host = host_name();  // a process does not move between hosts
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   nlohmann::json j = {{"step", step},     {"rank", rank}, {"time", now}, {"pid", static_cast<long long>(getpid())},
+                      {"host", this_host},
                       {"tokens", tokens}, {"loss", loss}, {"lr", lr},    {"grad_norm", grad_norm}};
   for (const TimingColumn& column : kTimingColumns) j[column.name] = this->*column.field;
   const nlohmann::json identity = id.to_json();  // named: items() must not outlive its object
@@ -105,6 +108,7 @@ StepLogContents read_step_log(const std::string& path, Repeats repeats) {
     read_field(j, "grad_norm", e.record.grad_norm, where, true);
     read_field(j, "time", e.written_at, where);
     read_field(j, "pid", e.pid, where);
+    if (const auto h = j.find("host"); h != j.end() && h->is_string()) e.host = h->get<std::string>();
     if (const auto id = j.find("checkpoint_id"); id != j.end() && id->is_string()) e.checkpoint_id = id->get<std::string>();
     e.has_timings = true;
     for (const TimingColumn& column : kTimingColumns)

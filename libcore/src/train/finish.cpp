@@ -100,6 +100,7 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
   s.parameters = double(job.model.parameter_count());
   s.world_size = job.world;
   s.host = {host_name(), host_cpus()};
+  s.rank_hosts = job.rank_hosts;
   s.steps = std::int64_t(records.size());
   s.first_step = start.step;
   s.stopped_by_signal = loop.stopped_by_signal;

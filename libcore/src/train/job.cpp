@@ -273,6 +273,7 @@ Job set_up_job(const TrainOptions& o) {
              std::move(mesh),
              world,
              rank,
+             place.hosts,
              std::move(data),
              model,
              grad_accum,

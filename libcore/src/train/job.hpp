@@ -54,6 +54,7 @@ struct Job {
   std::unique_ptr<Communicator> comm;   // every rank of the job (named "dp" at T = 1, "world" under TP)
   Mesh mesh;                            // the DP x TP axes over comm
   int world = 1, rank = 0;
+  std::vector<std::string> rank_hosts;  // every rank's host name, by world rank (RUN_DIR/hosts.json)
   data::TrainingData data;
   ModelConfig model;                    // options.model, the dataset's vocabulary filled in, validated
   int grad_accum = 1;                   // micro-batches per rank per step (contract 1 of docs/ARCHITECTURE.md)

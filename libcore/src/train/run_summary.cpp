@@ -1,6 +1,7 @@
 #include "shardtrain/train/run_summary.hpp"
 
 #include <cstdio>
+#include <map>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_fields.hpp"
@@ -59,6 +60,7 @@ nlohmann::json RunSummary::to_json() const {
       {"parameters", parameters},
       {"world_size", world_size},
       {"host", host.to_json()},
+      {"rank_hosts", rank_hosts},
       {"steps", steps},
       {"first_step", first_step},
       {"stopped_by_signal", stopped_by_signal},
@@ -114,6 +116,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.parameters = f.number(key("parameters"));
   s.world_size = json_fields::small_integer(f, key("world_size"));
   s.host = HostInfo::from_json(f, key("host"));
+  if (f.has(key("rank_hosts"))) s.rank_hosts = json_fields::strings(f, key("rank_hosts"));  // optional: newer than the format
   s.steps = json_fields::integer(f, key("steps"));
   s.first_step = json_fields::integer(f, key("first_step"));
   s.stopped_by_signal = json_fields::boolean(f, key("stopped_by_signal"));
@@ -185,14 +188,24 @@ std::string summary_paragraph(const RunSummary& s) {
     datasheet = " and " + std::to_string(100.0 * *s.mfu_datasheet).substr(0, 4) + "% of the " +
                 (s.device_name.empty() ? std::string("device") : s.device_name) + "'s datasheet dense " +
                 precision_name(s.precision) + " peak";
-  char paragraph[2000];
+  // A job across nodes says which ranks ran where: "across 3 hosts (node1: 0; node2: 1; node3: 2)".
+  std::map<std::string, std::string> ranks_of_host;
+  for (std::size_t r = 0; r < s.rank_hosts.size(); ++r)
+    ranks_of_host[s.rank_hosts[r]] += (ranks_of_host[s.rank_hosts[r]].empty() ? "" : ",") + std::to_string(r);
+  std::string hosts;
+  if (ranks_of_host.size() > 1) {
+    hosts = " across " + std::to_string(ranks_of_host.size()) + " hosts (";
+    for (const auto& [host, ranks] : ranks_of_host) hosts += (hosts.back() == '(' ? "" : "; ") + host + ": " + ranks;
+    hosts += ")";
+  }
+  char paragraph[2400];
   std::snprintf(paragraph, sizeof(paragraph),
-                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s) in %.1f s on %s. "
+                "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s)%s in %.1f s on %s. "
                 "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
                 "the %.1f GFLOP/s per-rank matmul peak (%s)%s; data loading took %.2f%% and exposed communication "
                 "%.2f%% of step time%s. Step log: %s; summary: %s.",
                 (long long)s.steps, format_count(double(s.tokens)).c_str(), format_count(s.parameters).c_str(), world,
-                world == 1 ? "" : "s", s.layout.c_str(), s.train_seconds, s.backend.c_str(), s.first_loss,
+                world == 1 ? "" : "s", s.layout.c_str(), hosts.c_str(), s.train_seconds, s.backend.c_str(), s.first_loss,
                 s.final_loss, holdout.c_str(), s.throughput_tokens_per_s, median_step, 100.0 * s.mfu,
                 s.peak_flops_per_rank / 1e9, s.mfu_peak.basis.c_str(), datasheet.c_str(),
                 100.0 * s.per_rank_medians.at("data_s").by_rank.at(0) / median_step,

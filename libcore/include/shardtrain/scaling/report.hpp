@@ -57,6 +57,7 @@ struct ScalingRun {
   std::string config_hash;
   int host_cpus = 0;                   // 0: cores unknown
   std::string hostname;
+  std::vector<std::string> rank_hosts; // each rank's host (the summary's rank_hosts; empty: unknown)
   std::vector<RankBreakdown> ranks;    // from per_rank_medians.<column>.by_rank
   int slowest_rank = 0;                // the summary's (largest step minus exposed communication)
   std::vector<std::string> stragglers; // the summary's named stragglers, "rank R section"

@@ -31,8 +31,9 @@ struct RunIdentity {
 };
 
 // One step of one rank. Times in seconds; the JSON adds "time", the wall clock (unix seconds)
-// when the record was written, and "pid", the rank's process id, so a launcher can time restarts
-// and a test can signal a given rank from the step log alone.
+// when the record was written, "pid", the rank's process id, and "host", its host name, so a
+// launcher can time restarts, a test can signal a given rank, and a reader of a multi-node job
+// can tell which node a rank's steps ran on, from the step log alone.
 struct StepRecord {
   std::int64_t step = 0;
   double data_s = 0, fwd_s = 0, bwd_s = 0, comm_total_s = 0, comm_exposed_s = 0, opt_s = 0, ckpt_s = 0, step_s = 0;
@@ -85,6 +86,7 @@ struct StepLogEntry {
   std::size_t line = 0;      // 1-based line of the file
   double written_at = 0;     // "time": unix seconds when the rank wrote the line (0 when absent)
   std::int64_t pid = 0;      // "pid": the writing rank's process id (0 when absent)
+  std::string host;          // "host": the writing rank's host name ("" when absent: older logs)
   std::string checkpoint_id; // "checkpoint_id": the checkpoint the run resumed from ("" none)
 };
 

@@ -72,6 +72,9 @@ struct RunSummary {
   double parameters = 0;
   int world_size = 1;
   HostInfo host;
+  // Every rank's host name, by world rank ("rank_hosts"), as RUN_DIR/hosts.json has it: which
+  // ranks shared a node. Empty in summaries written before the field existed (optional when read).
+  std::vector<std::string> rank_hosts;
   std::int64_t steps = 0;       // steps run by this launch
   std::int64_t first_step = 0;  // the step it started at (a resume's)
   bool stopped_by_signal = false;
