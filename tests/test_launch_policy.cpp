@@ -5,9 +5,15 @@
 
 #include <filesystem>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
 #include "shardtrain/launch/child_command.hpp"
+#include "shardtrain/launch/host_probe.hpp"
 #include "shardtrain/launch/restart_log.hpp"
 #include "shardtrain/launch/restart_policy.hpp"
 #include "test_support.hpp"
@@ -363,4 +369,78 @@ TEST_CASE("launch command: after a node loss mpirun runs on the live hosts, srun
   CHECK(ChildCommand::on_hosts({"srun", "-n", "4"}, live, {"n2"}, true) ==
         std::vector<std::string>{"srun", "--overlap", "--exclude=n2", "-n", "4"});
   CHECK(ChildCommand::on_hosts({"mpirun", "-np", "2"}, {}, {}) == std::vector<std::string>{"mpirun", "-np", "2"});
+}
+
+TEST_CASE("launch verdict: a partition: the one host the probe cannot reach is named, not the rank that timed out", "[launch]") {
+  RankHosts placement;
+  placement.hosts = {"n1", "n1", "n2", "n2", "n3", "n3"};
+  AttemptVerdict hang;  // every rank timed out in the same all-reduce: the records blame nobody
+  hang.verdict_class = VerdictClass::kAmbiguous;
+  hang.group = "dp";
+  hang.seq = 1306;
+  const AttemptVerdict v = with_unreachable_host(hang, placement, {"n3"});
+  CHECK(v.verdict_class == VerdictClass::kNodeUnreachable);
+  CHECK(v.culprit_host == "n3");
+  CHECK(v.lost_ranks == std::vector<int>{4, 5});
+  CHECK(v.culprit_rank == 4);
+  CHECK(v.records_class == VerdictClass::kAmbiguous);
+  CHECK(v.seq == 1306u);  // where it hung is kept
+  CHECK_THAT(v.line(0), Catch::StartsWith("verdict attempt 0: node-unreachable host n3 (ranks 4,5) rank 4 (host n3)") &&
+                            Catch::Contains("(the records alone: ambiguous)"));
+  // A healthy rank on the other side named by the records (it timed out first) is overridden.
+  AttemptVerdict named = hang;
+  named.verdict_class = VerdictClass::kHangOutsideCollective;
+  named.culprit_rank = 1;
+  named.culprit_host = "n1";
+  named.job_wide = true;
+  const AttemptVerdict w = with_unreachable_host(named, placement, {"n3"});
+  CHECK(w.culprit_rank == 4);
+  CHECK(w.culprit_host == "n3");
+  CHECK_FALSE(w.job_wide);
+  // The verdict and its probe survive the restart log's JSON.
+  CHECK(test::read_back<AttemptVerdict>(v.to_json(true)) == v);
+
+  // Unchanged but for the hosts listed: nobody unreachable, two hosts, a host not of the job, a one-host job.
+  CHECK(with_unreachable_host(hang, placement, {}).verdict_class == VerdictClass::kAmbiguous);
+  const AttemptVerdict two = with_unreachable_host(hang, placement, {"n2", "n3"});
+  CHECK(two.verdict_class == VerdictClass::kAmbiguous);
+  CHECK(two.unreachable_hosts == std::vector<std::string>{"n2", "n3"});
+  CHECK(with_unreachable_host(hang, placement, {"elsewhere"}).verdict_class == VerdictClass::kAmbiguous);
+  RankHosts one_node;
+  one_node.hosts = {"vm", "vm"};
+  CHECK(with_unreachable_host(hang, one_node, {"vm"}).verdict_class == VerdictClass::kAmbiguous);
+  // A lost node stays a lost node: a host that is gone does not answer either.
+  AttemptVerdict lost = hang;
+  lost.verdict_class = VerdictClass::kNodeLost;
+  lost.culprit_host = "n2";
+  lost.lost_ranks = {2, 3};
+  CHECK(with_unreachable_host(lost, placement, {"n2"}).verdict_class == VerdictClass::kNodeLost);
+}
+
+TEST_CASE("launch probe: a host that answers on loopback is reachable, listening or not", "[launch]") {
+  // A listening socket on 127.0.0.1 (an ephemeral port), and the same port once closed: refused is
+  // an answer of the host's network, so reachable too.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 4) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  const std::vector<HostProbe> up = probe_hosts({"127.0.0.1", "localhost"}, port, 1.0);
+  REQUIRE(up.size() == 2);
+  for (const HostProbe& p : up) {
+    INFO(p.host << ": " << p.detail);
+    CHECK(p.reach == Reachability::kReachable);
+    CHECK(p.detail == "connected");
+    CHECK(p.seconds < 1.0);
+  }
+  close(fd);
+  const std::vector<HostProbe> closed = probe_hosts({"127.0.0.1"}, port, 1.0);
+  CHECK(closed.at(0).reach == Reachability::kReachable);
+  CHECK(closed.at(0).detail == "refused");
+  CHECK(probe_hosts({}, port, 1.0).empty());
 }

@@ -96,6 +96,24 @@ std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int
   return lost.front();
 }
 
+AttemptVerdict with_unreachable_host(AttemptVerdict v, const RankHosts& placement,
+                                     const std::vector<std::string>& unreachable) {
+  v.unreachable_hosts = unreachable;
+  if (v.verdict_class == VerdictClass::kNodeLost) return v;
+  const auto by_host = placement.ranks_by_host();
+  std::vector<std::string> cut;
+  for (const std::string& h : unreachable)
+    if (by_host.count(h) && std::find(cut.begin(), cut.end(), h) == cut.end()) cut.push_back(h);
+  if (cut.size() != 1 || by_host.size() < 2) return v;  // none, several, or a one-host job: no one node
+  v.records_class = v.verdict_class;
+  v.verdict_class = VerdictClass::kNodeUnreachable;
+  v.culprit_host = cut.front();
+  v.lost_ranks = by_host.at(cut.front());
+  v.culprit_rank = v.lost_ranks.front();
+  v.job_wide = false;
+  return v;
+}
+
 namespace {
 
 // RUN_DIR/hosts.json when it is there and describes `world` ranks (a file of an earlier attempt
@@ -143,6 +161,7 @@ std::string AttemptVerdict::line(int attempt) const {
     << number_or_dash(culprit_rank) << " (host " << (culprit_host.empty() ? "-" : culprit_host) << ") group "
     << field_or_dash(group) << " seq " << number_or_dash(seq) << " op " << field_or_dash(op) << " step "
     << number_or_dash(step) << " phase " << field_or_dash(phase) << (job_wide ? " (an error of the whole job)" : "")
+    << (records_class ? std::string(" (the records alone: ") + verdict_class_name(*records_class) + ")" : "")
     << "; diagnosed in " << diagnosed;
   if (analysis_s) o << " (analysis " << int(std::lround(*analysis_s * 1000)) << " ms)";
   return o.str();
@@ -155,6 +174,8 @@ json AttemptVerdict::to_json(bool with_source) const {
             {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
             {"job_wide", job_wide},
             {"lost_ranks", lost_ranks},
+            {"unreachable_hosts", unreachable_hosts},
+            {"records_class", records_class ? json(verdict_class_name(*records_class)) : json()},
             {"group", or_null(group)},
             {"seq", or_null(seq)},
             {"op", or_null(op)},
@@ -183,6 +204,12 @@ AttemptVerdict AttemptVerdict::from_json(const JsonFile& f, const std::string& a
   v.job_wide = jf::boolean(f, field(at, "job_wide"));
   if (f.has(field(at, "lost_ranks")))
     for (std::uint64_t r : jf::counts(f, field(at, "lost_ranks"))) v.lost_ranks.push_back(int(r));
+  if (f.has(field(at, "unreachable_hosts"))) v.unreachable_hosts = jf::strings(f, field(at, "unreachable_hosts"));
+  if (const auto records = f.has(field(at, "records_class")) ? jf::nullable_string(f, field(at, "records_class"))
+                                                              : std::nullopt) {
+    v.records_class = value_named(kVerdictClassNames, *records);
+    if (!v.records_class) f.fail("field " + field(at, "records_class") + " is '" + *records + "', not a verdict class");
+  }
   v.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
   v.seq = jf::null_or(f, field(at, "seq"), jf::count);
   v.op = jf::null_or(f, field(at, "op"), &JsonFile::string);

@@ -23,6 +23,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
+#include "shardtrain/launch/host_probe.hpp"
 #include "shardtrain/launch/restart_log.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
@@ -158,7 +159,7 @@ void wait_for_node_release(const std::string& host);
 
 // After a node-lost verdict: the host joins `lost`, and `live` becomes every other host of the
 // job's rank -> host table with the ranks it held (where mpirun may place the next attempt).
-void note_lost_host(const std::string& run_dir, const std::string& host, std::vector<std::string>& lost,
+void note_lost_host(const std::string& run_dir, const std::string& host, const char* how, std::vector<std::string>& lost,
                     std::map<std::string, int>& live) {
   if (host.empty() || std::find(lost.begin(), lost.end(), host) != lost.end()) return;
   lost.push_back(host);
@@ -170,8 +171,33 @@ void note_lost_host(const std::string& run_dir, const std::string& host, std::ve
   } catch (const Error& e) {
     say(std::string("the rank hosts table is unreadable (") + e.what() + "): the next attempt is not placed");
   }
-  say("node " + host + " lost: the next attempts stay off it");
+  say("node " + host + " " + how + ": the next attempts stay off it");
   wait_for_node_release(host);
+}
+
+// Rule 2c of attempt_verdict.hpp: a job across hosts whose attempt failed for anything but a lost
+// node gets its hosts probed (slurmd's port inside a Slurm job; nothing to probe elsewhere), so a
+// partitioned node is named rather than the healthy rank that timed out waiting for it first.
+constexpr double kProbeTimeoutS = 0.5;  // a node on the job's network answers in well under a millisecond
+AttemptVerdict probe_for_partition(AttemptVerdict v, const std::string& run_dir, int world) {
+  if (v.verdict_class == VerdictClass::kNodeLost) return v;
+  std::optional<RankHosts> placement;
+  try {
+    if (fs::exists(rank_hosts_path(run_dir))) placement = read_rank_hosts(run_dir);
+  } catch (const Error&) {  // judge_attempt has said so in source_detail already
+  }
+  if (!placement || (world > 0 && int(placement->hosts.size()) != world) || placement->ranks_by_host().size() < 2)
+    return v;
+  const std::optional<int> port = slurmd_port();
+  if (!port) return v;
+  std::vector<std::string> hosts, unreachable;
+  for (const auto& [host, ranks] : placement->ranks_by_host()) hosts.push_back(host);
+  for (const HostProbe& p : probe_hosts(hosts, *port, kProbeTimeoutS)) {
+    if (p.reach == Reachability::kUnreachable) unreachable.push_back(p.host);
+    if (p.reach != Reachability::kReachable)
+      say("probe of " + p.host + ":" + std::to_string(*port) + ": " + p.detail);
+  }
+  return with_unreachable_host(std::move(v), *placement, unreachable);
 }
 
 // Inside a Slurm allocation, a lost node stays in the job's node list until Slurm marks it DOWN
@@ -301,7 +327,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
       AttemptEvidence evidence{run_dir, read_whole(output_path), state.world, ended, 0};
       evidence.now = unix_now();
       const auto t0 = std::chrono::steady_clock::now();
-      AttemptVerdict v = judge_attempt(evidence);
+      AttemptVerdict v = probe_for_partition(judge_attempt(evidence), run_dir, state.world);
       v.analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // "diagnosed in" runs from the first failure trigger to the verdict, the analysis included.
       if (v.diagnosis_s) v.diagnosis_s = std::round((*v.diagnosis_s + *v.analysis_s) * 1000) / 1000;
@@ -310,9 +336,10 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
       move_flight_records(run_dir, "flight.attempt" + std::to_string(state.attempt));
       outcome.culprit_rank = v.job_wide ? std::nullopt : v.culprit_rank;
       outcome.culprit_host = v.culprit_host;
-      if (v.verdict_class == VerdictClass::kNodeLost) {
+      if (v.verdict_class == VerdictClass::kNodeLost || v.verdict_class == VerdictClass::kNodeUnreachable) {
         outcome.lost_node_ranks = int(v.lost_ranks.size());
-        note_lost_host(run_dir, v.culprit_host, lost_hosts, live_slots);
+        note_lost_host(run_dir, v.culprit_host, v.verdict_class == VerdictClass::kNodeLost ? "lost" : "unreachable",
+                       lost_hosts, live_slots);
       }
       previous_verdict = v;
     }

@@ -7,6 +7,10 @@
 //   2b. a lost node: RUN_DIR/hosts.json (telemetry/rank_hosts.hpp) names every rank's host; when
 //      every rank of one host left no record while ranks of another host did, the verdict is
 //      node-lost: that host, with its ranks (one dead rank alone is dead-rank, its host named);
+//   2c. a partition (the launcher's probe, host_probe.hpp, after the rules above): when exactly one
+//      host of the job does not answer while the others do, the verdict is node-unreachable: that
+//      host, with its ranks, whatever the records said (the healthy ranks that timed out waiting
+//      for it are not to blame); see with_unreachable_host below;
 //   3. no flight records at all: the command's output, for the two lines a failure there leaves:
 //      our tools' "[rank R/W] error" line (error-exit) and mpirun's "rank R with PID P on node H
 //      exited on signal" (dead-rank; the lowest such rank, with its host).
@@ -26,7 +30,8 @@
 namespace shardtrain::launch {
 
 enum class VerdictClass {
-  kSkippedCollective, kMismatch, kHangOutsideCollective, kDeadRank, kNodeLost, kErrorExit, kStraggler, kAmbiguous
+  kSkippedCollective, kMismatch, kHangOutsideCollective, kDeadRank, kNodeLost, kNodeUnreachable, kErrorExit,
+  kStraggler, kAmbiguous
 };
 inline constexpr std::pair<const char*, VerdictClass> kVerdictClassNames[] = {
     {"skipped-collective", VerdictClass::kSkippedCollective},
@@ -34,6 +39,7 @@ inline constexpr std::pair<const char*, VerdictClass> kVerdictClassNames[] = {
     {"hang-outside-collective", VerdictClass::kHangOutsideCollective},
     {"dead-rank", VerdictClass::kDeadRank},
     {"node-lost", VerdictClass::kNodeLost},
+    {"node-unreachable", VerdictClass::kNodeUnreachable},
     {"error-exit", VerdictClass::kErrorExit},
     {"straggler", VerdictClass::kStraggler},
     {"ambiguous", VerdictClass::kAmbiguous}};
@@ -47,7 +53,12 @@ struct AttemptVerdict {
   std::optional<int> culprit_rank;  // none when ambiguous, or for an error of the whole job
   std::string culprit_host;         // "" unknown
   bool job_wide = false;
-  std::vector<int> lost_ranks;      // node-lost: every rank of culprit_host (culprit_rank the lowest)
+  std::vector<int> lost_ranks;      // node-lost, node-unreachable: every rank of culprit_host (culprit_rank the lowest)
+  // Hosts of the job the launcher's probe could not reach after the attempt (empty: every host
+  // answered, or no probe was made: one host, or no port to probe).
+  std::vector<std::string> unreachable_hosts;
+  // The class the records alone gave, when the probe overrode it (node-unreachable).
+  std::optional<VerdictClass> records_class;
   std::optional<std::string> group, op, phase;
   std::optional<std::uint64_t> seq;
   std::optional<std::int64_t> step;
@@ -66,7 +77,7 @@ struct AttemptVerdict {
   // (unknown fields "-"), then " (analysis N ms)" when analysis_s is known.
   std::string line(int attempt) const;
   // JSON (the restart log's "verdict"): {class, culprit_rank, culprit_host, job_wide, lost_ranks,
-  // group, seq, op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
+  // unreachable_hosts, records_class, group, seq, op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
   // (attemptN.verdict.json).
   nlohmann::json to_json(bool with_source = false) const;
   static AttemptVerdict from_json(const JsonFile& file, const std::string& at = "");
@@ -95,5 +106,13 @@ struct LostNode {
   std::vector<int> ranks;
 };
 std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int, std::string>& recorded);
+
+// Rule 2c: `verdict` with the probe's answer (`unreachable`: the hosts that did not answer, out of
+// the job's `placement`). Exactly one unreachable host while another host of the job answered:
+// node-unreachable, that host and its ranks (culprit its lowest rank; the records' class kept in
+// records_class). Otherwise the verdict is unchanged but for unreachable_hosts (a node-lost
+// verdict is kept as it is: a host that is gone does not answer either).
+AttemptVerdict with_unreachable_host(AttemptVerdict verdict, const RankHosts& placement,
+                                     const std::vector<std::string>& unreachable);
 
 }  // namespace shardtrain::launch
