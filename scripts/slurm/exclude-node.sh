@@ -9,7 +9,9 @@
 # so it restarts from its newest checkpoint on other nodes:
 #   scontrol requeuehold JOB            (the job's list of excluded nodes can change only while it
 #                                        is pending; held, so it does not start again before that)
-#   scontrol update JobId=JOB ExcNodeList=<the job's excluded nodes>,HOST
+#   scontrol update JobId=JOB ExcNodeList=<the job's excluded nodes>,HOST StartTime=now
+#                                       (a requeued job otherwise waits Slurm's 120 s before it may
+#                                        start again; the failed node is already out of its way)
 #   scontrol release JOB
 # The requeue ends this job's processes (this script included, once the update is done: it ignores
 # SIGTERM while it works). Exit status: 0 done, 2 usage (no HOST, or not inside a job), 1 a scontrol
@@ -30,5 +32,5 @@ case "$current" in ""|"(null)") list=$host ;; *) list="$current,$host" ;; esac
 
 echo "$me: job $job: excluding $host (rank $rank), then requeueing (excluded nodes: $list)" >&2
 scontrol requeuehold "$job"
-scontrol update JobId="$job" ExcNodeList="$list"
+scontrol update JobId="$job" ExcNodeList="$list" StartTime=now
 scontrol release "$job"
