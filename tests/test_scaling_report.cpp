@@ -96,12 +96,28 @@ TEST_CASE("the formula prefers a point that is not oversubscribed", "[scaling-re
   CHECK_FALSE(r.points[1].oversubscribed);
   CHECK(r.points[2].oversubscribed);
   CHECK(r.formula == "E(2) = 1,800 / (2 x 1,000) = 0.900");
-  CHECK(has_action(r.points[2], "oversubscribed (4 ranks on 2 CPUs)"));
+  CHECK(has_action(r.points[2], "oversubscribed (4 ranks on a host of 2 CPUs)"));
   CHECK(r.points[2].actions.size() == 1);  // no node or batch advice from a time-shared run
   CHECK_FALSE(has_action(r.points[1], "oversubscribed"));
   const std::string md = report_markdown(r);
   CHECK(md.find("**oversubscribed** (4 ranks, 2 CPUs)") != std::string::npos);
   CHECK(report_json(r)["points"][2]["oversubscribed"] == true);
+}
+
+TEST_CASE("a run across hosts is oversubscribed by its busiest host, and its per-rank rows name their hosts", "[scaling-report]") {
+  // 4 ranks on two 2-CPU hosts: 2 per host, not oversubscribed; 3 of them on one host: oversubscribed.
+  RunSummary spread = summary_of(4, 1800, 32);
+  spread.rank_hosts = {"n1", "n1", "n2", "n2"};
+  RunSummary packed = summary_of(4, 1200, 32);
+  packed.rank_hosts = {"n1", "n1", "n1", "n2"};
+  const ScalingReport r = build_scaling_report({run_of(summary_of(1, 1000, 8), "w1"), run_of(spread, "spread")});
+  CHECK_FALSE(r.points[1].oversubscribed);
+  CHECK(report_json(r)["points"][1]["ranks"][2]["host"] == "n2");
+  CHECK(report_json(r)["points"][0]["ranks"][0]["host"].is_null());  // a summary without rank_hosts
+  CHECK(report_markdown(r).find("| 4 | 3 (n2) |") != std::string::npos);
+  const ScalingReport q = build_scaling_report({run_of(summary_of(1, 1000, 8), "w1"), run_of(packed, "packed")});
+  CHECK(q.points[1].oversubscribed);
+  CHECK(has_action(q.points[1], "oversubscribed (3 ranks on a host of 2 CPUs)"));
 }
 
 TEST_CASE("strong, weak, and the runs that do not belong together", "[scaling-report]") {

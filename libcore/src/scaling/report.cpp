@@ -98,6 +98,17 @@ std::string fixed(double value, int digits) {
   return out.str();
 }
 
+// The most ranks that shared one host: from the summary's rank_hosts (a job across nodes, each
+// node taken to have rank 0's CPU count), else all of them on rank 0's host (a summary without
+// rank_hosts).
+int busiest_host_ranks(const ScalingRun& run) {
+  if (run.rank_hosts.empty()) return run.world_size;
+  std::map<std::string, int> per_host;
+  int most = 0;
+  for (const std::string& h : run.rank_hosts) most = std::max(most, ++per_host[h]);
+  return most;
+}
+
 // What limits a point and what to try. Each rule names its measurement, so a reader can check it;
 // the thresholds (ActionThresholds) are set where the remedy is worth its cost.
 std::vector<std::string> actions_for(const ScalingRun& run, const ScalingPoint& p, const ScalingRun* base,
@@ -105,10 +116,11 @@ std::vector<std::string> actions_for(const ScalingRun& run, const ScalingPoint& 
   std::vector<std::string> out;
   const int w = run.world_size;
   if (p.oversubscribed) {  // time-sharing makes every other limit look worse: advise nothing from it
-    out.push_back("oversubscribed (" + std::to_string(w) + " ranks on " + std::to_string(run.host_cpus) +
+    const int on_host = busiest_host_ranks(run);
+    out.push_back("oversubscribed (" + std::to_string(on_host) + " ranks on a host of " + std::to_string(run.host_cpus) +
                   " CPUs): ranks take turns on cores, so this is not hardware scaling and its stragglers, exposed "
                   "communication and compute times are artefacts of that; measure W=" + std::to_string(w) +
-                  " on a host with at least " + std::to_string(w) + " cores");
+                  " with at least " + std::to_string(on_host) + " cores per host");
     return out;
   }
   if (p.exposed_comm_share > t.exposed_comm_share)
@@ -196,7 +208,7 @@ ScalingMode check_runs(const std::vector<ScalingRun>& runs) {
 ScalingPoint point_of(const ScalingRun& run, const ScalingRun* base) {
   ScalingPoint p;
   const double w = run.world_size;
-  p.oversubscribed = run.host_cpus > 0 && run.world_size > run.host_cpus;
+  p.oversubscribed = run.host_cpus > 0 && busiest_host_ranks(run) > run.host_cpus;
   for (const auto& r : run.ranks)
     if (r.step_s > 0) p.exposed_comm_share = std::max(p.exposed_comm_share, r.section_s[kExposed] / r.step_s);
   p.slowest_section = slowest_section_of(run.ranks, run.slowest_rank);
@@ -418,8 +430,8 @@ std::string report_markdown(const ScalingReport& report) {
     const auto& run = report.runs[i];
     const auto& p = report.points[i];
     const std::string check = !run.from_logs ? "no step log" : p.within_tolerance ? "ok" : "**OUTSIDE tolerance**";
-    const std::string hw = p.oversubscribed ? "**oversubscribed** (" + std::to_string(run.world_size) + " ranks, " +
-                                                  std::to_string(run.host_cpus) + " CPUs)"
+    const std::string hw = p.oversubscribed ? "**oversubscribed** (" + std::to_string(busiest_host_ranks(run)) +
+                                                  " ranks, " + std::to_string(run.host_cpus) + " CPUs)"
                            : run.host_cpus > 0 ? std::to_string(run.host_cpus) + " CPUs"
                                                : "CPUs unknown";
     md << "| " << run.world_size << " | " << run.run_dir << " | " << run.global_batch << " | "
