@@ -164,10 +164,12 @@ TEST_CASE("monitor: what was in service at T, and why", "[release][monitor]") {
   REQUIRE(timeline.size() == 4);  // two promotions, the rollback, the last promotion
   CHECK(timeline[2].cause == rollbacks[0].record_path);
   CHECK(timeline[2].effective == "2024-01-03T00:00:00.000000Z");
-  const auto at = [&](const char* t) { return in_service_at(timeline, parse_rfc3339(t)); };
+  const auto at = [&](const char* t) { return in_service_at(timeline, rfc3339_micros(t)); };
   CHECK_FALSE(at("2023-12-31T23:59:59Z"));
   CHECK(at("2024-01-01T00:00:00Z")->record == records[0].record_path);  // effective at its own second
-  CHECK(at("2024-01-02T00:00:00Z")->record == records[1].record_path);  // 00:00:00.5 counts in second 0
+  CHECK(at("2024-01-02T00:00:00Z")->record == records[0].record_path);  // r2 takes effect at 00:00:00.5
+  CHECK(at("2024-01-02T00:00:00.499999Z")->record == records[0].record_path);
+  CHECK(at("2024-01-02T00:00:00.5Z")->record == records[1].record_path);  // its own time names it
   CHECK(at("2024-01-02T18:00:00Z")->record == records[1].record_path);  // the reject changed nothing
   const auto back = at("2024-01-03T12:30:00Z");                           // after the rollback, past the dry run
   CHECK(back->record == records[0].record_path);
@@ -182,6 +184,10 @@ TEST_CASE("monitor: what was in service at T, and why", "[release][monitor]") {
   CHECK_FALSE(standing_rollback(records, rollbacks));
   CHECK_THROWS_AS(registry_stamp_seconds("records/x.json"), UsageError);
   CHECK(registry_stamp_rfc3339("rollbacks/20241204T194532.123456Z-ab-1.json") == "2024-12-04T19:45:32.123456Z");
+  CHECK(rfc3339_micros("1970-01-01T00:00:01.25Z") == 1250000);
+  CHECK(rfc3339_micros("1970-01-01T00:00:01.1234567Z") == 1123456);
+  CHECK(rfc3339_micros("1970-01-01T01:00:00+01:00") == 0);
+  CHECK_THROWS_AS(rfc3339_micros("yesterday"), UsageError);
 }
 
 TEST_CASE("monitor: fails closed, naming what is missing, before it writes anything", "[release][monitor]") {

@@ -1,6 +1,7 @@
 #include "shardtrain/release/monitor.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -209,10 +210,24 @@ std::vector<ServiceEvent> service_timeline(const std::vector<ReleaseRecord>& rec
   return events;
 }
 
-std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timeline, std::int64_t at) {
+std::int64_t rfc3339_micros(const std::string& text, const std::string& what) {
+  const std::int64_t seconds = parse_rfc3339(text, what);  // validates the whole text
+  std::int64_t micros = 0;
+  const auto dot = text.find('.');
+  if (dot != std::string::npos) {
+    int digits = 0;
+    for (std::size_t i = dot + 1; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+      if (digits < 6) micros = micros * 10 + (text[i] - '0'), ++digits;
+    for (; digits < 6; ++digits) micros *= 10;
+  }
+  // A time before 1970 truncates toward the earlier second: its fraction still counts upward from it.
+  return seconds * 1000000 + micros;
+}
+
+std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timeline, std::int64_t at_micros) {
   std::optional<ServiceEvent> current;
   for (const auto& e : timeline) {
-    if (parse_rfc3339(e.effective, "a registry time") > at) break;
+    if (rfc3339_micros(e.effective, "a registry time") > at_micros) break;
     current = e;
   }
   return current;

@@ -163,7 +163,7 @@ Subcommand add_history_command(CLI::App& parent) {
     const auto records = r.history();
     const auto rollbacks = r.rollbacks();
     if (!a->at.empty()) {
-      const auto event = in_service_at(service_timeline(records, rollbacks), parse_rfc3339(a->at, "--at"));
+      const auto event = in_service_at(service_timeline(records, rollbacks), rfc3339_micros(a->at, "--at"));
       if (a->json) std::cout << (event ? event->to_json() : nlohmann::json(nullptr)).dump(2) << std::endl;
       else if (!event) std::cout << "in service at " << a->at << ": nothing (no release had been promoted by then)\n";
       else

@@ -80,13 +80,16 @@ struct ServiceEvent {
 // unix seconds (truncated). UsageError for a name that does not.
 std::string registry_stamp_rfc3339(const std::string& record_path);
 std::int64_t registry_stamp_seconds(const std::string& record_path);
+// An RFC 3339 time as unix microseconds: its fraction's first six digits count (base/time.hpp's
+// parse_rfc3339 truncates to the second), so a time copied from an event names that event.
+std::int64_t rfc3339_micros(const std::string& text, const std::string& what = "time");
 // Every promotion (a release record with decision promote, not a dry run) and every rollback, oldest
 // first (by the time in their file names). Pure.
 std::vector<ServiceEvent> service_timeline(const std::vector<ReleaseRecord>& records,
                                            const std::vector<RollbackRecord>& rollbacks);
-// The event in force at `at` (unix seconds): the newest one whose effective second is <= at;
-// nothing before the first promotion.
-std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timeline, std::int64_t at);
+// The event in force at `at_micros` (unix microseconds, rfc3339_micros): the newest one whose
+// effective time is <= at; nothing before the first promotion.
+std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timeline, std::int64_t at_micros);
 // The rollback that put the current release in service (the timeline's last event is a rollback),
 // else nothing: a promotion since clears it.
 std::optional<RollbackRecord> standing_rollback(const std::vector<ReleaseRecord>& records,
