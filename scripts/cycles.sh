@@ -12,6 +12,9 @@
 #   costs    release-gate costs: cycle-<k>/costs.json (bytes, preprocessing, core-seconds per stage,
 #            human review from the registry); after the last cycle WORK/costs.json for the whole pattern
 # Every decision and move of the in-service pointer is in the registry (release-gate history).
+# With --slurm every stage is a Slurm job (sbatch --wait, one after the other; its id in
+# cycle-<k>/jobs.txt, its output in cycle-<k>/slurm-<stage>-<id>.out), so the cost tables take
+# run time, CPUs and queue wait from Slurm.
 #
 #   scripts/cycles.sh --input docs.jsonl --snapshots T1,T2,T3,T4 --holdout-s 172800 --work DIR [options]
 #
@@ -20,23 +23,28 @@
 #   default 60), --first-steps S (cycle 1's, default --steps), --baseline-order 1|2 (cycle 1's
 #   n-gram, default 1), --prep-args "..." (data-prep options, e.g. --vocab), --train-args "..."
 #   (ddp-train's model and batch options), --gate-args "..." (decide's and monitor's evaluation options),
-#   --baseline-args "..." (cycle 1's baseline options: its --max-samples must be decide's).
+#   --baseline-args "..." (cycle 1's baseline options: its --max-samples must be decide's),
+#   --slurm (stages as Slurm jobs), --sbatch "..." (options for every job, e.g. --partition=debug).
 # Exit status: 0 every cycle ran (a reject or a rollback is an outcome, not a failure); 1 a stage
 # failed (named); 2 a usage error.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 input="" snapshots="" holdout="" work="" registry="" policy="$here/scripts/release-policy.json" bin="$here/build/bin"
-np=1 steps=60 first_steps="" order=1 prep_args="" train_args="" gate_args="" baseline_args=""
+np=1 steps=60 first_steps="" order=1 prep_args="" train_args="" gate_args="" baseline_args="" slurm=0 sbatch_args=""
 usage() { echo "cycles.sh: $*" >&2; exit 2; }
 while (($#)); do
-  case "$1" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
+  case "$1" in
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    --slurm) slurm=1; shift; continue ;;
+  esac
   (($# >= 2)) || usage "$1 needs a value (see --help)"
   case "$1" in
     --input) input=$2 ;; --snapshots) snapshots=$2 ;; --holdout-s) holdout=$2 ;; --work) work=$2 ;;
     --registry) registry=$2 ;; --policy) policy=$2 ;; --bin) bin=$2 ;; --np) np=$2 ;; --steps) steps=$2 ;;
     --first-steps) first_steps=$2 ;; --baseline-order) order=$2 ;; --prep-args) prep_args=$2 ;;
     --train-args) train_args=$2 ;; --gate-args) gate_args=$2 ;; --baseline-args) baseline_args=$2 ;;
+    --sbatch) sbatch_args=$2 ;;
     *) usage "unknown option '$1' (see --help)" ;;
   esac
   shift 2
@@ -51,16 +59,25 @@ read -r -a prep_opts <<<"$prep_args"
 read -r -a train_opts <<<"$train_args"
 read -r -a gate_opts <<<"$gate_args"
 read -r -a baseline_opts <<<"$baseline_args"
+read -r -a sbatch_opts <<<"$sbatch_args"
+((slurm == 0)) || command -v sbatch >/dev/null || usage "--slurm: sbatch not found (run on a Slurm login node)"
 rfc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 say() { echo "cycles.sh [cycle $k]: $*"; }
 
-# timed DIR STAGE RANKS command...: runs it, appends its line to DIR/stages.jsonl (the format of
-# pipeline.sh's, which release-gate costs reads), returns its exit status.
+# timed DIR STAGE RANKS command...: runs it (--slurm: as a job, waited for), appends its line to
+# DIR/stages.jsonl (the format of pipeline.sh's, which release-gate costs reads), returns its exit status.
 timed() {
-  local dir=$1 stage=$2 ranks=$3 t0 t1 rc=0
+  local dir=$1 stage=$2 ranks=$3 t0 t1 rc=0 id
   shift 3
   t0=$(date +%s.%N)
-  "$@" >"$dir/$stage.log" 2>&1 || rc=$?
+  if ((slurm)); then
+    id=$(sbatch --parsable --wait --job-name="cycle-$k-$stage" --output="$dir/slurm-$stage-%j.out" --ntasks="$ranks" \
+      "${sbatch_opts[@]}" --wrap "$(printf '%q ' "$@")") || rc=$?
+    id=${id%%;*}
+    [ -z "$id" ] || { echo "$stage $id" >>"$dir/jobs.txt"; cp "$dir/slurm-$stage-$id.out" "$dir/$stage.log"; }
+  else
+    "$@" >"$dir/$stage.log" 2>&1 || rc=$?
+  fi
   t1=$(date +%s.%N)
   jq -nc --arg s "$stage" --argjson r "$ranks" --argjson a "$t0" --argjson b "$t1" --argjson rc "$rc" \
     '{stage: $s, ranks: $r, start: $a, end: $b, wall_s: ($b - $a), exit_status: $rc, job_id: null}' >>"$dir/stages.jsonl"
