@@ -8,12 +8,6 @@ namespace {
 using json_fields::field;
 using json_fields::or_null;
 
-void check_format(const JsonFile& f, const std::string& at, const char* format, const char* what) {
-  json_fields::require_object(f, at);
-  if (f.string(field(at, "format")) != format)
-    f.fail("field " + field(at, "format") + " is not \"" + std::string(format) + "\": not a " + what);
-}
-
 // A stored summary drops the per-sequence losses (a monitoring record is about slices and intervals).
 HoldoutSummary without_per_sequence(HoldoutSummary s) {
   s.per_sequence.reset();
@@ -98,7 +92,7 @@ nlohmann::json MonitoringRecord::to_json() const {
 }
 
 MonitoringRecord MonitoringRecord::from_json(const JsonFile& f, const std::string& at) {
-  check_format(f, at, kMonitoringRecordFormat, "monitoring record");
+  json_fields::require_format(f, at, kMonitoringRecordFormat, "monitoring record");
   MonitoringRecord r;
   r.format_version = json_fields::small_integer(f, field(at, "format_version"));
   r.release = MonitoredRelease::from_json(f, field(at, "release"));
@@ -140,7 +134,7 @@ nlohmann::json RollbackRecord::to_json() const {
 }
 
 RollbackRecord RollbackRecord::from_json(const JsonFile& f, const std::string& at) {
-  check_format(f, at, kRollbackRecordFormat, "rollback record");
+  json_fields::require_format(f, at, kRollbackRecordFormat, "rollback record");
   RollbackRecord r;
   r.format_version = json_fields::small_integer(f, field(at, "format_version"));
   r.from = ReleaseRef::from_json(f, field(at, "from"));

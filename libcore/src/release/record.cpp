@@ -136,9 +136,7 @@ nlohmann::json ReleaseRecord::to_json() const {
 }
 
 ReleaseRecord ReleaseRecord::from_json(const JsonFile& f, const std::string& at) {
-  json_fields::require_object(f, at);
-  if (f.string(field(at, "format")) != kReleaseRecordFormat)
-    f.fail("field " + field(at, "format") + " is not \"" + std::string(kReleaseRecordFormat) + "\": not a release record");
+  json_fields::require_format(f, at, kReleaseRecordFormat, "release record");
   ReleaseRecord r;
   r.format_version = json_fields::small_integer(f, field(at, "format_version"));
   const std::string decision = f.string(field(at, "decision"));

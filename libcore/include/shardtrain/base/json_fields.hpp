@@ -44,6 +44,8 @@ std::vector<double> numbers(const JsonFile& f, const std::string& pointer);
 std::vector<std::uint64_t> counts(const JsonFile& f, const std::string& pointer);
 // The field must be an object.
 void require_object(const JsonFile& f, const std::string& pointer);
+// The object at `pointer` must have "format": `format`; else "... is not \"FORMAT\": not a WHAT".
+void require_format(const JsonFile& f, const std::string& pointer, const std::string& format, const std::string& what);
 
 // An array of objects, each read by T::from_json(f, pointer + "/" + index).
 template <typename T>
