@@ -889,15 +889,23 @@ def promoted_record(record):
 
 @command(("registry", str))
 def registry_whole(registry):
-    """A release registry after a kill: every record whole JSON, and last-known-good names a
-    record that exists and is whole."""
-    for n in os.listdir(f"{registry}/records"):
-        if n.endswith(".json"):
-            load(f"{registry}/records/{n}")   # whole, or not there at all
+    """A release registry after a kill: every release, monitoring and rollback record whole JSON,
+    last-known-good names a record that exists and is whole, and a pointer moved by a rollback
+    names a whole rollback record whose monitoring record exists and which put back that record."""
+    for sub in ("records", "monitoring", "rollbacks"):
+        if os.path.isdir(f"{registry}/{sub}"):
+            for n in os.listdir(f"{registry}/{sub}"):
+                if n.endswith(".json"):
+                    load(f"{registry}/{sub}/{n}")   # whole, or not there at all
     p = load(f"{registry}/last-known-good")
     path = os.path.join(registry, p["record"])
     expect(os.path.exists(path), f"last-known-good names {p['record']}, which does not exist")
     load(path)
+    if p.get("rollback"):
+        b = load(os.path.join(registry, p["rollback"]))
+        expect(b["to"]["record"] == p["record"], f"the pointer names {p['record']}, its rollback put back {b['to']['record']}")
+        expect(os.path.exists(os.path.join(registry, b["monitoring_record"])),
+               f"the rollback's monitoring record {b['monitoring_record']} does not exist")
 
 
 @command(("index", int), ("duration", float))

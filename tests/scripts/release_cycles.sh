@@ -11,7 +11,8 @@
 #   cycle 4  the monitor keeps r1 on days 18-23 (bob writes as before)
 # Before the planted cycle, the registry as cycle 2 left it is copied: the same monitor there keeps
 # r2 on an unplanted third snapshot, and on the planted one under a policy whose rollback bounds are
-# loosened, so the rollback comes from the planted slice and the rules, and the check can fail.
+# loosened, so the rollback comes from the planted slice and the rules, and the check can fail;
+# and the rolling-back monitor is SIGKILLed 12 times at seeded random points on fresh copies of it.
 # Then: history --at names the release at three chosen times; a monitor given a snapshot without a
 # matured document exits 2 naming why; the cost tables count storage, compute and review.
 # With MODE slurm (ctest release_cycles_slurm) the four cycles run as Slurm jobs on the one-node
@@ -79,6 +80,24 @@ rc=0; monitor "$WORK/control-registry" "$policy" "$WORK/clean-3.h5" 2024-01-13T0
 rc=0; monitor "$WORK/control-registry" "$WORK/loose-policy.json" "$WORK/planted-3.h5" 2024-01-13T00:00:00Z || rc=$?
 [ $rc -eq 0 ] || { cat "$WORK/control.log"; fail "control: loosened rollback bounds: exit $rc, expected 0 (keep)"; }
 pass "controls: without the planted slice, or with the rollback bounds loosened, the monitor keeps r2 (exit 0)"
+# SIGKILL the rolling-back monitor at seeded random points (checks kill-delay, as release_gate.sh
+# does decide), each time on a fresh copy of that registry: every record whole, the pointer never
+# dangling, a moved pointer always with its rollback record and that with its monitoring record.
+t=$(date +%s%N); monitor "$WORK/control-registry" "$policy" "$WORK/planted-3.h5" 2024-01-13T00:00:00Z >/dev/null || true
+took_ns=$(( $(date +%s%N) - t ))
+duration=$(printf '%d.%09d' $((took_ns / 1000000000)) $((took_ns % 1000000000)))
+moved=0
+for i in $(seq 1 12); do
+  rm -rf "$WORK/kill-registry" && cp -r "$WORK/first2/registry" "$WORK/kill-registry"
+  delay=$(checks kill-delay "$i" "$duration")  # before the launch: python's start-up must not delay the kill
+  "$gate" monitor --registry "$WORK/kill-registry" --policy "$policy" --data "$WORK/planted-3.h5" --since 2024-01-13T00:00:00Z \
+    --max-samples 64 --bootstrap-resamples 300 --latency-runs 5 >/dev/null 2>&1 &
+  pid=$!
+  sleep "$delay"; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+  checks registry-whole "$WORK/kill-registry" >/dev/null || fail "kill $i of the monitor: the registry is inconsistent"
+  if [ "$(jq -r .rollback "$WORK/kill-registry/last-known-good")" != null ]; then moved=$((moved + 1)); fi
+done
+pass "12 SIGKILLs of a rolling-back monitor in its $(printf %.2f "$duration") s ($moved had moved the pointer): every record whole, the pointer never without its evidence"
 fi
 
 # ---- four cycles --------------------------------------------------------------------------------------
