@@ -199,8 +199,12 @@ TEST_CASE("monitor: fails closed, naming what is missing, before it writes anyth
   o.policy_path = policy;
   o.data_path = dir + "/new.h5";
 
-  // No release in service.
+  // No registry, then an empty one: no release in service; nothing is created.
+  CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains("no release registry here"));
+  CHECK_FALSE(fs::exists(o.registry));
+  fs::create_directories(o.registry);
   CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains("no release in service"));
+  CHECK(fs::is_empty(o.registry));
 
   // A policy without rollback rules.
   {

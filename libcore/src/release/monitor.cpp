@@ -274,7 +274,8 @@ MonitorResult monitor_release(const MonitorOptions& o) {
   if (!policy.rollback)
     throw UsageError(o.policy_path + ": the policy declares no \"rollback\" rules, so the monitor cannot say when a "
                      "release must go; add them (docs/FORMATS.md, \"Release policy\")");
-  const ReleaseRegistry registry(o.registry);
+  // Read-only: a monitor that cannot score creates nothing (its records' folders are made when written).
+  const ReleaseRegistry registry(o.registry, true);
   const std::optional<ReleaseRecord> current = registry.last_known_good();
   if (!current)
     throw UsageError(o.registry + ": no release in service (no last-known-good) to monitor; promote one with "
