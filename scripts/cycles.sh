@@ -51,8 +51,10 @@ while (($#)); do
 done
 [ -n "$input" ] && [ -n "$snapshots" ] && [ -n "$holdout" ] && [ -n "$work" ] ||
   usage "--input, --snapshots, --holdout-s and --work are required (see --help)"
-for v in np steps holdout; do [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || usage "--${v//_/-} must be a positive whole number"; done
 first_steps=${first_steps:-$steps}
+for o in np:"$np" steps:"$steps" first-steps:"$first_steps" holdout-s:"$holdout"; do
+  [[ "${o#*:}" =~ ^[1-9][0-9]*$ ]] || usage "--${o%%:*} must be a positive whole number (got '${o#*:}')"
+done
 registry=${registry:-$work/registry}
 IFS=, read -r -a times <<<"$snapshots"
 read -r -a prep_opts <<<"$prep_args"
