@@ -4,6 +4,7 @@
 // and that field.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <limits>
 
 #include "shardtrain/base/error.hpp"
@@ -12,6 +13,7 @@
 #include "shardtrain/release/checkpoint_evaluation.hpp"
 #include "shardtrain/release/record.hpp"
 #include "shardtrain/release/registry.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 
@@ -474,4 +476,29 @@ TEST_CASE("typed release: the policy's rollback rules and review, and a pointer 
   nlohmann::json promoted = moved.to_json();
   promoted.erase("rollback");  // a pointer written before rollbacks existed
   CHECK_FALSE(LastKnownGood::from_json(as_file(promoted)).rollback);
+}
+
+TEST_CASE("typed release: a review sign-off survives the round trip, and the registry takes one per decision", "[typed][release][monitor]") {
+  const ReviewSignOff s{"rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json", "on-call", "bob's ingest fixed",
+                        "2024-02-02T11:00:00Z", "reviews/x.json"};
+  CHECK(round_trip(s) == s);
+  for (const char* field : {"/record", "/by", "/signed_off"}) refuses_without(s, field);
+
+  const std::string dir = test::temp_dir("review_sign_off");
+  const ReleaseRegistry registry(dir);
+  ReleaseRecord needs = record();
+  needs.review = ReviewNeed::of(20);
+  const std::string a = registry.write_record(needs);
+  ReleaseRecord none = record();
+  none.review = {};
+  const std::string b = registry.write_record(none);
+  CHECK_FALSE(registry.signed_off(a));
+  const std::string path = registry.sign_off({a, "alice", "", "2024-02-02T11:00:00Z", ""});
+  CHECK(path.rfind("reviews/", 0) == 0);
+  CHECK(registry.signed_off(a));
+  CHECK(registry.reviews().at(0).by == "alice");
+  CHECK_THROWS_WITH(registry.sign_off({a, "carol", "", "2024-02-02T12:00:00Z", ""}), Catch::Contains("already signed off by alice"));
+  CHECK_THROWS_WITH(registry.sign_off({b, "carol", "", "2024-02-02T12:00:00Z", ""}), Catch::Contains("needs no review"));
+  CHECK_THROWS_WITH(registry.sign_off({"records/none.json", "carol", "", "", ""}), Catch::Contains("no release record"));
+  std::filesystem::remove_all(dir);
 }

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<rg::Subcommand> commands = {rg::add_eval_command(app), rg::add_baseline_command(app),
                                                 rg::add_decide_command(app), rg::add_history_command(app),
-                                                rg::add_monitor_command(app), rg::add_costs_command(app)};
+                                                rg::add_monitor_command(app), rg::add_review_command(app),
+                                                rg::add_costs_command(app)};
   shardtrain::add_version_flag(app);
   return shardtrain::run_tool(app, argc, argv, {}, [&] {
     for (const auto& c : commands)

@@ -171,5 +171,13 @@ if [ "$mode" = slurm ]; then
   done
   pass "Slurm: every stage a job, queue waits from $(jq -r .source "$w/cycle-1/costs.json"): $(jq -r '[.stages[] | "\(.stage) \(.queue_wait_s)s"] | join(", ")' "$w/cycle-3/costs.json") (cycle 3)"
 fi
+# A person signs the rollback off: cycle 3's review is no longer pending; a second sign-off is refused.
+"$gate" review "rollbacks/${rb##*/}" --registry "$reg" --by on-call --note "bob's documents were replaced by another kind" |
+  sed 's/^/    /'
+"$gate" costs "$w/cycle-3" --registry "$reg" >/dev/null
+jq -e '.review == {"decisions": 1, "minutes": 30.0, "pending": 0}' "$w/cycle-3/costs.json" >/dev/null ||
+  { jq .review "$w/cycle-3/costs.json"; fail "the signed-off rollback is still pending"; }
+expect_exit 2 "already signed off by on-call" "$gate" review "rollbacks/${rb##*/}" --registry "$reg" --by someone
+pass "release-gate review signs the rollback off: cycle 3's review 30 minutes, 0 pending"
 pass "costs: $(jq -r '"\(.storage_bytes.total) B stored, \(.compute_core_s_total | floor) core-s, review \(.review.decisions) decisions \(.review.minutes) min (\(.review.pending) pending)"' "$w/costs.json") over 4 cycles"
 pass "release_cycles: $(seconds_since "$start") s in all"

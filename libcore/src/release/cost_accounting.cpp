@@ -258,16 +258,18 @@ ReviewCosts review_costs(const std::string& registry_dir, const std::string& run
     return p.size() > run.size() && p.compare(0, run.size(), run) == 0 && p[run.size()] == '/';
   };
   ReviewCosts c;
-  const auto add = [&c](const ReviewNeed& r) {
+  const auto reviews = registry.reviews();
+  const auto add = [&](const ReviewNeed& r, const std::string& path) {
     if (!r.required) return;
     ++c.decisions;
     c.minutes += r.minutes;
-    c.pending += r.pending;
+    // Pending until someone signs it off (release-gate review).
+    c.pending += std::none_of(reviews.begin(), reviews.end(), [&](const ReviewSignOff& s) { return s.record == path; });
   };
   for (const auto& r : registry.history())
-    if (!r.dry_run && under_run(r.artifact.folder)) add(r.review);
+    if (!r.dry_run && under_run(r.artifact.folder)) add(r.review, r.record_path);
   for (const auto& b : registry.rollbacks())
-    if (!b.run_dir.empty() && fs::absolute(b.run_dir).lexically_normal().string() == run) add(b.review);
+    if (!b.run_dir.empty() && fs::absolute(b.run_dir).lexically_normal().string() == run) add(b.review, b.record_path);
   return c;
 }
 

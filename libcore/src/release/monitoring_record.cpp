@@ -154,4 +154,19 @@ RollbackRecord RollbackRecord::from_json(const JsonFile& f, const std::string& a
   return r;
 }
 
+nlohmann::json ReviewSignOff::to_json() const {
+  nlohmann::json j = {{"format", kReviewFormat}, {"format_version", 1}, {"record", record},
+                      {"by", by},              {"note", note},         {"signed_off", signed_off}};
+  if (!record_path.empty()) j["record_path"] = record_path;
+  return j;
+}
+
+ReviewSignOff ReviewSignOff::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_format(f, at, kReviewFormat, "review sign-off");
+  ReviewSignOff r{f.string(field(at, "record")), f.string(field(at, "by")), f.string(field(at, "note")),
+                  f.string(field(at, "signed_off")), ""};
+  if (f.has(field(at, "record_path"))) r.record_path = f.string(field(at, "record_path"));
+  return r;
+}
+
 }  // namespace shardtrain

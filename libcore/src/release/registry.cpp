@@ -14,6 +14,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/sha256.hpp"
 
 namespace shardtrain {
 namespace fs = std::filesystem;
@@ -202,6 +203,35 @@ std::vector<MonitoringRecord> ReleaseRegistry::monitoring() const {
 
 std::vector<RollbackRecord> ReleaseRegistry::rollbacks() const {
   return read_all<RollbackRecord>(dir_, "rollbacks", "the rollback record");
+}
+
+std::vector<ReviewSignOff> ReleaseRegistry::reviews() const {
+  return read_all<ReviewSignOff>(dir_, "reviews", "the review sign-off");
+}
+
+bool ReleaseRegistry::signed_off(const std::string& record_path) const {
+  const auto all = reviews();
+  return std::any_of(all.begin(), all.end(), [&](const ReviewSignOff& r) { return r.record == record_path; });
+}
+
+std::string ReleaseRegistry::sign_off(const ReviewSignOff& review) const {
+  const std::string& path = review.record;
+  ReviewNeed need;
+  if (path.rfind("rollbacks/", 0) == 0 && fs::exists(fs::path(dir_) / path)) {
+    need = RollbackRecord::from_json(read_file(fs::path(dir_) / path, "the rollback record")).review;
+  } else {
+    const ReleaseRecord r = record(path);  // names the path when it is neither
+    need = r.review;
+  }
+  if (!need.required)
+    throw UsageError(dir_ + "/" + path + ": this decision needs no review (the policy asked for none)");
+  for (const auto& r : reviews())
+    if (r.record == path)
+      throw UsageError(dir_ + "/" + path + ": already signed off by " + r.by + " at " + r.signed_off + " (" +
+                       r.record_path + ")");
+  if (review.by.empty()) throw UsageError("--by: name the person who reviewed it");
+  const std::string digest = to_hex(sha256(path.data(), path.size()));
+  return commit_named(dir_, "reviews", digest, review.to_json());
 }
 
 }  // namespace shardtrain

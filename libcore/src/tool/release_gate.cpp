@@ -232,6 +232,31 @@ Subcommand add_monitor_command(CLI::App& parent) {
   return c;
 }
 
+Subcommand add_review_command(CLI::App& parent) {
+  struct Args {
+    std::string registry;
+    ReviewSignOff review;
+  };
+  auto a = std::make_shared<Args>();
+  Subcommand c;
+  c.app = parent.add_subcommand("review", "Sign off a decision that needed a person (a promotion's or a rollback's record "
+                                          "whose review is required): it is then no longer pending.");
+  c.app->add_option("RECORD", a->review.record, "records/<...>.json or rollbacks/<...>.json, relative to the registry")
+      ->required();
+  c.app->add_option("--registry", a->registry, "Release registry folder")->required();
+  c.app->add_option("--by", a->review.by, "Who reviewed it")->required();
+  c.app->add_option("--note", a->review.note, "What they said");
+  c.run = [a] {
+    const ReleaseRegistry r(a->registry, true);
+    a->review.signed_off = now_rfc3339();
+    const std::string path = r.sign_off(a->review);
+    std::cout << "release-gate review: " << a->review.record << " signed off by " << a->review.by << " (" << path << ")"
+              << std::endl;
+    return 0;
+  };
+  return c;
+}
+
 Subcommand add_costs_command(CLI::App& parent) {
   struct Args {
     std::vector<std::string> runs;

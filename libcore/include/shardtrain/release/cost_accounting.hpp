@@ -52,7 +52,8 @@ struct CostOptions {
   std::string own_job_id;  // this job (still running): left out of the table
   // A release registry: the table then counts the human review of the run's decisions (its
   // promotions, by the checkpoint folder under RUN_DIR, and the rollbacks whose run_dir is RUN_DIR;
-  // each with the minutes its record says the policy asks for). "": no "review" (null).
+  // each with the minutes its record says the policy asks for; pending until a sign-off in the
+  // registry's reviews/ names it). "": no "review" (null).
   std::string registry;
 };
 

@@ -22,6 +22,7 @@ inline constexpr const char* kMonitoringRecordFormat = "shardtrain-monitoring-re
 inline constexpr const char* kRollbackRecordFormat = "shardtrain-rollback-record";
 inline constexpr int kMonitoringRecordVersion = 1;
 inline constexpr int kRollbackRecordVersion = 1;
+inline constexpr const char* kReviewFormat = "shardtrain-review";
 
 // What a monitoring record's verdict says became of the release in service.
 inline constexpr const char* kVerdictKeep = "keep";                    // every rollback check passed
@@ -114,6 +115,18 @@ struct RollbackRecord {
   //  "release_gate_version"} (and "record_path" when set)
   nlohmann::json to_json() const;
   static RollbackRecord from_json(const JsonFile& file, const std::string& at = "");
+};
+
+// A person's sign-off of a decision that needed review (`release-gate review`): a promotion's
+// release record or a rollback record whose `review.required` is true. Kept in reviews/; a decision
+// is pending until one names it.
+struct ReviewSignOff {
+  std::string record;  // "records/<...>.json" or "rollbacks/<...>.json"
+  std::string by, note, signed_off;  // who, what they said, RFC 3339
+  std::string record_path;           // "reviews/<...>.json": set by the registry, not in the file
+  bool operator==(const ReviewSignOff&) const = default;
+  nlohmann::json to_json() const;  // {"format", "format_version": 1, "record", "by", "note", "signed_off"}
+  static ReviewSignOff from_json(const JsonFile& file, const std::string& at = "");
 };
 
 }  // namespace shardtrain

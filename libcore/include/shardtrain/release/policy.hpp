@@ -65,7 +65,8 @@ struct RollbackRules {
 
 // Which decisions need a person, and the minutes each takes (the policy file's optional "review";
 // absent: none does). A promotion or a rollback whose minutes are > 0 needs a review; the records
-// count it and keep it pending until someone signs it off (the cost table adds the minutes).
+// say so, and it is pending until `release-gate review` signs it off (registry.hpp sign_off; the
+// cost table adds the minutes and counts what is pending).
 struct ReviewRules {
   double promote_minutes = 0, rollback_minutes = 0;
   bool operator==(const ReviewRules&) const = default;
@@ -77,7 +78,7 @@ struct ReviewRules {
 struct ReviewNeed {
   bool required = false;
   double minutes = 0;
-  bool pending = false;  // required and not yet signed off (nothing signs off yet: pending = required)
+  bool pending = false;  // as of the decision: = required (a later sign-off is in the registry's reviews/)
   bool operator==(const ReviewNeed&) const = default;
   nlohmann::json to_json() const;
   static ReviewNeed from_json(const JsonFile& file, const std::string& at);

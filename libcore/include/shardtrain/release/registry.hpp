@@ -6,6 +6,7 @@
 //   <registry>/baselines/<name>.h5          the baseline's model (an n-gram's probabilities)
 //   <registry>/monitoring/<stamp>-<sha, 12>-<pid>.json   a monitoring record (monitoring_record.hpp)
 //   <registry>/rollbacks/<stamp>-<sha, 12>-<pid>.json    a rollback record (the sha: the release put back)
+//   <registry>/reviews/<stamp>-<sha, 12>-<pid>.json      a review sign-off (the sha: of the reviewed path)
 //   <registry>/last-known-good              JSON {"record": "records/<...>.json", "checkpoint",
 //                                           "manifest_sha256", "promoted", "rollback"}: the release
 //                                           in service ("rollback": the rollback record that put
@@ -80,6 +81,14 @@ class ReleaseRegistry {
   // Every monitoring / rollback record, oldest first, with record_path set.
   std::vector<MonitoringRecord> monitoring() const;
   std::vector<RollbackRecord> rollbacks() const;
+
+  // Signs off a decision that needed review: `review.record` must be a release record of a
+  // promotion or a rollback record whose review is required, not yet signed off; UsageError naming
+  // it otherwise. Commits reviews/<...>.json; returns its path.
+  std::string sign_off(const ReviewSignOff& review) const;
+  std::vector<ReviewSignOff> reviews() const;
+  // Whether a review of `record_path` has been signed off.
+  bool signed_off(const std::string& record_path) const;
 
  private:
   std::string dir_;

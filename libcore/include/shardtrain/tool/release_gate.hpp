@@ -6,6 +6,7 @@
 //   history   list the registry's release records, rollbacks (and baselines, last-known-good);
 //             --at T: what was in service at T, and why
 //   monitor   score the release in service on matured documents; roll it back when the policy says so
+//   review    sign off a decision that needed a person
 //   costs     measure a pipeline run's cost table
 #pragma once
 #include <CLI/CLI.hpp>
@@ -22,5 +23,6 @@ Subcommand add_decide_command(CLI::App& parent);
 Subcommand add_history_command(CLI::App& parent);
 Subcommand add_costs_command(CLI::App& parent);
 Subcommand add_monitor_command(CLI::App& parent);
+Subcommand add_review_command(CLI::App& parent);
 
 }  // namespace shardtrain::release_gate
