@@ -4,6 +4,7 @@
 // and that field.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <limits>
 
 #include "shardtrain/base/error.hpp"
@@ -12,6 +13,7 @@
 #include "shardtrain/release/checkpoint_evaluation.hpp"
 #include "shardtrain/release/record.hpp"
 #include "shardtrain/release/registry.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 
@@ -354,7 +356,149 @@ TEST_CASE("typed release: the release record, a baseline and last-known-good sur
   refuses_without(b, "/model_file");
   refuses_without(b, "/evaluation/counted_tokens");
 
-  const LastKnownGood p{"records/x.json", "/runs/r/checkpoints/step_80", std::string(64, 'a'), "2024-02-01T10:01:00Z"};
+  const LastKnownGood p{"records/x.json", "/runs/r/checkpoints/step_80", std::string(64, 'a'), "2024-02-01T10:01:00Z", std::nullopt};
   CHECK(round_trip(p) == p);
   refuses_without(p, "/manifest_sha256");
+}
+
+// ---- the release over time (issue 36): monitoring and rollback records -------------------------
+
+namespace {
+
+MonitoringRecord monitoring_record() {
+  MonitoringRecord m;
+  const ReleaseRecord r = record();
+  m.release = {{"records/20240201T100100.000000Z-aaaaaaaaaaaa-1.json", r.artifact.folder, r.artifact.manifest_sha256},
+               r.artifact.step, "snap-train", "2024-01-09T00:00:00Z", "2024-01-10T00:00:00Z", "3.1", std::string(64, 'd')};
+  m.since = "2024-01-20T00:00:00Z";
+  m.matured = checkpoint_evaluation();
+  m.matured.scores.per_sequence.reset();  // a monitoring record keeps none
+  m.release_time = scores();
+  m.release_time.per_sequence.reset();
+  m.input_quality = {0.0123, "/data/corpus-1.h5", "2024-01-09T00:00:00Z", 40, 40000, 12, 12000, 3, 24};
+  m.checks = {{"matured_loss", true, true, 2.55, 2.7, ""},
+              {"slice_regression:owner=bob", false, true, 3.1, 2.75, "owner=bob matured at ..."},
+              {"slice_regression:owner=carol", true, false, 2.4, std::monostate{}, "no release-time estimate"},
+              {"drift", true, true, 0.0123, 0.1, ""}};
+  m.verdict = kVerdictRolledBack;
+  m.policy_path = "scripts/release-policy.json";
+  m.policy_version = "3.1";
+  m.policy_sha256 = std::string(64, 'd');
+  m.run_dir = "/work/cycles/cycle-3";
+  m.monitored = "2024-02-02T10:00:00Z";
+  m.release_gate_version = "v1.2-3-gabc";
+  m.record_path = "monitoring/20240202T100000.000000Z-aaaaaaaaaaaa-7.json";
+  return m;
+}
+
+RollbackRecord rollback_record() {
+  const MonitoringRecord m = monitoring_record();
+  RollbackRecord b;
+  b.from = m.release.release;
+  b.to = {"records/20240101T000000.000000Z-bbbbbbbbbbbb-1.json", "/runs/c1/checkpoints/step_00000150", std::string(64, 'b')};
+  b.to_reason = "the previous known-good of " + b.from.record;
+  b.monitoring_record = m.record_path;
+  b.reasons = {"slice_regression:owner=bob: owner=bob matured at ..."};
+  b.evidence = {m.checks[1]};
+  b.slices = {"owner=bob"};
+  b.policy_version = "3.1";
+  b.policy_sha256 = std::string(64, 'd');
+  b.review = ReviewNeed::of(30);
+  b.run_dir = m.run_dir;
+  b.rolled_back = "2024-02-02T10:00:01Z";
+  b.release_gate_version = "v1.2-3-gabc";
+  b.record_path = "rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json";
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("typed release: a monitoring record and a rollback record survive the round trip", "[typed][release][monitor]") {
+  const MonitoringRecord m = monitoring_record();
+  CHECK(round_trip(m.release) == m.release);
+  CHECK(round_trip(m.input_quality) == m.input_quality);
+  CHECK(round_trip(m) == m);
+  const nlohmann::json j = m.to_json();
+  CHECK(j["format"] == "shardtrain-monitoring-record");
+  CHECK(j["verdict"] == "rolled_back");
+  CHECK_FALSE(j["matured"]["scores"].contains("per_sequence"));
+  CHECK(j["release"]["manifest_sha256"] == m.release.release.manifest_sha256);
+  // Without a data-prep summary the input lines are unknown: null, and still a round trip.
+  MonitoringRecord unknown = m;
+  unknown.input_quality.rejected_records.reset();
+  unknown.input_quality.not_yet_available.reset();
+  CHECK(unknown.to_json()["input_quality"]["rejected_records"].is_null());
+  CHECK(round_trip(unknown) == unknown);
+  for (const char* field : {"/release/manifest_sha256", "/since", "/matured/scores/slices", "/release_time/interval",
+                            "/input_quality/drift_jsd_bits", "/checks", "/verdict", "/policy/sha256"})
+    refuses_without(m, field);
+  nlohmann::json bad = m.to_json();
+  bad["verdict"] = "maybe";
+  CHECK_THROWS_WITH(MonitoringRecord::from_json(as_file(bad)), Catch::Contains("/verdict"));
+  bad = m.to_json();
+  bad["format"] = "shardtrain-release-record";
+  CHECK_THROWS_WITH(MonitoringRecord::from_json(as_file(bad)), Catch::Contains("not a monitoring record"));
+
+  const RollbackRecord b = rollback_record();
+  CHECK(round_trip(b.to) == b.to);
+  CHECK(round_trip(b) == b);
+  CHECK(b.to_json()["review"] == nlohmann::json({{"required", true}, {"minutes", 30.0}, {"pending", true}}));
+  for (const char* field : {"/from/record", "/to/checkpoint", "/monitoring_record", "/evidence", "/slices", "/review/pending"})
+    refuses_without(b, field);
+}
+
+TEST_CASE("typed release: the policy's rollback rules and review, and a pointer moved by a rollback", "[typed][release][monitor]") {
+  ReleasePolicy p = policy();
+  p.rollback = RollbackRules{0.01, 0.05, 0.1};
+  p.review = {20, 30};
+  CHECK(ReleasePolicy::from_json(as_file(p.to_json()), "") == p);
+  // A record's policy from before the monitor: no rollback rules, no review.
+  nlohmann::json old = p.to_json();
+  old.erase("rollback");
+  old.erase("review");
+  const ReleasePolicy before = ReleasePolicy::from_json(as_file(old), "");
+  CHECK_FALSE(before.rollback);
+  CHECK(before.review == ReviewRules{});
+  nlohmann::json bad = p.to_json();
+  bad["rollback"]["max_drift_jsd"] = -1;
+  CHECK_THROWS_WITH(ReleasePolicy::from_json(as_file(bad), ""), Catch::Contains("rollback bound"));
+
+  ReleaseRecord r = record();
+  r.review = ReviewNeed::of(20);
+  CHECK(round_trip(r) == r);
+  nlohmann::json no_review = r.to_json();
+  no_review.erase("review");
+  CHECK(ReleaseRecord::from_json(as_file(no_review)).review == ReviewNeed{});
+
+  const LastKnownGood moved{"records/a.json", "/c", std::string(64, 'a'), "2024-02-02T10:00:01Z",
+                            "rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json"};
+  CHECK(round_trip(moved) == moved);
+  nlohmann::json promoted = moved.to_json();
+  promoted.erase("rollback");  // a pointer written before rollbacks existed
+  CHECK_FALSE(LastKnownGood::from_json(as_file(promoted)).rollback);
+}
+
+TEST_CASE("typed release: a review sign-off survives the round trip, and the registry takes one per decision", "[typed][release][monitor]") {
+  const ReviewSignOff s{"rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json", "on-call", "bob's ingest fixed",
+                        "2024-02-02T11:00:00Z", "reviews/x.json"};
+  CHECK(round_trip(s) == s);
+  for (const char* field : {"/record", "/by", "/signed_off"}) refuses_without(s, field);
+
+  const std::string dir = test::temp_dir("review_sign_off");
+  const ReleaseRegistry registry(dir);
+  ReleaseRecord needs = record();
+  needs.review = ReviewNeed::of(20);
+  const std::string a = registry.write_record(needs);
+  ReleaseRecord none = record();
+  none.review = {};
+  const std::string b = registry.write_record(none);
+  CHECK_FALSE(registry.signed_off(a));
+  const std::string path = registry.sign_off({a, "alice", "", "2024-02-02T11:00:00Z", ""});
+  CHECK(path.rfind("reviews/", 0) == 0);
+  CHECK(registry.signed_off(a));
+  CHECK(registry.reviews().at(0).by == "alice");
+  CHECK_THROWS_WITH(registry.sign_off({a, "carol", "", "2024-02-02T12:00:00Z", ""}), Catch::Contains("already signed off by alice"));
+  CHECK_THROWS_WITH(registry.sign_off({b, "carol", "", "2024-02-02T12:00:00Z", ""}), Catch::Contains("needs no review"));
+  CHECK_THROWS_WITH(registry.sign_off({"records/none.json", "carol", "", "", ""}), Catch::Contains("no release record"));
+  std::filesystem::remove_all(dir);
 }

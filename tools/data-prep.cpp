@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
                "Input lines: {\"id\", \"version\", \"owner\", \"event_time\", \"available_time\", \"text\" | \"tokens\"}.",
                "data-prep"};
   data::DataPrepOptions o;
-  std::string owner, event_time, available_time, tokenizer, skip_bad, synthetic, synthetic_jsonl;
+  std::string owner, event_time, available_time, available_by, tokenizer, skip_bad, synthetic, synthetic_jsonl;
   int64_t vocab = 0, separator = -1;
   data::MarkovOptions markov;
   app.add_option("inputs", o.jsonl_inputs, "JSONL files, one document per line ('-' reads standard input)");
@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab, "Vocabulary size of 'tokens' input (default: 256, bytes of 'text'; 50257 with --llmc)");
   app.add_option("--tokenizer", tokenizer, "Tokenizer name recorded with --vocab (default: bytes)");
   app.add_option("--separator", separator, "Document separator token with --vocab (bytes: 0)");
+  app.add_option("--available-by", available_by, "A snapshot as of RFC 3339 time T: JSONL documents available after T "
+                                                  "are left out (counted as not_yet_available, not rejected)");
   app.add_option("--skip-bad", skip_bad, "Write rejected lines with reasons to FILE and continue");
   app.add_option("--progress-interval", o.progress_interval_s, "Seconds between progress lines on stderr (0: none)")
       ->capture_default_str();
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
       if (!tokenizer.empty()) o.tokenizer = tokenizer;
       if (separator >= 0) o.separator = separator;
       if (!skip_bad.empty()) o.skip_bad = skip_bad;
+      if (!available_by.empty()) o.available_by = available_by;
       summary = data::run_data_prep(o).to_json();
     }
     std::cout << summary.dump(2) << std::endl;

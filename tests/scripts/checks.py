@@ -746,6 +746,52 @@ def make_release_corpus(work):
             f.write(json.dumps(d) + "\n")
 
 
+@command(("work", str), ("out", str), ("plant_from", int), ("plant_to", int))
+def make_cycle_corpus(work, out, plant_from, plant_to):
+    """The continual cycles' corpus (release_cycles.sh) from data-prep's synthetic m1, m2 and m3.jsonl
+    in work: owner alice writes m1's document k on day k, owner bob m2's (ids alice-NNN, bob-NNN), at
+    12:00 UTC (event) and published an hour later (available); bob's documents of the days
+    plant_from <= k < plant_to are m3's instead (text of another kind; 0 0: none). Writes out."""
+    def docs(seed, owner):
+        out = []
+        for d in load_lines(f"{work}/m{seed}.jsonl"):
+            k = int(d["id"].split("-")[1])
+            day = datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc) + datetime.timedelta(days=k)
+            d["owner"], d["id"] = owner, f"{owner}-{k:03d}"
+            d["event_time"] = day.strftime("%Y-%m-%dT%H:%M:%SZ")
+            d["available_time"] = (day + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append((k, d))
+        return out
+    planted = dict(docs(3, "bob"))
+    bob = [(k, planted[k] if plant_from <= k < plant_to else d) for k, d in docs(2, "bob")]
+    with open(out, "w") as f:
+        for _, d in sorted(docs(1, "alice") + bob, key=lambda kd: (kd[1]["event_time"], kd[1]["owner"])):
+            f.write(json.dumps(d) + "\n")
+
+
+@command(("monitoring", str), ("rollback", str))
+def monitored_rollback(monitoring, rollback):
+    """The rollback rules (docs/FORMATS.md "Release policy", "rollback") applied again, here, to the
+    intervals a monitoring record stores, with the bounds read from its policy file: every recorded
+    check's outcome, the verdict, and the rollback record's slices must follow from them."""
+    m, b = load(monitoring), load(rollback)
+    rules = load(m["policy"]["path"])["rollback"]
+    now, then = m["matured"]["scores"], m["release_time"]
+    want = {"matured_loss": not now["interval"]["lower"] > then["interval"]["upper"] + rules["max_matured_loss_excess"],
+            "drift": not m["input_quality"]["drift_jsd_bits"] > rules["max_drift_jsd"]}
+    before = {s["key"]: s for s in then["slices"]}
+    for s in now["slices"]:
+        if s["key"] in before:
+            want["slice_regression:" + s["key"]] = not s["lower"] > before[s["key"]]["upper"] + rules["max_slice_regression"]
+    got = {c["name"]: c["passed"] for c in m["checks"] if c["applicable"]}
+    expect(got == want, f"recorded checks {got}, the rules give {want}")
+    failed = sorted(k[len("slice_regression:"):] for k, ok in want.items() if not ok and k.startswith("slice_regression:"))
+    expect(sorted(b["slices"]) == failed, f"the rollback names slices {b['slices']}, the rules {failed}")
+    expect((m["verdict"] == "rolled_back") == (not all(want.values())), f"verdict {m['verdict']} for checks {want}")
+    for k, ok in sorted(want.items()):
+        print(f"  {k}: {'pass' if ok else 'FAIL'}")
+
+
 @command(("policy", str), ("out", str))
 def make_no_value_policy(policy, out):
     """Writes policy with a value of 0 per nat-token saved (its version marked -no-value)."""
@@ -843,15 +889,23 @@ def promoted_record(record):
 
 @command(("registry", str))
 def registry_whole(registry):
-    """A release registry after a kill: every record whole JSON, and last-known-good names a
-    record that exists and is whole."""
-    for n in os.listdir(f"{registry}/records"):
-        if n.endswith(".json"):
-            load(f"{registry}/records/{n}")   # whole, or not there at all
+    """A release registry after a kill: every release, monitoring and rollback record whole JSON,
+    last-known-good names a record that exists and is whole, and a pointer moved by a rollback
+    names a whole rollback record whose monitoring record exists and which put back that record."""
+    for sub in ("records", "monitoring", "rollbacks"):
+        if os.path.isdir(f"{registry}/{sub}"):
+            for n in os.listdir(f"{registry}/{sub}"):
+                if n.endswith(".json"):
+                    load(f"{registry}/{sub}/{n}")   # whole, or not there at all
     p = load(f"{registry}/last-known-good")
     path = os.path.join(registry, p["record"])
     expect(os.path.exists(path), f"last-known-good names {p['record']}, which does not exist")
     load(path)
+    if p.get("rollback"):
+        b = load(os.path.join(registry, p["rollback"]))
+        expect(b["to"]["record"] == p["record"], f"the pointer names {p['record']}, its rollback put back {b['to']['record']}")
+        expect(os.path.exists(os.path.join(registry, b["monitoring_record"])),
+               f"the rollback's monitoring record {b['monitoring_record']} does not exist")
 
 
 @command(("index", int), ("duration", float))

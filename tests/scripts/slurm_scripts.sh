@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Slurm scripts without a cluster: exclude-node.sh forms the right scontrol commands (a fake
-# scontrol in PATH records them), the usage errors of exclude-node.sh, train.sbatch and
-# pipeline.sh, and the --help of each naming its variables and options. The real cluster test is
+# scontrol in PATH records them), the usage errors of exclude-node.sh, train.sbatch, pipeline.sh
+# and cycles.sh, and the --help of each naming its variables and options. The real cluster test is
 # tests/scripts/slurm_chain.sh.
 #
 # Usage: slurm_scripts.sh BIN_DIR WORK_DIR
@@ -51,4 +51,9 @@ expect_exit 2 "unknown option '--bogus'" "$repo/scripts/slurm/pipeline.sh" --bog
 expect_exit 2 "--sbatch needs a value" "$repo/scripts/slurm/pipeline.sh" --sbatch
 expect_exit 0 "--sbatch" "$repo/scripts/slurm/pipeline.sh" --help
 expect_exit 2 "not a folder" "$1/release-gate" costs "$WORK/none"
+expect_exit 2 "--input, --snapshots, --holdout-s and --work are required" "$repo/scripts/cycles.sh" --input a
+expect_exit 2 "--holdout-s must be a positive whole number" "$repo/scripts/cycles.sh" --input a --snapshots b --work c --holdout-s x
+expect_exit 2 "--snapshots: 'soon' is not a time" "$repo/scripts/cycles.sh" --input a --snapshots soon --work "$WORK/cy" --holdout-s 1
+expect_exit 2 "unknown option '--bogus'" "$repo/scripts/cycles.sh" --bogus 1
+expect_exit 0 "--slurm" "$repo/scripts/cycles.sh" --help
 pass "usage errors exit 2 with a line naming the problem; --help lists the variables and options"

@@ -78,4 +78,10 @@ void require_object(const JsonFile& f, const std::string& pointer) {
   if (!f.at(pointer).is_object()) f.fail("field " + pointer + " is not an object (got " + f.at(pointer).dump().substr(0, 80) + ")");
 }
 
+void require_format(const JsonFile& f, const std::string& pointer, const std::string& format, const std::string& what) {
+  require_object(f, pointer);
+  if (f.string(field(pointer, "format")) != format)
+    f.fail("field " + field(pointer, "format") + " is not \"" + format + "\": not a " + what);
+}
+
 }  // namespace shardtrain::json_fields

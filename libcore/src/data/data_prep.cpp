@@ -148,6 +148,7 @@ class Prep {
     if (!o.text_inputs.empty() && !bytes_ok_)
       throw UsageError("data-prep: --text needs the bytes tokenizer (vocab 256), but --vocab " +
                        std::to_string(vocab_) + " --tokenizer " + tokenizer_ + " was given");
+    if (o.available_by) available_by_ = parse_rfc3339(*o.available_by, "--available-by");
     writer_ = std::make_unique<DatasetWriter>(o.output, vocab_, tokenizer_, separator_);
     if (o.skip_bad) {
       rejects_.open(*o.skip_bad, std::ios::binary | std::ios::trunc);
@@ -194,6 +195,8 @@ class Prep {
     r.rejects = reject_count_;
     r.rejects_file = o_.skip_bad;
     r.rejects_by_class = reject_classes_;
+    r.available_by = o_.available_by;
+    r.not_yet_available = not_yet_available_;
     for (const auto& src : sources_) r.sources.push_back({src.path, src.sha256_hex, src.bytes});
     r.input_bytes = input_bytes_;
     r.seconds = seconds;
@@ -218,7 +221,8 @@ class Prep {
               {"vocab", vocab_},
               {"tokenizer", tokenizer_},
               {"separator", separator_},
-              {"skip_bad", opt(o_.skip_bad)}}},
+              {"skip_bad", opt(o_.skip_bad)},
+              {"available_by", opt(o_.available_by)}}},
             {"rejects", reject_count_}};
   }
 
@@ -317,6 +321,10 @@ class Prep {
     if (avail < event)
       reject("available_before_event", "available_time " + format_rfc3339(avail) + " is before event_time " +
                                            format_rfc3339(event));
+    if (available_by_ && avail > *available_by_) {  // not arrived yet in this snapshot: left out, not rejected
+      ++not_yet_available_;
+      return;
+    }
     auto text_it = j.find("text"), tokens_it = j.find("tokens");
     bool has_text = text_it != j.end(), has_tokens = tokens_it != j.end();
     if (has_text == has_tokens)
@@ -472,6 +480,8 @@ class Prep {
   std::unique_ptr<DatasetWriter> writer_;
   std::ofstream rejects_;
   uint64_t reject_count_ = 0;
+  uint64_t not_yet_available_ = 0;
+  std::optional<int64_t> available_by_;  // unix seconds of --available-by
   std::map<std::string, uint64_t> reject_classes_;
   std::unordered_set<uint64_t> seen_;
   std::vector<SourceRecord> sources_;
@@ -505,6 +515,8 @@ nlohmann::json DataPrepResult::to_json() const {
           {"available_time", {{"min", or_null(available_time_min)}, {"max", or_null(available_time_max)}}},
           {"snapshot_id", snapshot_id},
           {"rejects", {{"count", rejects}, {"file", or_null(rejects_file)}, {"by_class", by_class}}},
+          {"available_by", or_null(available_by)},
+          {"not_yet_available", not_yet_available},
           {"sources", src},
           {"input_bytes", input_bytes},
           {"seconds", seconds},
@@ -529,6 +541,8 @@ DataPrepResult DataPrepResult::from_json(const JsonFile& f) {
   r.snapshot_id = f.string("/snapshot_id");
   r.rejects = json_fields::count(f, "/rejects/count");
   r.rejects_file = json_fields::nullable_string(f, "/rejects/file");
+  r.available_by = json_fields::nullable_string(f, "/available_by");
+  if (f.has("/not_yet_available")) r.not_yet_available = json_fields::count(f, "/not_yet_available");
   json_fields::require_object(f, "/rejects/by_class");
   const nlohmann::json& by_class = f.at("/rejects/by_class");
   for (auto it = by_class.begin(); it != by_class.end(); ++it)

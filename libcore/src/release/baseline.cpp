@@ -12,9 +12,7 @@ nlohmann::json BaselineRecord::to_json() const {
 
 BaselineRecord BaselineRecord::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;
-  json_fields::require_object(f, at);
-  if (f.string(field(at, "format")) != kBaselineFormat)
-    f.fail("field " + field(at, "format") + " is not \"" + std::string(kBaselineFormat) + "\": not a baseline");
+  json_fields::require_format(f, at, kBaselineFormat, "baseline");
   BaselineRecord b;
   b.name = f.string(field(at, "name"));
   b.kind = f.string(field(at, "kind"));

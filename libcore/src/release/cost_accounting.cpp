@@ -1,6 +1,7 @@
 // The cost table of a pipeline run, measured (cost_accounting.hpp).
 #include "shardtrain/release/cost_accounting.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/release/costs.hpp"
+#include "shardtrain/release/registry.hpp"
 
 namespace shardtrain {
 namespace {
@@ -242,7 +244,77 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
           {"preprocessing_s", prep ? json(*prep) : json()},
           {"stages", rows},
           {"compute_core_s_total", core_total},
-          {"queue_wait_s_total", queue_total}};
+          {"queue_wait_s_total", queue_total},
+          {"review", options.registry.empty() ? json() : review_costs(options.registry, run).to_json()}};
+}
+
+json ReviewCosts::to_json() const { return {{"decisions", decisions}, {"minutes", minutes}, {"pending", pending}}; }
+
+ReviewCosts review_costs(const std::string& registry_dir, const std::string& run_dir) {
+  const ReleaseRegistry registry(registry_dir, true);
+  const std::string run = fs::absolute(run_dir).lexically_normal().string();
+  const auto under_run = [&](const std::string& path) {
+    const std::string p = fs::absolute(path).lexically_normal().string();
+    return p.size() > run.size() && p.compare(0, run.size(), run) == 0 && p[run.size()] == '/';
+  };
+  ReviewCosts c;
+  const auto reviews = registry.reviews();
+  const auto add = [&](const ReviewNeed& r, const std::string& path) {
+    if (!r.required) return;
+    ++c.decisions;
+    c.minutes += r.minutes;
+    // Pending until someone signs it off (release-gate review).
+    c.pending += std::none_of(reviews.begin(), reviews.end(), [&](const ReviewSignOff& s) { return s.record == path; });
+  };
+  for (const auto& r : registry.history())
+    if (!r.dry_run && under_run(r.artifact.folder)) add(r.review, r.record_path);
+  for (const auto& b : registry.rollbacks())
+    if (!b.run_dir.empty() && fs::absolute(b.run_dir).lexically_normal().string() == run) add(b.review, b.record_path);
+  return c;
+}
+
+json total_costs(const std::vector<json>& tables) {
+  if (tables.empty()) throw UsageError("release-gate costs: no run to add up");
+  json runs = json::array(), stages = json::array(), sources = json::array();
+  double dataset = 0, checkpoints = 0, records = 0, total = 0, core = 0, queue = 0;
+  std::optional<double> prep;
+  std::optional<ReviewCosts> review;
+  for (const auto& t : tables) {
+    const std::string run = t.value("run", "");
+    runs.push_back(run);
+    if (std::find(sources.begin(), sources.end(), t.value("source", "")) == sources.end()) sources.push_back(t.value("source", ""));
+    const json& sb = t.at("storage_bytes");
+    dataset += sb.value("dataset", 0.0);
+    checkpoints += sb.value("checkpoints", 0.0);
+    records += sb.value("records", 0.0);
+    total += sb.value("total", 0.0);
+    if (t.at("preprocessing_s").is_number()) prep = prep.value_or(0) + t.at("preprocessing_s").get<double>();
+    for (json s : t.at("stages")) {
+      s["stage"] = fs::path(run).filename().string() + "/" + s.value("stage", "");
+      stages.push_back(s);
+    }
+    core += t.value("compute_core_s_total", 0.0);
+    queue += t.value("queue_wait_s_total", 0.0);
+    if (t.contains("review") && t["review"].is_object()) {
+      if (!review) review = ReviewCosts{};
+      review->decisions += t["review"].value("decisions", 0ull);
+      review->pending += t["review"].value("pending", 0ull);
+      review->minutes += t["review"].value("minutes", 0.0);
+    }
+  }
+  std::string joined;
+  for (const auto& s : sources) joined += (joined.empty() ? "" : ", ") + s.get<std::string>();
+  return {{"format", kCostsFormat},
+          {"version", 1},
+          {"run", "the pattern of " + std::to_string(tables.size()) + " runs"},
+          {"runs", runs},
+          {"source", joined},
+          {"storage_bytes", {{"dataset", dataset}, {"checkpoints", checkpoints}, {"records", records}, {"total", total}}},
+          {"preprocessing_s", prep ? json(*prep) : json()},
+          {"stages", stages},
+          {"compute_core_s_total", core},
+          {"queue_wait_s_total", queue},
+          {"review", review ? review->to_json() : json()}};
 }
 
 std::string costs_text(const json& c) {
@@ -258,12 +330,12 @@ std::string costs_text(const json& c) {
   } else {
     o << "  preprocessing: not run\n";
   }
-  std::snprintf(buf, sizeof buf, "  %-9s %6s %-11s %4s %4s %8s %9s %8s %15s\n", "stage", "job", "state", "cpus", "runs",
+  std::snprintf(buf, sizeof buf, "  %-16s %6s %-11s %4s %4s %8s %9s %8s %15s\n", "stage", "job", "state", "cpus", "runs",
                 "run s", "core s", "queue s", "of it, for CPUs");
   o << buf;
   for (const auto& r : c.at("stages")) {
     const std::string job = r.contains("job_id") && r["job_id"].is_string() ? r["job_id"].get<std::string>() : "-";
-    std::snprintf(buf, sizeof buf, "  %-9s %6s %-11s %4d %4d %8.1f %9.1f %8.1f %15.1f\n", r.value("stage", "").c_str(),
+    std::snprintf(buf, sizeof buf, "  %-16s %6s %-11s %4d %4d %8.1f %9.1f %8.1f %15.1f\n", r.value("stage", "").c_str(),
                   job.c_str(), r.value("state", "").c_str(), r.value("cpus", 0), r.value("runs", 1), r.value("run_s", 0.0),
                   r.value("compute_core_s", 0.0), r.value("queue_wait_s", 0.0), r.value("resource_wait_s", 0.0));
     o << buf;
@@ -271,6 +343,13 @@ std::string costs_text(const json& c) {
   std::snprintf(buf, sizeof buf, "  total compute %.1f core-s, queue wait %.1f s\n", c.value("compute_core_s_total", 0.0),
                 c.value("queue_wait_s_total", 0.0));
   o << buf;
+  if (c.contains("review") && c["review"].is_object()) {
+    const json& r = c["review"];
+    std::snprintf(buf, sizeof buf, "  human review: %llu decisions, %.0f minutes, %llu pending\n",
+                  static_cast<unsigned long long>(r.value("decisions", 0ull)), r.value("minutes", 0.0),
+                  static_cast<unsigned long long>(r.value("pending", 0ull)));
+    o << buf;
+  }
   return o.str();
 }
 

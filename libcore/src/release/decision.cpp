@@ -12,6 +12,7 @@
 #include "shardtrain/data/dataset.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/evidence.hpp"
+#include "shardtrain/release/monitor.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/registry.hpp"
 
@@ -79,25 +80,23 @@ InService fallback_of(const BaselineChoice& b) {
   return s;  // checkpoint: none
 }
 
-// What promoting is weighed against: the release in service (last-known-good) when there is one,
-// else the named baseline the candidate was compared with. Its evaluation must be of the same
-// hold-out (as compare_with_baseline requires of the baseline). A release recorded before
-// evaluations kept per-sequence losses is evaluated again from its checkpoint (same options), so a
-// registry of older records keeps working.
-std::pair<CheckpointEvaluation, std::string> fallback_evaluation(const BaselineChoice& b,
-                                                                 const CheckpointEvaluation& candidate,
-                                                                 const ReleaseEvalOptions& eval) {
-  if (!b.last_known_good) return {b.evaluation, b.description.name};
-  CheckpointEvaluation e = b.last_known_good->candidate;
+// The release in service scored on the candidate's hold-out: its record's evaluation when that is
+// of the same positions and kept per-sequence losses, else evaluated again from its checkpoint (same
+// options): a release recorded before per-sequence losses, or one released on an older snapshot
+// (continual cycles: each snapshot has its own hold-out), so the two always compare position for
+// position.
+CheckpointEvaluation in_service_on(const ReleaseRecord& lkg, const CheckpointEvaluation& candidate,
+                                   const ReleaseEvalOptions& eval) {
+  const CheckpointEvaluation& e = lkg.candidate;
   if (!e.scores.per_sequence) {
     log_line("release-gate: the release in service was recorded without per-sequence losses: evaluating it again");
-    e = evaluate_checkpoint(b.last_known_good->artifact.folder, eval);
+  } else if (!candidate.holdout.same_positions(e.holdout)) {
+    log_line("release-gate: the release in service (" + lkg.record_path + ") was evaluated on another hold-out: "
+             "evaluating it again on the candidate's");
+  } else {
+    return e;
   }
-  if (!candidate.holdout.same_positions(e.holdout))
-    throw UsageError("holdout_mismatch: the release in service (" + b.last_known_good->record_path +
-                     ") was evaluated on another hold-out than the candidate, so the utility of replacing it cannot be "
-                     "measured; decide with the --data, --cutoff and --max-samples of its record");
-  return {e, kLastKnownGood};
+  return evaluate_checkpoint(lkg.artifact.folder, eval);
 }
 
 // The run's cost table: --costs, else <run_dir>/costs.json when it exists; nothing when there is none.
@@ -137,7 +136,7 @@ Decision decide_release(const DecideOptions& o) {
   const std::string started = now_rfc3339();
   const ReleasePolicy policy = read_release_policy(o.policy_path);
   const ReleaseRegistry registry(o.registry);
-  const BaselineChoice baseline = choose_baseline(registry, o.baseline);
+  BaselineChoice baseline = choose_baseline(registry, o.baseline);
 
   // The hold-out: as given, else the baseline's, so the two always score the same positions.
   ReleaseEvalOptions eval = o.eval;
@@ -149,13 +148,25 @@ Decision decide_release(const DecideOptions& o) {
   const std::string run_dir = o.run_dir.empty() ? fs::path(folder).parent_path().parent_path().string() : o.run_dir;
   const std::optional<CostTable> costs = cost_table(o.costs_path, run_dir);  // before the evaluation: a bad file fails fast
   const CheckpointEvaluation candidate = evaluate_checkpoint(folder, eval);
+  // What promoting is weighed against: the release in service when there is one, else the named
+  // baseline; last-known-good as the baseline is that same evaluation.
+  std::optional<CheckpointEvaluation> in_service;
+  if (baseline.last_known_good) in_service = in_service_on(*baseline.last_known_good, candidate, eval);
+  if (o.baseline == kLastKnownGood) baseline.evaluation = *in_service;
+  const CheckpointEvaluation& fallback_eval = in_service ? *in_service : baseline.evaluation;
+  const std::string fallback_name = in_service ? std::string(kLastKnownGood) : baseline.description.name;
 
   std::vector<CheckResult> checks = compare_with_baseline(policy, candidate, baseline.evaluation);
+  // A rollback on slices still standing (nothing promoted since): those slices must be back within the
+  // rule that rolled the release back (release/monitor.hpp).
+  if (const auto standing = standing_rollback(registry.history(), registry.rollbacks()); standing && baseline.last_known_good)
+    for (auto& c : rolled_back_slice_checks(*standing, candidate.scores, baseline.last_known_good->candidate.scores,
+                                            policy.rollback.value_or(RollbackRules{}).max_slice_regression))
+      checks.push_back(std::move(c));
   const std::vector<EvidenceResult> evidence =
       collect_evidence(policy, run_dir, o.evidence, candidate.holdout.dataset_snapshot_id);
   RubricScore rubric;
   for (auto& c : score_rubric(policy, evidence, &rubric)) checks.push_back(std::move(c));
-  const auto [fallback_eval, fallback_name] = fallback_evaluation(baseline, candidate, eval);
   const UtilityEstimate utility = estimate_utility(policy.utility, candidate, fallback_eval, fallback_name);
   for (auto& c : check_utility(utility)) checks.push_back(std::move(c));
 
@@ -193,6 +204,7 @@ Decision decide_release(const DecideOptions& o) {
   } else {
     r.in_service = fallback_of(baseline);
   }
+  if (d.promote) r.review = ReviewNeed::of(policy.review.promote_minutes);
   r.dry_run = o.dry_run;
   r.release_gate_version = code_version();
   r.started = started;

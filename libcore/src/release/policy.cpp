@@ -61,7 +61,48 @@ nlohmann::json ReleasePolicy::to_json() const {
             {"max_ece", max_ece},
             {"max_latency_ratio", max_latency_ratio}}},
           {"rubric", {{"min_score", min_score}, {"items", items}}},
-          {"utility", utility.to_json()}};
+          {"utility", utility.to_json()},
+          {"rollback", rollback ? rollback->to_json() : nlohmann::json(nullptr)},
+          {"review", review.to_json()}};
+}
+
+nlohmann::json RollbackRules::to_json() const {
+  return {{"max_matured_loss_excess", max_matured_loss_excess},
+          {"max_slice_regression", max_slice_regression},
+          {"max_drift_jsd", max_drift_jsd}};
+}
+
+RollbackRules RollbackRules::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  RollbackRules r;
+  r.max_matured_loss_excess = f.number(field(at, "max_matured_loss_excess"));
+  r.max_slice_regression = f.number(field(at, "max_slice_regression"));
+  r.max_drift_jsd = f.number(field(at, "max_drift_jsd"));
+  for (const double v : {r.max_matured_loss_excess, r.max_slice_regression, r.max_drift_jsd})
+    if (!(v >= 0)) f.fail(at + ": every rollback bound must be >= 0");
+  return r;
+}
+
+nlohmann::json ReviewRules::to_json() const {
+  return {{"promote_minutes", promote_minutes}, {"rollback_minutes", rollback_minutes}};
+}
+
+ReviewRules ReviewRules::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  ReviewRules r{f.number(field(at, "promote_minutes")), f.number(field(at, "rollback_minutes"))};
+  if (!(r.promote_minutes >= 0) || !(r.rollback_minutes >= 0)) f.fail(at + ": review minutes must be >= 0");
+  return r;
+}
+
+nlohmann::json ReviewNeed::to_json() const { return {{"required", required}, {"minutes", minutes}, {"pending", pending}}; }
+
+ReviewNeed ReviewNeed::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  json_fields::require_object(f, at);
+  return {json_fields::boolean(f, field(at, "required")), f.number(field(at, "minutes")),
+          json_fields::boolean(f, field(at, "pending"))};
 }
 
 ReleasePolicy ReleasePolicy::from_json(const JsonFile& f, const std::string& at) {
@@ -86,6 +127,9 @@ ReleasePolicy ReleasePolicy::from_json(const JsonFile& f, const std::string& at)
   }
   if (f.has(field(at, "utility")))
     p.utility = UtilityModel::from_json(f.at(field(at, "utility")), f.path() + ": " + f.what() + " " + field(at, "utility"));
+  if (f.has(field(at, "rollback")) && !f.at(field(at, "rollback")).is_null())
+    p.rollback = RollbackRules::from_json(f, field(at, "rollback"));
+  if (f.has(field(at, "review"))) p.review = ReviewRules::from_json(f, field(at, "review"));
   return p;
 }
 
@@ -93,7 +137,8 @@ ReleasePolicy read_release_policy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path + ": cannot read the release policy (--policy)");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const nlohmann::json j = JsonFile::parse(bytes, path, "the release policy (--policy)").json();
+  const JsonFile whole = JsonFile::parse(bytes, path, "the release policy (--policy)");
+  const nlohmann::json& j = whole.json();
   if (!j.is_object() || j.value("format", "") != kPolicyFormat)
     throw UsageError(path + ": not a release policy (\"format\" must be \"" + kPolicyFormat + "\")");
   if (!j.contains("version") || !j["version"].is_string() || j["version"].get<std::string>().empty())
@@ -122,6 +167,9 @@ ReleasePolicy read_release_policy(const std::string& path) {
     p.rubric.push_back(ri);
   }
   p.utility = UtilityModel::from_json(j.contains("utility") ? j["utility"] : nlohmann::json(nullptr), path);
+  // The optional parts, read through JsonFile (its errors name the file and the field).
+  if (whole.has("/rollback")) p.rollback = RollbackRules::from_json(whole, "/rollback");
+  if (whole.has("/review")) p.review = ReviewRules::from_json(whole, "/review");
   return p;
 }
 

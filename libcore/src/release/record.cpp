@@ -15,20 +15,7 @@ void put_if(nlohmann::json& j, const char* key, const std::optional<std::string>
   if (v) j[key] = *v;
 }
 
-template <typename T>
-std::vector<T> list_of(const JsonFile& f, const std::string& at) {
-  std::vector<T> out;
-  for (std::size_t i = 0, n = json_fields::array_size(f, at); i < n; ++i)
-    out.push_back(T::from_json(f, field(at, std::to_string(i))));
-  return out;
-}
-
-template <typename T>
-nlohmann::json json_list(const std::vector<T>& v) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& x : v) out.push_back(x.to_json());
-  return out;
-}
+using json_fields::array_of;
 
 }  // namespace
 
@@ -61,7 +48,7 @@ DatasetSource DatasetSource::from_json(const JsonFile& f, const std::string& at)
 nlohmann::json TransformationState::to_json() const {
   return {{"created_by", created_by},       {"tokenizer", tokenizer},     {"vocab", vocab},
           {"separator_token", separator_token}, {"token_bits", token_bits}, {"data_prep", data_prep},
-          {"synthetic_spec", synthetic_spec}, {"sources", json_list(sources)}};
+          {"synthetic_spec", synthetic_spec}, {"sources", array_of(sources)}};
 }
 
 TransformationState TransformationState::from_json(const JsonFile& f, const std::string& at) {
@@ -74,18 +61,18 @@ TransformationState TransformationState::from_json(const JsonFile& f, const std:
   t.token_bits = json_fields::small_integer(f, field(at, "token_bits"));
   t.data_prep = f.at(field(at, "data_prep"));
   t.synthetic_spec = f.at(field(at, "synthetic_spec"));
-  t.sources = list_of<DatasetSource>(f, field(at, "sources"));
+  t.sources = json_fields::objects<DatasetSource>(f, field(at, "sources"));
   return t;
 }
 
 nlohmann::json Artifact::to_json() const {
-  return {{"folder", folder}, {"step", step}, {"manifest_sha256", manifest_sha256}, {"files", json_list(files)}};
+  return {{"folder", folder}, {"step", step}, {"manifest_sha256", manifest_sha256}, {"files", array_of(files)}};
 }
 
 Artifact Artifact::from_json(const JsonFile& f, const std::string& at) {
   json_fields::require_object(f, at);
   return {f.string(field(at, "folder")), json_fields::integer(f, field(at, "step")),
-          f.string(field(at, "manifest_sha256")), list_of<CheckpointFile>(f, field(at, "files"))};
+          f.string(field(at, "manifest_sha256")), json_fields::objects<CheckpointFile>(f, field(at, "files"))};
 }
 
 nlohmann::json BaselineRef::to_json() const {
@@ -124,7 +111,7 @@ nlohmann::json ReleaseRecord::to_json() const {
       {"format_version", format_version},
       {"decision", promote ? "promote" : "reject"},
       {"reasons", reasons},
-      {"checks", json_list(checks)},
+      {"checks", array_of(checks)},
       {"data", data.to_json()},
       {"transformation", transformation.to_json()},
       {"artifact", artifact.to_json()},
@@ -141,16 +128,15 @@ nlohmann::json ReleaseRecord::to_json() const {
       {"dry_run", dry_run},
       {"release_gate_version", release_gate_version},
       {"started", started},
-      {"decided", decided}};
+      {"decided", decided},
+      {"review", review.to_json()}};
   if (utility) j["utility"] = utility->to_json();
   if (!record_path.empty()) j["record_path"] = record_path;
   return j;
 }
 
 ReleaseRecord ReleaseRecord::from_json(const JsonFile& f, const std::string& at) {
-  json_fields::require_object(f, at);
-  if (f.string(field(at, "format")) != kReleaseRecordFormat)
-    f.fail("field " + field(at, "format") + " is not \"" + std::string(kReleaseRecordFormat) + "\": not a release record");
+  json_fields::require_format(f, at, kReleaseRecordFormat, "release record");
   ReleaseRecord r;
   r.format_version = json_fields::small_integer(f, field(at, "format_version"));
   const std::string decision = f.string(field(at, "decision"));
@@ -158,7 +144,7 @@ ReleaseRecord ReleaseRecord::from_json(const JsonFile& f, const std::string& at)
     f.fail("field " + field(at, "decision") + " is '" + decision + "', neither \"promote\" nor \"reject\"");
   r.promote = decision == "promote";
   r.reasons = json_fields::strings(f, field(at, "reasons"));
-  r.checks = list_of<CheckResult>(f, field(at, "checks"));
+  r.checks = json_fields::objects<CheckResult>(f, field(at, "checks"));
   r.data = RecordData::from_json(f, field(at, "data"));
   r.transformation = TransformationState::from_json(f, field(at, "transformation"));
   r.artifact = Artifact::from_json(f, field(at, "artifact"));
@@ -182,6 +168,7 @@ ReleaseRecord ReleaseRecord::from_json(const JsonFile& f, const std::string& at)
   r.release_gate_version = f.string(field(at, "release_gate_version"));
   r.started = f.string(field(at, "started"));
   r.decided = f.string(field(at, "decided"));
+  if (f.has(field(at, "review"))) r.review = ReviewNeed::from_json(f, field(at, "review"));
   if (f.has(field(at, "record_path"))) r.record_path = f.string(field(at, "record_path"));
   return r;
 }

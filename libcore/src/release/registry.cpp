@@ -14,6 +14,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/sha256.hpp"
 
 namespace shardtrain {
 namespace fs = std::filesystem;
@@ -45,17 +46,58 @@ std::string compact_now() {
   return out;
 }
 
+// The JSON files of one registry folder ("records", "monitoring", "rollbacks"), oldest first.
+std::vector<std::string> names_in(const std::string& dir, const char* sub) {
+  std::vector<std::string> names;
+  const fs::path folder = fs::path(dir) / sub;
+  if (fs::is_directory(folder))
+    for (const auto& e : fs::directory_iterator(folder))
+      if (e.path().extension() == ".json") names.push_back(std::string(sub) + "/" + e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Commits `value` as <dir>/<sub>/<stamp>-<sha, 12>-<pid>.json, creating the folder durably first.
+std::string commit_named(const std::string& dir, const char* sub, const std::string& sha256, const nlohmann::json& value) {
+  const fs::path folder = fs::path(dir) / sub;
+  if (!fs::is_directory(folder)) {
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec) throw IoError(folder.string() + ": cannot create the registry folder (" + ec.message() + ")");
+    fsync_path(dir);  // the new folder's entry survives a crash before the file's rename does
+  }
+  const std::string name = std::string(sub) + "/" + compact_now() + "-" + sha256.substr(0, 12) + "-" +
+                           std::to_string(::getpid()) + ".json";
+  write_json_file((fs::path(dir) / name).string(), value);
+  return name;
+}
+
+template <typename Record>
+std::vector<Record> read_all(const std::string& dir, const char* sub, const std::string& what) {
+  std::vector<Record> out;
+  for (const auto& name : names_in(dir, sub)) {
+    Record r = Record::from_json(read_file(fs::path(dir) / name, what));
+    r.record_path = name;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json LastKnownGood::to_json() const {
-  return {{"record", record}, {"checkpoint", checkpoint}, {"manifest_sha256", manifest_sha256}, {"promoted", promoted}};
+  return {{"record", record},
+          {"checkpoint", checkpoint},
+          {"manifest_sha256", manifest_sha256},
+          {"promoted", promoted},
+          {"rollback", json_fields::or_null(rollback)}};
 }
 
 LastKnownGood LastKnownGood::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;
   json_fields::require_object(f, at);
   return {f.string(field(at, "record")), f.string(field(at, "checkpoint")), f.string(field(at, "manifest_sha256")),
-          f.string(field(at, "promoted"))};
+          f.string(field(at, "promoted")), json_fields::nullable_string(f, field(at, "rollback"))};
 }
 
 ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::move(dir)) {
@@ -114,28 +156,82 @@ void ReleaseRegistry::write_baseline(const BaselineRecord& baseline) const {
 }
 
 std::string ReleaseRegistry::write_record(const ReleaseRecord& record) const {
-  const std::string name = "records/" + compact_now() + "-" + record.artifact.manifest_sha256.substr(0, 12) + "-" +
-                           std::to_string(::getpid()) + ".json";
-  write_json_file((fs::path(dir_) / name).string(), record.to_json());
-  return name;
+  return commit_named(dir_, "records", record.artifact.manifest_sha256, record.to_json());
 }
 
 void ReleaseRegistry::promote(const std::string& record_path, const ReleaseRecord& record) const {
   if (!fs::exists(fs::path(dir_) / record_path)) throw IoError(dir_ + "/" + record_path + ": promote needs a committed record");
-  const LastKnownGood pointer{record_path, record.artifact.folder, record.artifact.manifest_sha256, now_rfc3339()};
+  const LastKnownGood pointer{record_path, record.artifact.folder, record.artifact.manifest_sha256, now_rfc3339(),
+                              std::nullopt};
   write_json_file((fs::path(dir_) / kPointer).string(), pointer.to_json());
 }
 
 std::vector<ReleaseRecord> ReleaseRegistry::history() const {
-  std::vector<std::string> names;
-  const fs::path folder = fs::path(dir_) / "records";
-  if (fs::is_directory(folder))
-    for (const auto& e : fs::directory_iterator(folder))
-      if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
   std::vector<ReleaseRecord> records;
-  for (const auto& n : names) records.push_back(read_record(dir_, "records/" + n));
+  for (const auto& n : names_in(dir_, "records")) records.push_back(read_record(dir_, n));
   return records;
+}
+
+ReleaseRecord ReleaseRegistry::record(const std::string& record_path) const {
+  if (record_path.rfind("records/", 0) != 0 || !fs::exists(fs::path(dir_) / record_path))
+    throw UsageError(dir_ + ": no release record '" + record_path + "' (give a path like records/<...>.json; "
+                     "release-gate history lists them)");
+  return read_record(dir_, record_path);
+}
+
+std::string ReleaseRegistry::write_monitoring(const MonitoringRecord& record) const {
+  return commit_named(dir_, "monitoring", record.release.release.manifest_sha256, record.to_json());
+}
+
+std::string ReleaseRegistry::write_rollback(const RollbackRecord& rollback) const {
+  return commit_named(dir_, "rollbacks", rollback.to.manifest_sha256, rollback.to_json());
+}
+
+void ReleaseRegistry::roll_back(const std::string& rollback_path, const RollbackRecord& rollback) const {
+  if (!fs::exists(fs::path(dir_) / rollback_path))
+    throw IoError(dir_ + "/" + rollback_path + ": a rollback needs its committed record");
+  if (!fs::exists(fs::path(dir_) / rollback.to.record))
+    throw IoError(dir_ + "/" + rollback.to.record + ": the rollback target's record does not exist");
+  const LastKnownGood pointer{rollback.to.record, rollback.to.checkpoint, rollback.to.manifest_sha256, now_rfc3339(),
+                              rollback_path};
+  write_json_file((fs::path(dir_) / kPointer).string(), pointer.to_json());
+}
+
+std::vector<MonitoringRecord> ReleaseRegistry::monitoring() const {
+  return read_all<MonitoringRecord>(dir_, "monitoring", "the monitoring record");
+}
+
+std::vector<RollbackRecord> ReleaseRegistry::rollbacks() const {
+  return read_all<RollbackRecord>(dir_, "rollbacks", "the rollback record");
+}
+
+std::vector<ReviewSignOff> ReleaseRegistry::reviews() const {
+  return read_all<ReviewSignOff>(dir_, "reviews", "the review sign-off");
+}
+
+bool ReleaseRegistry::signed_off(const std::string& record_path) const {
+  const auto all = reviews();
+  return std::any_of(all.begin(), all.end(), [&](const ReviewSignOff& r) { return r.record == record_path; });
+}
+
+std::string ReleaseRegistry::sign_off(const ReviewSignOff& review) const {
+  const std::string& path = review.record;
+  ReviewNeed need;
+  if (path.rfind("rollbacks/", 0) == 0 && fs::exists(fs::path(dir_) / path)) {
+    need = RollbackRecord::from_json(read_file(fs::path(dir_) / path, "the rollback record")).review;
+  } else {
+    const ReleaseRecord r = record(path);  // names the path when it is neither
+    need = r.review;
+  }
+  if (!need.required)
+    throw UsageError(dir_ + "/" + path + ": this decision needs no review (the policy asked for none)");
+  for (const auto& r : reviews())
+    if (r.record == path)
+      throw UsageError(dir_ + "/" + path + ": already signed off by " + r.by + " at " + r.signed_off + " (" +
+                       r.record_path + ")");
+  if (review.by.empty()) throw UsageError("--by: name the person who reviewed it");
+  const std::string digest = to_hex(sha256(path.data(), path.size()));
+  return commit_named(dir_, "reviews", digest, review.to_json());
 }
 
 }  // namespace shardtrain

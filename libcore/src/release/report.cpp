@@ -130,6 +130,9 @@ std::string decision_text(const ReleaseRecord& r) {
     t << "  costs: none (no cost table in the run folder; scripts/slurm/pipeline.sh's costs stage writes RUN/costs.json)\n";
   t << "  in service: " << r.in_service.name << (r.in_service.checkpoint ? " (" + *r.in_service.checkpoint + ")" : std::string())
     << "\n";
+  if (r.review.required)
+    t << "  review: a person signs this promotion off (" << r.review.minutes << " minutes, the policy's review), "
+      << (r.review.pending ? "pending" : "done") << "\n";
   if (!r.record_path.empty()) t << "  record: " << r.record_path << "\n";
   return t.str();
 }

@@ -12,6 +12,8 @@
 #include "shardtrain/release/report.hpp"
 #include "shardtrain/scaling/report.hpp"
 #include "shardtrain/release/decision.hpp"
+#include "shardtrain/release/monitor.hpp"
+#include "shardtrain/base/time.hpp"
 
 namespace shardtrain::release_gate {
 namespace {
@@ -145,16 +147,31 @@ Subcommand add_decide_command(CLI::App& parent) {
 }
 
 Subcommand add_history_command(CLI::App& parent) {
-  auto registry = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
+  struct Args {
+    std::string registry, at;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
   Subcommand c;
-  c.app = parent.add_subcommand("history", "List the registry's release records, baselines and last-known-good.");
-  c.app->add_option("--registry", *registry, "Release registry folder")->required();
-  c.app->add_flag("--json", *json, "Print the records as a JSON array");
-  c.run = [registry, json] {
-    const ReleaseRegistry r(*registry, true);
+  c.app = parent.add_subcommand("history", "List the registry's release records, rollbacks, baselines and last-known-good; "
+                                           "with --at T, what was in service at T and why.");
+  c.app->add_option("--registry", a->registry, "Release registry folder")->required();
+  c.app->add_option("--at", a->at, "RFC 3339: name the release in service at that time and the record that put it there");
+  c.app->add_flag("--json", a->json, "Print the records as a JSON array (with --at: the one event, or null)");
+  c.run = [a] {
+    const ReleaseRegistry r(a->registry, true);
     const auto records = r.history();
-    if (*json) {
+    const auto rollbacks = r.rollbacks();
+    if (!a->at.empty()) {
+      const auto event = in_service_at(service_timeline(records, rollbacks), rfc3339_micros(a->at, "--at"));
+      if (a->json) std::cout << (event ? event->to_json() : nlohmann::json(nullptr)).dump(2) << std::endl;
+      else if (!event) std::cout << "in service at " << a->at << ": nothing (no release had been promoted by then)\n";
+      else
+        std::cout << "in service at " << a->at << ": " << event->record << " (checkpoint " << event->checkpoint
+                  << ") since " << event->effective << "\n  why: " << event->why << "\n";
+      return 0;
+    }
+    if (a->json) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& rec : records) list.push_back(rec.to_json());
       std::cout << list.dump(2) << std::endl;
@@ -168,6 +185,9 @@ Subcommand add_history_command(CLI::App& parent) {
                   rec.reasons.empty() ? "" : rec.reasons[0].substr(0, 100).c_str(),
                   lkg && lkg->record_path == rec.record_path ? "  <- last-known-good" : "");
     }
+    for (const auto& b : rollbacks)
+      std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", b.rolled_back.c_str(), "rollback", b.record_path.c_str(), "-",
+                  "-", (b.from.record + " -> " + b.to.record + (b.reasons.empty() ? "" : ": " + b.reasons[0])).substr(0, 160).c_str());
     std::string names;
     for (const auto& n : r.baseline_names()) names += (names.empty() ? "" : ", ") + n;
     std::printf("baselines: %s\nlast-known-good: %s\n", names.empty() ? "none" : names.c_str(),
@@ -177,19 +197,95 @@ Subcommand add_history_command(CLI::App& parent) {
   return c;
 }
 
+Subcommand add_monitor_command(CLI::App& parent) {
+  struct Args {
+    MonitorOptions options;
+    int max_samples = -1;
+    std::string json;
+  };
+  auto a = std::make_shared<Args>();
+  Subcommand c;
+  c.app = parent.add_subcommand("monitor", "Score the release in service on the documents matured since its release, "
+                                           "beside its release-time estimates; roll it back when the policy says so. "
+                                           "Exit 0 keep, 1 rolled back (or must go), 2 cannot score.");
+  MonitorOptions& o = a->options;
+  c.app->add_option("--registry", o.registry, "Release registry folder")->required();
+  c.app->add_option("--policy", o.policy_path, "Release policy JSON with \"rollback\" rules (scripts/release-policy.json)")
+      ->required();
+  c.app->add_option("--data", o.data_path, "The new snapshot (a data-prep dataset)")->required();
+  c.app->add_option("--since", o.since, "RFC 3339: score the documents that happened after it (default: the release's "
+                                        "hold-out cutoff; a cycle gives the previous snapshot's time)");
+  c.app->add_option("--data-prep", o.data_prep_summary, "The new snapshot's data-prep summary (rejected records)");
+  c.app->add_option("--run-dir", o.run_dir, "Recorded with the monitoring record (the cycle's folder)");
+  c.app->add_option("--rollback-to", o.rollback_to, "A promoted release record (records/<...>.json) to put back "
+                                                    "instead of the previous known-good");
+  c.app->add_option("--max-samples", a->max_samples, "Matured sequences scored (default: the release's hold-out's)");
+  add_eval_options(c.app, o.eval);
+  c.app->add_option("--json", a->json, "Also write the monitoring record to FILE ('-': standard output)");
+  c.run = [a] {
+    if (a->max_samples >= 0) a->options.max_samples = a->max_samples;
+    const MonitorResult result = monitor_release(a->options);
+    std::cout << monitoring_text(result) << std::flush;
+    print_json(a->json, result.record.to_json());
+    return result.record.verdict == kVerdictKeep ? 0 : 1;
+  };
+  return c;
+}
+
+Subcommand add_review_command(CLI::App& parent) {
+  struct Args {
+    std::string registry;
+    ReviewSignOff review;
+  };
+  auto a = std::make_shared<Args>();
+  Subcommand c;
+  c.app = parent.add_subcommand("review", "Sign off a decision that needed a person (a promotion's or a rollback's record "
+                                          "whose review is required): it is then no longer pending.");
+  c.app->add_option("RECORD", a->review.record, "records/<...>.json or rollbacks/<...>.json, relative to the registry")
+      ->required();
+  c.app->add_option("--registry", a->registry, "Release registry folder")->required();
+  c.app->add_option("--by", a->review.by, "Who reviewed it")->required();
+  c.app->add_option("--note", a->review.note, "What they said");
+  c.run = [a] {
+    const ReleaseRegistry r(a->registry, true);
+    a->review.signed_off = now_rfc3339();
+    const std::string path = r.sign_off(a->review);
+    std::cout << "release-gate review: " << a->review.record << " signed off by " << a->review.by << " (" << path << ")"
+              << std::endl;
+    return 0;
+  };
+  return c;
+}
+
 Subcommand add_costs_command(CLI::App& parent) {
-  auto run = std::make_shared<std::string>();
+  struct Args {
+    std::vector<std::string> runs;
+    std::string registry, total;
+  };
+  auto a = std::make_shared<Args>();
   Subcommand c;
   c.app = parent.add_subcommand("costs", "Measure a pipeline run's cost table: RUN_DIR/costs.json (bytes stored, "
                                          "preprocessing, compute and queue wait per stage from Slurm or the local "
-                                         "stage records), printed as a table.");
-  c.app->add_option("RUN_DIR", *run, "A pipeline run folder (run/<name>)")->required();
-  c.run = [run] {
+                                         "stage records, human review with --registry), printed as a table; with "
+                                         "several runs, each one's and, with --total, the pattern's.");
+  c.app->add_option("RUN_DIR", a->runs, "Pipeline run folders (run/<name>, or the cycles' cycle-<k>)")->required();
+  c.app->add_option("--registry", a->registry, "Release registry: count the human review of the runs' decisions");
+  c.app->add_option("--total", a->total, "Write the whole pattern's table (the runs added up) to FILE");
+  c.run = [a] {
     CostOptions options;
     if (const char* job = std::getenv("SLURM_JOB_ID")) options.own_job_id = job;  // this job still runs
-    const nlohmann::json costs = measure_costs(*run, options);
-    write_json_file(*run + "/costs.json", costs);
-    std::cout << costs_text(costs);
+    options.registry = a->registry;
+    std::vector<nlohmann::json> tables;
+    for (const auto& run : a->runs) {
+      tables.push_back(measure_costs(run, options));
+      write_json_file(run + "/costs.json", tables.back());
+      std::cout << costs_text(tables.back());
+    }
+    if (!a->total.empty()) {
+      const nlohmann::json total = total_costs(tables);
+      write_json_file(a->total, total);
+      std::cout << costs_text(total);
+    }
     return 0;
   };
   return c;

@@ -44,6 +44,24 @@ std::vector<double> numbers(const JsonFile& f, const std::string& pointer);
 std::vector<std::uint64_t> counts(const JsonFile& f, const std::string& pointer);
 // The field must be an object.
 void require_object(const JsonFile& f, const std::string& pointer);
+// The object at `pointer` must have "format": `format`; else "... is not \"FORMAT\": not a WHAT".
+void require_format(const JsonFile& f, const std::string& pointer, const std::string& format, const std::string& what);
+
+// An array of objects, each read by T::from_json(f, pointer + "/" + index).
+template <typename T>
+std::vector<T> objects(const JsonFile& f, const std::string& pointer) {
+  std::vector<T> out;
+  for (std::size_t i = 0, n = array_size(f, pointer); i < n; ++i) out.push_back(T::from_json(f, field(pointer, std::to_string(i))));
+  return out;
+}
+
+// Writing: each value's to_json() in a JSON array.
+template <typename T>
+nlohmann::json array_of(const std::vector<T>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : values) out.push_back(v.to_json());
+  return out;
+}
 
 // Writing: an optional value as itself, or JSON null when there is none.
 template <typename T>

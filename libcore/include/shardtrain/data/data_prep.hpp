@@ -65,6 +65,9 @@ struct DataPrepOptions {
   std::optional<std::string> tokenizer;   // absent: "bytes"
   std::optional<int64_t> separator;       // absent: 0 (bytes)
   std::optional<std::string> skip_bad;    // rejects file; absent: the first bad line is an error
+  // A snapshot as of this time (RFC 3339): a valid document whose available_time is later has not
+  // arrived yet; it is left out (not a reject) and counted as not_yet_available. Absent: everything.
+  std::optional<std::string> available_by;
   double progress_interval_s = 2.0;       // <= 0: no progress lines
 };
 
@@ -88,6 +91,8 @@ struct DataPrepResult {
   std::uint64_t rejects = 0;                   // input lines skipped (--skip-bad)
   std::optional<std::string> rejects_file;     // where they were written (--skip-bad FILE)
   std::map<std::string, std::uint64_t> rejects_by_class;
+  std::optional<std::string> available_by;     // the snapshot's time (--available-by); none: everything
+  std::uint64_t not_yet_available = 0;         // valid documents left out for arriving after it
   struct Source {
     std::string path, sha256;                  // sha256: of the file's bytes, hex
     std::uint64_t bytes = 0;
@@ -101,8 +106,9 @@ struct DataPrepResult {
   bool operator==(const DataPrepResult&) const = default;
   // {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
   //  "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",
-  //  "rejects": {"count", "file", "by_class": {...}}, "sources": [{"path","sha256","bytes"}],
-  //  "input_bytes", "seconds", "mb_per_s", "code_version"}
+  //  "rejects": {"count", "file", "by_class": {...}}, "available_by", "not_yet_available",
+  //  "sources": [{"path","sha256","bytes"}], "input_bytes", "seconds", "mb_per_s", "code_version"}
+  //  ("available_by" and "not_yet_available" are absent in summaries before snapshots: null and 0)
   nlohmann::json to_json() const;
   // Throws UsageError naming the file and the field (JsonFile's rule).
   static DataPrepResult from_json(const JsonFile& file);

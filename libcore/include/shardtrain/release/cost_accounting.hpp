@@ -16,6 +16,7 @@
 //                    their own wait, from the requeue), 0 when not queued; of it, the wait for
 //                    resources = start - eligible (after its dependencies were met).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,11 +50,29 @@ std::optional<SlurmJobRun> parse_scontrol_job(const std::string& text);
 
 struct CostOptions {
   std::string own_job_id;  // this job (still running): left out of the table
+  // A release registry: the table then counts the human review of the run's decisions (its
+  // promotions, by the checkpoint folder under RUN_DIR, and the rollbacks whose run_dir is RUN_DIR;
+  // each with the minutes its record says the policy asks for; pending until a sign-off in the
+  // registry's reviews/ names it). "": no "review" (null).
+  std::string registry;
 };
+
+// The "review" part of a table: decisions needing a person, their minutes, those still pending.
+struct ReviewCosts {
+  std::uint64_t decisions = 0, pending = 0;
+  double minutes = 0;
+  nlohmann::json to_json() const;  // {"decisions", "minutes", "pending"}
+};
+// The review of the decisions in `registry` that belong to `run_dir` (above).
+ReviewCosts review_costs(const std::string& registry, const std::string& run_dir);
 
 // Measures RUN_DIR (above) and returns the costs.json document (format "shardtrain-costs",
 // version 1). UsageError when RUN_DIR is not a folder.
 nlohmann::json measure_costs(const std::string& run_dir, const CostOptions& options = {});
+// The table of a whole pattern (continual cycles): the runs' tables summed (bytes, preprocessing,
+// compute, queue wait, review), their stages listed as "<run folder name>/<stage>"; "run" lists
+// the runs. UsageError when `tables` is empty.
+nlohmann::json total_costs(const std::vector<nlohmann::json>& tables);
 // The table printed after writing: bytes, preprocessing, one row per stage, totals.
 std::string costs_text(const nlohmann::json& costs);
 

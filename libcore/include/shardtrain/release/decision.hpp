@@ -37,7 +37,10 @@ struct Decision {
   bool promote = false;
 };
 // Throws UsageError/IoError for unusable input (exit 2/3): an unreadable policy, an unknown
-// baseline, no last-known-good yet, a checkpoint that does not validate, hold-outs that differ.
+// baseline, no last-known-good yet, a checkpoint that does not validate, a named baseline scored on
+// another hold-out. Last-known-good scored on another hold-out (an older snapshot) is scored again on
+// the candidate's. After a rollback that still stands (release/monitor.hpp standing_rollback), the
+// candidate must also pass rolled_back_slice:<key> for each slice that rolled a release back.
 // Missing or failing evidence is a reject naming the item, not an error. A cost table that is present
 // but not one (release/costs.hpp) is unusable input; an absent one is "costs": null in the record.
 // The utility (release/utility.hpp) is weighed against the fallback: last-known-good when there is

@@ -25,6 +25,7 @@
 //   regret               the probability of regret (the candidate worse than the fallback) is not
 //                        below utility.regret_bound.
 #pragma once
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,20 +47,61 @@ struct RubricItem {
   bool operator==(const RubricItem&) const = default;
 };
 
+// When a release in service must go (release/monitor.hpp applies them to the matured data): the
+// policy file's optional "rollback" object. A monitor refuses a policy without one (it cannot say
+// when to roll back, so it will not pretend to keep watch).
+//   matured_loss            the matured loss's lower bound > the release-time upper bound +
+//                           max_matured_loss_excess (nats): worse beyond both intervals.
+//   slice_regression:<key>  the same for one slice (owner or version) present at both times, with
+//                           max_slice_regression (nats).
+//   drift                   the Jensen-Shannon divergence (bits, in [0, 1]) of the matured data's
+//                           token distribution from the training selection's > max_drift_jsd.
+struct RollbackRules {
+  double max_matured_loss_excess = 0, max_slice_regression = 0.05, max_drift_jsd = 0.1;
+  bool operator==(const RollbackRules&) const = default;
+  nlohmann::json to_json() const;  // {"max_matured_loss_excess", "max_slice_regression", "max_drift_jsd"}
+  static RollbackRules from_json(const JsonFile& file, const std::string& at);
+};
+
+// Which decisions need a person, and the minutes each takes (the policy file's optional "review";
+// absent: none does). A promotion or a rollback whose minutes are > 0 needs a review; the records
+// say so, and it is pending until `release-gate review` signs it off (registry.hpp sign_off; the
+// cost table adds the minutes and counts what is pending).
+struct ReviewRules {
+  double promote_minutes = 0, rollback_minutes = 0;
+  bool operator==(const ReviewRules&) const = default;
+  nlohmann::json to_json() const;  // {"promote_minutes", "rollback_minutes"}
+  static ReviewRules from_json(const JsonFile& file, const std::string& at);
+};
+
+// A decision's review as its record keeps it: {"required", "minutes", "pending"}.
+struct ReviewNeed {
+  bool required = false;
+  double minutes = 0;
+  bool pending = false;  // as of the decision: = required (a later sign-off is in the registry's reviews/)
+  bool operator==(const ReviewNeed&) const = default;
+  nlohmann::json to_json() const;
+  static ReviewNeed from_json(const JsonFile& file, const std::string& at);
+  static ReviewNeed of(double minutes) { return {minutes > 0, minutes, minutes > 0}; }
+};
+
 struct ReleasePolicy {
   std::string path, version, sha256;
   double max_loss_rise = 0, max_slice_regression = 0, max_ece = 0, max_latency_ratio = 0;
   double min_score = 0.8;
   std::vector<RubricItem> rubric;
   UtilityModel utility;
+  std::optional<RollbackRules> rollback;  // absent: a monitor refuses the policy
+  ReviewRules review;
   bool operator==(const ReleasePolicy&) const = default;
   // The policy as a release record keeps it (not the policy file's layout: that one is read by
   // read_release_policy): {"path", "version", "sha256", "thresholds": {"max_loss_rise",
   // "max_slice_regression", "max_ece", "max_latency_ratio"}, "rubric": {"min_score", "items":
-  // [{"name", "weight", "required"}]}, "utility"}.
+  // [{"name", "weight", "required"}]}, "utility", "rollback" (null when none), "review"}.
   nlohmann::json to_json() const;
   // The record's copy at JSON pointer `at`. "utility" may be absent (records of format_version 1,
-  // before the utility): the default model then.
+  // before the utility): the default model then; "rollback" and "review" may be absent (records
+  // before the monitor): none and no review.
   static ReleasePolicy from_json(const JsonFile& file, const std::string& at);
 };
 

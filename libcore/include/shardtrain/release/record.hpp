@@ -111,6 +111,9 @@ struct ReleaseRecord {
   InService in_service;
   bool dry_run = false;
   std::string release_gate_version, started, decided;  // decided/started: RFC 3339
+  // Whether a person must review this decision (the policy's review minutes for a promotion; a
+  // reject needs none). Absent in records before the monitor: none.
+  ReviewNeed review;
   // Where the registry keeps it ("records/<...>.json"): set once written, and by the registry's
   // readers. Not in the file itself; to_json writes it when set (decide --json, history --json).
   std::string record_path;

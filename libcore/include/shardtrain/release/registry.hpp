@@ -4,12 +4,18 @@
 //   <registry>/records/<YYYYMMDDTHHMMSS.ffffffZ>-<manifest sha256, 12>-<pid>.json   one record each
 //   <registry>/baselines/<name>.json        a named baseline: its evaluation (and model file name)
 //   <registry>/baselines/<name>.h5          the baseline's model (an n-gram's probabilities)
+//   <registry>/monitoring/<stamp>-<sha, 12>-<pid>.json   a monitoring record (monitoring_record.hpp)
+//   <registry>/rollbacks/<stamp>-<sha, 12>-<pid>.json    a rollback record (the sha: the release put back)
+//   <registry>/reviews/<stamp>-<sha, 12>-<pid>.json      a review sign-off (the sha: of the reviewed path)
 //   <registry>/last-known-good              JSON {"record": "records/<...>.json", "checkpoint",
-//                                           "manifest_sha256", "promoted"}: the release in service
+//                                           "manifest_sha256", "promoted", "rollback"}: the release
+//                                           in service ("rollback": the rollback record that put
+//                                           it back, null after a promotion)
 //
 // Every file is written with durable_file.hpp's rule (temporary + fsync + rename + folder fsync),
-// and a record is always committed before the pointer that names it, so a process killed at any
-// point leaves every record whole and the pointer naming a record that exists. Readers ignore
+// and a record is always committed before the pointer that names it (a rollback: the monitoring
+// record, then the rollback record, then the pointer), so a process killed at any point leaves
+// every record whole and the pointer naming a record that exists. Readers ignore
 // temporaries ("*.tmp"). One writer at a time (release-gate decide in a pipeline); two concurrent
 // promotions would each be whole, the later rename winning.
 #pragma once
@@ -21,6 +27,7 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/release/baseline.hpp"
+#include "shardtrain/release/monitoring_record.hpp"
 #include "shardtrain/release/record.hpp"
 
 namespace shardtrain {
@@ -30,8 +37,9 @@ struct LastKnownGood {
   std::string record;  // "records/<...>.json", relative to the registry
   std::string checkpoint, manifest_sha256;
   std::string promoted;  // RFC 3339
+  std::optional<std::string> rollback;  // "rollbacks/<...>.json" when a rollback moved it here
   bool operator==(const LastKnownGood&) const = default;
-  nlohmann::json to_json() const;  // {"record", "checkpoint", "manifest_sha256", "promoted"}
+  nlohmann::json to_json() const;  // {"record", "checkpoint", "manifest_sha256", "promoted", "rollback"}
   static LastKnownGood from_json(const JsonFile& file, const std::string& at = "");
 };
 
@@ -60,6 +68,27 @@ class ReleaseRegistry {
   void promote(const std::string& record_path, const ReleaseRecord& record) const;
   // Every record, oldest first (by file name), with record_path set.
   std::vector<ReleaseRecord> history() const;
+  // One record by its path relative to the registry; UsageError naming it when it is not there.
+  ReleaseRecord record(const std::string& record_path) const;
+
+  // Commits a monitoring record (named by the monitored release's manifest sha256); returns
+  // "monitoring/<name>.json".
+  std::string write_monitoring(const MonitoringRecord& record) const;
+  // Commits a rollback record (named by the release it puts back); returns "rollbacks/<name>.json".
+  std::string write_rollback(const RollbackRecord& rollback) const;
+  // Moves `last-known-good` to rollback.to after checking that the rollback record is committed.
+  void roll_back(const std::string& rollback_path, const RollbackRecord& rollback) const;
+  // Every monitoring / rollback record, oldest first, with record_path set.
+  std::vector<MonitoringRecord> monitoring() const;
+  std::vector<RollbackRecord> rollbacks() const;
+
+  // Signs off a decision that needed review: `review.record` must be a release record of a
+  // promotion or a rollback record whose review is required, not yet signed off; UsageError naming
+  // it otherwise. Commits reviews/<...>.json; returns its path.
+  std::string sign_off(const ReviewSignOff& review) const;
+  std::vector<ReviewSignOff> reviews() const;
+  // Whether a review of `record_path` has been signed off.
+  bool signed_off(const std::string& record_path) const;
 
  private:
   std::string dir_;

@@ -1,0 +1,422 @@
+#include "shardtrain/release/monitor.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/log.hpp"
+#include "shardtrain/base/time.hpp"
+#include "shardtrain/data/data_prep.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/data/selection.hpp"
+#include "shardtrain/release/registry.hpp"
+
+namespace shardtrain {
+namespace {
+
+constexpr const char* kSlicePrefix = "slice_regression:";
+constexpr const char* kRolledBackPrefix = "rolled_back_slice:";
+
+std::string num(double v, int precision = 4) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", precision, v);
+  return b;
+}
+
+std::string interval_text(double loss, double lower, double upper) {
+  return num(loss) + " [" + num(lower) + ", " + num(upper) + "]";
+}
+
+double entropy_bits(const std::vector<double>& p) {
+  double h = 0;
+  for (const double x : p)
+    if (x > 0) h -= x * std::log2(x);
+  return h;
+}
+
+std::vector<double> normalised(const std::vector<double>& counts, const char* which) {
+  double total = 0;
+  for (const double c : counts) {
+    if (!(c >= 0) || !std::isfinite(c))
+      throw UsageError(std::string("Jensen-Shannon divergence: a count of ") + which + " is negative or not finite");
+    total += c;
+  }
+  if (!(total > 0)) throw UsageError(std::string("Jensen-Shannon divergence: ") + which + " has no count (sums to 0)");
+  std::vector<double> p(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i) p[i] = counts[i] / total;
+  return p;
+}
+
+const SliceScore* find_slice(const HoldoutSummary& s, const std::string& key) {
+  for (const auto& slice : s.slices)
+    if (slice.key == key) return &slice;
+  return nullptr;
+}
+
+// "records/20261204T194532.123456Z-..." -> "2026-12-04T19:45:32.123456Z"
+std::string stamp_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const bool ok = name.size() >= 23 && name[8] == 'T' && name[15] == '.' && name[22] == 'Z' &&
+                  std::all_of(name.begin(), name.begin() + 8, ::isdigit) &&
+                  std::all_of(name.begin() + 9, name.begin() + 15, ::isdigit) &&
+                  std::all_of(name.begin() + 16, name.begin() + 22, ::isdigit);
+  if (!ok) throw UsageError("'" + path + "' is not a registry file name (<YYYYMMDDTHHMMSS.ffffffZ>-...)");
+  return name.substr(0, 4) + "-" + name.substr(4, 2) + "-" + name.substr(6, 2) + "T" + name.substr(9, 2) + ":" +
+         name.substr(11, 2) + ":" + name.substr(13, 2) + name.substr(15, 8);
+}
+
+}  // namespace
+
+double jensen_shannon_divergence(const std::vector<double>& p_counts, const std::vector<double>& q_counts) {
+  if (p_counts.size() != q_counts.size())
+    throw UsageError("Jensen-Shannon divergence: the distributions have " + std::to_string(p_counts.size()) + " and " +
+                     std::to_string(q_counts.size()) + " classes");
+  const std::vector<double> p = normalised(p_counts, "the first distribution"),
+                            q = normalised(q_counts, "the second distribution");
+  std::vector<double> m(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) m[i] = 0.5 * (p[i] + q[i]);
+  // Clamped: rounding can leave a value a few ulps outside [0, 1].
+  return std::clamp(entropy_bits(m) - 0.5 * (entropy_bits(p) + entropy_bits(q)), 0.0, 1.0);
+}
+
+TokenCounts selection_token_counts(const std::string& data_path, const std::string& cutoff, bool holdout) {
+  if (!std::filesystem::exists(data_path))
+    throw IoError(data_path + ": no such dataset (prepare it with data-prep, or name the right file)");
+  const auto reader = data::DatasetReader::open(data_path);
+  std::optional<std::int64_t> c;
+  if (!cutoff.empty()) c = parse_rfc3339(cutoff, "cutoff");
+  const data::Selection s = data::select_documents(reader.documents(), c, c);
+  TokenCounts out;
+  out.counts.assign(std::size_t(reader.header().vocab), 0.0);
+  for (const std::size_t index : holdout ? s.holdout : s.train) {
+    for (const std::uint32_t t : reader.read_document(index)) out.counts[t] += 1;
+    out.tokens += reader.documents()[index].length;
+    ++out.documents;
+  }
+  return out;
+}
+
+std::vector<CheckResult> rollback_checks(const RollbackRules& rules, const HoldoutSummary& release_time,
+                                         const HoldoutSummary& matured, double drift_jsd_bits) {
+  std::vector<CheckResult> checks;
+  {
+    const double limit = release_time.interval.upper + rules.max_matured_loss_excess;
+    const bool passed = !(matured.interval.lower > limit);
+    checks.push_back({"matured_loss", passed, true, matured.interval.lower, limit,
+                      passed ? ""
+                             : "the matured loss " + interval_text(matured.loss, matured.interval.lower, matured.interval.upper) +
+                                   " is worse than the release-time interval " +
+                                   interval_text(release_time.loss, release_time.interval.lower, release_time.interval.upper) +
+                                   " by more than " + num(rules.max_matured_loss_excess) + " nats beyond both"});
+  }
+  for (const auto& m : matured.slices) {
+    const SliceScore* r = find_slice(release_time, m.key);
+    if (!r) {
+      checks.push_back({kSlicePrefix + m.key, true, false, m.lower, std::monostate{},
+                        "no release-time estimate of this slice (it has matured documents only now)"});
+      continue;
+    }
+    const double limit = r->upper + rules.max_slice_regression;
+    const bool passed = !(m.lower > limit);
+    checks.push_back({kSlicePrefix + m.key, passed, true, m.lower, limit,
+                      passed ? ""
+                             : m.key + " matured at " + interval_text(m.loss, m.lower, m.upper) + " against " +
+                                   interval_text(r->loss, r->lower, r->upper) + " at release: worse by more than " +
+                                   num(rules.max_slice_regression) + " nats beyond both intervals"});
+  }
+  const bool passed = !(drift_jsd_bits > rules.max_drift_jsd);
+  checks.push_back({"drift", passed, true, drift_jsd_bits, rules.max_drift_jsd,
+                    passed ? ""
+                           : "the matured tokens diverge from the training selection's by " + num(drift_jsd_bits) +
+                                 " bits (Jensen-Shannon), above " + num(rules.max_drift_jsd)});
+  return checks;
+}
+
+bool must_roll_back(const std::vector<CheckResult>& checks) {
+  return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; });
+}
+
+std::vector<std::string> regressed_slices(const std::vector<CheckResult>& checks) {
+  std::vector<std::string> keys;
+  const std::string prefix = kSlicePrefix;
+  for (const auto& c : checks)
+    if (!c.passed && c.name.rfind(prefix, 0) == 0) keys.push_back(c.name.substr(prefix.size()));
+  return keys;
+}
+
+std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing, const HoldoutSummary& candidate,
+                                                  const HoldoutSummary& in_service_release_time,
+                                                  double max_slice_regression) {
+  std::vector<CheckResult> checks;
+  for (const auto& key : standing.slices) {
+    const SliceScore* c = find_slice(candidate, key);
+    const SliceScore* r = find_slice(in_service_release_time, key);
+    const std::string name = kRolledBackPrefix + key;
+    if (!c || !r) {
+      checks.push_back({name, true, false, std::monostate{}, std::monostate{},
+                        std::string(c ? "the release in service has no release-time estimate of " : "the hold-out has no position of ") +
+                            key + ", so the decision cannot show whether the slice recovered"});
+      continue;
+    }
+    const double limit = r->upper + max_slice_regression;
+    const bool passed = !(c->lower > limit);
+    checks.push_back({name, passed, true, c->lower, limit,
+                      passed ? ""
+                             : key + " rolled back " + standing.from.record + " (" + standing.record_path +
+                                   "); the candidate's " + key + " loss " + interval_text(c->loss, c->lower, c->upper) +
+                                   " is still above the release in service's release-time " +
+                                   interval_text(r->loss, r->lower, r->upper) + " + " + num(max_slice_regression) +
+                                   ": it cannot promote on this slice until the slice is back within it"});
+  }
+  return checks;
+}
+
+nlohmann::json ServiceEvent::to_json() const {
+  return {{"effective", effective}, {"record", record}, {"checkpoint", checkpoint}, {"cause", cause}, {"why", why}};
+}
+
+std::string registry_stamp_rfc3339(const std::string& record_path) { return stamp_of(record_path); }
+
+std::int64_t registry_stamp_seconds(const std::string& record_path) {
+  return parse_rfc3339(stamp_of(record_path), record_path);
+}
+
+std::vector<ServiceEvent> service_timeline(const std::vector<ReleaseRecord>& records,
+                                           const std::vector<RollbackRecord>& rollbacks) {
+  std::vector<ServiceEvent> events;
+  for (const auto& r : records) {
+    if (!r.promote || r.dry_run) continue;
+    std::string why = "promoted by " + r.record_path + " over " + r.baseline.name + ": hold-out loss " +
+                      interval_text(r.candidate.scores.loss, r.candidate.scores.interval.lower,
+                                    r.candidate.scores.interval.upper);
+    events.push_back({stamp_of(r.record_path), r.record_path, r.artifact.folder, r.record_path, why});
+  }
+  for (const auto& b : rollbacks) {
+    std::string why = "rolled back from " + b.from.record + " by " + b.record_path;
+    if (!b.reasons.empty()) why += ": " + b.reasons.front();
+    if (b.reasons.size() > 1) why += " (and " + std::to_string(b.reasons.size() - 1) + " more)";
+    events.push_back({stamp_of(b.record_path), b.to.record, b.to.checkpoint, b.record_path, why});
+  }
+  // The stamps are fixed-width UTC, so their text order is their time order.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const ServiceEvent& a, const ServiceEvent& b) { return a.effective < b.effective; });
+  return events;
+}
+
+std::int64_t rfc3339_micros(const std::string& text, const std::string& what) {
+  const std::int64_t seconds = parse_rfc3339(text, what);  // validates the whole text
+  std::int64_t micros = 0;
+  const auto dot = text.find('.');
+  if (dot != std::string::npos) {
+    int digits = 0;
+    for (std::size_t i = dot + 1; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+      if (digits < 6) micros = micros * 10 + (text[i] - '0'), ++digits;
+    for (; digits < 6; ++digits) micros *= 10;
+  }
+  // A time before 1970 truncates toward the earlier second: its fraction still counts upward from it.
+  return seconds * 1000000 + micros;
+}
+
+std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timeline, std::int64_t at_micros) {
+  std::optional<ServiceEvent> current;
+  for (const auto& e : timeline) {
+    if (rfc3339_micros(e.effective, "a registry time") > at_micros) break;
+    current = e;
+  }
+  return current;
+}
+
+std::optional<RollbackRecord> standing_rollback(const std::vector<ReleaseRecord>& records,
+                                                const std::vector<RollbackRecord>& rollbacks) {
+  const auto timeline = service_timeline(records, rollbacks);
+  if (timeline.empty()) return std::nullopt;
+  for (const auto& b : rollbacks)
+    if (b.record_path == timeline.back().cause) return b;
+  return std::nullopt;
+}
+
+}  // namespace shardtrain
+
+namespace shardtrain::release_gate {
+namespace fs = std::filesystem;
+namespace {
+
+// Where the pointer goes back to: --rollback-to, else the release that was in service before this
+// one. Nothing when there is none (the record then says rollback_blocked).
+std::optional<std::pair<ReleaseRecord, std::string>> rollback_target(const ReleaseRegistry& registry,
+                                                                     const ReleaseRecord& current,
+                                                                     const std::string& given) {
+  if (!given.empty()) {
+    ReleaseRecord r = registry.record(given);
+    if (!r.promote || r.dry_run)
+      throw UsageError("--rollback-to " + given + ": that release was never promoted (decision " +
+                       (r.promote ? "promote, dry run" : "reject") + "); name a release that was in service");
+    if (r.record_path == current.record_path)
+      throw UsageError("--rollback-to " + given + " is the release being rolled back");
+    return std::make_pair(r, "--rollback-to " + given);
+  }
+  if (!current.previous_last_known_good) return std::nullopt;
+  return std::make_pair(registry.record(*current.previous_last_known_good),
+                        "the previous known-good of " + current.record_path);
+}
+
+}  // namespace
+
+MonitorResult monitor_release(const MonitorOptions& o) {
+  const ReleasePolicy policy = read_release_policy(o.policy_path);
+  if (!policy.rollback)
+    throw UsageError(o.policy_path + ": the policy declares no \"rollback\" rules, so the monitor cannot say when a "
+                     "release must go; add them (docs/FORMATS.md, \"Release policy\")");
+  // Read-only: a monitor that cannot score creates nothing (its records' folders are made when written).
+  const ReleaseRegistry registry(o.registry, true);
+  const std::optional<ReleaseRecord> current = registry.last_known_good();
+  if (!current)
+    throw UsageError(o.registry + ": no release in service (no last-known-good) to monitor; promote one with "
+                     "release-gate decide first");
+  if (o.data_path.empty()) throw UsageError("--data: name the new snapshot (a data-prep dataset)");
+  const std::string since = o.since.empty() ? current->data.cutoff : o.since;
+  (void)parse_rfc3339(since, "--since");
+
+  // Input quality first: it needs no model, and a snapshot without matured documents stops here.
+  const TokenCounts matured_tokens = selection_token_counts(o.data_path, since, true);
+  if (matured_tokens.documents == 0)
+    throw UsageError(o.data_path + ": no document matured after " + since + " (every document there happened by "
+                     "then), so the release in service cannot be scored; monitor again with a newer snapshot, or "
+                     "give an earlier --since");
+  const TokenCounts training_tokens =
+      selection_token_counts(current->data.dataset, current->data.training_cutoff, false);
+  if (training_tokens.documents == 0)
+    throw UsageError(current->data.dataset + ": the release's training selection (available by " +
+                     current->data.training_cutoff + ") has no document; is this the file it was released with?");
+  const double drift = jensen_shannon_divergence(matured_tokens.counts, training_tokens.counts);
+  std::optional<data::DataPrepResult> prep;
+  if (!o.data_prep_summary.empty())
+    prep = data::DataPrepResult::from_json(JsonFile::read(o.data_prep_summary, "the data-prep summary (--data-prep)"));
+
+  ReleaseEvalOptions eval = o.eval;
+  eval.holdout.data_path = o.data_path;
+  eval.holdout.cutoff = since;
+  eval.holdout.max_samples = o.max_samples.value_or(current->candidate.holdout.max_samples);
+  if (!fs::exists(current->artifact.folder))
+    throw IoError(current->artifact.folder + ": the checkpoint of the release in service (" + current->record_path +
+                  ") is gone; restore it, or roll back by hand with --rollback-to");
+  log_line("release-gate monitor: scoring " + current->record_path + " on the documents of " + o.data_path +
+           " after " + since);
+  CheckpointEvaluation matured = evaluate_checkpoint(current->artifact.folder, eval);
+  if (matured.checkpoint.manifest_sha256 != current->artifact.manifest_sha256)
+    throw UsageError(current->artifact.folder + ": its manifest sha256 " + matured.checkpoint.manifest_sha256 +
+                     " is not the release's " + current->artifact.manifest_sha256 +
+                     " (the folder was rewritten): the release in service cannot be scored by exact version");
+  matured.scores.per_sequence.reset();
+
+  MonitorResult result;
+  MonitoringRecord& m = result.record;
+  m.release = {{current->record_path, current->artifact.folder, current->artifact.manifest_sha256},
+               current->artifact.step,
+               current->candidate.checkpoint.data_snapshot_id,
+               current->data.training_cutoff,
+               current->data.cutoff,
+               current->policy.version,
+               current->policy.sha256};
+  m.since = since;
+  m.matured = matured;
+  m.release_time = current->candidate.scores;
+  m.release_time.per_sequence.reset();
+  m.input_quality.drift_jsd_bits = drift;
+  m.input_quality.training_data = current->data.dataset;
+  m.input_quality.training_cutoff = current->data.training_cutoff;
+  m.input_quality.training_documents = training_tokens.documents;
+  m.input_quality.training_tokens = training_tokens.tokens;
+  m.input_quality.matured_documents = matured_tokens.documents;
+  m.input_quality.matured_tokens = matured_tokens.tokens;
+  if (prep) {
+    m.input_quality.rejected_records = prep->rejects;
+    m.input_quality.not_yet_available = prep->not_yet_available;
+  }
+  m.checks = rollback_checks(*policy.rollback, m.release_time, matured.scores, drift);
+  m.policy_path = policy.path;
+  m.policy_version = policy.version;
+  m.policy_sha256 = policy.sha256;
+  m.run_dir = o.run_dir;
+  m.release_gate_version = code_version();
+
+  const bool go = must_roll_back(m.checks);
+  // The target is resolved before anything is written: a bad --rollback-to leaves the registry as it was.
+  const auto target = go ? rollback_target(registry, *current, o.rollback_to) : std::nullopt;
+  m.verdict = !go ? kVerdictKeep : target ? kVerdictRolledBack : kVerdictRollbackBlocked;
+  m.monitored = now_rfc3339();
+  m.record_path = registry.write_monitoring(m);
+  if (!target) return result;
+
+  RollbackRecord b;
+  b.from = m.release.release;
+  const ReleaseRecord& to = target->first;
+  b.to = {to.record_path, to.artifact.folder, to.artifact.manifest_sha256};
+  b.to_reason = target->second;
+  b.monitoring_record = m.record_path;
+  for (const auto& c : m.checks)
+    if (!c.passed) {
+      b.reasons.push_back(c.name + ": " + c.reason);
+      b.evidence.push_back(c);
+    }
+  b.slices = regressed_slices(m.checks);
+  b.policy_version = policy.version;
+  b.policy_sha256 = policy.sha256;
+  b.review = ReviewNeed::of(policy.review.rollback_minutes);
+  b.run_dir = o.run_dir;
+  b.release_gate_version = code_version();
+  b.rolled_back = now_rfc3339();
+  b.record_path = registry.write_rollback(b);  // durable before the pointer moves
+  registry.roll_back(b.record_path, b);
+  result.rollback = b;
+  return result;
+}
+
+std::string monitoring_text(const MonitorResult& result) {
+  const MonitoringRecord& m = result.record;
+  const HoldoutSummary& now = m.matured.scores;
+  const HoldoutSummary& then = m.release_time;
+  std::ostringstream s;
+  s << "monitor: " << m.release.release.record << " (step " << m.release.step << ", manifest "
+    << m.release.release.manifest_sha256.substr(0, 12) << ", cutoff "
+    << (m.release.training_cutoff.empty() ? "none" : m.release.training_cutoff) << ", policy "
+    << m.release.policy_version << ")\n";
+  s << "  matured: " << m.input_quality.matured_documents << " documents after " << m.since << " in "
+    << m.matured.holdout.data << " (" << now.tokens << " positions scored)\n";
+  s << "  loss: matured " << interval_text(now.loss, now.interval.lower, now.interval.upper) << ", at release "
+    << interval_text(then.loss, then.interval.lower, then.interval.upper) << "\n";
+  for (const auto& slice : now.slices) {
+    const SliceScore* r = find_slice(then, slice.key);
+    s << "  slice " << slice.key << ": matured " << interval_text(slice.loss, slice.lower, slice.upper)
+      << ", at release " << (r ? interval_text(r->loss, r->lower, r->upper) : std::string("none")) << "\n";
+  }
+  s << "  input: drift " << num(m.input_quality.drift_jsd_bits, 5) << " bits (Jensen-Shannon, "
+    << m.input_quality.matured_tokens << " matured tokens against " << m.input_quality.training_tokens
+    << " trained on); rejected records "
+    << (m.input_quality.rejected_records ? std::to_string(*m.input_quality.rejected_records) : std::string("unknown"))
+    << "\n";
+  s << "  predictions: ECE " << num(now.calibration.ece) << " (at release " << num(then.calibration.ece) << "), top-1 "
+    << num(now.calibration.top1_accuracy) << "\n";
+  s << "  service: latency p50 " << num(m.matured.latency.ms_per_sequence_p50, 3) << " ms, p99 "
+    << num(m.matured.latency.ms_per_sequence_p99, 3) << " ms per sequence (measured here)\n";
+  for (const auto& c : m.checks)
+    if (!c.passed) s << "  reason: " << c.name << ": " << c.reason << "\n";
+  s << "verdict: " << m.verdict << "\n";
+  if (result.rollback)
+    s << "  rolled back: " << result.rollback->from.record << " -> " << result.rollback->to.record << " ("
+      << result.rollback->to_reason << "); " << result.rollback->record_path << "\n";
+  else if (m.verdict == kVerdictRollbackBlocked)
+    s << "  the release must go, but there is no previous known-good to put back: name one with --rollback-to "
+         "records/<...>.json (release-gate history lists them)\n";
+  s << "  record: " << m.record_path << "\n";
+  return s.str();
+}
+
+}  // namespace shardtrain::release_gate

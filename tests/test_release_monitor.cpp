@@ -1,0 +1,256 @@
+// The monitor's pure parts (release/monitor.hpp, issue 36): the Jensen-Shannon divergence, the
+// rollback rules, the rolled-back-slice check of a later decision, the in-service timeline and
+// "what was in service at T", and the fail-closed refusals of monitor_release before it scores.
+// Reference values are computed independently: the divergences with Python's math.log2 (the
+// one-liner is in each case), the rule outcomes by hand from the intervals written here.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/time.hpp"
+#include "shardtrain/data/dataset.hpp"
+#include "shardtrain/release/monitor.hpp"
+#include "shardtrain/release/registry.hpp"
+#include "test_support.hpp"
+
+using namespace shardtrain;
+
+namespace {
+
+SliceScore slice(const std::string& key, double loss, double lower, double upper) {
+  SliceScore s;
+  s.key = key;
+  s.kind = key.substr(0, key.find('='));
+  s.name = key.substr(key.find('=') + 1);
+  s.loss = loss, s.lower = lower, s.upper = upper;
+  s.tokens = 100;
+  s.units = 4;
+  return s;
+}
+
+HoldoutSummary summary(double loss, double lower, double upper, std::vector<SliceScore> slices) {
+  HoldoutSummary h;
+  h.loss = loss;
+  h.interval.lower = lower;
+  h.interval.upper = upper;
+  h.slices = std::move(slices);
+  return h;
+}
+
+const CheckResult& named(const std::vector<CheckResult>& checks, const std::string& name) {
+  for (const auto& c : checks)
+    if (c.name == name) return c;
+  FAIL("no check " << name);
+  return checks.front();
+}
+
+ReleaseRecord promoted(const std::string& path, const std::string& checkpoint, bool promote = true) {
+  ReleaseRecord r;
+  r.promote = promote;
+  r.record_path = path;
+  r.artifact.folder = checkpoint;
+  r.baseline.name = "last-known-good";
+  r.candidate.scores = summary(1.0, 0.9, 1.1, {});
+  return r;
+}
+
+RollbackRecord rollback(const std::string& path, const std::string& from, const std::string& to) {
+  RollbackRecord b;
+  b.record_path = path;
+  b.from.record = from;
+  b.to.record = to;
+  b.to.checkpoint = "/ck/" + to;
+  b.reasons = {"slice_regression:owner=bob: worse"};
+  b.slices = {"owner=bob"};
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("monitor: Jensen-Shannon divergence in bits", "[release][monitor]") {
+  // Python: H = lambda p: -sum(x*math.log2(x) for x in p if x > 0); JSD = H(m) - (H(p) + H(q)) / 2
+  CHECK(jensen_shannon_divergence({1, 1}, {1, 0}) == Approx(0.31127812445913283).epsilon(1e-12));
+  CHECK(jensen_shannon_divergence({3, 1, 0, 4}, {1, 2, 5, 0}) == Approx(0.625).epsilon(1e-12));
+  CHECK(jensen_shannon_divergence({10, 20, 30}, {1, 2, 3}) == Approx(0.0).margin(1e-15));  // counts are normalised
+  CHECK(jensen_shannon_divergence({1, 0}, {0, 1}) == Approx(1.0).epsilon(1e-12));         // disjoint: the maximum
+  CHECK(jensen_shannon_divergence({1, 0}, {0, 1}) <= 1.0);
+  CHECK(jensen_shannon_divergence({2, 7, 1}, {5, 1, 4}) == Approx(jensen_shannon_divergence({5, 1, 4}, {2, 7, 1})));
+  CHECK_THROWS_AS(jensen_shannon_divergence({1, 2}, {1, 2, 3}), UsageError);
+  CHECK_THROWS_WITH(jensen_shannon_divergence({0, 0}, {1, 2}), Catch::Contains("sums to 0"));
+  CHECK_THROWS_WITH(jensen_shannon_divergence({1, -1}, {1, 2}), Catch::Contains("negative"));
+}
+
+TEST_CASE("monitor: the rollback rules keep a release whose matured figures stay within its intervals", "[release][monitor]") {
+  const RollbackRules rules{0.0, 0.05, 0.1};
+  const HoldoutSummary then = summary(1.0, 0.9, 1.1, {slice("owner=alice", 1.0, 0.9, 1.1), slice("owner=bob", 1.2, 1.1, 1.3)});
+  // Matured: overall lower 1.05 <= 1.1 + 0; alice lower 1.15 <= 1.1 + 0.05 (the boundary itself passes);
+  // carol only matured now (not applicable); drift 0.1 <= 0.1.
+  const HoldoutSummary now = summary(1.12, 1.05, 1.2, {slice("owner=alice", 1.2, 1.15, 1.25), slice("owner=bob", 1.2, 1.1, 1.3),
+                                                       slice("owner=carol", 3.0, 2.9, 3.1)});
+  const auto checks = rollback_checks(rules, then, now, 0.1);
+  REQUIRE(checks.size() == 5);  // matured_loss, three slices, drift
+  CHECK_FALSE(must_roll_back(checks));
+  CHECK(named(checks, "slice_regression:owner=alice").passed);
+  CHECK(std::get<double>(named(checks, "slice_regression:owner=alice").limit) == Approx(1.15));
+  CHECK_FALSE(named(checks, "slice_regression:owner=carol").applicable);
+  CHECK(named(checks, "slice_regression:owner=carol").passed);
+  CHECK(regressed_slices(checks).empty());
+}
+
+TEST_CASE("monitor: each rollback rule alone sends a release back", "[release][monitor]") {
+  const RollbackRules rules{0.0, 0.05, 0.1};
+  const HoldoutSummary then = summary(1.0, 0.9, 1.1, {slice("owner=alice", 1.0, 0.9, 1.1), slice("owner=bob", 1.0, 0.9, 1.1)});
+  SECTION("matured loss beyond the release-time interval") {
+    const auto checks = rollback_checks(rules, then, summary(1.3, 1.11, 1.5, then.slices), 0.0);
+    CHECK(must_roll_back(checks));
+    CHECK_FALSE(named(checks, "matured_loss").passed);
+    CHECK(named(checks, "matured_loss").reason.find("1.1100") != std::string::npos);
+    CHECK(regressed_slices(checks).empty());
+  }
+  SECTION("one slice regressed beyond both intervals by more than the bound") {
+    const auto checks = rollback_checks(
+        rules, then, summary(1.0, 0.9, 1.1, {slice("owner=alice", 1.0, 0.9, 1.1), slice("owner=bob", 1.5, 1.16, 1.8)}), 0.0);
+    CHECK(must_roll_back(checks));
+    CHECK(named(checks, "matured_loss").passed);
+    CHECK_FALSE(named(checks, "slice_regression:owner=bob").passed);
+    CHECK(regressed_slices(checks) == std::vector<std::string>{"owner=bob"});
+  }
+  SECTION("drift above its bound") {
+    const auto checks = rollback_checks(rules, then, then, 0.1000001);
+    CHECK(must_roll_back(checks));
+    CHECK_FALSE(named(checks, "drift").passed);
+  }
+  SECTION("a looser policy keeps the same figures: the rules, not the data, decide") {
+    const auto checks = rollback_checks({1.0, 1.0, 1.0}, then,
+                                        summary(1.3, 1.11, 1.5, {slice("owner=bob", 1.5, 1.16, 1.8)}), 0.5);
+    CHECK_FALSE(must_roll_back(checks));
+  }
+}
+
+TEST_CASE("monitor: after a rollback on a slice, a decision must show the slice back within the rule", "[release][monitor]") {
+  const RollbackRecord standing = rollback("rollbacks/20240103T000000.000000Z-b-1.json", "records/r2.json", "records/r1.json");
+  const HoldoutSummary release_time = summary(1.0, 0.9, 1.1, {slice("owner=bob", 1.0, 0.9, 1.1)});
+  // Still off: lower 1.2 > 1.1 + 0.05.
+  auto checks = rolled_back_slice_checks(standing, summary(2, 1.9, 2.1, {slice("owner=bob", 1.3, 1.2, 1.4)}), release_time, 0.05);
+  REQUIRE(checks.size() == 1);
+  CHECK(checks[0].name == "rolled_back_slice:owner=bob");
+  CHECK_FALSE(checks[0].passed);
+  CHECK(checks[0].reason.find("cannot promote on this slice") != std::string::npos);
+  CHECK(checks[0].reason.find("records/r2.json") != std::string::npos);
+  // Recovered: lower 1.15 is the limit itself.
+  checks = rolled_back_slice_checks(standing, summary(1, 0.9, 1.1, {slice("owner=bob", 1.2, 1.15, 1.3)}), release_time, 0.05);
+  CHECK(checks[0].passed);
+  // No position of the slice in the hold-out: not applicable, said so.
+  checks = rolled_back_slice_checks(standing, summary(1, 0.9, 1.1, {}), release_time, 0.05);
+  CHECK(checks[0].passed);
+  CHECK_FALSE(checks[0].applicable);
+}
+
+TEST_CASE("monitor: what was in service at T, and why", "[release][monitor]") {
+  const std::vector<ReleaseRecord> records = {
+      promoted("records/20240101T000000.000000Z-aaaaaaaaaaaa-1.json", "/ck/1"),
+      promoted("records/20240102T000000.500000Z-bbbbbbbbbbbb-1.json", "/ck/2"),
+      promoted("records/20240102T120000.000000Z-cccccccccccc-1.json", "/ck/x", false),  // a reject moves nothing
+      promoted("records/20240104T000000.000000Z-dddddddddddd-1.json", "/ck/4")};
+  ReleaseRecord dry = promoted("records/20240103T120000.000000Z-eeeeeeeeeeee-1.json", "/ck/dry");
+  dry.dry_run = true;  // a dry run moves nothing either
+  std::vector<ReleaseRecord> with_dry = records;
+  with_dry.push_back(dry);
+  const std::vector<RollbackRecord> rollbacks = {rollback("rollbacks/20240103T000000.000000Z-aaaaaaaaaaaa-1.json",
+                                                          records[1].record_path, records[0].record_path)};
+  const auto timeline = service_timeline(with_dry, rollbacks);
+  REQUIRE(timeline.size() == 4);  // two promotions, the rollback, the last promotion
+  CHECK(timeline[2].cause == rollbacks[0].record_path);
+  CHECK(timeline[2].effective == "2024-01-03T00:00:00.000000Z");
+  const auto at = [&](const char* t) { return in_service_at(timeline, rfc3339_micros(t)); };
+  CHECK_FALSE(at("2023-12-31T23:59:59Z"));
+  CHECK(at("2024-01-01T00:00:00Z")->record == records[0].record_path);  // effective at its own second
+  CHECK(at("2024-01-02T00:00:00Z")->record == records[0].record_path);  // r2 takes effect at 00:00:00.5
+  CHECK(at("2024-01-02T00:00:00.499999Z")->record == records[0].record_path);
+  CHECK(at("2024-01-02T00:00:00.5Z")->record == records[1].record_path);  // its own time names it
+  CHECK(at("2024-01-02T18:00:00Z")->record == records[1].record_path);  // the reject changed nothing
+  const auto back = at("2024-01-03T12:30:00Z");                           // after the rollback, past the dry run
+  CHECK(back->record == records[0].record_path);
+  CHECK(back->checkpoint == "/ck/" + records[0].record_path);
+  CHECK(back->why.find("rolled back from " + records[1].record_path) != std::string::npos);
+  CHECK(back->why.find("slice_regression:owner=bob") != std::string::npos);
+  CHECK(at("2030-01-01T00:00:00Z")->record == records[3].record_path);
+  CHECK(at("2030-01-01T00:00:00Z")->why.find("promoted by") == 0);
+
+  // The rollback stands until the next promotion.
+  CHECK(standing_rollback({records[0], records[1]}, rollbacks)->record_path == rollbacks[0].record_path);
+  CHECK_FALSE(standing_rollback(records, rollbacks));
+  CHECK_THROWS_AS(registry_stamp_seconds("records/x.json"), UsageError);
+  CHECK(registry_stamp_rfc3339("rollbacks/20241204T194532.123456Z-ab-1.json") == "2024-12-04T19:45:32.123456Z");
+  CHECK(rfc3339_micros("1970-01-01T00:00:01.25Z") == 1250000);
+  CHECK(rfc3339_micros("1970-01-01T00:00:01.1234567Z") == 1123456);
+  CHECK(rfc3339_micros("1970-01-01T01:00:00+01:00") == 0);
+  CHECK_THROWS_AS(rfc3339_micros("yesterday"), UsageError);
+}
+
+TEST_CASE("monitor: fails closed, naming what is missing, before it writes anything", "[release][monitor]") {
+  namespace fs = std::filesystem;
+  const std::string dir = test::temp_dir("monitor_fail_closed");
+  const std::string policy = std::string(SHARDTRAIN_SOURCE_DIR) + "/scripts/release-policy.json";
+  release_gate::MonitorOptions o;
+  o.registry = dir + "/registry";
+  o.policy_path = policy;
+  o.data_path = dir + "/new.h5";
+
+  // No registry, then an empty one: no release in service; nothing is created.
+  CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains("no release registry here"));
+  CHECK_FALSE(fs::exists(o.registry));
+  fs::create_directories(o.registry);
+  CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains("no release in service"));
+  CHECK(fs::is_empty(o.registry));
+
+  // A policy without rollback rules.
+  {
+    std::ifstream in(policy);
+    nlohmann::json p = nlohmann::json::parse(in);
+    p.erase("rollback");
+    std::ofstream(dir + "/no-rollback.json") << p.dump();
+    release_gate::MonitorOptions n = o;
+    n.policy_path = dir + "/no-rollback.json";
+    CHECK_THROWS_WITH(release_gate::monitor_release(n), Catch::Contains("declares no \"rollback\" rules"));
+  }
+
+  // A release in service (a record, promoted), trained on a dataset of two documents of 2024-01-01/02.
+  {
+    data::DatasetWriter w(dir + "/old.h5", 4, "test", 3);
+    const std::vector<std::uint32_t> tokens = {0, 1, 2, 1, 0, 2};
+    w.add_document("a", 1, parse_rfc3339("2024-01-01T12:00:00Z"), parse_rfc3339("2024-01-01T13:00:00Z"), "alice", tokens);
+    w.add_document("b", 1, parse_rfc3339("2024-01-02T12:00:00Z"), parse_rfc3339("2024-01-02T13:00:00Z"), "bob", tokens);
+    w.finish();
+  }
+  const ReleaseRegistry registry(o.registry);
+  ReleaseRecord r = promoted("", dir + "/gone/checkpoints/step_00000001");
+  r.artifact.manifest_sha256 = std::string(64, 'a');
+  r.data.dataset = dir + "/old.h5";
+  r.data.cutoff = "2024-01-02T00:00:00Z";
+  r.data.training_cutoff = "2024-01-02T00:00:00Z";
+  r.policy = read_release_policy(policy);
+  const std::string path = registry.write_record(r);
+  registry.promote(path, r);
+  const auto files = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(o.registry)) n += e.is_regular_file();
+    return n;
+  };
+  const std::size_t before = files();
+
+  // The new snapshot is missing.
+  CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains(o.data_path) && Catch::Contains("no such dataset"));
+  // A snapshot without any document after --since.
+  o.data_path = dir + "/old.h5";
+  o.since = "2024-01-03T00:00:00Z";
+  CHECK_THROWS_WITH(release_gate::monitor_release(o),
+                    Catch::Contains("no document matured after 2024-01-03T00:00:00Z") && Catch::Contains("newer snapshot"));
+  // Matured documents, but the release's checkpoint is gone.
+  o.since = "2024-01-02T00:00:00Z";
+  CHECK_THROWS_WITH(release_gate::monitor_release(o), Catch::Contains("is gone"));
+  CHECK(files() == before);  // nothing written: no record says "keep" without a score
+  fs::remove_all(dir);
+}
