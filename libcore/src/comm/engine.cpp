@@ -363,7 +363,8 @@ class EngineCommunicator final : public Communicator {
       throw UsageError("--allreduce halving needs a power-of-two number of ranks in group '" + c.options.name +
                        "' (it has " + std::to_string(c.size) + "); use --allreduce auto or mpi");
     halving_all_reduce_ = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
-                          (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
+                          ((algorithm == AllReduceAlgorithm::kAuto || algorithm == AllReduceAlgorithm::kHierarchical) &&
+                           is_power_of_two(c.size) && c.size > 1);
     FlightGroup group;
     group.name = c.options.name;
     group.rank = c.rank;
@@ -524,10 +525,30 @@ class EngineCommunicator final : public Communicator {
     return core_->stop && Clock::now() - core_->stop_time > kDrain;
   }
 
+  // Polls the operation `w` must follow (Request::after) until it completed (true) or this group
+  // must give up (false). Spins briefly, then naps 5 us doubling to 50 us: a stage of a pipelined
+  // collective starts within tens of microseconds of its input being ready. A failed dependency
+  // throws its CommunicationError, which fails this operation as a transport error does.
+  bool await_dependency(CollectiveHandle after) {
+    auto nap = std::chrono::microseconds(5);
+    for (int polls = 0;; ++polls) {
+      try {
+        if (after.test()) return true;
+      } catch (const CommunicationError& e) {
+        throw CommunicationError(std::string("the operation it follows failed: ") + e.what());
+      }
+      if ((polls & 63) == 63 && should_abandon()) return false;
+      if (polls < 32) continue;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(50));
+    }
+  }
+
   // Runs one operation; false when abandoned.
   // Buffers on the wrong side of the transport run on staged copies (communicator.hpp, "Device
   // buffers"); the copies back are run_queue's, once the operation completed.
   bool execute(EngineWork& w) {
+    if (w.request().after.valid() && !await_dependency(w.request().after)) return false;
     if (agreement_check_ && core_->size > 1) {  // every rank agrees on op, dtype, count and root before any data moves
       if (!driver_.exchange_headers(header_of(w.request(), w.seq()), headers_)) return false;
       check_agreement(headers_, core_->rank, world_ranks_);
