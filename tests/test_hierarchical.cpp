@@ -62,17 +62,6 @@ TEST_CASE("hierarchical: SHARDTRAIN_NODE_OF_RANK names one label per world rank"
 
 namespace {
 
-int mpi_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int mpi_size() {
-  int w = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  return w;
-}
-
 // Rank r's input: floats of mixed sign and magnitude (so the order of additions shows in the last
 // bits), a function of (rank, index, salt).
 std::vector<float> float_input(int rank, std::size_t n, unsigned salt) {
@@ -141,7 +130,7 @@ std::string joined(const std::vector<std::string>& labels) {
 TEST_CASE("hierarchical: all-reduce, reduce-scatter and all-gather equal the serial sums on every layout",
           "[mpi][comm][hierarchical]") {
   auto world = test::test_communicator(MPI_COMM_WORLD, "flat");
-  const int W = mpi_size(), me = mpi_rank();
+  const int W = world->size(), me = world->rank();
   for (const auto& labels : layouts(W)) {
     INFO("layout " << joined(labels));
     auto h = make_hierarchical_communicator(*world, labels[std::size_t(me)]);

@@ -246,6 +246,19 @@ class HierarchicalCommunicator final : public Communicator {
 
   int rank_at(int node, int local) const { return placement_.ranks_of_node[std::size_t(node)][std::size_t(local)]; }
 
+  // The blocks of the two-level reduce-scatter and all-gather: piece l N + n of `grouped` (local
+  // rank l's piece of the node stage, node n's block in it) is rank (n, l)'s block of `ranked`.
+  // Copies ranked -> grouped when `to_grouped`, else back; `block` in bytes.
+  void shuffle(unsigned char* grouped, unsigned char* ranked, std::size_t block, bool to_grouped) const {
+    const int N = placement_.nodes();
+    for (int l = 0; l < L_; ++l)
+      for (int n = 0; n < N; ++n) {
+        unsigned char* g = grouped + std::size_t(l * N + n) * block;
+        unsigned char* k = ranked + std::size_t(rank_at(n, l)) * block;
+        std::memcpy(to_grouped ? g : k, to_grouped ? k : g, block);
+      }
+  }
+
   // Reduce-scatter inside the node, all-reduce of the shard across nodes, all-gather inside the
   // node; the tail of fewer than L elements flat.
   CollectiveHandle uniform_all_reduce(const Request& r) {
@@ -273,40 +286,42 @@ class HierarchicalCommunicator final : public Communicator {
     return chain({out}, nullptr);
   }
 
+  // Scratch of the two-level reduce-scatter and all-gather: W blocks in node-major order (the node
+  // stage's buffer) and N blocks (the cross-node stage's).
+  struct TwoLevelSpace {
+    std::shared_ptr<std::vector<unsigned char>> space;
+    unsigned char *grouped = nullptr, *per_node = nullptr;
+    std::size_t block = 0, nodes = 0;  // block in bytes
+  };
+  TwoLevelSpace two_level_space(const Request& r) {
+    TwoLevelSpace s;
+    s.nodes = std::size_t(placement_.nodes());
+    s.block = r.count * dtype_size(r.dtype);
+    s.space = scratch(s.block * (std::size_t(size()) + s.nodes));
+    s.grouped = s.space->data();
+    s.per_node = s.grouped + s.block * std::size_t(size());
+    return s;
+  }
+
   // in[W b]: local rank l's piece of the node reduce-scatter holds the blocks of ranks (n, l) for
   // n = 0..N-1, so the cross-node reduce-scatter (ordered by node) leaves block (n, l) on rank (n, l).
   CollectiveHandle reduce_scatter(const Request& r) {
-    const int N = placement_.nodes();
-    const std::size_t es = dtype_size(r.dtype), block = r.count * es;
-    auto space = scratch(block * std::size_t(size() + N));
-    unsigned char* permuted = space->data();
-    unsigned char* node_sum = permuted + block * std::size_t(size());
-    const auto* in = static_cast<const unsigned char*>(r.send);
-    for (int l = 0; l < L_; ++l)
-      for (int n = 0; n < N; ++n)
-        std::memcpy(permuted + std::size_t(l * N + n) * block, in + std::size_t(rank_at(n, l)) * block, block);
-    auto inside = node_->submit({CollectiveOp::kReduceScatter, r.dtype, permuted, node_sum, r.count * std::size_t(N), -1});
-    auto across = cross_->submit({CollectiveOp::kReduceScatter, r.dtype, node_sum, r.recv, r.count, -1, inside});
-    return chain({across}, std::move(space));
+    TwoLevelSpace s = two_level_space(r);
+    shuffle(s.grouped, const_cast<unsigned char*>(static_cast<const unsigned char*>(r.send)), s.block, true);
+    auto inside = node_->submit({CollectiveOp::kReduceScatter, r.dtype, s.grouped, s.per_node, r.count * s.nodes, -1});
+    auto across = cross_->submit({CollectiveOp::kReduceScatter, r.dtype, s.per_node, r.recv, r.count, -1, inside});
+    return chain({across}, std::move(s.space));
   }
 
   // All-gather across nodes (the blocks of ranks (n, l), n = 0..N-1), then inside the node; the
   // blocks go back to rank order when the operation completes.
   CollectiveHandle all_gather(const Request& r) {
-    const int N = placement_.nodes();
-    const std::size_t es = dtype_size(r.dtype), block = r.count * es;
-    auto space = scratch(block * std::size_t(size() + N));
-    unsigned char* gathered = space->data();
-    unsigned char* across_out = gathered + block * std::size_t(size());
-    auto across = cross_->submit({CollectiveOp::kAllGather, r.dtype, r.send, across_out, r.count, -1});
-    auto inside = gather_->submit({CollectiveOp::kAllGather, r.dtype, across_out, gathered, r.count * std::size_t(N), -1, across});
+    TwoLevelSpace s = two_level_space(r);
+    auto across = cross_->submit({CollectiveOp::kAllGather, r.dtype, r.send, s.per_node, r.count, -1});
+    auto inside = gather_->submit({CollectiveOp::kAllGather, r.dtype, s.per_node, s.grouped, r.count * s.nodes, -1, across});
     auto* out = static_cast<unsigned char*>(r.recv);
-    auto finish = [this, N, block, gathered, out] {
-      for (int l = 0; l < L_; ++l)
-        for (int n = 0; n < N; ++n)
-          std::memcpy(out + std::size_t(rank_at(n, l)) * block, gathered + std::size_t(l * N + n) * block, block);
-    };
-    return chain({inside}, std::move(space), finish);
+    auto finish = [this, block = s.block, grouped = s.grouped, out] { shuffle(grouped, out, block, false); };
+    return chain({inside}, std::move(s.space), finish);
   }
 
   Communicator& group_;
