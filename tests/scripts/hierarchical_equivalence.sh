@@ -2,8 +2,8 @@
 # Hierarchical collectives (issue 35) end to end on one machine, the nodes pretended with
 # SHARDTRAIN_NODE_OF_RANK (libcore/include/shardtrain/comm/hierarchical.hpp):
 #   * deterministic ddp-train --allreduce hierarchical on 2 nodes x 2 ranks and on 3 + 1 ranks is
-#     BITWISE equal to W = 1 (parameters and step log), and so is fsdp-train ZeRO-2 on 2 x 2 (its
-#     reduce-scatters and all-gathers go hierarchical too);
+#     BITWISE equal to W = 1 (parameters and step log), and so are fsdp-train ZeRO-2 on 2 x 2 and
+#     ZeRO-3 on interleaved 2 x 2 (their reduce-scatters and all-gathers go hierarchical too);
 #   * the run says it is hierarchical, and its summary splits the communication into the node-local
 #     and cross-node groups;
 #   * fast mode 2 x 2 hierarchical stays within atol 1e-6 + rtol 1e-4 of fast flat W = 4 (fp32 sums in
@@ -49,6 +49,13 @@ expect_verdict BITWISE "$WORK/ref/steps.rank0.jsonl" "$WORK/zero2/steps.rank0.js
 python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['communication']; assert c['levels']['dp.node']['ReduceScatter']['calls'] > 0" \
   "$WORK/zero2/summary.json" || fail "ZeRO-2 hierarchical: no node-local reduce-scatter"
 pass "deterministic fsdp-train ZeRO-2, nodes a,a,b,b, --allreduce hierarchical: bitwise equal to W=1"
+
+# ZeRO-3 (parameters gathered two levels before every forward and backward) on interleaved nodes.
+export SHARDTRAIN_NODE_OF_RANK=a,b,a,b
+run 4 "$WORK/zero3" fsdp-train --zero-stage 3 --deterministic --allreduce hierarchical
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero3/params.h5"
+pass "deterministic fsdp-train ZeRO-3, nodes a,b,a,b, --allreduce hierarchical: bitwise equal to W=1"
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
 
 # Fast mode: the same training, within the fast-mode tolerance of the flat W = 4 run.
 run 4 "$WORK/fast_flat" ddp-train
