@@ -60,6 +60,8 @@ nlohmann::json CommStats::to_json() const {
   j["levels"] = std::move(by_name);
   j["intra_node_busy_s"] = level_busy_s(false);
   j["inter_node_busy_s"] = level_busy_s(true);
+  j["nodes"] = nodes;
+  j["ranks_per_node"] = ranks_per_node;
   return j;
 }
 

@@ -548,7 +548,12 @@ class EngineCommunicator final : public Communicator {
   // Buffers on the wrong side of the transport run on staged copies (communicator.hpp, "Device
   // buffers"); the copies back are run_queue's, once the operation completed.
   bool execute(EngineWork& w) {
-    if (w.request().after.valid() && !await_dependency(w.request().after)) return false;
+    dependency_wait_s_ = 0;
+    if (w.request().after.valid()) {  // not "in flight" until its input is ready: kept out of busy_s
+      const auto waiting_since = Clock::now();
+      if (!await_dependency(w.request().after)) return false;
+      dependency_wait_s_ = std::chrono::duration<double>(Clock::now() - waiting_since).count();
+    }
     if (agreement_check_ && core_->size > 1) {  // every rank agrees on op, dtype, count and root before any data moves
       if (!driver_.exchange_headers(header_of(w.request(), w.seq()), headers_)) return false;
       check_agreement(headers_, core_->rank, world_ranks_);
@@ -629,7 +634,7 @@ class EngineCommunicator final : public Communicator {
         w->set_status(Status::kFailed);
         break;
       }
-      const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double busy = std::chrono::duration<double>(Clock::now() - t0).count() - dependency_wait_s_;
       {
         std::lock_guard<std::mutex> lock(core_->stats_mu);
         auto& s = core_->stats.per_op[int(w->request().op)];
@@ -713,6 +718,7 @@ class EngineCommunicator final : public Communicator {
   // library unchecked, as before).
   bool agreement_check_ = true;
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
+  double dependency_wait_s_ = 0;          // the running operation's wait for Request::after (communication thread)
   std::atomic<std::uint64_t> next_seq_{1};
   std::atomic<std::int64_t> step_;
   std::shared_ptr<FaultPlan> faults_;  // null: no injection (the default)

@@ -182,6 +182,8 @@ class HierarchicalCommunicator final : public Communicator {
     CommStats s = group_.stats();
     if (!node_) return s;
     s.all_reduce_algorithm = "hierarchical";
+    s.nodes = placement_.nodes();
+    s.ranks_per_node = placement_.ranks_per_node();
     for (Communicator* c : levels()) {
       CommLevel level{c->name(), c == cross_.get(), c->stats()};
       s.wait_s += level.stats.wait_s;

@@ -162,7 +162,7 @@ struct CommOptions {
 struct OpStats {
   std::uint64_t calls = 0;
   std::uint64_t bytes = 0;
-  double busy_s = 0;  // time in flight: issued to the transport until completed
+  double busy_s = 0;  // time in flight: issued to the transport until completed (a wait for Request::after excluded)
   double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
                       // where the thread shares a core with the compute thread, compute time it took
 };
@@ -177,6 +177,7 @@ struct CommStats {
   // A hierarchical communicator's sub-groups (hierarchical.hpp), each with its own accounting; the
   // totals below include them. Empty for every other communicator.
   std::vector<CommLevel> levels;
+  int nodes = 0, ranks_per_node = 0;  // with levels: the group's nodes, and its ranks per node (0: uneven)
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log
@@ -184,8 +185,8 @@ struct CommStats {
   double level_busy_s(bool inter_node) const;
   // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
   //  "total_busy_s", "total_cpu_s", "wait_s", "allreduce_algorithm"}; ops never called are left out.
-  // With levels also "levels": {NAME: {"inter_node": bool, that group's object}}, "intra_node_busy_s"
-  // and "inter_node_busy_s".
+  // With levels also "levels": {NAME: {"inter_node": bool, that group's object}}, "intra_node_busy_s",
+  // "inter_node_busy_s", "nodes" and "ranks_per_node".
   nlohmann::json to_json() const;
 };
 // One sub-group of a hierarchical communicator.
