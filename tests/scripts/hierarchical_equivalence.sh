@@ -9,6 +9,7 @@
 #   * fast mode 2 x 2 hierarchical stays within atol 1e-6 + rtol 1e-4 of fast flat W = 4 (fp32 sums in
 #     another order);
 #   * on one node --allreduce hierarchical is the flat path (said so in the log);
+#   * a stage skipped by fault injection is named by hang-diagnose (rank, group, seq, step, phase);
 #   * an override that does not name one label per rank exits 2 naming the variable.
 # Usage: hierarchical_equivalence.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
@@ -73,6 +74,19 @@ expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/one_node/params.h5"
 python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['communication']; assert 'levels' not in c and c['allreduce_algorithm'] != 'hierarchical'" \
   "$WORK/one_node/summary.json" || fail "one node: the summary shows levels"
 pass "one node: --allreduce hierarchical is the flat path"
+
+# A hang in a stage: rank 2 skips its cross-node all-reduce; hang-diagnose names rank 2 and that
+# stage's group, seq, step and phase (the node-gather stage behind it waits "queued", not joined).
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+rc=0
+run 4 "$WORK/hang" ddp-train --allreduce hierarchical --inject skip-collective:rank=2,step=2,group=dp.cross \
+  --collective-timeout 5 2>/dev/null || rc=$?
+[ "$rc" -eq 4 ] || fail "the skipped stage should end the job with exit 4 (got $rc)"
+diag=$("$BIN_DIR/hang-diagnose" "$WORK/hang" 2>&1 || true)
+echo "$diag" | grep '^culprit:'
+echo "$diag" | grep -q '^culprit: rank 2 .*skipped dp.cross seq [0-9]* AllReduce (step 2, backward)' ||
+  { echo "$diag" >&2; fail "hang-diagnose does not name rank 2's skipped dp.cross stage"; }
+pass "a skipped cross-node stage: hang-diagnose names rank, group, seq, step and phase"
 
 export SHARDTRAIN_NODE_OF_RANK=a,a,b
 mkdir -p "$WORK/bad"

@@ -554,6 +554,9 @@ class EngineCommunicator final : public Communicator {
       if (!await_dependency(w.request().after)) return false;
       dependency_wait_s_ = std::chrono::duration<double>(Clock::now() - waiting_since).count();
     }
+    // Started only now: a stage waiting for its input stays "queued" in the flight record, so a hang
+    // diagnosis finds the first stage some rank never joined, not the ones waiting behind it.
+    core_->recorder->mark(w.record_id, FlightState::kStarted);
     if (agreement_check_ && core_->size > 1) {  // every rank agrees on op, dtype, count and root before any data moves
       if (!driver_.exchange_headers(header_of(w.request(), w.seq()), headers_)) return false;
       check_agreement(headers_, core_->rank, world_ranks_);
@@ -606,8 +609,7 @@ class EngineCommunicator final : public Communicator {
         core_->cv.wait(lock, [&] { return core_->stop || core_->failed.load(); });
         break;
       }
-      core_->recorder->mark(w->record_id, FlightState::kStarted);
-      const auto t0 = Clock::now();
+      const auto t0 = Clock::now();  // execute() marks the record started (after any Request::after)
       const double cpu0 = thread_cpu_seconds();
       bool done = false;
       try {
