@@ -118,6 +118,62 @@ TEST_CASE("predict: the terms of one small case worked by hand", "[scaling-model
   CHECK(s.speedup == Approx((1000 / s.step_s) / (1000 / 0.1)).epsilon(1e-12));
 }
 
+TEST_CASE("predict: two levels, a 2 x 2 topology worked by hand, flat against hierarchical", "[scaling-model]") {
+  StepModel m;
+  m.compute_s = 0.1;
+  m.tokens_per_step = 1000;
+  m.collectives = {{CollectiveOp::kAllReduce, 4e6, 4}, {CollectiveOp::kAllReduce, 1e3, 2}};
+  m.busbw_Bps = 1e8;  // the flat rows' fit (across nodes: the slow link shows)
+  m.alpha_s = 1e-5;
+  m.intra = {1e9, 2e-6};
+  m.inter = {1e8, 2e-5};
+  const Topology t{2, 2};
+  // Flat, 4 MB: 2(3)/4 x 4e6 / 1e8 + 6 x 1e-5 = 0.06006 s, all of it counted inter-node.
+  const CollectiveCost flat = collective_cost(m, CollectiveOp::kAllReduce, 4e6, t, CommLayout::kFlat);
+  CHECK(flat.seconds == Approx(0.06006).epsilon(1e-12));
+  CHECK(flat.inter_s == Approx(0.06006).epsilon(1e-12));
+  CHECK_FALSE(flat.hierarchical);
+  // Hierarchical: reduce-scatter and all-gather over 2 ranks on intra (each 1/2 x 4e6 / 1e9 + 1 x
+  // 2e-6 = 0.002002), all-reduce of 2e6 bytes over 2 nodes on inter (2/2 x 2e6 / 1e8 + 2 x 2e-5).
+  const CollectiveCost h = collective_cost(m, CollectiveOp::kAllReduce, 4e6, t, CommLayout::kHierarchical);
+  CHECK(h.intra_s == Approx(2 * 0.002002).epsilon(1e-12));
+  CHECK(h.inter_s == Approx(0.02 + 4e-5).epsilon(1e-12));
+  CHECK(h.seconds == Approx(0.004004 + 0.02004).epsilon(1e-12));
+  CHECK(h.hierarchical);
+  // Auto takes the cheaper per call: hierarchical for 4 MB here; on one node always flat.
+  CHECK(collective_cost(m, CollectiveOp::kAllReduce, 4e6, t, CommLayout::kAuto).hierarchical);
+  CHECK_FALSE(collective_cost(m, CollectiveOp::kAllReduce, 4e6, Topology{1, 4}, CommLayout::kAuto).hierarchical);
+  // One node: the intra link, flat, whatever the layout.
+  CHECK(collective_cost(m, CollectiveOp::kAllReduce, 4e6, Topology{1, 4}, CommLayout::kHierarchical).seconds ==
+        Approx(1.5 * 4e6 / 1e9 + 6 * 2e-6).epsilon(1e-12));
+  // Reduce-scatter of W blocks: (L-1)/L x bytes on intra, then (N-1)/N x bytes / L on inter.
+  const CollectiveCost rs = collective_cost(m, CollectiveOp::kReduceScatter, 4e6, t, CommLayout::kHierarchical);
+  CHECK(rs.intra_s == Approx(0.5 * 4e6 / 1e9 + 2e-6).epsilon(1e-12));
+  CHECK(rs.inter_s == Approx(0.5 * 2e6 / 1e8 + 2e-5).epsilon(1e-12));
+  // The step: the terms add up by link.
+  std::vector<std::string> choices;
+  const StepTerms terms = predict_on(m, t, CommLayout::kHierarchical, &choices);
+  const double small_h = collective_cost(m, CollectiveOp::kAllReduce, 1e3, t, CommLayout::kHierarchical).seconds;
+  CHECK(terms.comm_s == Approx(4 * h.seconds + 2 * small_h).epsilon(1e-12));
+  CHECK(terms.intra_comm_s + terms.inter_comm_s == Approx(terms.comm_s).epsilon(1e-12));
+  REQUIRE(choices.size() == 2);
+  CHECK(choices[0].find("hierarchical") != std::string::npos);
+  // Without the two links the hierarchical layout cannot be priced.
+  StepModel one_level = m;
+  one_level.inter = {};
+  CHECK_THROWS_WITH(collective_cost(one_level, CollectiveOp::kAllReduce, 4e6, t, CommLayout::kHierarchical),
+                    Catch::Contains("needs both links"));
+  CHECK(parse_topologies("2x2,3x1").size() == 2);
+  CHECK(parse_topologies("3x2")[0].world() == 6);
+  CHECK_THROWS_AS(parse_topologies("2by2"), UsageError);
+  CHECK_THROWS_AS(parse_comm_layout("ring"), UsageError);
+  // The links survive the model file.
+  const StepModel back = StepModel::from_json(m.to_json(), "test");
+  CHECK(back.intra.busbw_Bps == m.intra.busbw_Bps);
+  CHECK(back.inter.alpha_s == m.inter.alpha_s);
+  CHECK_FALSE(StepModel::from_json(one_level.to_json(), "test").inter.known());
+}
+
 TEST_CASE("predict: the table and JSON show the inputs and every W", "[scaling-model]") {
   const StepModel m = seed_lab_model();
   const std::string table = prediction_table(m, {1, 2, 16});

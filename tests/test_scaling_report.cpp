@@ -274,3 +274,29 @@ TEST_CASE("scale-bench run: --workers and the weak-scaling batch", "[scaling-rep
   o.train_args = {"--steps", "5"};
   CHECK_THROWS_WITH(train_args_for(o, 2), Catch::Contains("give --global-batch"));
 }
+
+TEST_CASE("communication by link: a hierarchical run's intra- and inter-node time per step", "[scaling-report]") {
+  RunSummary flat = summary_of(4, 1000, 8);
+  flat.steps = 10;
+  flat.communication = {{"allreduce_algorithm", "halving"}, {"total_busy_s", 2.0}};
+  RunSummary h = summary_of(1, 300, 8);
+  h.steps = 10;
+  h.communication = {{"allreduce_algorithm", "hierarchical"}, {"levels", nlohmann::json::object()},
+                     {"intra_node_busy_s", 0.5}, {"inter_node_busy_s", 1.5}, {"nodes", 2}, {"ranks_per_node", 2}};
+  const ScalingRun fr = run_of(flat, "flat");
+  CHECK_FALSE(fr.hierarchical);
+  CHECK(fr.allreduce_algorithm == "halving");
+  const ScalingRun hr = run_of(h, "hier");
+  CHECK(hr.hierarchical);
+  CHECK(hr.nodes == 2);
+  CHECK(hr.ranks_per_node == 2);
+  CHECK(hr.intra_node_s_per_step == Approx(0.05));
+  CHECK(hr.inter_node_s_per_step == Approx(0.15));
+  const ScalingReport report = build_scaling_report({hr, fr});
+  const std::string md = report_markdown(report);
+  CHECK(md.find("| 4 | halving | - | halving (flat) | - | - | - | - |") != std::string::npos);
+  CHECK(md.find("| 1 | hierarchical | 2 x 2 | hierarchical (every bucket of >= ranks-per-node elements) | 50.00 | 150.00 |") !=
+        std::string::npos);
+  const nlohmann::json j = report_json(report);
+  CHECK(j["points"][0]["communication"]["inter_node_s_per_step"] == Approx(0.15));
+}

@@ -237,11 +237,13 @@ TEST_CASE("trainer options: --device, --precision, --transport and --allreduce a
   CHECK(parse_training_args({"--precision", "fp32"}).parallelism.precision == Precision::kFp32);
   CHECK(parse_training_args({"--transport", "nccl"}).parallelism.transport == Transport::kNccl);
   CHECK(parse_training_args({"--allreduce", "mpi"}).parallelism.allreduce == AllReduceAlgorithm::kLibrary);
+  CHECK(parse_training_args({"--allreduce", "hierarchical"}).parallelism.allreduce == AllReduceAlgorithm::kHierarchical);
   // A bad name is one line naming the option, the name and every allowed one.
   CHECK_THROWS_AS(parse_training_args({"--device", "tpu"}), CLI::ValidationError);
   CHECK_THROWS_WITH(parse_training_args({"--device", "tpu"}), "--device: 'tpu' is not one of cpu, cuda");
   CHECK_THROWS_WITH(parse_training_args({"--precision", "fp16"}), "--precision: 'fp16' is not one of auto, bf16, fp32");
   CHECK_THROWS_WITH(parse_training_args({"--transport", "gloo"}), "--transport: 'gloo' is not one of auto, mpi, nccl");
-  CHECK_THROWS_WITH(parse_training_args({"--allreduce", "ring"}), "--allreduce: 'ring' is not one of auto, halving, mpi");
+  CHECK_THROWS_WITH(parse_training_args({"--allreduce", "ring"}),
+                    "--allreduce: 'ring' is not one of auto, halving, mpi, hierarchical");
   CHECK_THROWS_WITH(parse_training_args({"--device", "1"}), Catch::Contains("not one of cpu, cuda"));  // no enum numbers
 }

@@ -11,6 +11,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/communicator.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/comm/types.hpp"
 
@@ -76,25 +77,44 @@ struct Case {
 
 using RunOnce = std::function<void(std::vector<float>& in, std::vector<float>& out)>;
 
-// The three implementations of an op: (name, run once), those that exist for it.
-std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, Communicator& fast, Communicator& canonical) {
+// The sweep's communicators: the flat ones, and on several nodes the hierarchical one and the
+// two levels on their own (null on one node).
+struct SweepComms {
+  std::unique_ptr<Communicator> fast, canonical, hierarchical, node, cross;
+};
+
+// The implementations of an op: (name, run once), those that exist for it.
+std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, const SweepComms& comms) {
+  Communicator& fast = *comms.fast;
+  Communicator& canonical = *comms.canonical;
+  Communicator* hierarchical = comms.hierarchical.get();
   std::vector<std::pair<std::string, RunOnce>> out;
   const int n = int(c.count), b = int(c.block());
   switch (c.op) {
     case CollectiveOp::kAllReduce:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.all_reduce(in.data(), c.count); });
+      if (hierarchical)
+        out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto&) { hierarchical->all_reduce(in.data(), c.count); });
       out.emplace_back("communicator-deterministic",
                        [&canonical, c](auto& in, auto&) { canonical.all_reduce_canonical_async(in.data(), c.count).wait(); });
       out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Allreduce(MPI_IN_PLACE, in.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
       break;
     case CollectiveOp::kReduceScatter:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.reduce_scatter(in.data(), o.data(), c.block()); });
+      if (hierarchical)
+        out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto& o) {
+          hierarchical->reduce_scatter(in.data(), o.data(), c.block());
+        });
       out.emplace_back("mpi", [b](auto& in, auto& o) {
         MPI_Reduce_scatter_block(in.data(), o.data(), b, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });
       break;
     case CollectiveOp::kAllGather:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.all_gather(in.data(), o.data(), c.block()); });
+      if (hierarchical)
+        out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto& o) {
+          hierarchical->all_gather(in.data(), o.data(), c.block());
+        });
       out.emplace_back("mpi", [b](auto& in, auto& o) {
         MPI_Allgather(in.data(), b, MPI_FLOAT, o.data(), b, MPI_FLOAT, MPI_COMM_WORLD);
       });
@@ -150,6 +170,25 @@ SweepRow measure(const Case& c, const std::string& impl, const RunOnce& run, con
   return row;
 }
 
+// An all-reduce timed on one level's groups (all of them at once). A rank outside every group of
+// the level (uneven nodes' non-leaders, for inter-node) only keeps the others in step; the row is
+// the slowest rank's, its size the largest group's (every group has it on uniform nodes).
+SweepRow level_row(const Case& c, const std::string& impl, Communicator* group, const SweepOptions& o,
+                   std::vector<float>& in, std::vector<float>& out) {
+  Case level = c;
+  level.rank = group ? group->rank() : 0;
+  int size = group ? group->size() : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &size, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  level.ranks = group ? group->size() : 1;
+  const RunOnce run = [group, count = c.count](auto& data, auto&) {
+    if (group) group->all_reduce(data.data(), count);
+  };
+  SweepRow row = measure(level, impl, run, o, in, out);
+  row.ranks = size;
+  row.busbw_GBps = bus_bandwidth(c.op, row.bytes, row.time_s, size) / 1e9;
+  return row;
+}
+
 std::string format_bytes(std::uint64_t b) {
   char buf[32];
   if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(b >> 20));
@@ -180,9 +219,22 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
   CommOptions options;
   options.name = "sweep";
   options.timeout = std::chrono::minutes(10);
-  auto fast = make_mpi_communicator(MPI_COMM_WORLD, options);
+  SweepComms comms;
+  comms.fast = make_mpi_communicator(MPI_COMM_WORLD, options);
   options.name = "sweep-canonical";
-  auto canonical = make_mpi_communicator(MPI_COMM_WORLD, options);
+  comms.canonical = make_mpi_communicator(MPI_COMM_WORLD, options);
+  // Several nodes (host names, or SHARDTRAIN_NODE_OF_RANK): the hierarchical all-reduce beside the
+  // flat one, and each level alone, every node-local (cross-node) group running at once as in the
+  // hierarchical algorithm: the intra-node and inter-node alpha and beta of the two-level model.
+  comms.hierarchical = make_hierarchical_communicator(*comms.fast, node_label_of_this_rank(rank, ranks));
+  const NodePlacement& placement = *placement_of(*comms.hierarchical);
+  if (!placement.hierarchical()) {
+    comms.hierarchical.reset();
+  } else {
+    const int node = placement.node_of_rank[std::size_t(rank)], local = placement.local_rank[std::size_t(rank)];
+    comms.node = comms.fast->split(node, rank, "sweep.intra-node");
+    comms.cross = comms.fast->split(placement.uniform() || local == 0 ? local : -1, node, "sweep.inter-node");
+  }
 
   const std::size_t max_count = std::size_t(o.max_bytes / sizeof(float));
   std::vector<float> in(max_count), out(max_count);
@@ -195,9 +247,14 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
       if (per_rank_block) c.count -= c.count % std::size_t(ranks);
       if (c.count == 0) continue;
       const bool canonical_ok = (ranks & (ranks - 1)) == 0;
-      for (const auto& [impl, run] : implementations(c, *fast, *canonical)) {
+      for (const auto& [impl, run] : implementations(c, comms)) {
         if (impl == "communicator-deterministic" && !canonical_ok) continue;  // needs a power-of-two group
         rows.push_back(measure(c, impl, run, o, in, out));
+      }
+      if (c.op == CollectiveOp::kAllReduce && comms.node) {
+        // Each level alone: rows of the group's size, checked against the group's own sum.
+        rows.push_back(level_row(c, "intra-node", comms.node.get(), o, in, out));
+        rows.push_back(level_row(c, "inter-node", comms.cross.get(), o, in, out));
       }
     }
   }
@@ -244,7 +301,8 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       std::snprintf(cell, sizeof cell, " | %-38s", impl.c_str());
       s << cell;
     }
-    s << " | comm/mpi\n";
+    const bool hier = std::find(impls.begin(), impls.end(), "hierarchical") != impls.end();
+    s << " | comm/mpi" << (hier ? " | speedup (flat time / hierarchical time)" : "") << "\n";
     for (const auto& [bytes, by_impl] : by_size) {
       std::snprintf(cell, sizeof cell, "%10s", format_bytes(bytes).c_str());
       s << cell;
@@ -261,10 +319,16 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       }
       auto fast = by_impl.find("communicator-fast"), mpi = by_impl.find("mpi");
       if (fast != by_impl.end() && mpi != by_impl.end() && mpi->second->busbw_GBps > 0)
-        std::snprintf(cell, sizeof cell, " | %6.3f\n", fast->second->busbw_GBps / mpi->second->busbw_GBps);
+        std::snprintf(cell, sizeof cell, " | %8.3f", fast->second->busbw_GBps / mpi->second->busbw_GBps);
       else
-        std::snprintf(cell, sizeof cell, " | %6s\n", "-");
+        std::snprintf(cell, sizeof cell, " | %8s", "-");
       s << cell;
+      auto h = by_impl.find("hierarchical");
+      if (hier && fast != by_impl.end() && h != by_impl.end() && h->second->time_s > 0) {
+        std::snprintf(cell, sizeof cell, " | %6.2fx", fast->second->time_s / h->second->time_s);
+        s << cell;
+      }
+      s << "\n";
     }
   }
   return s.str();

@@ -6,18 +6,28 @@ namespace shardtrain {
 std::uint64_t CommStats::total_bytes() const {
   std::uint64_t b = 0;
   for (const auto& s : per_op) b += s.bytes;
+  for (const auto& l : levels) b += l.stats.total_bytes();
   return b;
 }
 
 double CommStats::total_busy_s() const {
   double t = 0;
   for (const auto& s : per_op) t += s.busy_s;
+  for (const auto& l : levels) t += l.stats.total_busy_s();
   return t;
 }
 
 double CommStats::total_cpu_s() const {
   double t = 0;
   for (const auto& s : per_op) t += s.cpu_s;
+  for (const auto& l : levels) t += l.stats.total_cpu_s();
+  return t;
+}
+
+double CommStats::level_busy_s(bool inter_node) const {
+  double t = 0;
+  for (const auto& l : levels)
+    if (l.inter_node == inter_node) t += l.stats.total_busy_s();
   return t;
 }
 
@@ -41,6 +51,17 @@ nlohmann::json CommStats::to_json() const {
   j["total_cpu_s"] = total_cpu_s();
   j["wait_s"] = wait_s;
   j["allreduce_algorithm"] = all_reduce_algorithm;
+  if (levels.empty()) return j;
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const auto& l : levels) {
+    by_name[l.name] = l.stats.to_json();
+    by_name[l.name]["inter_node"] = l.inter_node;
+  }
+  j["levels"] = std::move(by_name);
+  j["intra_node_busy_s"] = level_busy_s(false);
+  j["inter_node_busy_s"] = level_busy_s(true);
+  j["nodes"] = nodes;
+  j["ranks_per_node"] = ranks_per_node;
   return j;
 }
 

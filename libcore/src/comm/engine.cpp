@@ -363,7 +363,8 @@ class EngineCommunicator final : public Communicator {
       throw UsageError("--allreduce halving needs a power-of-two number of ranks in group '" + c.options.name +
                        "' (it has " + std::to_string(c.size) + "); use --allreduce auto or mpi");
     halving_all_reduce_ = algorithm == AllReduceAlgorithm::kHalvingDoubling ||
-                          (algorithm == AllReduceAlgorithm::kAuto && is_power_of_two(c.size) && c.size > 1);
+                          ((algorithm == AllReduceAlgorithm::kAuto || algorithm == AllReduceAlgorithm::kHierarchical) &&
+                           is_power_of_two(c.size) && c.size > 1);
     FlightGroup group;
     group.name = c.options.name;
     group.rank = c.rank;
@@ -524,10 +525,38 @@ class EngineCommunicator final : public Communicator {
     return core_->stop && Clock::now() - core_->stop_time > kDrain;
   }
 
+  // Polls the operation `w` must follow (Request::after) until it completed (true) or this group
+  // must give up (false). Spins briefly, then naps 5 us doubling to 50 us: a stage of a pipelined
+  // collective starts within tens of microseconds of its input being ready. A failed dependency
+  // throws its CommunicationError, which fails this operation as a transport error does.
+  bool await_dependency(CollectiveHandle after) {
+    auto nap = std::chrono::microseconds(5);
+    for (int polls = 0;; ++polls) {
+      try {
+        if (after.test()) return true;
+      } catch (const CommunicationError& e) {
+        throw CommunicationError(std::string("the operation it follows failed: ") + e.what());
+      }
+      if ((polls & 63) == 63 && should_abandon()) return false;
+      if (polls < 32) continue;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(50));
+    }
+  }
+
   // Runs one operation; false when abandoned.
   // Buffers on the wrong side of the transport run on staged copies (communicator.hpp, "Device
   // buffers"); the copies back are run_queue's, once the operation completed.
   bool execute(EngineWork& w) {
+    dependency_wait_s_ = 0;
+    if (w.request().after.valid()) {  // not "in flight" until its input is ready: kept out of busy_s
+      const auto waiting_since = Clock::now();
+      if (!await_dependency(w.request().after)) return false;
+      dependency_wait_s_ = std::chrono::duration<double>(Clock::now() - waiting_since).count();
+    }
+    // Started only now: a stage waiting for its input stays "queued" in the flight record, so a hang
+    // diagnosis finds the first stage some rank never joined, not the ones waiting behind it.
+    core_->recorder->mark(w.record_id, FlightState::kStarted);
     if (agreement_check_ && core_->size > 1) {  // every rank agrees on op, dtype, count and root before any data moves
       if (!driver_.exchange_headers(header_of(w.request(), w.seq()), headers_)) return false;
       check_agreement(headers_, core_->rank, world_ranks_);
@@ -580,8 +609,7 @@ class EngineCommunicator final : public Communicator {
         core_->cv.wait(lock, [&] { return core_->stop || core_->failed.load(); });
         break;
       }
-      core_->recorder->mark(w->record_id, FlightState::kStarted);
-      const auto t0 = Clock::now();
+      const auto t0 = Clock::now();  // execute() marks the record started (after any Request::after)
       const double cpu0 = thread_cpu_seconds();
       bool done = false;
       try {
@@ -608,7 +636,7 @@ class EngineCommunicator final : public Communicator {
         w->set_status(Status::kFailed);
         break;
       }
-      const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double busy = std::chrono::duration<double>(Clock::now() - t0).count() - dependency_wait_s_;
       {
         std::lock_guard<std::mutex> lock(core_->stats_mu);
         auto& s = core_->stats.per_op[int(w->request().op)];
@@ -692,6 +720,7 @@ class EngineCommunicator final : public Communicator {
   // library unchecked, as before).
   bool agreement_check_ = true;
   bool halving_all_reduce_ = false;       // all_reduce on float data runs halving/doubling (CommOptions::all_reduce)
+  double dependency_wait_s_ = 0;          // the running operation's wait for Request::after (communication thread)
   std::atomic<std::uint64_t> next_seq_{1};
   std::atomic<std::int64_t> step_;
   std::shared_ptr<FaultPlan> faults_;  // null: no injection (the default)

@@ -300,6 +300,13 @@ std::optional<LogThroughput> throughput_from_records(const std::vector<std::vect
   return out;
 }
 
+// What each gradient bucket's all-reduce ran: a hierarchical run sends every bucket of at least
+// ranks-per-node elements through the two levels (comm/hierarchical.hpp's kAlways).
+static std::string bucket_algorithm(const ScalingRun& run) {
+  if (run.hierarchical) return "hierarchical (every bucket of >= ranks-per-node elements)";
+  return run.allreduce_algorithm.empty() ? "-" : run.allreduce_algorithm + " (flat)";
+}
+
 ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir) {
   ScalingRun r;
   r.run_dir = run_dir;
@@ -330,6 +337,15 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
     r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
   r.optimizer_bytes = summary.memory_bytes_rank0.bytes(MemoryCategory::kOptimizer);
   r.memory_bytes = summary.memory_bytes_rank0.total;
+  const nlohmann::json& c = summary.communication;
+  r.allreduce_algorithm = c.value("allreduce_algorithm", "");
+  r.hierarchical = c.contains("levels");
+  if (r.hierarchical && summary.steps > 0) {
+    r.nodes = c.value("nodes", 0);
+    r.ranks_per_node = c.value("ranks_per_node", 0);
+    r.intra_node_s_per_step = c.value("intra_node_busy_s", 0.0) / double(summary.steps);
+    r.inter_node_s_per_step = c.value("inter_node_busy_s", 0.0) / double(summary.steps);
+  }
   return r;
 }
 
@@ -386,6 +402,15 @@ nlohmann::json report_json(const ScalingReport& report) {
                       {"speedup", or_null(p.speedup)},
                       {"efficiency", or_null(p.efficiency)},
                       {"predicted_efficiency", or_null(p.predicted_efficiency)},
+                      {"communication", {{"allreduce_algorithm", run.allreduce_algorithm},
+                                         {"hierarchical", run.hierarchical},
+                                         {"nodes", run.nodes},
+                                         {"ranks_per_node", run.ranks_per_node},
+                                         {"per_bucket", bucket_algorithm(run)},
+                                         {"intra_node_s_per_step", run.intra_node_s_per_step},
+                                         {"inter_node_s_per_step", run.inter_node_s_per_step},
+                                         {"predicted_intra_node_s", or_null(p.predicted_intra_node_s)},
+                                         {"predicted_inter_node_s", or_null(p.predicted_inter_node_s)}}},
                       {"recomputed", recomputed},
                       {"within_tolerance", p.within_tolerance},
                       {"oversubscribed", p.oversubscribed},
@@ -483,6 +508,21 @@ std::string report_markdown(const ScalingReport& report) {
        << (p.efficiency_deviation ? percent(*p.efficiency_deviation) : "-") << " |\n";
   }
   md << "\n## Measured against predicted\n\n" << report.prediction_note << "\n";
+  md << "\n## Communication by link (data-parallel group, milliseconds per step)\n\n"
+     << "| W | all-reduce | nodes | per bucket | intra-node | inter-node | predicted intra | predicted inter |\n"
+     << "|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < report.runs.size(); ++i) {
+    const ScalingRun& run = report.runs[i];
+    const ScalingPoint& p = report.points[i];
+    const bool levels = run.hierarchical;
+    auto ms = [](std::optional<double> v) { return v ? fixed(1e3 * *v, 2) : std::string("-"); };
+    md << "| " << run.world_size << " | " << (run.allreduce_algorithm.empty() ? "-" : run.allreduce_algorithm) << " | "
+       << (run.nodes > 0 ? std::to_string(run.nodes) + (run.ranks_per_node ? " x " + std::to_string(run.ranks_per_node) : " (uneven)")
+                  : std::string("-"))
+       << " | " << bucket_algorithm(run) << " | " << (levels ? fixed(1e3 * run.intra_node_s_per_step, 2) : "-") << " | "
+       << (levels ? fixed(1e3 * run.inter_node_s_per_step, 2) : "-") << " | " << ms(p.predicted_intra_node_s) << " | "
+       << ms(p.predicted_inter_node_s) << " |\n";
+  }
   return md.str();
 }
 
@@ -490,8 +530,16 @@ std::string report_markdown(const ScalingReport& report) {
 // collectives, overlap and straggler), and the note that says where it came from.
 static void add_predictions(ScalingReport& report, const std::string& model_path) {
   const scaling::StepModel model = scaling::read_step_model(model_path, "the --model step model (scale-bench fit)");
-  for (std::size_t i = 0; i < report.runs.size(); ++i)
-    report.points[i].predicted_efficiency = scaling::predict(model, report.runs[i].world_size).efficiency;
+  for (std::size_t i = 0; i < report.runs.size(); ++i) {
+    const ScalingRun& run = report.runs[i];
+    report.points[i].predicted_efficiency = scaling::predict(model, run.world_size).efficiency;
+    if (run.nodes > 1 && run.ranks_per_node > 0 && model.intra.known() && model.inter.known()) {
+      const scaling::StepTerms t =
+          scaling::predict_on(model, {run.nodes, run.ranks_per_node}, scaling::CommLayout::kHierarchical);
+      report.points[i].predicted_intra_node_s = t.intra_comm_s;
+      report.points[i].predicted_inter_node_s = t.inter_comm_s;
+    }
+  }
   std::ostringstream note;
   note << "Predicted E(W) from the model " << model_path << " (scale-bench fit): compute "
        << model.compute_s * 1e3 << " ms at W=1, busbw " << model.busbw_Bps / 1e9 << " GB/s, alpha "

@@ -115,7 +115,7 @@ void StepModel::validate() const {
 }
 
 nlohmann::json StepModel::to_json() const {
-  return {{"format", "shardtrain-scaling-model"},
+  nlohmann::json j = {{"format", "shardtrain-scaling-model"},
           {"version", 1},
           {"units", "seconds, bytes, bytes per second"},
           {"compute_s", compute_s},
@@ -127,6 +127,9 @@ nlohmann::json StepModel::to_json() const {
           {"overlap", overlap},
           {"straggler", straggler},
           {"inputs", inputs}};
+  if (intra.known()) j["intra_node"] = {{"busbw_Bps", intra.busbw_Bps}, {"alpha_s", intra.alpha_s}};
+  if (inter.known()) j["inter_node"] = {{"busbw_Bps", inter.busbw_Bps}, {"alpha_s", inter.alpha_s}};
+  return j;
 }
 
 StepModel StepModel::from_json(const nlohmann::json& j, const std::string& source) {
@@ -154,6 +157,11 @@ StepModel StepModel::from_json(const nlohmann::json& j, const std::string& sourc
     m.collectives.push_back(sc);
   }
   if (j.contains("inputs")) m.inputs = j["inputs"];
+  for (auto [field, link] : {std::pair{"intra_node", &m.intra}, std::pair{"inter_node", &m.inter}}) {
+    if (!j.contains(field)) continue;
+    link->busbw_Bps = number(j[field], "busbw_Bps", where + " " + field);
+    link->alpha_s = number(j[field], "alpha_s", where + " " + field);
+  }
   return m;
 }
 
@@ -163,9 +171,11 @@ double collective_seconds(CollectiveOp op, double bytes, int world, double busbw
 }
 
 nlohmann::json StepTerms::to_json() const {
-  return {{"workers", world},          {"step_s", step_s},         {"compute_s", compute_s},
-          {"comm_s", comm_s},          {"exposed_comm_s", exposed_comm_s}, {"straggler_s", straggler_s},
-          {"tokens_per_s", tokens_per_s}, {"speedup", speedup},    {"efficiency", efficiency}};
+  nlohmann::json j = {{"workers", world},          {"step_s", step_s},         {"compute_s", compute_s},
+                      {"comm_s", comm_s},          {"exposed_comm_s", exposed_comm_s}, {"straggler_s", straggler_s},
+                      {"tokens_per_s", tokens_per_s}, {"speedup", speedup},    {"efficiency", efficiency}};
+  if (intra_comm_s > 0 || inter_comm_s > 0) j["intra_comm_s"] = intra_comm_s, j["inter_comm_s"] = inter_comm_s;
+  return j;
 }
 
 namespace {
@@ -191,6 +201,153 @@ StepTerms predict(const StepModel& model, int world) {
   t.speedup = t.tokens_per_s / one.tokens_per_s;
   t.efficiency = t.speedup / world;
   return t;
+}
+
+// ---------------------------------------------------------------- two levels ----------------------
+
+std::string Topology::describe() const { return std::to_string(nodes) + "x" + std::to_string(ranks_per_node); }
+
+std::vector<Topology> parse_topologies(const std::string& text, const std::string& what) {
+  std::vector<Topology> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const std::size_t x = item.find('x');
+    std::vector<int> n;
+    if (x != std::string::npos) n = parse_workers(item.substr(0, x) + "," + item.substr(x + 1), what);
+    if (n.size() != 2) throw UsageError(what + ": '" + item + "' is not NODESxRANKS_PER_NODE (e.g. 2x2)");
+    out.push_back({n[0], n[1]});
+  }
+  if (out.empty()) throw UsageError(what + ": no topology given (e.g. 2x2,3x1)");
+  return out;
+}
+
+const char* comm_layout_name(CommLayout l) {
+  return l == CommLayout::kFlat ? "flat" : l == CommLayout::kHierarchical ? "hierarchical" : "auto";
+}
+
+CommLayout parse_comm_layout(const std::string& text) {
+  for (CommLayout l : {CommLayout::kFlat, CommLayout::kHierarchical, CommLayout::kAuto})
+    if (text == comm_layout_name(l)) return l;
+  throw UsageError("--layout '" + text + "' is not one of flat, hierarchical, auto");
+}
+
+namespace {
+CollectiveCost flat_cost(const StepModel& m, CollectiveOp op, double bytes, const Topology& t) {
+  CollectiveCost c;
+  const bool several = t.nodes > 1;
+  const Link one{m.busbw_Bps, m.alpha_s};
+  const Link& use = !several && m.intra.known() ? m.intra : one;
+  c.seconds = collective_seconds(op, bytes, t.world(), use.busbw_Bps, use.alpha_s);
+  (several ? c.inter_s : c.intra_s) = c.seconds;
+  return c;
+}
+CollectiveCost hierarchical_cost(const StepModel& m, CollectiveOp op, double bytes, const Topology& t) {
+  if (!m.intra.known() || !m.inter.known())
+    throw UsageError("the hierarchical layout needs both links: fit on a sweep across nodes (its intra-node and "
+                     "inter-node rows), or give --intra-busbw-GBps and --inter-busbw-GBps");
+  const int L = t.ranks_per_node, N = t.nodes;
+  if (N == 1 || L == 1 || op == CollectiveOp::kBroadcast) return flat_cost(m, op, bytes, t);
+  CollectiveCost c;
+  c.hierarchical = true;
+  auto intra = [&](CollectiveOp o, double b) { return collective_seconds(o, b, L, m.intra.busbw_Bps, m.intra.alpha_s); };
+  auto inter = [&](CollectiveOp o, double b) { return collective_seconds(o, b, N, m.inter.busbw_Bps, m.inter.alpha_s); };
+  if (op == CollectiveOp::kAllReduce) {
+    c.intra_s = intra(CollectiveOp::kReduceScatter, bytes) + intra(CollectiveOp::kAllGather, bytes);
+    c.inter_s = inter(CollectiveOp::kAllReduce, bytes / L);
+  } else {  // reduce-scatter (all-gather mirrors it): W blocks in the node, N blocks across
+    c.intra_s = intra(op, bytes);
+    c.inter_s = inter(op, bytes / L);
+  }
+  c.seconds = c.intra_s + c.inter_s;
+  return c;
+}
+}  // namespace
+
+CollectiveCost collective_cost(const StepModel& m, CollectiveOp op, double bytes, const Topology& t, CommLayout layout) {
+  if (t.nodes < 1 || t.ranks_per_node < 1) throw UsageError("a topology needs >= 1 node and >= 1 rank per node");
+  if (layout == CommLayout::kFlat) return flat_cost(m, op, bytes, t);
+  if (layout == CommLayout::kHierarchical) return hierarchical_cost(m, op, bytes, t);
+  const CollectiveCost flat = flat_cost(m, op, bytes, t);
+  if (t.nodes == 1 || t.ranks_per_node == 1) return flat;
+  const CollectiveCost h = hierarchical_cost(m, op, bytes, t);
+  return h.seconds < flat.seconds ? h : flat;
+}
+
+namespace {
+StepTerms terms_on(const StepModel& m, const Topology& t, CommLayout layout, std::vector<std::string>* choices) {
+  const int w = t.world();
+  StepTerms terms;
+  terms.world = w;
+  terms.compute_s = m.scaling == Scaling::kWeak ? m.compute_s : m.compute_s / w;
+  for (const auto& c : m.collectives) {
+    const CollectiveCost cost = collective_cost(m, c.op, c.bytes, t, layout);
+    terms.comm_s += c.calls * cost.seconds;
+    terms.intra_comm_s += c.calls * cost.intra_s;
+    terms.inter_comm_s += c.calls * cost.inter_s;
+    if (choices)
+      choices->push_back(fmt("%g", c.calls) + " x " + op_name(c.op) + " of " + fmt("%.0f", c.bytes) + " bytes: " +
+                         (cost.hierarchical ? "hierarchical" : "flat") + ", " + fmt("%.3f", cost.intra_s * 1e3) +
+                         " ms intra + " + fmt("%.3f", cost.inter_s * 1e3) + " ms inter per call");
+  }
+  terms.exposed_comm_s = (1 - m.overlap) * terms.comm_s;
+  terms.straggler_s = terms.compute_s * m.straggler * std::log2(double(w));
+  terms.step_s = terms.compute_s + terms.exposed_comm_s + terms.straggler_s;
+  terms.tokens_per_s = (m.scaling == Scaling::kWeak ? w * m.tokens_per_step : m.tokens_per_step) / terms.step_s;
+  return terms;
+}
+}  // namespace
+
+StepTerms predict_on(const StepModel& model, const Topology& t, CommLayout layout, std::vector<std::string>* choices) {
+  model.validate();
+  StepTerms terms = terms_on(model, t, layout, choices);
+  const StepTerms one = terms_on(model, {1, 1}, CommLayout::kFlat, nullptr);
+  terms.speedup = terms.tokens_per_s / one.tokens_per_s;
+  terms.efficiency = terms.speedup / terms.world;
+  return terms;
+}
+
+std::string topology_prediction_table(const StepModel& m, const std::vector<Topology>& topologies,
+                                      const std::vector<CommLayout>& layouts) {
+  m.validate();
+  auto link = [](const char* name, const Link& l) {
+    return std::string(name) + (l.known() ? " busbw " + fmt("%.3f", l.busbw_Bps / 1e9) + " GB/s, alpha " +
+                                                fmt("%.2f", l.alpha_s * 1e6) + " us"
+                                          : " unknown");
+  };
+  std::string s = "links: " + link("intra-node", m.intra) + "; " + link("inter-node", m.inter) + "; one-level busbw " +
+                  fmt("%.3f", m.busbw_Bps / 1e9) + " GB/s, alpha " + fmt("%.2f", m.alpha_s * 1e6) + " us\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%9s %13s %10s %10s %10s %10s %8s %7s %12s\n", "topology", "layout", "step_ms", "comm",
+                "intra", "inter", "speedup", "E", "tokens/s");
+  s += line;
+  std::string details;
+  for (const auto& t : topologies)
+    for (CommLayout l : layouts) {
+      std::vector<std::string> choices;
+      const StepTerms r = predict_on(m, t, l, &choices);
+      std::snprintf(line, sizeof line, "%9s %13s %10.3f %10.3f %10.3f %10.3f %8.3f %7.3f %12.1f\n", t.describe().c_str(),
+                    comm_layout_name(l), r.step_s * 1e3, r.comm_s * 1e3, r.intra_comm_s * 1e3, r.inter_comm_s * 1e3,
+                    r.speedup, r.efficiency, r.tokens_per_s);
+      s += line;
+      for (const auto& c : choices) details += "  " + t.describe() + " " + comm_layout_name(l) + ": " + c + "\n";
+    }
+  return s + "per collective (one call):\n" + details;
+}
+
+nlohmann::json topology_prediction_json(const StepModel& m, const std::vector<Topology>& topologies,
+                                        const std::vector<CommLayout>& layouts) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& t : topologies)
+    for (CommLayout l : layouts) {
+      std::vector<std::string> choices;
+      nlohmann::json row = predict_on(m, t, l, &choices).to_json();
+      row["topology"] = {{"nodes", t.nodes}, {"ranks_per_node", t.ranks_per_node}};
+      row["layout"] = comm_layout_name(l);
+      row["collectives"] = choices;
+      rows.push_back(std::move(row));
+    }
+  return {{"format", "shardtrain-scaling-prediction"}, {"model", m.to_json()}, {"rows", rows}};
 }
 
 std::vector<int> parse_workers(const std::string& text, const std::string& what) {
@@ -456,6 +613,16 @@ StepModel fit_model(const FitOptions& o) {
   m.alpha_s = link.alpha_s;
   m.inputs = {{"collectives", {{"path", o.collectives_path}, {"impl", impl}, {"rows", link.rows},
                                {"rms_relative_residual", link.rms_relative_residual}}}};
+  // The two levels, from a sweep across nodes (collective_sweep.hpp's "intra-node"/"inter-node").
+  const nlohmann::json sweep = read_json(o.collectives_path, "--collectives");
+  for (auto [level, target] : {std::pair{"intra-node", &m.intra}, std::pair{"inter-node", &m.inter}}) {
+    const bool present = std::any_of(sweep["rows"].begin(), sweep["rows"].end(),
+                                     [&](const nlohmann::json& r) { return r.value("impl", "") == level; });
+    if (!present) continue;
+    const LinkFit f = fit_link(read_collectives(o.collectives_path, level));
+    *target = {f.busbw_Bps, f.alpha_s};
+    m.inputs["collectives"][level] = {{"rows", f.rows}, {"rms_relative_residual", f.rms_relative_residual}};
+  }
   if (o.scaling != "auto" && o.scaling != "weak" && o.scaling != "strong")
     throw UsageError("--scaling '" + o.scaling + "' is not one of auto, weak, strong");
   if (o.overlap > 1) throw UsageError("--overlap " + fmt("%g", o.overlap) + " is not in [0, 1]");
@@ -734,13 +901,19 @@ Plan plan_layouts(const PlanOptions& o) {
   link.collectives.clear();
   link.validate();
   static const char* const names[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  if (o.nodes < 1 || o.ranks % o.nodes != 0)
+    throw UsageError("--nodes " + std::to_string(o.nodes) + " must divide --ranks " + std::to_string(o.ranks));
+  if (o.layouts.empty()) throw UsageError("plan: no --layout");
+  const int per_node = o.ranks / o.nodes;
   for (int tp : plan.tp_degrees) {
     const int dp = o.ranks / tp;
     const int accum = int(global / (std::int64_t(o.micro_batch) * dp));
     const double local_params = double(ParameterRegistry(cfg, {tp, 0}).total());  // one TP rank's share
-    for (int stage = 0; stage <= 3; ++stage) {
+    for (int stage = 0; stage <= 3; ++stage)
+    for (CommLayout comm_layout : o.nodes > 1 ? o.layouts : std::vector<CommLayout>{CommLayout::kFlat}) {
       PlanRow r;
-      r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "");
+      r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "") +
+                 (o.nodes > 1 ? std::string(", ") + comm_layout_name(comm_layout) : "");
       r.zero_stage = stage;
       r.dp = dp;
       r.tp = tp;
@@ -754,8 +927,17 @@ Plan plan_layouts(const PlanOptions& o) {
         r.reason = d.message;  // a stage this device does not run
       r.collectives = dp_collectives(stage, local_params, units, accum);
       r.tp_collectives = tp_collectives(cfg, o.micro_batch, tp, accum);
-      r.dp_comm_s = comm_seconds(r.collectives, dp, link);
-      r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
+      if (o.nodes > 1 && per_node % tp == 0) {  // the DP group spans the nodes, each TP group inside one
+        const Topology dp_topology{o.nodes, per_node / tp};
+        r.dp_comm_s = 0;
+        for (const auto& c : r.collectives) r.dp_comm_s += c.calls * collective_cost(link, c.op, c.bytes, dp_topology, comm_layout).seconds;
+        StepModel tp_link = link;
+        if (link.intra.known()) tp_link.busbw_Bps = link.intra.busbw_Bps, tp_link.alpha_s = link.intra.alpha_s;
+        r.tp_comm_s = comm_seconds(r.tp_collectives, tp, tp_link);
+      } else {
+        r.dp_comm_s = comm_seconds(r.collectives, dp, link);
+        r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
+      }
       StepTerms& t = r.predicted;
       t.world = o.ranks;
       t.compute_s = plan.compute_s;

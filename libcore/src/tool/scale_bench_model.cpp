@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct ModelOverrides {
   std::string model_path, example;
   double busbw_GBps = 0, alpha_us = 0, compute_ms = 0, overlap = 0, straggler = 0, tokens_per_step = 0;
   double grad_bytes = 0, buckets = 1;
+  double intra_busbw_GBps = 0, intra_alpha_us = 0, inter_busbw_GBps = 0, inter_alpha_us = 0;
   std::string scaling;
   CLI::App* app = nullptr;
 
@@ -37,6 +39,10 @@ struct ModelOverrides {
                                 : "Compute of one step on one rank at --ranks, milliseconds (default: from FLOPs and --peak-gflops)");
     a->add_option("--overlap", overlap, "Share of communication hidden behind backward, in [0, 1]");
     a->add_option("--straggler", straggler, "Straggler coefficient s: the step waits compute x s x log2 W more");
+    a->add_option("--intra-busbw-GBps", intra_busbw_GBps, "Link inside a node: bus bandwidth, GB/s (two-level model)");
+    a->add_option("--intra-alpha-us", intra_alpha_us, "Link inside a node: latency of one ring step, microseconds");
+    a->add_option("--inter-busbw-GBps", inter_busbw_GBps, "Link between nodes: bus bandwidth, GB/s (two-level model)");
+    a->add_option("--inter-alpha-us", inter_alpha_us, "Link between nodes: latency of one ring step, microseconds");
     if (!with_workload) return;
     a->add_option("--example", example, "Start from a built-in model instead of --model: seed-lab")
         ->check(CLI::IsMember({"seed-lab"}));
@@ -63,6 +69,10 @@ struct ModelOverrides {
     set("--compute-ms", compute_ms, 1e-3, m.compute_s);
     set("--overlap", overlap, 1, m.overlap);
     set("--straggler", straggler, 1, m.straggler);
+    set("--intra-busbw-GBps", intra_busbw_GBps, 1e9, m.intra.busbw_Bps);
+    set("--intra-alpha-us", intra_alpha_us, 1e-6, m.intra.alpha_s);
+    set("--inter-busbw-GBps", inter_busbw_GBps, 1e9, m.inter.busbw_Bps);
+    set("--inter-alpha-us", inter_alpha_us, 1e-6, m.inter.alpha_s);
     if (app->get_option_no_throw("--tokens-per-step")) set("--tokens-per-step", tokens_per_step, 1, m.tokens_per_step);
     if (app->get_option_no_throw("--scaling") && app->count("--scaling")) {
       m.scaling = scaling == "weak" ? scaling::Scaling::kWeak : scaling::Scaling::kStrong;
@@ -113,6 +123,9 @@ Subcommand add_fit_command(CLI::App& parent) {
       std::printf("fit: busbw %.3f GB/s, alpha %.2f us, compute %.3f ms, straggler %.4f, overlap %.2f (%s scaling) -> %s\n",
                   m.busbw_Bps / 1e9, m.alpha_s * 1e6, m.compute_s * 1e3, m.straggler, m.overlap,
                   scaling::scaling_name(m.scaling), st->out.c_str());
+      if (m.intra.known() || m.inter.known())
+        std::printf("fit: two levels: intra-node busbw %.3f GB/s, alpha %.2f us; inter-node busbw %.3f GB/s, alpha %.2f us\n",
+                    m.intra.busbw_Bps / 1e9, m.intra.alpha_s * 1e6, m.inter.busbw_Bps / 1e9, m.inter.alpha_s * 1e6);
     }
     return 0;
   };
@@ -123,6 +136,7 @@ Subcommand add_predict_command(CLI::App& parent) {
   struct State {
     ModelOverrides model;
     std::string workers = "1,2,4,8,16";
+    std::string topologies, layouts = "flat,hierarchical,auto";
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -131,9 +145,23 @@ Subcommand add_predict_command(CLI::App& parent) {
                                            "E(W) = throughput_W / (W x throughput_1) at each W, with the terms.");
   st->model.add(c.app, true);
   c.app->add_option("--workers", st->workers, "World sizes, comma separated")->capture_default_str();
+  c.app->add_option("--topology", st->topologies,
+                    "Instead of --workers: NODESxRANKS_PER_NODE topologies, comma separated (e.g. 2x2,3x1,3x2), each\n"
+                    "priced on the two links (--intra-*/--inter-* or the model file's) per --layout");
+  c.app->add_option("--layout", st->layouts, "With --topology: flat, hierarchical, auto (comma separated)")->capture_default_str();
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
   c.run = [st]() -> int {
     const scaling::StepModel m = st->model.build();
+    if (!st->topologies.empty()) {
+      const auto topologies = scaling::parse_topologies(st->topologies);
+      std::vector<scaling::CommLayout> layouts;
+      std::stringstream in(st->layouts);
+      for (std::string item; std::getline(in, item, ',');) layouts.push_back(scaling::parse_comm_layout(item));
+      if (layouts.empty()) throw UsageError("--layout names no layout (flat, hierarchical, auto)");
+      if (st->json) print_json(scaling::topology_prediction_json(m, topologies, layouts));
+      else std::fputs(scaling::topology_prediction_table(m, topologies, layouts).c_str(), stdout);
+      return 0;
+    }
     const std::vector<int> workers = scaling::parse_workers(st->workers);
     if (st->json) print_json(scaling::prediction_json(m, workers));
     else std::fputs(scaling::prediction_table(m, workers).c_str(), stdout);
@@ -148,6 +176,7 @@ Subcommand add_plan_command(CLI::App& parent) {
     scaling::PlanOptions o;
     std::string memory;
     double peak_gflops = 100;
+    std::string layouts = "flat,hierarchical";
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -167,12 +196,18 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
   c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();
   c.app->add_flag("--deterministic", st->o.deterministic, "Plan for --deterministic reductions (exact-sum buffers)");
+  c.app->add_option("--nodes", st->o.nodes, "Nodes the ranks run on (ranks / nodes each); > 1: every layout per --layout")
+      ->capture_default_str();
+  c.app->add_option("--layout", st->layouts, "With --nodes > 1: flat, hierarchical, auto (comma separated)")->capture_default_str();
   st->model.add(c.app, false);
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
   c.run = [st]() -> int {
     st->o.memory_per_rank = scaling::parse_bytes(st->memory, "--memory-per-rank");
     st->o.peak_flops = st->peak_gflops * 1e9;
     st->o.model = st->model.build();
+    st->o.layouts.clear();
+    std::stringstream in(st->layouts);
+    for (std::string item; std::getline(in, item, ',');) st->o.layouts.push_back(scaling::parse_comm_layout(item));
     if (!st->model.app->count("--compute-ms")) st->o.model.compute_s = 0;  // a model file's compute is for its own workload
     if (!(st->o.model.busbw_Bps > 0))
       throw UsageError("plan needs the link: --model FILE, or --busbw-GBps and --alpha-us");

@@ -56,8 +56,10 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--bucket-mb", o.parallelism.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
   add_choice_option<AllReduceAlgorithm>(app, "--allreduce", o.parallelism.allreduce,
                                         choices_of<AllReduceAlgorithm>(kAllReduceAlgorithmNames),
-                                        "Fast-mode all-reduce: halving (point-to-point halving/doubling), mpi "
-                                        "(MPI_Iallreduce), or auto (halving on power-of-two ranks)");
+                                        "Data-parallel all-reduce: halving (point-to-point halving/doubling), mpi "
+                                        "(MPI_Iallreduce), auto (halving on power-of-two ranks), or hierarchical "
+                                        "(reduce-scatter in the node, all-reduce across nodes, all-gather in the node; "
+                                        "nodes from host names or SHARDTRAIN_NODE_OF_RANK=a,a,b,b; flat on one node)");
   app.add_option("--collective-timeout", o.telemetry.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
   app.add_option("--check-replicas", o.telemetry.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
   app.add_option("--baseline", o.telemetry.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");

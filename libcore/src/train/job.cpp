@@ -22,6 +22,7 @@
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/comm/nccl.hpp"
 #include "shardtrain/comm/string_collectives.hpp"
@@ -54,6 +55,9 @@ void validate_options(const TrainOptions& o) {
     throw UsageError(std::string("--gemm ") + gemm_library_name(p.gemm) + " chooses the CPU backend's GEMM library; "
                      "with --device cuda use --gemm auto");
   require_gemm_library(p.gemm);  // --gemm blis in a build without BLIS: exit 2 naming the package
+  if (p.allreduce == AllReduceAlgorithm::kHierarchical && p.device == DeviceKind::kCuda && p.transport != Transport::kMpi)
+    throw UsageError("--allreduce hierarchical runs over the MPI transport (NCCL builds its own node-aware rings); "
+                     "with --device cuda give --transport mpi, or use --allreduce auto");
   if (p.transport == Transport::kNccl && p.device != DeviceKind::kCuda)
     throw UsageError("--transport nccl needs --device cuda (NCCL moves GPU memory); use --transport mpi or auto");
   if (p.memory_budget < 0) throw UsageError("--memory-budget must be >= 0 bytes (0: no budget)");
@@ -129,6 +133,21 @@ Mesh make_mesh(Communicator& world, int tp) {
   mesh.dp = mesh.dp_group.get();
   mesh.tp = mesh.tp_group.get();
   return mesh;
+}
+
+// --allreduce hierarchical: the DP group over its ranks' nodes (collective over it; on one node it
+// stays flat). The node of a rank is its host's, or SHARDTRAIN_NODE_OF_RANK's label for it.
+void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
+  if (o.parallelism.allreduce != AllReduceAlgorithm::kHierarchical) return;
+  HierarchyOptions options;
+  options.host_buffers = o.parallelism.device == DeviceKind::kCpu;
+  const std::string label = node_label_of_this_rank(mesh.dp->world_rank(), mesh.dp->world_size());
+  mesh.dp_hierarchical = make_hierarchical_communicator(*mesh.dp, label, options);
+  mesh.dp = mesh.dp_hierarchical.get();
+  const NodePlacement* placement = placement_of(*mesh.dp);
+  log_line_rank0("allreduce: hierarchical over " + placement->describe() +
+                 (placement->hierarchical() ? ""
+                  : placement->nodes() == 1 ? " (flat: every rank on one node)" : " (flat: one rank per node)"));
 }
 
 // The job's identity in every flight record (FORMATS.md "job_id"): rank 0 draws it, every rank
@@ -259,6 +278,7 @@ Job set_up_job(const TrainOptions& o) {
   if (comm->rank() == 0) write_rank_hosts(o.run_dir, RankHosts{flight_job_id(), place.hosts});
   const int world = comm->size(), rank = comm->rank();
   Mesh mesh = make_mesh(*comm, plan.tp);
+  make_hierarchical_dp(o, mesh);
   const int grad_accum =
       data::grad_accum_for(std::uint64_t(o.schedule.global_batch), o.schedule.micro_batch, mesh.dp_size);
   auto backend = make_backend(o, plan, place);

@@ -36,9 +36,14 @@ namespace shardtrain {
 // flight record, named uniquely in the job: "tp<d>" is the TP group of DP rank d, "dp<t>" the DP
 // group of TP rank t (the job's group is then "world"). At T = 1 the data-parallel group is the
 // job's group itself, named "dp" (no split).
+//
+// --allreduce hierarchical: the data-parallel group is wrapped in a hierarchical communicator
+// (comm/hierarchical.hpp) over the nodes its ranks run on (host names, or SHARDTRAIN_NODE_OF_RANK),
+// with sub-groups "<dp>.node", "<dp>.node-gather" and "<dp>.cross"; `dp` then points at it.
 struct Mesh {
   int dp_size = 1, dp_rank = 0, tp_size = 1, tp_rank = 0;
   std::unique_ptr<Communicator> dp_group, tp_group;  // the splits (T > 1 only)
+  std::unique_ptr<Communicator> dp_hierarchical;     // --allreduce hierarchical: over *dp_group or the job's group
   Communicator* dp = nullptr;  // data-parallel group: gradient sums, ZeRO shards, the sampler's ranks
   Communicator* tp = nullptr;  // tensor-parallel group; nullptr at T = 1
 };

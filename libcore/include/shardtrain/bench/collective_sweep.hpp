@@ -11,6 +11,13 @@
 // bus factor (2(W-1)/W all-reduce, (W-1)/W reduce-scatter and all-gather, 1 broadcast).
 // `wrong` counts the elements, over all ranks, that differ from the exact expected result of one
 // run on fresh data (small integers, so every sum is exact in float32 whatever the order).
+//
+// Several nodes (the ranks' host names differ, or SHARDTRAIN_NODE_OF_RANK pretends so;
+// comm/hierarchical.hpp): all-reduce, reduce-scatter and all-gather also run "hierarchical" (the
+// hierarchical communicator over the flat one, measured in the same run as the flat rows), and the
+// all-reduce is timed on each level alone: "intra-node" (every node's ranks at once, `ranks` the
+// ranks per node) and "inter-node" (the cross-node groups at once, `ranks` the number of nodes),
+// the two links' alpha and beta.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,7 +40,7 @@ struct SweepOptions {
 
 struct SweepRow {
   std::string op;    // "AllReduce", "ReduceScatter", "AllGather", "Broadcast" (op_name)
-  std::string impl;  // "communicator-fast", "communicator-deterministic" or "mpi"
+  std::string impl;  // "communicator-fast", "communicator-deterministic", "mpi"; "hierarchical", "intra-node", "inter-node"
   int ranks = 1;
   std::uint64_t bytes = 0;  // the operation's size (see above)
   int iterations = 0;

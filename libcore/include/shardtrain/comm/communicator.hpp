@@ -66,6 +66,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -124,13 +125,19 @@ using FatalHook = std::function<void(const CommunicationError&)>;
 //     docs/PERFORMANCE.md): with one core per rank that CPU is taken from the compute thread.
 //   kLibrary: the transport library's own non-blocking all-reduce (MPI_Iallreduce).
 //   kAuto: kHalvingDoubling on power-of-two groups, else kLibrary.
+//   kHierarchical: topology-aware (hierarchical.hpp): on a group spanning several nodes, every
+//     all-reduce is a reduce-scatter inside the node, an all-reduce across nodes on 1/L of the
+//     bytes (L ranks per node) and an all-gather inside the node, over node-local and cross-node
+//     sub-groups. Only make_hierarchical_communicator builds that; a communicator made with this
+//     value directly runs its own (flat) all-reduce as kAuto does, and so does every group on one
+//     node (or with one rank per node).
 // Integer data always uses the library's. Either way the result is the same on every rank.
-enum class AllReduceAlgorithm { kAuto, kHalvingDoubling, kLibrary };
+enum class AllReduceAlgorithm { kAuto, kHalvingDoubling, kLibrary, kHierarchical };
 // The one table of its names (--allreduce), in the order messages and --help list them.
 inline constexpr std::pair<const char*, AllReduceAlgorithm> kAllReduceAlgorithmNames[] = {
     {"auto", AllReduceAlgorithm::kAuto}, {"halving", AllReduceAlgorithm::kHalvingDoubling},
-    {"mpi", AllReduceAlgorithm::kLibrary}};
-// "auto" | "halving" | "mpi"; UsageError naming the choices otherwise.
+    {"mpi", AllReduceAlgorithm::kLibrary}, {"hierarchical", AllReduceAlgorithm::kHierarchical}};
+// "auto" | "halving" | "mpi" | "hierarchical"; UsageError naming the choices otherwise.
 AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text);
 
 struct CommOptions {
@@ -155,22 +162,38 @@ struct CommOptions {
 struct OpStats {
   std::uint64_t calls = 0;
   std::uint64_t bytes = 0;
-  double busy_s = 0;  // time in flight: issued to the transport until completed
+  double busy_s = 0;  // time in flight: issued to the transport until completed (a wait for Request::after excluded)
   double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
                       // where the thread shares a core with the compute thread, compute time it took
 };
+struct CommLevel;
 struct CommStats {
-  std::array<OpStats, kNumCollectiveOps> per_op{};
-  double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication)
+  std::array<OpStats, kNumCollectiveOps> per_op{};  // this group's own operations
+  double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication), levels included
   int group_size = 1;
-  // What all_reduce on float data runs: "halving", or the transport's library_name() ("mpi").
+  // What all_reduce on float data runs: "halving", the transport's library_name() ("mpi"), or
+  // "hierarchical" (hierarchical.hpp).
   std::string all_reduce_algorithm = "mpi";
+  // A hierarchical communicator's sub-groups (hierarchical.hpp), each with its own accounting; the
+  // totals below include them. Empty for every other communicator.
+  std::vector<CommLevel> levels;
+  int nodes = 0, ranks_per_node = 0;  // with levels: the group's nodes, and its ranks per node (0: uneven)
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log
+  // Busy seconds of the levels inside nodes / across nodes (0 without levels).
+  double level_busy_s(bool inter_node) const;
   // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
   //  "total_busy_s", "total_cpu_s", "wait_s", "allreduce_algorithm"}; ops never called are left out.
+  // With levels also "levels": {NAME: {"inter_node": bool, that group's object}}, "intra_node_busy_s",
+  // "inter_node_busy_s", "nodes" and "ranks_per_node".
   nlohmann::json to_json() const;
+};
+// One sub-group of a hierarchical communicator.
+struct CommLevel {
+  std::string name;         // the sub-group's name ("dp.node", "dp.cross", ...)
+  bool inter_node = false;  // its ranks are on different nodes
+  CommStats stats;
 };
 
 class Communicator {
@@ -266,6 +289,12 @@ class Communicator {
   virtual std::shared_ptr<FlightRecorder> recorder() const = 0;
 
   // A submitted operation; `send`/`recv` as in the typed calls above (`count` is n or block).
+  // `after`: an operation, usually of another communicator of this rank, that must complete
+  // before this one starts (its data are this one's input: the stages of a hierarchical
+  // all-reduce, hierarchical.hpp). This group's communication thread waits for it when the
+  // operation reaches the head of the queue, so later operations of this group wait too; the wait
+  // counts against this operation's timeout, and a failure of `after` fails this operation (and
+  // this group) with the failure's message. Empty: none. Never a later operation of this group.
   struct Request {
     CollectiveOp op;
     DType dtype;
@@ -273,6 +302,7 @@ class Communicator {
     void* recv;
     std::size_t count;
     int root;
+    CollectiveHandle after = {};
   };
   virtual CollectiveHandle submit(const Request& request) = 0;
 };

@@ -64,6 +64,14 @@ struct ScalingRun {
   int zero_stage = 0;
   double optimizer_bytes = 0, memory_bytes = 0;  // rank 0's optimizer state and total peak
   std::optional<LogThroughput> from_logs;         // empty when the folder has no usable step log
+  // The data-parallel group's communication by link (the summary's "communication", CommStats):
+  // its all-reduce algorithm, and for a hierarchical run (comm/hierarchical.hpp) its nodes and the
+  // busy seconds per step of the intra-node (node, node-gather) and inter-node (cross) groups: run
+  // totals over the run's steps, set-up collectives included.
+  std::string allreduce_algorithm;
+  bool hierarchical = false;          // the summary has communication.levels
+  int nodes = 0, ranks_per_node = 0;  // 0: unknown (or uneven nodes for ranks_per_node)
+  double intra_node_s_per_step = 0, inter_node_s_per_step = 0;
 };
 
 // Reads RUN_DIR/summary.json through read_run_summary (train/run_summary.hpp, the file's one
@@ -104,6 +112,9 @@ struct ScalingPoint {
   std::optional<double> efficiency_deviation;       // |log E - E| / E
   bool within_tolerance = true;                     // both deviations <= kRecomputeTolerance (when known)
   std::optional<double> predicted_efficiency;       // the --model file's E(W) (scaling_model.hpp); empty without one
+  // With a --model that has both links and a hierarchical run on uniform nodes: the model's intra-
+  // and inter-node seconds per step for that topology and layout (predict_on), beside the measured.
+  std::optional<double> predicted_intra_node_s, predicted_inter_node_s;
   std::string slowest_section;                      // where the slowest rank loses most (W = 1: its largest)
   double exposed_comm_share = 0;                    // max over ranks of exposed comm / step
   std::vector<std::string> actions;                 // what limits this point and what to try

@@ -45,6 +45,13 @@ struct StepCollective {
   double calls = 1;
 };
 
+// One link of the two-level model (issue 35): bus bandwidth (bytes/s) and latency of one ring step
+// (s). Unknown (busbw 0) unless fitted from a sweep's "intra-node"/"inter-node" rows or given.
+struct Link {
+  double busbw_Bps = 0, alpha_s = 0;
+  bool known() const { return busbw_Bps > 0; }
+};
+
 struct StepModel {
   double compute_s = 0;        // compute of one step on one rank at W = 1 (s)
   Scaling scaling = Scaling::kWeak;
@@ -54,6 +61,10 @@ struct StepModel {
   double alpha_s = 0;          // latency of one ring step (s)
   double overlap = 0;          // o in [0, 1]
   double straggler = 0;        // s >= 0
+  // Two levels: the links inside a node and between nodes, as scale-bench collectives measures
+  // them with every group of the level running at once ("intra-node", "inter-node" rows). Both
+  // unknown in a one-level model (the JSON then has neither "intra_node" nor "inter_node").
+  Link intra, inter;
   nlohmann::json inputs = nlohmann::json::object();  // where the numbers came from (files, fits, options)
 
   // Throws UsageError naming the first unusable field ("model: busbw_Bps must be > 0, got 0").
@@ -73,10 +84,59 @@ double collective_seconds(CollectiveOp op, double bytes, int world, double busbw
 struct StepTerms {
   int world = 1;
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, straggler_s = 0, step_s = 0;
+  double intra_comm_s = 0, inter_comm_s = 0;  // predict_on: comm_s by link (0 from predict)
   double tokens_per_s = 0, speedup = 0, efficiency = 0;
   nlohmann::json to_json() const;
 };
 StepTerms predict(const StepModel& model, int world);  // validates the model; world >= 1
+
+// ---------------------------------------------------------------- two levels (issue 35) ----------
+//
+// A topology: N nodes of L ranks (W = N x L). The data-parallel collectives of a step run either
+//   flat          one group of W ranks. One node: the intra link (the one-level link when intra is
+//                 unknown). Several nodes: the one-level link (busbw_Bps, alpha_s), which fit takes
+//                 from the sweep's flat rows: fitted on a sweep across nodes, it is the flat
+//                 algorithm's measured cost on those links (how many bytes cross a node boundary
+//                 depends on the algorithm and the placement: halving/doubling on node-contiguous
+//                 ranks already sends only 1/L of them across, a ring or interleaved ranks more);
+//   hierarchical  (comm/hierarchical.hpp) all-reduce = reduce-scatter over L ranks on intra +
+//                 all-reduce of bytes / L over N ranks on inter + all-gather over L on intra;
+//                 reduce-scatter = reduce-scatter over L on intra + of bytes / L over N on inter;
+//                 all-gather the mirror; broadcast flat. Needs both links, and equals flat when
+//                 N = 1 or L = 1;
+//   auto          per collective (size), the cheaper of the two: what --allreduce auto picks.
+struct Topology {
+  int nodes = 1, ranks_per_node = 1;
+  int world() const { return nodes * ranks_per_node; }
+  std::string describe() const;  // "2x2"
+};
+// "2x2,3x1" -> {{2, 2}, {3, 1}}; UsageError naming `what` otherwise.
+std::vector<Topology> parse_topologies(const std::string& text, const std::string& what = "--topology");
+
+enum class CommLayout { kFlat, kHierarchical, kAuto };
+const char* comm_layout_name(CommLayout l);  // "flat", "hierarchical", "auto"
+CommLayout parse_comm_layout(const std::string& text);  // UsageError naming the choices
+
+// One call's predicted time on a topology, split by link, and what the layout chose for it.
+struct CollectiveCost {
+  double seconds = 0, intra_s = 0, inter_s = 0;
+  bool hierarchical = false;
+};
+// UsageError when the layout is hierarchical (or auto on several nodes) and a link is unknown.
+CollectiveCost collective_cost(const StepModel& model, CollectiveOp op, double bytes, const Topology& topology,
+                               CommLayout layout);
+
+// T on a topology and layout: as predict(), the communication priced by collective_cost; speedup
+// and E against the same model at W = 1. `choices`, when given, gets one line per collective of the
+// step: its size, the layout chosen, intra/inter seconds of one call.
+StepTerms predict_on(const StepModel& model, const Topology& topology, CommLayout layout,
+                     std::vector<std::string>* choices = nullptr);
+// The table of every topology x layout (step, comm, its intra and inter parts, speedup, E) and the
+// per-collective choices, and its JSON.
+std::string topology_prediction_table(const StepModel& model, const std::vector<Topology>& topologies,
+                                      const std::vector<CommLayout>& layouts);
+nlohmann::json topology_prediction_json(const StepModel& model, const std::vector<Topology>& topologies,
+                                        const std::vector<CommLayout>& layouts);
 
 // "1,2,4,8" -> {1, 2, 4, 8}; UsageError naming `what` on an empty list, a non-number or a value < 1.
 std::vector<int> parse_workers(const std::string& text, const std::string& what = "--workers");
@@ -147,6 +207,8 @@ struct FitOptions {
   std::string scaling = "auto";  // weak, strong, auto (from the runs' tokens per step)
   double overlap = -1;           // < 0: measured from the runs (1 - exposed / total)
 };
+// fit_model also fits StepModel::intra and ::inter from the sweep's "intra-node" and "inter-node"
+// rows when it has them (a sweep over ranks on several nodes, collective_sweep.hpp).
 StepModel fit_model(const FitOptions& options);
 
 // ---------------------------------------------------------------- plan ----------------------------
@@ -165,6 +227,12 @@ struct PlanOptions {
   bool deterministic = false;
   DeviceKind device = DeviceKind::kCpu;  // what attention keeps for backward (backend.hpp) depends on it
   StepModel model;                // busbw, alpha, overlap, straggler (and compute_s when > 0)
+  // Topology (issue 35): the ranks on `nodes` nodes of ranks / nodes each. With nodes > 1 every
+  // layout is planned once per entry of `layouts`: its DP collectives priced by collective_cost on
+  // the DP group's topology (nodes x ranks per node / tp: TP groups stay inside a node), its TP
+  // collectives on the intra link when known.
+  int nodes = 1;
+  std::vector<CommLayout> layouts = {CommLayout::kFlat};
 };
 // One DP x TP layout: `tp` ranks per tensor-parallel group (the degrees the layout planner accepts,
 // parallel/layout_plan.hpp: dividing the world, n_head and 4 x d_model, on a device with
@@ -181,7 +249,7 @@ struct PlanOptions {
 // head), one all-gather of 4 N tp bytes (row maxima) and one all-reduce of 8 N bytes (the
 // vocab-parallel cross-entropy's sums); times grad_accum per step.
 struct PlanRow {
-  std::string layout;  // "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"; under TP "<that> x TP<t>"
+  std::string layout;  // "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"; under TP "<that> x TP<t>"; on several nodes ", flat" etc.
   int zero_stage = 0;
   int dp = 1, tp = 1;
   int grad_accum = 1;  // micro-batches per DP rank per step

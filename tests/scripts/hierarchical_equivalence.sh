@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Hierarchical collectives (issue 35) end to end on one machine, the nodes pretended with
+# SHARDTRAIN_NODE_OF_RANK (libcore/include/shardtrain/comm/hierarchical.hpp):
+#   * deterministic ddp-train --allreduce hierarchical on 2 nodes x 2 ranks and on 3 + 1 ranks is
+#     BITWISE equal to W = 1 (parameters and step log), and so are fsdp-train ZeRO-2 on 2 x 2 and
+#     ZeRO-3 on interleaved 2 x 2 (their reduce-scatters and all-gathers go hierarchical too);
+#   * the run says it is hierarchical, and its summary splits the communication into the node-local
+#     and cross-node groups;
+#   * fast mode 2 x 2 hierarchical stays within atol 1e-6 + rtol 1e-4 of fast flat W = 4 (fp32 sums in
+#     another order);
+#   * on one node --allreduce hierarchical is the flat path (said so in the log);
+#   * a stage skipped by fault injection is named by hang-diagnose (rank, group, seq, step, phase);
+#   * an override that does not name one label per rank exits 2 naming the variable.
+# Usage: hierarchical_equivalence.sh BIN_DIR WORK_DIR
+BIN_DIR=$1 WORK=$2
+. "$(dirname "$0")/common.sh"
+model=(--seq-len 32 --layers 2 --heads 2 --d-model 16 --steps 6 --global-batch 8 --micro-batch 1 --bucket-mb 0.004)
+# run NP DIR TOOL [options...]
+run() {
+  local np=$1 dir=$2 tool=$3; shift 3
+  mpirun -np "$np" --oversubscribe -x SHARDTRAIN_NODE_OF_RANK "$BIN_DIR/$tool" --data "$DATA" "${model[@]}" \
+    --peak-gflops 100 --log-every 1000 --run-dir "$dir" "$@" >"$dir.log" 2>&1 || { local rc=$?; cat "$dir.log" >&2; return $rc; }
+}
+export SHARDTRAIN_NODE_OF_RANK=a
+run 1 "$WORK/ref" ddp-train --deterministic
+
+for layout in a,a,b,b a,a,a,b; do
+  export SHARDTRAIN_NODE_OF_RANK=$layout
+  dir="$WORK/ddp_${layout//,/}"
+  run 4 "$dir" ddp-train --deterministic --allreduce hierarchical
+  grep -q "allreduce: hierarchical over 2 nodes" "$dir.log" || { cat "$dir.log" >&2; fail "$dir: not hierarchical"; }
+  expect_verdict BITWISE "$WORK/ref/params.h5" "$dir/params.h5"
+  expect_verdict BITWISE "$WORK/ref/steps.rank0.jsonl" "$dir/steps.rank0.jsonl"
+  python3 - "$dir/summary.json" <<'PY' || fail "$dir: the summary does not split intra- and inter-node communication"
+import json, sys
+c = json.load(open(sys.argv[1]))["communication"]
+assert c["allreduce_algorithm"] == "hierarchical", c["allreduce_algorithm"]
+levels = c["levels"]
+assert any(l["inter_node"] for l in levels.values()) and any(not l["inter_node"] for l in levels.values()), levels.keys()
+assert c["inter_node_busy_s"] > 0 and c["intra_node_busy_s"] > 0
+print("  levels:", ", ".join(f"{n} ({'inter' if l['inter_node'] else 'intra'}-node, {l['total_busy_s']:.4f} s)" for n, l in levels.items()))
+PY
+  pass "deterministic ddp-train, nodes $layout, --allreduce hierarchical: bitwise equal to W=1"
+done
+
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+run 4 "$WORK/zero2" fsdp-train --zero-stage 2 --deterministic --allreduce hierarchical
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero2/params.h5"
+expect_verdict BITWISE "$WORK/ref/steps.rank0.jsonl" "$WORK/zero2/steps.rank0.jsonl"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['communication']; assert c['levels']['dp.node']['ReduceScatter']['calls'] > 0" \
+  "$WORK/zero2/summary.json" || fail "ZeRO-2 hierarchical: no node-local reduce-scatter"
+pass "deterministic fsdp-train ZeRO-2, nodes a,a,b,b, --allreduce hierarchical: bitwise equal to W=1"
+
+# ZeRO-3 (parameters gathered two levels before every forward and backward) on interleaved nodes.
+export SHARDTRAIN_NODE_OF_RANK=a,b,a,b
+run 4 "$WORK/zero3" fsdp-train --zero-stage 3 --deterministic --allreduce hierarchical
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero3/params.h5"
+pass "deterministic fsdp-train ZeRO-3, nodes a,b,a,b, --allreduce hierarchical: bitwise equal to W=1"
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+
+# Fast mode: the same training, within the fast-mode tolerance of the flat W = 4 run.
+run 4 "$WORK/fast_flat" ddp-train
+run 4 "$WORK/fast_hier" ddp-train --allreduce hierarchical
+# (tolerance as in ddp_equivalence.sh's fast runs; BITWISE would pass too, the sums' order permitting)
+"$BIN_DIR/equiv-check" "$WORK/fast_hier/params.h5" "$WORK/fast_flat/params.h5" --atol 1e-6 --rtol 1e-4 | grep '^verdict:' ||
+  fail "fast hierarchical is not within atol 1e-6 + rtol 1e-4 of fast flat"
+pass "fast ddp-train 2 x 2 hierarchical is within tolerance of fast flat"
+
+# One node: flat, and said so.
+export SHARDTRAIN_NODE_OF_RANK=n,n,n,n
+run 4 "$WORK/one_node" ddp-train --deterministic --allreduce hierarchical
+grep -q "allreduce: hierarchical over 1 node (flat: every rank on one node)" "$WORK/one_node.log" || fail "one node: not flat"
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/one_node/params.h5"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['communication']; assert 'levels' not in c and c['allreduce_algorithm'] != 'hierarchical'" \
+  "$WORK/one_node/summary.json" || fail "one node: the summary shows levels"
+pass "one node: --allreduce hierarchical is the flat path"
+
+# A hang in a stage: rank 2 skips its cross-node all-reduce; hang-diagnose names rank 2 and that
+# stage's group, seq, step and phase (the node-gather stage behind it waits "queued", not joined).
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+rc=0
+run 4 "$WORK/hang" ddp-train --allreduce hierarchical --inject skip-collective:rank=2,step=2,group=dp.cross \
+  --collective-timeout 5 2>/dev/null || rc=$?
+[ "$rc" -eq 4 ] || fail "the skipped stage should end the job with exit 4 (got $rc)"
+diag=$("$BIN_DIR/hang-diagnose" "$WORK/hang" 2>&1 || true)
+echo "$diag" | grep '^culprit:'
+echo "$diag" | grep -q '^culprit: rank 2 .*skipped dp.cross seq [0-9]* AllReduce (step 2, backward)' ||
+  { echo "$diag" >&2; fail "hang-diagnose does not name rank 2's skipped dp.cross stage"; }
+pass "a skipped cross-node stage: hang-diagnose names rank, group, seq, step and phase"
+
+export SHARDTRAIN_NODE_OF_RANK=a,a,b
+mkdir -p "$WORK/bad"
+expect_exit2 "SHARDTRAIN_NODE_OF_RANK='a,a,b' names 3 rank(s) but the job has 4" \
+  mpirun -np 4 --oversubscribe -x SHARDTRAIN_NODE_OF_RANK "$BIN_DIR/ddp-train" --data "$DATA" "${model[@]}" \
+  --peak-gflops 100 --allreduce hierarchical --run-dir "$WORK/bad"
+pass "a wrong override exits 2 naming it"
