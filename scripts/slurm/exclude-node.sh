@@ -28,7 +28,7 @@ trap '' TERM  # the requeue signals the job's processes; finish the update first
 
 # The job's excluded nodes now (empty or "(null)" when none).
 current=$(scontrol show job "$job" | tr ' ' '\n' | sed -n 's/^ExcNodeList=//p' | head -1)
-case "$current" in ""|"(null)") list=$host ;; *) list="$current,$host" ;; esac
+case ",$current," in ",,"|",(null),") list=$host ;; *",$host,"*) list=$current ;; *) list="$current,$host" ;; esac
 
 echo "$me: job $job: excluding $host (rank $rank), then requeueing (excluded nodes: $list)" >&2
 scontrol requeuehold "$job"

@@ -21,10 +21,10 @@ exit 0
 EOF
 chmod +x "$WORK/fake/scontrol"
 export FAKE_LOG="$WORK/calls.log"
-for exc in "(null)" "n7,n9"; do
+for exc in "(null)" "n7,n9" "n7,n3"; do  # the last: n3 already excluded (a second verdict on it) is not listed twice
   : >"$FAKE_LOG"
   FAKE_EXC=$exc SLURM_JOB_ID=42 PATH="$WORK/fake:$PATH" "$repo/scripts/slurm/exclude-node.sh" n3 5 2>"$WORK/err"
-  want_list=n3; [ "$exc" = "(null)" ] || want_list="$exc,n3"
+  case "$exc" in "(null)") want_list=n3 ;; *n3*) want_list=$exc ;; *) want_list="$exc,n3" ;; esac
   printf 'scontrol show job 42\nscontrol requeuehold 42\nscontrol update JobId=42 ExcNodeList=%s StartTime=now\nscontrol release 42\n' "$want_list" >"$WORK/want"
   diff "$WORK/want" "$FAKE_LOG" || fail "exclude-node.sh n3 5 (excluded before: $exc): other scontrol calls"
   grep -q "job 42: excluding n3 (rank 5)" "$WORK/err" || fail "exclude-node.sh did not say what it does"
