@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The project across nodes on a real Slurm cluster of 4 nodes (jobs on 3, one spare): scripts/cluster/box.sh (a network, UTS
-# and mount namespace per node, a private bridge; nothing in the host's network changes). Checks:
+# The project across nodes on a real Slurm cluster of 4 nodes (jobs on 3, one spare):
+# scripts/cluster/box.sh (a network, UTS and mount namespace per node, a private bridge; nothing in
+# the host's network changes). Checks:
 #   1  sinfo shows node1..node4 idle; `srun -N3 hostname` answers three distinct hostnames
 #   2  an allocation of 3 nodes (salloc -N3 -n3): mpirun puts one rank on each node (hostnames), and
 #      ddp-train across them (30 deterministic steps, Open MPI over TCP on the box's network) ends
@@ -15,20 +16,21 @@
 #      node3 (ranks 2), the job goes on without it on node1 and node2 in the same allocation, and its
 #      final checkpoint (parameters and moments) is BITWISE an uninterrupted run's; the time from the
 #      loss to the verdict and to the first resumed step are printed
-#   7  partition survived: the same job, node3's link taken down mid-run (its processes keep
-#      running; every rank times out in the same all-reduce, so the records alone blame nobody):
-#      the launcher's probe of the job's hosts makes the verdict node-unreachable host node3
-#      (ranks 2), the job goes on on node1 and node2, BITWISE; the times are printed
-#   8  the user's batch script, `sbatch -N 3 --ntasks-per-node=1 train.sbatch` (srun --mpi=pmix
+#   7  the user's batch script, `sbatch -N 3 --ntasks-per-node=1 train.sbatch` (srun --mpi=pmix
 #      across node1..node3), loses node3: Slurm marks it not responding, then DOWN (times printed);
 #      the launcher's node-lost verdict excludes it (exclude-node.sh), the job is requeued without it
 #      (`scontrol show job`: ExcNodeList=node3, Restarts=1), runs on node1, node2 and the spare
 #      node4 and completes, BITWISE; node3 restored is idle again and serves `srun -N4`
-#   9  the chain across nodes: pipeline.sh (prep, proof, baseline, twin, equiv, train, report,
+#   8  the chain across nodes: pipeline.sh (prep, proof, baseline, twin, equiv, train, report,
 #      decide, costs) with every training job spread one rank per node (--train-sbatch
 #      --ntasks-per-node=1, --np 3, LAUNCHER=mpirun): every stage COMPLETED (decide may reject the
 #      tiny model: then every release evidence item must still pass); the main run's summary
 #      (rank_hosts, the closing paragraph) and the scaling report name the 3 hosts of its ranks
+#   9  partition survived: the same job, node3's link taken down mid-run (its processes keep
+#      running; every rank times out in the same all-reduce, so the records alone blame nobody):
+#      the launcher's probe of the job's hosts makes the verdict node-unreachable host node3
+#      (ranks 2), the job goes on on node1 and node2, BITWISE; the times are printed (the last
+#      case: node3 stays cut off until the box stops)
 # Then the cluster is stopped and no process of its namespaces is left (box.sh stop checks; so
 # does this script, and that the host's hostname and links are as before). The last lines list
 # every job: id, nodes, state.
@@ -124,7 +126,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step "start: 3 nodes"
+step "start: 4 nodes"
 BOX_SLURMD_TIMEOUT=10 bash "$box" start "$B" -n 4
 states=$(inbox -- sinfo -h -N -o '%N=%T' | sort -u | tr '\n' ' ')
 echo "  sinfo: $states"
@@ -210,32 +212,6 @@ pass "a lost node named (node-lost host node3), the job finished on node1 and no
 bash "$box" restore "$B" node3
 idle_again node3
 
-step "partition survived: node3's link goes down under a 3-node job"
-# The same job as the node-loss case, so its uninterrupted run is the reference again. Every rank
-# times out in the same all-reduce (node3's too: its processes keep running), so the records alone
-# blame nobody; the launcher's probe of the job's hosts finds node3 unreachable.
-rm -rf "$WORK/cut"
-inbox -- timeout 240 salloc -N3 -n3 -w "node[1-3]" --no-kill "$BIN_DIR/run-resilient" --min-ranks 1 --max-restarts 3 --backoff 0 -- \
-  mpirun -np 3 "$BIN_DIR/ddp-train" "${lost_opts[@]}" --run-dir "$WORK/cut" >"$WORK/cut.log" 2>&1 &
-job_pid=$!
-until_step_300 "$WORK/cut" "$WORK/cut.log" "$job_pid"
-t_cut=$(date +%s.%N)
-bash "$box" partition "$B" node3
-rc=0
-wait "$job_pid" || rc=$?
-((rc == 0)) || { cat "$WORK/cut.log" >&2; fail "the job did not survive the partition (exit $rc)"; }
-grep "run-resilient: verdict\|probe of\|world size\|node .* lost\|Slurm dropped" "$WORK/cut.log" | sed 's/^/  /'
-grep -q "verdict attempt 0: node-unreachable host node3 (ranks 2)" "$WORK/cut.log" ||
-  fail "the verdict should be node-unreachable host node3 (ranks 2)"
-restart_times "$WORK/cut" "$t_cut" cut
-# The verdict waits for mpirun to end, 3-10 s after the ranks gave up when a daemon is cut off: a
-# bound of 60 s (the collective timeout is 10 s), not the node-loss case's 30.
-awk -v v="$first_step_s" 'BEGIN { exit !(v <= 60) }' || fail "the first resumed step came more than 60 s after the cut"
-survived_on_two "$WORK/cut"
-pass "a partitioned node named (node-unreachable host node3), the job finished on node1 and node2, its final state BITWISE"
-bash "$box" restore "$B" node3
-idle_again node3
-
 step "a batch job loses a node: train.sbatch (srun --mpi=pmix, 3 nodes) requeued without it"
 # The user's batch script as it is, from a folder every node sees, on 3 of the 4 nodes: the requeue
 # that excludes node3 starts on the other two and the spare node4, as on a cluster with free nodes.
@@ -312,6 +288,32 @@ echo "  the main run's ranks ran on $hosts; the report's per-rank hosts: $(jq -r
   fail "the scaling report should name each rank's host"
 grep -q "across 3 hosts" "$WORK"/run/n3/slurm-train-*.out || fail "the main run's closing paragraph should name its 3 hosts"
 pass "the chain ran across nodes: every stage ran, its release evidence passed, the main run on 3 hosts named in its summary and report"
+
+step "partition survived: node3's link goes down under a 3-node job"
+# The same job as the node-loss case, so its uninterrupted run is the reference again. Every rank
+# times out in the same all-reduce (node3's too: its processes keep running), so the records alone
+# blame nobody; the launcher's probe of the job's hosts finds node3 unreachable.
+rm -rf "$WORK/cut"
+inbox -- timeout 240 salloc -N3 -n3 -w "node[1-3]" --no-kill "$BIN_DIR/run-resilient" --min-ranks 1 --max-restarts 3 --backoff 0 -- \
+  mpirun -np 3 "$BIN_DIR/ddp-train" "${lost_opts[@]}" --run-dir "$WORK/cut" >"$WORK/cut.log" 2>&1 &
+job_pid=$!
+until_step_300 "$WORK/cut" "$WORK/cut.log" "$job_pid"
+t_cut=$(date +%s.%N)
+bash "$box" partition "$B" node3
+rc=0
+wait "$job_pid" || rc=$?
+((rc == 0)) || { cat "$WORK/cut.log" >&2; fail "the job did not survive the partition (exit $rc)"; }
+grep "run-resilient: verdict\|probe of\|world size\|node .* lost\|Slurm dropped" "$WORK/cut.log" | sed 's/^/  /'
+grep -q "verdict attempt 0: node-unreachable host node3 (ranks 2)" "$WORK/cut.log" ||
+  fail "the verdict should be node-unreachable host node3 (ranks 2)"
+restart_times "$WORK/cut" "$t_cut" cut
+# The verdict waits for mpirun to end, 3-10 s after the ranks gave up when a daemon is cut off: a
+# bound of 60 s (the collective timeout is 10 s), not the node-loss case's 30.
+awk -v v="$first_step_s" 'BEGIN { exit !(v <= 60) }' || fail "the first resumed step came more than 60 s after the cut"
+survived_on_two "$WORK/cut"
+pass "a partitioned node named (node-unreachable host node3), the job finished on node1 and node2, its final state BITWISE"
+# Last of the cases: nothing after it needs node3, so the box is stopped with node3 still cut off
+# (a partitioned node's slurmd takes 40-50 s to register again once its link is back).
 
 step "jobs"
 sed -E 's/.*JobId=([0-9]+).*Name=([^ ]*).*JobState=([A-Z_]+).*NodeList=([^ ]*).*/  job \1 \2 \4 \3/' "$B/log/jobcomp.txt"
