@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/name_table.hpp"
 #include "shardtrain/base/json_fields.hpp"
@@ -115,20 +117,6 @@ AttemptVerdict with_unreachable_host(AttemptVerdict v, const RankHosts& placemen
 }
 
 namespace {
-
-// RUN_DIR/hosts.json when it is there and describes `world` ranks (a file of an earlier attempt
-// on another world size says nothing about this one); a problem reading it goes to `detail`.
-std::optional<RankHosts> placement_of(const std::string& run_dir, int world, std::string& detail) {
-  try {
-    if (!fs::exists(rank_hosts_path(run_dir))) return std::nullopt;
-    RankHosts h = read_rank_hosts(run_dir);
-    if (world > 0 && int(h.hosts.size()) != world) return std::nullopt;
-    return h;
-  } catch (const Error& e) {
-    detail += std::string(detail.empty() ? "" : "; ") + "hosts.json unreadable: " + e.what();
-    return std::nullopt;
-  }
-}
 
 std::string field_or_dash(const std::optional<std::string>& v) { return v ? *v : "-"; }
 template <typename T>
@@ -249,12 +237,27 @@ AttemptVerdict verdict_from_output(const std::string& output) {
   return v;
 }
 
+std::optional<RankHosts> attempt_placement(const AttemptEvidence& evidence, int world, std::string& detail) {
+  try {
+    struct stat st{};
+    const std::string path = rank_hosts_path(evidence.run_dir);
+    if (stat(path.c_str(), &st) != 0) return std::nullopt;
+    if (double(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9 < evidence.launched_at) return std::nullopt;
+    RankHosts h = read_rank_hosts(evidence.run_dir);
+    if (world > 0 && int(h.hosts.size()) != world) return std::nullopt;
+    return h;
+  } catch (const Error& e) {
+    detail += std::string(detail.empty() ? "" : "; ") + "hosts.json unreadable: " + e.what();
+    return std::nullopt;
+  }
+}
+
 AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
   const std::vector<std::string> files = flight_record_files(evidence.run_dir);
   if (files.empty()) {
     AttemptVerdict v = verdict_from_output(evidence.command_output);
     v.command_ended_at = evidence.command_ended_at;
-    const std::optional<RankHosts> placement = placement_of(evidence.run_dir, evidence.world_size, v.source_detail);
+    const std::optional<RankHosts> placement = attempt_placement(evidence, evidence.world_size, v.source_detail);
     if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
       v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
     return v;
@@ -309,7 +312,7 @@ AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
   }
   // A lost node: every rank of one host without a record, ranks of another host with one.
   const int world = dumps.empty() ? evidence.world_size : dumps.front().world_size;
-  const std::optional<RankHosts> placement = placement_of(evidence.run_dir, world, v.source_detail);
+  const std::optional<RankHosts> placement = attempt_placement(evidence, world, v.source_detail);
   if (placement) {
     if (const std::optional<LostNode> lost = lost_node(*placement, hosts)) {
       v.verdict_class = VerdictClass::kNodeLost;

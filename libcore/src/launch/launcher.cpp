@@ -3,7 +3,6 @@
 #include "shardtrain/launch/launcher.hpp"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,25 +179,18 @@ void note_lost_host(const std::string& run_dir, const std::string& host, const c
 // node gets its hosts probed (slurmd's port inside a Slurm job; nothing to probe elsewhere), so a
 // partitioned node is named rather than the healthy rank that timed out waiting for it first.
 constexpr double kProbeTimeoutS = 0.5;  // a node on the job's network answers in well under a millisecond
-// Only the hosts of this attempt are probed: RUN_DIR/hosts.json written since it was launched (an
-// attempt that failed before its ranks started leaves the previous job's table, whose lost node
-// would be blamed again, and excluded again, for a launch that failed for another reason).
-AttemptVerdict probe_for_partition(AttemptVerdict v, const std::string& run_dir, int world, double launched) {
+// The hosts come from the attempt's own table (attempt_placement: a launch that failed before its
+// ranks started leaves the previous job's, whose lost node would be blamed, and excluded, again).
+AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evidence) {
   if (v.verdict_class == VerdictClass::kNodeLost) return v;
-  std::optional<RankHosts> placement;
-  try {
-    struct stat st{};
-    const std::string path = rank_hosts_path(run_dir);
-    if (stat(path.c_str(), &st) == 0 && double(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9 >= launched)
-      placement = read_rank_hosts(run_dir);
-  } catch (const Error&) {  // judge_attempt has said so in source_detail already
-  }
-  if (!placement || (world > 0 && int(placement->hosts.size()) != world) || placement->ranks_by_host().size() < 2)
-    return v;
-  const std::optional<int> port = slurmd_port();
-  if (!port) return v;
+  std::string ignored;  // judge_attempt has said why a table is unreadable
+  const std::optional<RankHosts> placement = attempt_placement(evidence, evidence.world_size, ignored);
+  if (!placement) return v;
   std::vector<std::string> hosts, unreachable;
   for (const auto& [host, ranks] : placement->ranks_by_host()) hosts.push_back(host);
+  if (hosts.size() < 2) return v;
+  const std::optional<int> port = slurmd_port();
+  if (!port) return v;
   for (const HostProbe& p : probe_hosts(hosts, *port, kProbeTimeoutS)) {
     if (p.reach == Reachability::kUnreachable) unreachable.push_back(p.host);
     if (p.reach != Reachability::kReachable)
@@ -333,8 +325,9 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     if (status != 0 && status != 2 && !outcome.stop_requested) {
       AttemptEvidence evidence{run_dir, read_whole(output_path), state.world, ended, 0};
       evidence.now = unix_now();
+      evidence.launched_at = launched;
       const auto t0 = std::chrono::steady_clock::now();
-      AttemptVerdict v = probe_for_partition(judge_attempt(evidence), run_dir, state.world, launched);
+      AttemptVerdict v = probe_for_partition(judge_attempt(evidence), evidence);
       v.analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // "diagnosed in" runs from the first failure trigger to the verdict, the analysis included.
       if (v.diagnosis_s) v.diagnosis_s = std::round((*v.diagnosis_s + *v.analysis_s) * 1000) / 1000;

@@ -91,7 +91,15 @@ struct AttemptEvidence {
   int world_size = 0;          // the attempt's rank count (0: take the records' own)
   double command_ended_at = 0; // unix seconds when the command exited
   double now = 0;              // unix seconds at judging time (for diagnosis_s)
+  // Unix seconds when the attempt was launched: RUN_DIR/hosts.json written before it is an earlier
+  // job's table (an attempt that failed before its ranks started writes none) and is not used.
+  // 0: any table of the attempt's world size is taken.
+  double launched_at = 0;
 };
+
+// RUN_DIR/hosts.json when it describes this attempt: written since evidence.launched_at, of `world`
+// ranks (0: any count). A table that cannot be read is nothing, the reason appended to `detail`.
+std::optional<RankHosts> attempt_placement(const AttemptEvidence& evidence, int world, std::string& detail);
 
 AttemptVerdict judge_attempt(const AttemptEvidence& evidence);
 
