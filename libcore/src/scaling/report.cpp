@@ -11,6 +11,7 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/run_summary.hpp"
@@ -103,10 +104,9 @@ std::string fixed(double value, int digits) {
 // rank_hosts).
 int busiest_host_ranks(const ScalingRun& run) {
   if (run.rank_hosts.empty()) return run.world_size;
-  std::map<std::string, int> per_host;
-  int most = 0;
-  for (const std::string& h : run.rank_hosts) most = std::max(most, ++per_host[h]);
-  return most;
+  std::size_t most = 0;
+  for (const auto& [host, ranks] : RankHosts{"", run.rank_hosts}.ranks_by_host()) most = std::max(most, ranks.size());
+  return int(most);
 }
 
 // What limits a point and what to try. Each rule names its measurement, so a reader can check it;

@@ -1,11 +1,11 @@
 #include "shardtrain/train/run_summary.hpp"
 
 #include <cstdio>
-#include <map>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
 namespace {
@@ -189,13 +189,14 @@ std::string summary_paragraph(const RunSummary& s) {
                 (s.device_name.empty() ? std::string("device") : s.device_name) + "'s datasheet dense " +
                 precision_name(s.precision) + " peak";
   // A job across nodes says which ranks ran where: "across 3 hosts (node1: 0; node2: 1; node3: 2)".
-  std::map<std::string, std::string> ranks_of_host;
-  for (std::size_t r = 0; r < s.rank_hosts.size(); ++r)
-    ranks_of_host[s.rank_hosts[r]] += (ranks_of_host[s.rank_hosts[r]].empty() ? "" : ",") + std::to_string(r);
+  const auto ranks_of_host = RankHosts{"", s.rank_hosts}.ranks_by_host();
   std::string hosts;
   if (ranks_of_host.size() > 1) {
     hosts = " across " + std::to_string(ranks_of_host.size()) + " hosts (";
-    for (const auto& [host, ranks] : ranks_of_host) hosts += (hosts.back() == '(' ? "" : "; ") + host + ": " + ranks;
+    for (const auto& [host, ranks] : ranks_of_host) {
+      hosts += (hosts.back() == '(' ? "" : "; ") + host + ":";
+      for (std::size_t i = 0; i < ranks.size(); ++i) hosts += (i ? "," : " ") + std::to_string(ranks[i]);
+    }
     hosts += ")";
   }
   char paragraph[2400];
