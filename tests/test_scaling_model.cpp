@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/train/run_summary.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
+#include "shardtrain/tool/train_cli.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 namespace fs = std::filesystem;
@@ -172,6 +175,112 @@ TEST_CASE("predict: two levels, a 2 x 2 topology worked by hand, flat against hi
   CHECK(back.intra.busbw_Bps == m.intra.busbw_Bps);
   CHECK(back.inter.alpha_s == m.inter.alpha_s);
   CHECK_FALSE(StepModel::from_json(one_level.to_json(), "test").inter.known());
+}
+
+TEST_CASE("hierarchical_from_bytes: where the two levels start to cost less, worked by hand", "[scaling-model]") {
+  StepModel m;
+  m.compute_s = 0.1;
+  m.busbw_Bps = 1e8;
+  m.alpha_s = 1e-5;
+  m.intra = {1e9, 2e-5};
+  m.inter = {1e8, 2e-5};
+  const Topology t{2, 2};
+  // All-reduce, 2 x 2. Flat: 2(3)/4 b / 1e8 + 6 x 1e-5 = 1.5e-8 b + 6e-5. Hierarchical: reduce-scatter
+  // and all-gather over 2 on intra (0.5 b / 1e9 + 2e-5 each) + all-reduce of b/2 over 2 on inter
+  // (b/2 / 1e8 + 2 x 2e-5) = 6e-9 b + 8e-5. They meet at b = 2e-5 / 9e-9 = 2222.2 bytes.
+  const auto from = hierarchical_from_bytes(m, CollectiveOp::kAllReduce, t);
+  REQUIRE(from);
+  CHECK(*from == 2223);
+  auto cost = [&](double b, CommLayout l) { return collective_cost(m, CollectiveOp::kAllReduce, b, t, l).seconds; };
+  CHECK(cost(2223, CommLayout::kHierarchical) < cost(2223, CommLayout::kFlat));
+  CHECK(cost(2222, CommLayout::kHierarchical) >= cost(2222, CommLayout::kFlat));
+  // Cheaper intra latency: hierarchical wins at every size.
+  StepModel cheap = m;
+  cheap.intra.alpha_s = 2e-6;
+  CHECK(hierarchical_from_bytes(cheap, CollectiveOp::kAllReduce, t) == std::optional<std::uint64_t>(0));
+  // A flat path faster per byte than the two levels: never.
+  StepModel fast_flat = m;
+  fast_flat.busbw_Bps = 1e10;
+  CHECK_FALSE(hierarchical_from_bytes(fast_flat, CollectiveOp::kAllReduce, t));
+  // Nothing to choose: one node, one rank per node, a broadcast.
+  CHECK_FALSE(hierarchical_from_bytes(m, CollectiveOp::kAllReduce, {1, 4}));
+  CHECK_FALSE(hierarchical_from_bytes(m, CollectiveOp::kAllReduce, {4, 1}));
+  CHECK_FALSE(hierarchical_from_bytes(m, CollectiveOp::kBroadcast, t));
+  // Without the inter-node link the hierarchical price is unknown: collective_cost's error.
+  StepModel one_level = m;
+  one_level.inter = {};
+  CHECK_THROWS_WITH(hierarchical_from_bytes(one_level, CollectiveOp::kAllReduce, t), Catch::Contains("needs both links"));
+}
+
+TEST_CASE("hierarchical_from_bytes: on random models the threshold is where the cheaper layout changes", "[scaling-model]") {
+  std::mt19937 gen(35);
+  std::uniform_real_distribution<double> decade(0, 1);
+  auto log_between = [&](double lo, double hi) { return lo * std::pow(hi / lo, decade(gen)); };
+  int crossings = 0;
+  for (int i = 0; i < 400; ++i) {
+    StepModel m;
+    m.compute_s = 0.1;
+    m.busbw_Bps = log_between(1e7, 1e10);
+    m.alpha_s = log_between(1e-6, 1e-4);
+    m.intra = {log_between(1e8, 1e11), log_between(1e-7, 1e-4)};
+    m.inter = {log_between(1e6, 1e10), log_between(1e-6, 1e-3)};
+    const Topology t{2 + int(gen() % 3), 2 + int(gen() % 3)};
+    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+      auto cost = [&](double b, CommLayout l) { return collective_cost(m, op, b, t, l).seconds; };
+      const auto from = hierarchical_from_bytes(m, op, t);
+      INFO("model " << m.to_json().dump() << " topology " << t.describe() << " op " << op_name(op));
+      if (!from) {  // flat at large sizes: compare far out
+        CHECK(cost(1e15, CommLayout::kHierarchical) >= cost(1e15, CommLayout::kFlat) * (1 - 1e-9));
+        continue;
+      }
+      // Just past the threshold and far beyond it hierarchical is cheaper; just before it, not
+      // (relative slack 1e-9 for the rounding of the two lines read off 0 and 2^30 bytes).
+      const double b = double(*from);
+      CHECK(cost(b * 1.01 + 1, CommLayout::kHierarchical) < cost(b * 1.01 + 1, CommLayout::kFlat));
+      CHECK(cost(b * 1e6 + 1e9, CommLayout::kHierarchical) < cost(b * 1e6 + 1e9, CommLayout::kFlat));
+      if (b > 100) {
+        ++crossings;
+        CHECK(cost(b * 0.99, CommLayout::kHierarchical) >= cost(b * 0.99, CommLayout::kFlat) * (1 - 1e-9));
+      }
+    }
+  }
+  CHECK(crossings > 20);  // the draw covers models whose lines cross at a real size
+}
+
+TEST_CASE("--step-model: ddp-train's auto thresholds from a model file, and its refusals", "[scaling-model]") {
+  const fs::path dir = fresh_dir("step_model_option");
+  StepModel m;
+  m.compute_s = 0.1;
+  m.busbw_Bps = 1e8;
+  m.alpha_s = 1e-5;
+  m.intra = {1e9, 2e-5};
+  m.inter = {1e8, 2e-5};
+  const std::string good = (dir / "two_links.json").string(), flat_only = (dir / "one_link.json").string();
+  std::ofstream(good) << m.to_json().dump();
+  StepModel one_level = m;
+  one_level.intra = one_level.inter = {};
+  std::ofstream(flat_only) << one_level.to_json().dump();
+
+  ParallelismOptions p;
+  p.allreduce = AllReduceAlgorithm::kAuto;
+  choose_hierarchy_by_model(p, good);
+  REQUIRE(p.hierarchy_by_size);
+  CHECK(p.hierarchy_source == "the step model " + good);
+  const auto from = p.hierarchy_by_size(2, 2);
+  CHECK(from[int(CollectiveOp::kAllReduce)] == *hierarchical_from_bytes(m, CollectiveOp::kAllReduce, {2, 2}));
+  CHECK(from[int(CollectiveOp::kReduceScatter)] == *hierarchical_from_bytes(m, CollectiveOp::kReduceScatter, {2, 2}));
+  CHECK(from[int(CollectiveOp::kBroadcast)] == kNeverHierarchical);
+  for (std::uint64_t b : p.hierarchy_by_size(1, 4)) CHECK(b == kNeverHierarchical);  // one node: flat
+
+  ParallelismOptions halving;
+  halving.allreduce = AllReduceAlgorithm::kHalvingDoubling;
+  CHECK_THROWS_WITH(choose_hierarchy_by_model(halving, good), Catch::Contains("under --allreduce auto"));
+  ParallelismOptions q;
+  CHECK_THROWS_WITH(choose_hierarchy_by_model(q, flat_only),
+                    Catch::Contains(flat_only) && Catch::Contains("no intra-node and inter-node links"));
+  CHECK_THROWS_WITH(choose_hierarchy_by_model(q, (dir / "missing.json").string()),
+                    Catch::Contains("missing.json") && Catch::Contains("--step-model"));
+  CHECK_FALSE(q.hierarchy_by_size);  // nothing set by a refusal
 }
 
 TEST_CASE("predict: the table and JSON show the inputs and every W", "[scaling-model]") {

@@ -62,6 +62,12 @@ nlohmann::json CommStats::to_json() const {
   j["inter_node_busy_s"] = level_busy_s(true);
   j["nodes"] = nodes;
   j["ranks_per_node"] = ranks_per_node;
+  if (!hierarchical_from_bytes.empty()) {
+    nlohmann::json from = nlohmann::json::object();
+    for (const auto& [op, bytes] : hierarchical_from_bytes)
+      from[op_name(op)] = bytes == ~std::uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(bytes);
+    j["hierarchical_from_bytes"] = std::move(from);
+  }
   return j;
 }
 

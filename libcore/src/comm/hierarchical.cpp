@@ -184,6 +184,9 @@ class HierarchicalCommunicator final : public Communicator {
     s.all_reduce_algorithm = "hierarchical";
     s.nodes = placement_.nodes();
     s.ranks_per_node = placement_.ranks_per_node();
+    if (options_.choice == HierarchyChoice::kBySize)
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+        s.hierarchical_from_bytes.push_back({op, options_.min_bytes[static_cast<int>(op)]});
     for (Communicator* c : levels()) {
       CommLevel level{c->name(), c == cross_.get(), c->stats()};
       s.wait_s += level.stats.wait_s;
@@ -211,7 +214,9 @@ class HierarchicalCommunicator final : public Communicator {
   bool goes_hierarchical(const Request& r) const {
     if (!node_) return false;
     const std::uint64_t elements = r.op == CollectiveOp::kAllReduce ? r.count : r.count * std::uint64_t(size());
-    if (options_.choice == HierarchyChoice::kBySize && elements * dtype_size(r.dtype) < options_.min_bytes) return false;
+    if (options_.choice == HierarchyChoice::kBySize &&
+        elements * dtype_size(r.dtype) < options_.min_bytes[static_cast<int>(r.op)])
+      return false;
     if (r.op == CollectiveOp::kAllReduce) return r.count >= std::size_t(std::max(L_, 1));
     if (r.op == CollectiveOp::kReduceScatter || r.op == CollectiveOp::kAllGather)
       return L_ > 0 && options_.host_buffers && !r.after.valid() && r.count > 0;
@@ -341,7 +346,14 @@ class HierarchicalCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_hierarchical_communicator(Communicator& group, const std::string& my_label,
                                                              HierarchyOptions options) {
+  return make_hierarchical_communicator(group, my_label, [&options](const NodePlacement&) { return options; });
+}
+
+std::unique_ptr<Communicator> make_hierarchical_communicator(
+    Communicator& group, const std::string& my_label,
+    const std::function<HierarchyOptions(const NodePlacement&)>& choose) {
   NodePlacement placement = placement_from_labels(all_gather_strings(my_label, group));
+  const HierarchyOptions options = choose(placement);
   return std::make_unique<HierarchicalCommunicator>(group, std::move(placement), options);
 }
 

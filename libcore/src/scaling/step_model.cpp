@@ -274,6 +274,26 @@ CollectiveCost collective_cost(const StepModel& m, CollectiveOp op, double bytes
   return h.seconds < flat.seconds ? h : flat;
 }
 
+std::optional<std::uint64_t> hierarchical_from_bytes(const StepModel& m, CollectiveOp op, const Topology& t) {
+  if (t.nodes <= 1 || t.ranks_per_node <= 1 || op == CollectiveOp::kBroadcast) return std::nullopt;
+  // Each price is intercept + slope x bytes: read both lines off two sizes (2^30 bytes keeps the
+  // slope's rounding far below any threshold that matters, a few bytes).
+  const double big = double(1ull << 30);
+  auto line = [&](CommLayout l) {
+    const double at0 = collective_cost(m, op, 0, t, l).seconds;
+    return std::make_pair(at0, (collective_cost(m, op, big, t, l).seconds - at0) / big);
+  };
+  const auto [flat0, flat_slope] = line(CommLayout::kFlat);
+  const auto [hier0, hier_slope] = line(CommLayout::kHierarchical);
+  if (hier_slope >= flat_slope) return hier0 < flat0 && hier_slope == flat_slope ? std::optional<std::uint64_t>(0)
+                                                                                : std::nullopt;
+  const double cross = (hier0 - flat0) / (flat_slope - hier_slope);  // where the lines meet
+  if (cross < 0) return 0;
+  if (cross >= 0x1p62) return std::nullopt;  // beyond any buffer: never, in effect
+  // Past the meeting point hierarchical is cheaper; the first whole byte beyond it.
+  return std::uint64_t(std::floor(cross)) + 1;
+}
+
 namespace {
 StepTerms terms_on(const StepModel& m, const Topology& t, CommLayout layout, std::vector<std::string>* choices) {
   const int w = t.world();

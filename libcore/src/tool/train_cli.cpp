@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
+#include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/tool.hpp"
 #include "choice_option.hpp"
 
@@ -60,6 +63,10 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                                         "(MPI_Iallreduce), auto (halving on power-of-two ranks), or hierarchical "
                                         "(reduce-scatter in the node, all-reduce across nodes, all-gather in the node; "
                                         "nodes from host names or SHARDTRAIN_NODE_OF_RANK=a,a,b,b; flat on one node)");
+  app.add_option("--step-model", cli.step_model,
+                 "With --allreduce auto: a step model with intra- and inter-node links (scale-bench fit on a sweep "
+                 "across nodes); each collective goes hierarchical from the size at which the model prices the two "
+                 "levels cheaper than flat on the job's nodes, flat below");
   app.add_option("--collective-timeout", o.telemetry.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
   app.add_option("--check-replicas", o.telemetry.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
   app.add_option("--baseline", o.telemetry.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
@@ -101,6 +108,25 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
   if (!cli.eval_from.empty()) o.data.eval_from = cli.eval_from;
   if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.schedule.steps), o.optimizer.warmup_steps);
   o.telemetry.peak_flop_per_s = cli.peak_gflop_per_s * 1e9;
+  if (!cli.step_model.empty()) choose_hierarchy_by_model(o.parallelism, cli.step_model);
+}
+
+void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path) {
+  if (p.allreduce != AllReduceAlgorithm::kAuto)
+    throw UsageError("--step-model chooses flat or hierarchical per collective size under --allreduce auto; "
+                     "drop --step-model or --allreduce");
+  const scaling::StepModel model = scaling::read_step_model(path, "the --step-model step model");
+  if (!model.intra.known() || !model.inter.known())
+    throw UsageError("--step-model " + path + " has no intra-node and inter-node links: fit it with scale-bench fit "
+                     "on a collectives sweep run across nodes");
+  p.hierarchy_by_size = [model](int nodes, int ranks_per_node) {
+    std::array<std::uint64_t, kNumCollectiveOps> from;
+    from.fill(kNeverHierarchical);
+    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+      if (auto b = scaling::hierarchical_from_bytes(model, op, {nodes, ranks_per_node})) from[static_cast<int>(op)] = *b;
+    return from;
+  };
+  p.hierarchy_source = "the step model " + path;
 }
 
 }  // namespace shardtrain

@@ -135,19 +135,48 @@ Mesh make_mesh(Communicator& world, int tp) {
   return mesh;
 }
 
-// --allreduce hierarchical: the DP group over its ranks' nodes (collective over it; on one node it
-// stays flat). The node of a rank is its host's, or SHARDTRAIN_NODE_OF_RANK's label for it.
-void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
-  if (o.parallelism.allreduce != AllReduceAlgorithm::kHierarchical) return;
+// --allreduce auto with a step model: which operations go hierarchical from which size on this
+// placement, and the log line saying so. Uneven nodes stay flat: the model prices N x L nodes.
+HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement& placement, std::string& said) {
   HierarchyOptions options;
-  options.host_buffers = o.parallelism.device == DeviceKind::kCpu;
+  options.host_buffers = p.device == DeviceKind::kCpu;
+  options.choice = HierarchyChoice::kFlat;
+  said = "allreduce: auto by " + p.hierarchy_source + " on " + placement.describe() + ": ";
+  if (!placement.hierarchical()) return said += "flat (nothing to split)", options;
+  if (!placement.uniform()) return said += "flat (uneven nodes: the model prices N nodes x L ranks)", options;
+  options.min_bytes = p.hierarchy_by_size(placement.nodes(), placement.ranks_per_node());
+  std::string from;
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+    const std::uint64_t b = options.min_bytes[static_cast<int>(op)];
+    if (b == kNeverHierarchical) continue;
+    from += std::string(from.empty() ? "" : ", ") + op_name(op) + " from " + std::to_string(b) + " bytes";
+  }
+  if (from.empty()) return said += "flat at every size (the two levels never cost less)", options;
+  options.choice = HierarchyChoice::kBySize;
+  said += "hierarchical for " + from + ", flat below";
+  return options;
+}
+
+// --allreduce hierarchical (or auto with a step model): the DP group over its ranks' nodes
+// (collective over it; on one node it stays flat). The node of a rank is its host's, or
+// SHARDTRAIN_NODE_OF_RANK's label for it.
+void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
+  const ParallelismOptions& p = o.parallelism;
+  const bool by_size = p.allreduce == AllReduceAlgorithm::kAuto && p.hierarchy_by_size;
+  if (p.allreduce != AllReduceAlgorithm::kHierarchical && !by_size) return;
   const std::string label = node_label_of_this_rank(mesh.dp->world_rank(), mesh.dp->world_size());
-  mesh.dp_hierarchical = make_hierarchical_communicator(*mesh.dp, label, options);
+  std::string said;
+  mesh.dp_hierarchical = make_hierarchical_communicator(*mesh.dp, label, [&](const NodePlacement& placement) {
+    if (by_size) return choose_by_size(p, placement, said);
+    HierarchyOptions always;
+    always.host_buffers = p.device == DeviceKind::kCpu;
+    said = "allreduce: hierarchical over " + placement.describe() +
+           (placement.hierarchical() ? ""
+            : placement.nodes() == 1 ? " (flat: every rank on one node)" : " (flat: one rank per node)");
+    return always;
+  });
   mesh.dp = mesh.dp_hierarchical.get();
-  const NodePlacement* placement = placement_of(*mesh.dp);
-  log_line_rank0("allreduce: hierarchical over " + placement->describe() +
-                 (placement->hierarchical() ? ""
-                  : placement->nodes() == 1 ? " (flat: every rank on one node)" : " (flat: one rank per node)"));
+  log_line_rank0(said);
 }
 
 // The job's identity in every flight record (FORMATS.md "job_id"): rank 0 draws it, every rank

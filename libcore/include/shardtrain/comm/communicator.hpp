@@ -178,6 +178,9 @@ struct CommStats {
   // totals below include them. Empty for every other communicator.
   std::vector<CommLevel> levels;
   int nodes = 0, ranks_per_node = 0;  // with levels: the group's nodes, and its ranks per node (0: uneven)
+  // With levels chosen by size (hierarchical.hpp kBySize): per operation, the smallest call (bytes)
+  // that goes through the levels; kNeverHierarchical (~0): none. Empty otherwise.
+  std::vector<std::pair<CollectiveOp, std::uint64_t>> hierarchical_from_bytes;
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log
@@ -186,7 +189,8 @@ struct CommStats {
   // {"AllReduce": {"calls", "bytes", "busy_s", "cpu_s", "algbw_GBps", "busbw_GBps"}, ..., "total_bytes",
   //  "total_busy_s", "total_cpu_s", "wait_s", "allreduce_algorithm"}; ops never called are left out.
   // With levels also "levels": {NAME: {"inter_node": bool, that group's object}}, "intra_node_busy_s",
-  // "inter_node_busy_s", "nodes" and "ranks_per_node".
+  // "inter_node_busy_s", "nodes" and "ranks_per_node"; with hierarchical_from_bytes also
+  // "hierarchical_from_bytes": {OP: bytes or null (never)}.
   nlohmann::json to_json() const;
 };
 // One sub-group of a hierarchical communicator.

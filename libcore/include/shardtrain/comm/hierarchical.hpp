@@ -42,9 +42,12 @@
 //
 // Which collectives go hierarchical (HierarchyChoice): kFlat none (the group's own algorithm, as
 // before), kAlways every all-reduce of at least L elements and every reduce-scatter/all-gather
-// above, kBySize those of at least `min_bytes` (--allreduce auto with a fitted model).
+// above, kBySize those of them at least `min_bytes[op]` in size (--allreduce auto with a step
+// model, --step-model: the size from which the model prices the two levels cheaper than flat).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,9 +89,14 @@ std::string node_label_of_this_rank(int world_rank, int world_size);
 
 enum class HierarchyChoice { kFlat, kAlways, kBySize };
 
+// kBySize's "never": an operation with this threshold stays flat at every size.
+inline constexpr std::uint64_t kNeverHierarchical = ~std::uint64_t(0);
+
 struct HierarchyOptions {
   HierarchyChoice choice = HierarchyChoice::kAlways;
-  std::uint64_t min_bytes = 0;  // kBySize: the smallest collective (bytes, as types.hpp counts them) to go hierarchical
+  // kBySize, per CollectiveOp: the smallest call (bytes, as types.hpp counts them) to go
+  // hierarchical; kNeverHierarchical keeps that operation flat. Ignored by kFlat and kAlways.
+  std::array<std::uint64_t, kNumCollectiveOps> min_bytes{};
   // The buffers callers pass are host memory (reduce-scatter and all-gather permute them with
   // memcpy); false: those two stay flat (the all-reduce needs no copy and goes hierarchical).
   bool host_buffers = true;
@@ -103,6 +111,11 @@ struct HierarchyOptions {
 // node-gather; inter-node: cross) and all_reduce_algorithm "hierarchical" when it is hierarchical.
 std::unique_ptr<Communicator> make_hierarchical_communicator(Communicator& group, const std::string& my_label,
                                                              HierarchyOptions options = {});
+// The same, the options chosen from the placement once it is known (the same on every rank: the
+// placement is): --allreduce auto prices the two levels against flat on the job's own nodes.
+std::unique_ptr<Communicator> make_hierarchical_communicator(
+    Communicator& group, const std::string& my_label,
+    const std::function<HierarchyOptions(const NodePlacement&)>& choose);
 
 // The placement a hierarchical communicator made by make_hierarchical_communicator derived, or
 // nullptr for any other communicator.

@@ -19,6 +19,7 @@
 //   speedup S(W) = throughput(W) / throughput(1);  efficiency E(W) = S(W) / W.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,16 @@ struct CollectiveCost {
 // UsageError when the layout is hierarchical (or auto on several nodes) and a link is unknown.
 CollectiveCost collective_cost(const StepModel& model, CollectiveOp op, double bytes, const Topology& topology,
                                CommLayout layout);
+
+// What --allreduce auto runs with a step model (ddp-train/fsdp-train --step-model): the smallest call
+// size (bytes, nccl-tests size) from which `op` is priced cheaper hierarchical than flat on
+// `topology` by collective_cost, and stays cheaper at every larger size. Both prices are affine in
+// the size (alpha terms plus bytes over a bandwidth), so the two lines cross at most once:
+//   0             hierarchical is cheaper at every size;
+//   nullopt       flat is never beaten at large sizes (hierarchical's bytes term is not smaller),
+//                 or there is nothing to choose (one node, one rank per node, a broadcast).
+// UsageError, as collective_cost's, when a link is unknown on several nodes.
+std::optional<std::uint64_t> hierarchical_from_bytes(const StepModel& model, CollectiveOp op, const Topology& topology);
 
 // T on a topology and layout: as predict(), the communication priced by collective_cost; speedup
 // and E against the same model at W = 1. `choices`, when given, gets one line per collective of the

@@ -13,14 +13,20 @@ namespace shardtrain {
 struct TrainingCli {
   std::string cutoff, eval_from;
   double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TelemetryOptions::peak_flop_per_s
+  std::string step_model;       // --step-model FILE (scale-bench fit) -> ParallelismOptions::hierarchy_by_size
 };
 
 // Adds the shared training options, bound to `o` and `cli`. The options that stand for enums
 // (--device, --precision, --transport, --allreduce) are parsed into them here; an unknown name is
 // a parse error naming the option and its allowed values.
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
-// After parsing: optional times, the decay horizon default (max(--steps, --warmup)) and units.
+// After parsing: optional times, the decay horizon default (max(--steps, --warmup)), units, and
+// --step-model read into the size thresholds of --allreduce auto (UsageError naming the file, or the
+// option when --allreduce is not auto or the model lacks the intra- and inter-node links).
 void finish_training_options(TrainOptions& o, const TrainingCli& cli);
+// --step-model FILE: the thresholds of --allreduce auto from the model's two links
+// (scaling::hierarchical_from_bytes per operation on the job's N x L nodes). Exposed for the tests.
+void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path);
 // The trainer tools' main once their options are declared: parses under MPI, finishes the
 // options and trains (run_tool's exit codes).
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv);

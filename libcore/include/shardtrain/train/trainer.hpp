@@ -5,7 +5,9 @@
 // resume, and the run summary (rank 0). It runs as phases -- set-up, resume, step loop (with
 // evaluation), finish -- one private file each under libcore/src/train/ (trainer.cpp lists them).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,6 +69,12 @@ struct ParallelismOptions {
   double memory_budget = 0;    // bytes per rank (0: none); over it, refuse before training (zero.hpp)
   double bucket_mb = 4.0;      // gradient bucket size for the overlapped all-reduce (MiB)
   AllReduceAlgorithm allreduce = AllReduceAlgorithm::kAuto;  // fast-mode all-reduce (communicator.hpp)
+  // --allreduce auto with a step model (--step-model): given the DP group's placement (uniform
+  // nodes: N nodes x L ranks), the smallest call per operation that goes hierarchical
+  // (HierarchyOptions::min_bytes; kNeverHierarchical keeps an operation flat). Set by the tool layer,
+  // which reads the model (scaling sits above train); unset: auto stays flat, as without a model.
+  std::function<std::array<std::uint64_t, kNumCollectiveOps>(int nodes, int ranks_per_node)> hierarchy_by_size;
+  std::string hierarchy_source;  // what decided hierarchy_by_size, for the log ("the step model FILE")
 };
 
 // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time limit)
