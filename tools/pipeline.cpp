@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
                "ran (--local) or was submitted; 1 a stage failed (with --local or --stage: its own status); 2 a usage\n"
                "error or a job that cannot run here.",
                "pipeline"};
+  // An option given again wins, as in a shell script's option loop: a user adds `--np 64` to a
+  // saved command line and gets 64, not a refusal.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   pipeline::PipelineArgs a;
   app.add_option("--input", a.input, "The documents (JSONL) for data-prep");
   app.add_option("--cutoff", a.cutoff, "The training cutoff (RFC 3339)");
