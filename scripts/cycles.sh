@@ -67,7 +67,7 @@ rfc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 say() { echo "cycles.sh [cycle $k]: $*"; }
 
 # timed DIR STAGE RANKS command...: runs it (--slurm: as a job, waited for), appends its line to
-# DIR/stages.jsonl (the format of pipeline.sh's, which release-gate costs reads), returns its exit status.
+# DIR/stages.jsonl (the format of the pipeline tool's, which release-gate costs reads), returns its exit status.
 timed() {
   local dir=$1 stage=$2 ranks=$3 t0 t1 rc=0 id
   shift 3

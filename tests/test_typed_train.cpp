@@ -314,7 +314,7 @@ TEST_CASE("typed data: a data-prep result survives its JSON round trip, and a mi
   r.mb_per_s = 0.016424;
   r.code_version = "v1-test";
   const nlohmann::json j = r.to_json();
-  CHECK(j["rejects"]["count"] == 2);  // the keys pipeline.sh's evidence and the RUNBOOK read
+  CHECK(j["rejects"]["count"] == 2);  // the keys the pipeline's evidence and the RUNBOOK read
   CHECK(j["available_time"]["min"].is_null());
   CHECK(data::DataPrepResult::from_json(JsonFile::parse(j.dump(), "s.json", "the data-prep summary")) == r);
   nlohmann::json broken = j;

@@ -1118,7 +1118,7 @@ def make_chain_corpus(out):
 
 @command(("run", str), ("registry", str))
 def chain_release(run, registry):
-    """The chain's run folder and release registry after pipeline.sh --sbatch: --steps, --np and
+    """The chain's run folder and release registry after pipeline --sbatch: --steps, --np and
     --base-steps reached the jobs (main run 600 steps on 2 ranks, baseline 10 on 1, twin 10 on 2);
     replica checks ran; the twin BITWISE; a scaling report at W = 1, 2, 4 with efficiency and
     oversubscription as the hosts' CPUs say; one release record of the candidate with all evidence

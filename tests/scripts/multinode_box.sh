@@ -21,7 +21,7 @@
 #      the launcher's node-lost verdict excludes it (exclude-node.sh), the job is requeued without it
 #      (`scontrol show job`: ExcNodeList=node3, Restarts=1), runs on node1, node2 and the spare
 #      node4 and completes, BITWISE; node3 restored is idle again and serves `srun -N4`
-#   8  the chain across nodes: pipeline.sh (prep, proof, baseline, twin, equiv, train, report,
+#   8  the chain across nodes: pipeline (prep, proof, baseline, twin, equiv, train, report,
 #      decide, costs) with every training job spread one rank per node (--train-sbatch
 #      --ntasks-per-node=1, --np 3, LAUNCHER=mpirun): every stage COMPLETED (decide may reject the
 #      tiny model: then every release evidence item must still pass); the main run's summary
@@ -216,7 +216,7 @@ step "a batch job loses a node: train.sbatch (srun --mpi=pmix, 3 nodes) requeued
 # The user's batch script as it is, from a folder every node sees, on 3 of the 4 nodes: the requeue
 # that excludes node3 starts on the other two and the spare node4, as on a cluster with free nodes.
 home="$WORK/home"
-mkdir -p "$home" && cp -r "$repo/scripts" "$home/"  # pipeline.sh (case 9) needs all of scripts/
+mkdir -p "$home" && cp -r "$repo/scripts" "$home/"  # train.sbatch needs scripts/slurm/; the chain (case 9) the release policy
 sb_job=$(inbox -- env SHARDTRAIN_HOME="$home" SHARDTRAIN_BIN="$BIN_DIR" RUN_DIR="$WORK/sb" DATA="$DATA" STEPS=2000 \
   CKPT_EVERY=100 SEQ_LEN=32 MODEL="--layers 2 --heads 2 --d-model 32 --global-batch 6 --micro-batch 1" \
   TRAIN_ARGS="--peak-gflops 100 --log-every 1000 --collective-timeout 10" \
@@ -253,14 +253,14 @@ echo "  restored in $((SECONDS - t_back)) s; srun -N4 hostname: $names"
 [ "$names" = "node1 node2 node3 node4 " ] || fail "the restored node3 should serve srun -N4"
 pass "node3 restored serves again"
 
-step "the chain across nodes: pipeline.sh with every training job on 3 nodes (mpirun inside the allocation)"
+step "the chain across nodes: pipeline with every training job on 3 nodes (mpirun inside the allocation)"
 checks make-chain-corpus "$WORK/docs.jsonl"
 chain_model="--layers 2 --d-model 32 --heads 2 --global-batch 6 --micro-batch 2 --eval-samples 16 --peak-gflops 100 --log-every 100 --lr 1e-2"
-inbox -- "$home/scripts/slurm/pipeline.sh" --input "$WORK/docs.jsonl" --cutoff 2019-01-01T00:00:00Z --root "$WORK" \
+inbox -- "$BIN_DIR/pipeline" --input "$WORK/docs.jsonl" --cutoff 2019-01-01T00:00:00Z --root "$WORK" --home "$home" \
   --bin "$BIN_DIR" --registry "$WORK/registry" --name n3 --np 3 --steps 600 --base-steps 10 --seq-len 32 \
   --model "$chain_model" --check-replicas 100 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3" \
   --train-sbatch "--ntasks-per-node=1" --launcher mpirun >"$WORK/pipeline-n3.log" 2>&1 ||
-  { cat "$WORK/pipeline-n3.log" >&2; fail "pipeline.sh did not submit the chain"; }
+  { cat "$WORK/pipeline-n3.log" >&2; fail "pipeline did not submit the chain"; }
 mapfile -t chain < <(awk '{ print $2 }' "$WORK/run/n3/jobs.txt")
 chain_state() { inbox -- scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p' | head -1; }
 for _ in $(seq 1 600); do

@@ -3,7 +3,7 @@
 # by tests/scripts/slurm_cluster.sh in a temporary folder, loopback only). Jobs are submitted with
 # sbatch, awaited with bounded waits, and every job's state, output and files are checked and
 # printed. Cases (issue 23):
-#   A  the whole chain (pipeline.sh: prep, proof, baseline, twin, scale4, equiv, train, report,
+#   A  the whole chain (pipeline: prep, proof, baseline, twin, scale4, equiv, train, report,
 #      decide, costs): every stage COMPLETED, the five release evidence items present and passing
 #      in the release record, the candidate PROMOTED (utility positive, regret within the bound,
 #      last-known-good moved to it); a planted bad candidate (30 steps instead of 600, its own
@@ -16,7 +16,7 @@
 #      output file, nothing retried
 #   E  a failed stage (prep on a missing input): its downstream jobs CANCELLED, none left pending;
 #      the costs job still runs
-#   F  a job shape the cluster cannot hold (--np 64): pipeline.sh exits 2 naming sbatch's reason,
+#   F  a job shape the cluster cannot hold (--np 64): pipeline exits 2 naming sbatch's reason,
 #      nothing submitted
 #   G  a bare `sbatch train.sbatch` from a folder that is not a clone: the output file is in the
 #      submit folder and says what is missing
@@ -172,12 +172,12 @@ for _ in $(seq 1 120); do [ -s "$WORK/sc/checkpoints/latest" ] && break; sleep 0
 scancel "$C1"
 
 # ---- A: the whole chain ---------------------------------------------------------------------------
-pipeline=("$repo/scripts/slurm/pipeline.sh" --input "$WORK/docs.jsonl" --cutoff "$cutoff" --root "$WORK"
+pipeline=("$BIN_DIR/pipeline" --input "$WORK/docs.jsonl" --cutoff "$cutoff" --root "$WORK" --home "$repo"
           --bin "$BIN_DIR" --registry "$WORK/registry" --np 2 --steps 600 --base-steps 10 --seq-len 32
           --model "$tiny --lr 1e-2" --check-replicas 100 --proof-args "--steps 12 --kills 1 --save-kills 0 --ckpt-every 3"
           --sbatch "--comment=issue23" --scale-points 4)
 "${pipeline[@]}" --name chain | tee "$WORK/pipeline-chain.log"
-grep -q "submitted: prep" "$WORK/pipeline-chain.log" || fail "pipeline.sh did not submit the chain"
+grep -q "submitted: prep" "$WORK/pipeline-chain.log" || fail "pipeline did not submit the chain"
 mapfile -t chain < <(awk '{ print $2 }' "$WORK/run/chain/jobs.txt")
 # The planted bad candidate: the same model trained 30 steps instead of 600 (a job of its own, as a
 # user would submit one), then decided against last-known-good once the chain's decision is in
@@ -195,10 +195,10 @@ echo "A: planted bad candidate: training job $bad_train, its decision job $bad_d
 # ---- F: a job shape this cluster cannot hold ---------------------------------------------------------
 rc=0; "${pipeline[@]}" --name toobig --np 64 >"$WORK/pipeline-toobig.log" 2>&1 || rc=$?
 cat "$WORK/pipeline-toobig.log"
-[ "$rc" -eq 2 ] || fail "pipeline.sh --np 64 exited $rc, expected 2"
+[ "$rc" -eq 2 ] || fail "pipeline --np 64 exited $rc, expected 2"
 grep -q "cannot run on this cluster: sbatch --test-only" "$WORK/pipeline-toobig.log" || fail "the refusal does not name sbatch --test-only"
-grep -q submitted "$WORK/pipeline-toobig.log" && fail "pipeline.sh said 'submitted' for a job that cannot run"
-scontrol -o show job | grep -q "JobName=toobig-" && fail "pipeline.sh --np 64 submitted jobs"
+grep -q submitted "$WORK/pipeline-toobig.log" && fail "pipeline said 'submitted' for a job that cannot run"
+scontrol -o show job | grep -q "JobName=toobig-" && fail "pipeline --np 64 submitted jobs"
 pass "F: --np 64 on a 16-CPU node: refused before submitting (exit 2), nothing queued"
 
 # ---- D: a bad option, an option twice, no PMIx: fail at once, in the output file, not retried --------
@@ -216,7 +216,7 @@ mkdir -p "$WORK/fresh"
 G=$(cd "$WORK/fresh" && env -u MODEL sbatch --parsable "$repo/scripts/slurm/train.sbatch")
 # ---- E: a failed stage ----------------------------------------------------------------------------
 "${pipeline[@]}" --name broken --no-proof --input "$WORK/no-such-input.jsonl" >"$WORK/pipeline-broken.log" 2>&1 ||
-  { cat "$WORK/pipeline-broken.log"; fail "pipeline.sh did not submit the chain on a missing input (it fails as a job)"; }
+  { cat "$WORK/pipeline-broken.log"; fail "pipeline did not submit the chain on a missing input (it fails as a job)"; }
 mapfile -t broken < <(awk '{ print $2 }' "$WORK/run/broken/jobs.txt")
 
 wait_jobs 120 "$D1" "$D2" "$D3" "$G"
@@ -332,7 +332,7 @@ while read -r st j; do
   esac
   show_job "$j" "$(field "$j" StdOut)" "${files[@]}"
   expect_state "$j" COMPLETED  # decide too: exit 0 is PROMOTE
-  [ "$(field "$j" Comment)" = issue23 ] || fail "job $j did not get pipeline.sh --sbatch's --comment"
+  [ "$(field "$j" Comment)" = issue23 ] || fail "job $j did not get pipeline --sbatch's --comment"
 done <"$r/jobs.txt"
 show_job "$bad_train" "$(field "$bad_train" StdOut)" "$WORK/run/bad/checkpoints/latest"
 expect_state "$bad_train" COMPLETED

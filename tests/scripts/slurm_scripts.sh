@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Slurm scripts without a cluster: exclude-node.sh forms the right scontrol commands (a fake
-# scontrol in PATH records them), the usage errors of exclude-node.sh, train.sbatch, pipeline.sh
+# scontrol in PATH records them), the usage errors of exclude-node.sh, train.sbatch, the pipeline tool
 # and cycles.sh, and the --help of each naming its variables and options. The real cluster test is
 # tests/scripts/slurm_chain.sh.
 #
@@ -45,11 +45,16 @@ expect_exit 0 "LAUNCHER +srun \(default\) or mpirun" "$repo/scripts/slurm/train.
 for v in SHARDTRAIN_HOME SHARDTRAIN_BIN RUN_DIR DATA STEPS SEQ_LEN MODEL CKPT_EVERY DEVICE TRAINER TRAIN_ARGS MIN_RANKS SAVE_WAIT; do
   grep -qE "^#   $v " "$repo/scripts/slurm/train.sbatch" || fail "train.sbatch's header does not document $v"
 done
-expect_exit 2 "--input, --cutoff and --name are required" "$repo/scripts/slurm/pipeline.sh" --name x
-expect_exit 2 "--np must be a positive whole number" "$repo/scripts/slurm/pipeline.sh" --input a --cutoff b --name c --np 0
-expect_exit 2 "unknown option '--bogus'" "$repo/scripts/slurm/pipeline.sh" --bogus 1
-expect_exit 2 "--sbatch needs a value" "$repo/scripts/slurm/pipeline.sh" --sbatch
-expect_exit 0 "--sbatch" "$repo/scripts/slurm/pipeline.sh" --help
+# The pipeline tool (its option checks and stage graph are unit-tested: test_pipeline_graph.cpp).
+expect_exit 2 "--input, --cutoff and --name are required" "$1/pipeline" --name x
+expect_exit 2 "--np must be a positive whole number" "$1/pipeline" --input a --cutoff b --name c --np 0
+expect_exit 2 "unknown stage 'nope' \\(prep proof baseline twin equiv train report decide costs\\)" \
+  "$1/pipeline" --input a --cutoff b --name c --root "$WORK/p" --stage nope
+expect_exit 2 "not expected: .*--bogus" "$1/pipeline" --bogus 1
+expect_exit 2 "--sbatch" "$1/pipeline" --sbatch
+expect_exit 0 "--sbatch" "$1/pipeline" --help
+expect_exit 2 "sbatch not found: run on a Slurm login node, or use --local" \
+  env PATH=/nonexistent "$1/pipeline" --input a --cutoff b --name c --root "$WORK/p"
 expect_exit 2 "not a folder" "$1/release-gate" costs "$WORK/none"
 expect_exit 2 "--input, --snapshots, --holdout-s and --work are required" "$repo/scripts/cycles.sh" --input a
 expect_exit 2 "--holdout-s must be a positive whole number" "$repo/scripts/cycles.sh" --input a --snapshots b --work c --holdout-s x

@@ -161,8 +161,8 @@ int run_child_teed(const std::vector<std::string>& argv, const std::string& log_
   return exit_status_of(status);
 }
 
-ChildOutput run_child_captured(const std::vector<std::string>& argv) {
-  auto [pid, fd] = spawn_on_pipe(argv, /*stderr_too=*/false);
+ChildOutput run_child_captured(const std::vector<std::string>& argv, bool stderr_too) {
+  auto [pid, fd] = spawn_on_pipe(argv, stderr_too);
   ChildOutput out;
   while (read_ready(fd, 1000, [&](const char* d, std::size_t n) { out.out.append(d, n); })) {}
   close(fd);

@@ -127,7 +127,7 @@ std::string decision_text(const ReleaseRecord& r) {
   if (r.costs)
     t << r.costs->text();
   else
-    t << "  costs: none (no cost table in the run folder; scripts/slurm/pipeline.sh's costs stage writes RUN/costs.json)\n";
+    t << "  costs: none (no cost table in the run folder; the pipeline tool's costs stage writes RUN/costs.json)\n";
   t << "  in service: " << r.in_service.name << (r.in_service.checkpoint ? " (" + *r.in_service.checkpoint + ")" : std::string())
     << "\n";
   if (r.review.required)

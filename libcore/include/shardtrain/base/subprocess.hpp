@@ -27,11 +27,12 @@ int run_child_teed(const std::vector<std::string>& argv, const std::string& log_
                    const std::function<void(int pid)>& on_started = {}, double drain_s = 0.5);
 
 // Runs argv and returns its exit status (as run_child) and everything it wrote to stdout; its
-// stderr goes to ours.
+// stderr goes to ours, or into `out` too with `stderr_too` (a command whose answer is on stderr,
+// such as sbatch --test-only).
 struct ChildOutput {
   int status = 0;
   std::string out;
 };
-ChildOutput run_child_captured(const std::vector<std::string>& argv);
+ChildOutput run_child_captured(const std::vector<std::string>& argv, bool stderr_too = false);
 
 }  // namespace shardtrain

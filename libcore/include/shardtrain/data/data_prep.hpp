@@ -76,7 +76,7 @@ struct DataPrepOptions {
 // lines} (release-gate records it; a dataset without it was written by another writer).
 inline constexpr const char* kDataPrepAttribute = "data_prep";
 
-// What a data-prep run wrote: the summary the tool prints as JSON (and pipeline.sh keeps as the
+// What a data-prep run wrote: the summary the tool prints as JSON (and the pipeline tool keeps as the
 // release evidence evidence/data-prep.json; docs/FORMATS.md).
 struct DataPrepResult {
   std::string output;                          // the dataset file

@@ -1,8 +1,8 @@
 // The cost table of one pipeline run, measured (release-gate costs RUN_DIR): what
-// scripts/slurm/pipeline.sh's costs stage writes to RUN_DIR/costs.json and costs.hpp reads back.
+// the pipeline tool's costs stage writes to RUN_DIR/costs.json and costs.hpp reads back.
 //
 // Reads RUN_DIR/jobs.txt ("STAGE JOB_ID" lines, Slurm mode, written at submit) and
-// RUN_DIR/stages.jsonl (one object per stage run by pipeline.sh --stage or --local: stage, ranks,
+// RUN_DIR/stages.jsonl (one object per stage run by pipeline --stage or --local, pipeline/pipeline.hpp StageRecord: stage, ranks,
 // wall_s, exit_status), and asks Slurm about each job: `sacct` (every run of a requeued job:
 // --duplicates) where the cluster keeps accounting, else `scontrol show job` (finished jobs stay
 // there for the cluster's MinJobAge, 300 s by default: the costs job runs right after the last stage).

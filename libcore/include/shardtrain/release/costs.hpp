@@ -1,5 +1,5 @@
 // The cost table of a pipeline run (RUN_DIR/costs.json, written by release-gate costs (cost_accounting.hpp) at the end
-// of scripts/slurm/pipeline.sh; docs/FORMATS.md "Cost table"), as release-gate decide reads it into
+// of the pipeline tool's chain; docs/FORMATS.md "Cost table"), as release-gate decide reads it into
 // the release record and the decision's lines: bytes stored, preprocessing seconds, and per stage
 // (one Slurm job, or one --local stage) its compute and the time it waited in the queue.
 //

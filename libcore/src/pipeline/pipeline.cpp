@@ -1,0 +1,330 @@
+// The stage graph run here (one stage, or all with --local) or submitted to Slurm (pipeline.hpp).
+#include "shardtrain/pipeline/pipeline.hpp"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/subprocess.hpp"
+
+namespace shardtrain::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void say(const Settings& s, const std::string& message) {
+  std::cout << "pipeline [" << s.name << "]: " << message << std::endl;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::vector<std::string> join(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+void make_dirs(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError(dir + ": cannot create the folder (" + ec.message() + ")");
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out.flush()) throw IoError(path + ": cannot write");
+}
+
+// A step stage's commands, run in order; the first non-zero status ends the stage.
+int run_step(const Settings& s, const Stage& st, const StageGraph& graph) {
+  const std::string ev = s.run + "/evidence";
+  if (st.name == "prep") {
+    make_dirs(ev);
+    // Its JSON summary on stdout is the no_skipped_data evidence; its log lines stay on stderr.
+    const ChildOutput out = run_child_captured({s.bin + "/data-prep", s.input, "-o", s.data});
+    write_text(ev + "/data-prep.json", out.out);
+    if (out.status != 0) return out.status;
+    const auto j = nlohmann::json::parse(out.out, nullptr, false);
+    if (!j.is_discarded() && j.contains("documents") && j.contains("rejects"))
+      say(s, "data-prep: " + j["documents"].dump() + " documents, " + j["rejects"].value("count", nlohmann::json()).dump() +
+                 " rejected");
+    return 0;
+  }
+  if (st.name == "proof") {
+    make_dirs(ev);
+    return run_child(join(join({s.bin + "/kill-resume-proof", "--bin", s.bin}, split_words(s.proof_args)),
+                          {"--report", ev + "/kill-resume.json"}));
+  }
+  if (st.name == "equiv")
+    return run_child({s.bin + "/equiv-check", "--json", ev + "/equivalence.json", s.run + "/twin/params.h5",
+                      s.run + "/baseline/params.h5"});
+  if (st.name == "report") {
+    // The baseline, the scale points that left a summary (under Slurm one the cluster cannot hold
+    // was never submitted), then the main run.
+    std::vector<std::string> argv = {s.bin + "/scale-bench", "report", s.run + "/baseline"};
+    for (const Stage& point : graph.stages)
+      if (point.kind == StageKind::kTrain && point.name.rfind("scale", 0) == 0 && fs::exists(point.run_dir + "/summary.json"))
+        argv.push_back(point.run_dir);
+    return run_child(join(argv, {s.run, "--out", ev + "/scaling"}));
+  }
+  if (st.name == "decide") {
+    if (!fs::exists(s.registry + "/baselines/bigram.json")) {
+      const int rc = run_child({s.bin + "/release-gate", "baseline", "bigram", "--registry", s.registry, "--data", s.data,
+                                "--cutoff", s.cutoff, "--order", "2", "--seq-len", std::to_string(s.seq_len)});
+      if (rc != 0) return rc;
+    }
+    const std::string base = fs::exists(s.registry + "/last-known-good") ? "last-known-good" : "bigram";
+    // The cost table of every stage so far goes into the release record (decide reads
+    // RUN/costs.json); the costs stage rewrites it with the last stages once the chain is done.
+    if (run_child_captured({s.bin + "/release-gate", "costs", s.run}).status != 0)
+      say(s, "release-gate costs failed: the record will say costs null");
+    return run_child({s.bin + "/release-gate", "decide", s.run + "/checkpoints", "--policy", s.policy, "--registry",
+                      s.registry, "--baseline", base, "--data", s.data, "--cutoff", s.cutoff, "--run-dir", s.run});
+  }
+  if (st.name == "costs") return run_child({s.bin + "/release-gate", "costs", s.run});
+  throw Error(ExitCode::kInternal, "stage '" + st.name + "' has no command");
+}
+
+int run_stage_body(const Settings& s, const Stage& st, const StageGraph& graph) {
+  try {
+    if (st.kind == StageKind::kTrain) return run_child(local_train_argv(s, st));
+    return run_step(s, st, graph);
+  } catch (const Error& e) {  // a tool not found, a folder not writable: the stage failed, said why
+    std::cerr << "pipeline [" << s.name << "]: stage " << st.name << ": " << e.what() << std::endl;
+    return static_cast<int>(e.code());
+  }
+}
+
+void append_record(const Settings& s, const StageRecord& r) {
+  make_dirs(s.run);
+  std::ofstream out(s.run + "/stages.jsonl", std::ios::app);
+  out << to_json_line(r) << '\n';
+  if (!out.flush()) throw IoError(s.run + "/stages.jsonl: cannot append");
+}
+
+// sbatch's job id (--parsable prints "ID" or "ID;CLUSTER").
+std::string job_id_of(const std::string& out) {
+  std::string id = out.substr(0, out.find_first_of(";\n"));
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  return id;
+}
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::string joined(const std::vector<std::string>& words, const std::string& sep) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
+  return out;
+}
+
+}  // namespace
+
+std::string to_json_line(const StageRecord& r) {
+  nlohmann::json j = {{"stage", r.stage},          {"ranks", r.ranks},
+                      {"start", r.start},          {"end", r.end},
+                      {"wall_s", r.end - r.start}, {"exit_status", r.exit_status},
+                      {"job_id", r.job_id.empty() ? nlohmann::json() : nlohmann::json(r.job_id)}};
+  return j.dump();
+}
+
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+int run_one_stage(const Settings& s, const std::string& name) {
+  const StageGraph graph = build_graph(s);
+  const Stage& st = stage_named(graph, name);
+  StageRecord r;
+  r.stage = st.name;
+  r.ranks = st.ranks;
+  r.start = now_s();
+  r.exit_status = run_stage_body(s, st, graph);
+  r.end = now_s();
+  if (const char* job = std::getenv("SLURM_JOB_ID")) r.job_id = job;
+  append_record(s, r);
+  return r.exit_status;
+}
+
+int run_local(const Settings& s) {
+  const StageGraph graph = build_graph(s);
+  make_dirs(s.run);
+  write_text(s.run + "/stages.jsonl", "");
+  int rc = 0;
+  for (const Stage& st : graph.stages) {
+    if (st.after_all) continue;
+    say(s, "stage " + st.name);
+    rc = run_one_stage(s, st.name);
+    if (rc != 0) {
+      say(s, "stage " + st.name + " failed (exit " + std::to_string(rc) + ")");
+      break;
+    }
+  }
+  for (const Stage& st : graph.stages)
+    if (st.after_all) run_one_stage(s, st.name);  // the cost table whatever happened; its own failure is said
+  return rc;
+}
+
+int submit_slurm(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args) {
+  if (find_on_path("sbatch").empty()) throw UsageError("sbatch not found: run on a Slurm login node, or use --local");
+  const std::string train_sbatch_file = settings.home + "/scripts/slurm/train.sbatch";
+  if (settings.home.empty() || !fs::exists(train_sbatch_file))
+    throw UsageError("scripts/slurm/train.sbatch not found" + (settings.home.empty() ? "" : " in " + settings.home) +
+                     ": give --home (the clone holding scripts/) or set SHARDTRAIN_HOME");
+  const std::string& run = settings.run;
+  const std::vector<std::string> user = split_words(settings.sbatch), user_train = split_words(settings.train_sbatch);
+  const std::vector<std::string> train_opts = join(user, user_train);
+  make_dirs(run);
+  write_text(run + "/stages.jsonl", "");
+  // MODEL and TRAIN_ARGS hold spaces and commas (which --export would split): they reach the
+  // training jobs through this environment (--export=ALL).
+  std::string schedule = " --decay-steps " + std::to_string(settings.steps);
+  for (const auto& w : join(split_words(settings.model), split_words(settings.train_args)))
+    if (w == "--decay-steps") schedule = "";
+  setenv("MODEL", settings.model.c_str(), 1);
+  const std::string train_env = "--cutoff " + settings.cutoff + " --check-replicas " +
+                                std::to_string(settings.check_replicas) + schedule + " " + settings.train_args;
+  setenv("TRAIN_ARGS", train_env.c_str(), 1);
+
+  // Every job shape, checked before anything is submitted: a request this cluster can never
+  // satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.
+  auto test_only = [&](const std::vector<std::string>& opts) {
+    return run_child_captured(join(join({"sbatch", "--test-only"}, opts), {"--wrap", "true"}), /*stderr_too=*/true);
+  };
+  auto check_shape = [&](const std::string& what, const std::vector<std::string>& opts) {
+    const ChildOutput out = test_only(opts);
+    if (out.status != 0)
+      throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + joined(opts, " ") +
+                       " says: " + last_line(out.out) + " (change --np, --sbatch or --train-sbatch)");
+  };
+  check_shape("1-task", join({"--ntasks=1"}, user));
+  if (settings.proof) check_shape("proof (2-task)", join({"--ntasks=2"}, user));
+  check_shape("training (" + std::to_string(settings.np) + " ranks)",
+              join({"--ntasks=" + std::to_string(settings.np)}, train_opts));
+  Settings fitting = settings;
+  fitting.scale.clear();
+  for (int w : settings.scale) {
+    if (test_only(join({"--ntasks=" + std::to_string(w)}, train_opts)).status == 0)
+      fitting.scale.push_back(w);
+    else
+      say(settings, "W=" + std::to_string(w) + " does not fit this cluster (sbatch --test-only --ntasks=" +
+                        std::to_string(w) + "): left out of the scaling report");
+  }
+  const StageGraph graph = build_graph(fitting);  // the report's points follow the scale points kept
+
+  const std::vector<std::string> common = join({"sbatch", "--parsable", "--open-mode=append", "--kill-on-invalid-dep=yes"}, user);
+  std::string wrap = shell_quote(self);
+  for (const auto& a : self_args) wrap += " " + shell_quote(a);
+  std::map<std::string, std::string> id;
+  std::vector<std::string> submitted;
+  auto submit = [&](const Stage& st, const std::string& dependency) {
+    std::vector<std::string> argv = join(common, {"--job-name=" + settings.name + "-" + st.name,
+                                                  "--output=" + run + "/slurm-" + st.name + "-%j.out",
+                                                  "--ntasks=" + std::to_string(st.ranks)});
+    if (st.kind == StageKind::kTrain) {
+      argv.push_back("--export=ALL,SHARDTRAIN_HOME=" + settings.home + ",SHARDTRAIN_BIN=" + settings.bin +
+                     ",RUN_DIR=" + st.run_dir + ",DATA=" + settings.data + ",STEPS=" + std::to_string(st.steps) +
+                     ",SEQ_LEN=" + std::to_string(settings.seq_len) + ",DEVICE=" + settings.device +
+                     ",LAUNCHER=" + settings.launcher + ",DETERMINISTIC=1");
+      argv = join(argv, train_opts);
+    }
+    if (!dependency.empty()) argv.push_back("--dependency=" + dependency);
+    if (st.kind == StageKind::kTrain) argv.push_back(train_sbatch_file);
+    else argv = join(argv, {"--wrap", wrap + " --stage " + st.name});
+    const ChildOutput out = run_child_captured(argv);
+    const std::string job = job_id_of(out.out);
+    if (out.status != 0 || job.empty()) {
+      if (!submitted.empty()) run_child_captured(join({"scancel"}, submitted));
+      throw Error(ExitCode::kFailure, "sbatch failed for stage " + st.name + " (status " + std::to_string(out.status) +
+                                          "); the jobs submitted before it were cancelled");
+    }
+    id[st.name] = job;
+    submitted.push_back(job);
+  };
+  std::string all;
+  std::ostringstream jobs;
+  for (const Stage& st : graph.stages) {
+    if (st.after_all) continue;
+    std::vector<std::string> deps;
+    for (const auto& need : st.needs) deps.push_back(id.at(need));
+    submit(st, deps.empty() ? "" : "afterok:" + joined(deps, ":"));
+    all += (all.empty() ? "" : ":") + id[st.name];
+    jobs << st.name << ' ' << id[st.name] << '\n';
+  }
+  // The cost table runs after all of them, whatever their outcome (afterany), and reads Slurm's
+  // record of each job listed in jobs.txt.
+  for (const Stage& st : graph.stages)
+    if (st.after_all) {
+      submit(st, "afterany:" + all);
+      jobs << st.name << ' ' << id[st.name] << '\n';
+    }
+  write_text(run + "/jobs.txt", jobs.str());
+
+  // A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
+  // failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.)
+  const char* wait_env = std::getenv("PIPELINE_PENDING_CHECK_S");
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait_env ? std::atof(wait_env) : 3.0));
+  const ChildOutput queue = run_child_captured({"squeue", "-h", "-j", joined(submitted, ","), "-o", "%i %j %r"});
+  std::vector<std::string> bad;
+  std::istringstream lines(queue.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto sp = line.rfind(' ');
+    if (sp != std::string::npos && reason_never_clears(line.substr(sp + 1))) bad.push_back(line);
+  }
+  if (!bad.empty()) {
+    run_child_captured(join({"scancel"}, submitted));
+    std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
+    for (const auto& b : bad) message += "\n  job " + b;
+    std::cerr << message << std::endl;
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  std::string line;
+  for (const Stage& st : graph.stages) line += (line.empty() ? " " : ", ") + st.name + " " + id[st.name];
+  say(settings, "submitted:" + line);
+  say(settings, "job ids: " + run + "/jobs.txt; outputs: " + run + "/slurm-<stage>-<id>.out; the decision: " + run +
+                    "/slurm-decide-" + id["decide"] + ".out; costs: " + run + "/costs.json");
+  return 0;
+}
+
+std::string find_home(const std::string& given, const std::string& exe_dir) {
+  if (!given.empty()) return fs::absolute(given).lexically_normal().string();
+  if (const char* env = std::getenv("SHARDTRAIN_HOME"); env && *env) return env;
+  fs::path dir = exe_dir;
+  for (int up = 0; up < 2 && dir.has_parent_path(); ++up) {
+    dir = dir.parent_path();
+    if (fs::exists(dir / "scripts/slurm/train.sbatch")) return dir.string();
+  }
+  return "";
+}
+
+int run_pipeline(const Settings& s, const std::string& self, const std::vector<std::string>& self_args) {
+  // Local stages start mpirun as whoever runs this (root in a container) on however many cores.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  if (!s.stage.empty()) return run_one_stage(s, s.stage);
+  if (s.local) return run_local(s);
+  return submit_slurm(s, self, self_args);
+}
+
+}  // namespace shardtrain::pipeline
