@@ -534,6 +534,7 @@ TEST_CASE("decide: with a baseline in service, the candidate is compared with it
   CHECK(back.applicable);
   CHECK_FALSE(back.passed);
   CHECK(std::get<double>(back.limit) == Approx(0.1 + read_release_policy(policy).rollback->max_slice_regression));
+  CHECK(back.reason.find("still above the rolled-back release's release-time") != std::string::npos);
   CHECK_FALSE(d.promote);
   CHECK(r.in_service.name == "ngram-first");  // what stays in service: the baseline
   CHECK(r.in_service.kind == std::string(kNgramEvaluation));

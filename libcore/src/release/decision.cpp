@@ -201,7 +201,9 @@ Decision decide_release(const DecideOptions& o) {
     const HoldoutSummary reference = baseline.last_known_good ? baseline.last_known_good->candidate.scores
                                                               : registry.record(standing->from.record).candidate.scores;
     for (auto& c : rolled_back_slice_checks(*standing, candidate.scores, reference,
-                                            policy.rollback.value_or(RollbackRules{}).max_slice_regression))
+                                            policy.rollback.value_or(RollbackRules{}).max_slice_regression,
+                                            baseline.last_known_good ? "the release in service's"
+                                                                     : "the rolled-back release's"))
       checks.push_back(std::move(c));
   }
   const std::vector<EvidenceResult> evidence =

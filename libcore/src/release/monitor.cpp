@@ -154,7 +154,7 @@ std::vector<std::string> regressed_slices(const std::vector<CheckResult>& checks
 
 std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing, const HoldoutSummary& candidate,
                                                   const HoldoutSummary& in_service_release_time,
-                                                  double max_slice_regression) {
+                                                  double max_slice_regression, const std::string& reference) {
   std::vector<CheckResult> checks;
   for (const auto& key : standing.slices) {
     const SliceScore* c = find_slice(candidate, key);
@@ -172,7 +172,7 @@ std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing
                       passed ? ""
                              : key + " rolled back " + standing.from.record + " (" + standing.record_path +
                                    "); the candidate's " + key + " loss " + interval_text(c->loss, c->lower, c->upper) +
-                                   " is still above the release in service's release-time " +
+                                   " is still above " + reference + " release-time " +
                                    interval_text(r->loss, r->lower, r->upper) + " + " + num(max_slice_regression) +
                                    ": it cannot promote on this slice until the slice is back within it"});
   }
@@ -211,7 +211,12 @@ std::vector<ServiceEvent> service_timeline(const std::vector<ReleaseRecord>& rec
   for (const auto& b : rollbacks) {
     std::string why = "rolled back from " + b.from.record + " by " + b.record_path;
     if (!b.reasons.empty()) why += ": " + b.reasons.front();
-    if (b.reasons.size() > 1) why += " (and " + std::to_string(b.reasons.size() - 1) + " more)";
+    if (b.reasons.size() > 1) {  // the others by their check's name: every rule that failed is named
+      why += " (and " + std::to_string(b.reasons.size() - 1) + " more:";
+      for (std::size_t i = 1; i < b.reasons.size(); ++i)
+        why += (i > 1 ? ", " : " ") + b.reasons[i].substr(0, b.reasons[i].find(": "));
+      why += ")";
+    }
     ServiceEvent e{stamp_of(b.record_path), std::nullopt, std::nullopt, b.to_baseline, b.record_path, why};
     if (b.to) e.record = b.to->record, e.checkpoint = b.to->checkpoint;
     events.push_back(std::move(e));

@@ -66,9 +66,11 @@ std::vector<std::string> regressed_slices(const std::vector<CheckResult>& checks
 // own release-time figures (the rule's reference): an n-gram's figures are looser than any trained
 // release's and would let a still-regressed slice through. Not applicable when the hold-out or the
 // release-time scores have no position of the slice. Pure.
+// `reference` names whose release-time figures `in_service_release_time` are, in the reason.
 std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing, const HoldoutSummary& candidate,
                                                   const HoldoutSummary& in_service_release_time,
-                                                  double max_slice_regression);
+                                                  double max_slice_regression,
+                                                  const std::string& reference = "the release in service's");
 
 // One move of the in-service pointer, as the registry's records tell it.
 struct ServiceEvent {
@@ -77,7 +79,7 @@ struct ServiceEvent {
   std::optional<std::string> checkpoint;
   std::optional<ServedBaseline> baseline;  // the baseline in service from then on (a rollback's to_baseline)
   std::string cause;       // the release record (a promotion) or the rollback record that moved it
-  std::string why;         // one sentence
+  std::string why;         // one sentence: the promotion, or the rollback with its first reason and the other failed checks by name
   bool operator==(const ServiceEvent&) const = default;
   // {"effective", "record", "checkpoint", "baseline", "cause", "why"} (null where none)
   nlohmann::json to_json() const;
