@@ -505,6 +505,8 @@ TEST_CASE("decide: with a baseline in service, the candidate is compared with it
   first.record_path = registry.write_record(first);
   registry.promote(first.record_path, first);
   roll_back_to_baseline(registry, first, "ngram-first", {"owner=markov-a"});
+  // The baseline in service cannot be registered over (its sha256 would no longer match the pointer's).
+  CHECK_THROWS_WITH(release_gate::register_baseline(bo), Catch::Contains("'ngram-first' is in service"));
 
   const std::string policy = std::string(SHARDTRAIN_SOURCE_DIR) + "/scripts/release-policy.json";
   release_gate::DecideOptions o;

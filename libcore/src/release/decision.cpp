@@ -147,6 +147,11 @@ std::optional<CostTable> cost_table(const std::string& given, const std::string&
 BaselineRecord register_baseline(const BaselineOptions& o) {
   const ReleaseRegistry registry(o.registry);
   const std::string model_file = registry.baseline_path(o.name, ".h5");  // validates the name first
+  // Registering over the baseline in service would swap what serves under the pointer's feet (its
+  // sha256 would no longer match, and every reader would refuse the registry).
+  if (const auto pointer = registry.pointer(); pointer && pointer->baseline && pointer->baseline->name == o.name)
+    throw UsageError("baseline '" + o.name + "' is in service in " + o.registry + " (put back by " +
+                     pointer->rollback.value_or("?") + "); register the new one under another name");
   log_line("release-gate: fitting an order-" + std::to_string(o.order) + " n-gram on the training selection of " +
            o.plan.data_path + " (available by " + o.plan.cutoff + ")");
   check_ngram_order(o.order);

@@ -21,6 +21,7 @@ struct BaselineOptions {
   int order = 2;
 };
 // Fits, evaluates and registers the baseline (<registry>/baselines/<name>.json and .h5); returns it.
+// UsageError, before any work, when a baseline of that name is in service (a rollback put it back).
 BaselineRecord register_baseline(const BaselineOptions& options);
 
 struct DecideOptions {
