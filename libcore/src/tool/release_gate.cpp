@@ -156,7 +156,8 @@ Subcommand add_history_command(CLI::App& parent) {
   c.app = parent.add_subcommand("history", "List the registry's release records, rollbacks, baselines and last-known-good; "
                                            "with --at T, what was in service at T and why.");
   c.app->add_option("--registry", a->registry, "Release registry folder")->required();
-  c.app->add_option("--at", a->at, "RFC 3339: name the release in service at that time and the record that put it there");
+  c.app->add_option("--at", a->at, "RFC 3339: name what was in service at that time (a release, or a baseline a "
+                                   "rollback put back) and the record that put it there");
   c.app->add_flag("--json", a->json, "Print the release and rollback records as a JSON array, oldest first, each with "
                                      "its \"format\" (with --at: the one event, or null)");
   c.run = [a] {
