@@ -4,11 +4,15 @@
 # --available-by). Cycle k, in WORK/cycle-<k>/:
 #   prep     data-prep INPUT --available-by T_k -> data.h5 (a new dataset version; the old ones stay)
 #   monitor  release-gate monitor: the release in service on the documents that happened after
-#            T_(k-1), rolled back when the policy says so (from cycle 2 on)
-#   train    ddp-train fine-tuned from last-known-good (cycle 1: from scratch) to cutoff
-#            C_k = T_k - HOLDOUT seconds
-#   decide   release-gate decide on the hold-out after C_k, against last-known-good (before the
-#            first promotion: an n-gram baseline of this snapshot, registered as ngram-cycle-<k>)
+#            T_(k-1), rolled back when the policy says so (from cycle 2 on); to the previous
+#            known-good, or, for the first release, to the policy's rollback.fallback_baseline
+#            (e.g. ngram-cycle-1). Skipped while a baseline is in service (the monitor scores
+#            releases only)
+#   train    ddp-train fine-tuned from last-known-good (cycle 1, or a baseline in service: from
+#            scratch, --first-steps) to cutoff C_k = T_k - HOLDOUT seconds
+#   decide   release-gate decide on the hold-out after C_k, against last-known-good (a release or
+#            a baseline put back by a rollback; before the first promotion: an n-gram baseline of
+#            this snapshot, registered as ngram-cycle-<k>)
 #   costs    release-gate costs: cycle-<k>/costs.json (bytes, preprocessing, core-seconds per stage,
 #            human review from the registry); after the last cycle WORK/costs.json for the whole pattern
 # Every decision and move of the in-service pointer is in the registry (release-gate history).
@@ -64,6 +68,12 @@ read -r -a baseline_opts <<<"$baseline_args"
 read -r -a sbatch_opts <<<"$sbatch_args"
 ((slurm == 0)) || command -v sbatch >/dev/null || usage "--slurm: sbatch not found (run on a Slurm login node)"
 rfc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+# What is in service: none, release (a checkpoint to monitor and fine-tune from) or baseline (a
+# rollback put a registered baseline back: docs/FORMATS.md "Release registry").
+serving() {
+  if [ -f "$registry/last-known-good" ]; then jq -r 'if .baseline then "baseline" else "release" end' "$registry/last-known-good"
+  else echo none; fi
+}
 say() { echo "cycles.sh [cycle $k]: $*"; }
 
 # timed DIR STAGE RANKS command...: runs it (--slurm: as a job, waited for), appends its line to
@@ -100,14 +110,16 @@ for i in "${!times[@]}"; do
   ok_or_fail $rc 0 prep
   jq . "$dir/prep.log" >"$dir/evidence/data-prep.json"
   say "snapshot as of ${times[$i]}: $(jq -r '"\(.documents) documents (\(.not_yet_available) not yet available)"' "$dir/prep.log")"
-  if [ -f "$registry/last-known-good" ] && ((i > 0)); then
+  if [ "$(serving)" = baseline ] && ((i > 0)); then
+    say "baseline $(jq -r .baseline.name "$registry/last-known-good") in service: nothing to monitor"
+  elif [ "$(serving)" = release ] && ((i > 0)); then
     rc=0; timed "$dir" monitor 1 "$bin/release-gate" monitor --registry "$registry" --policy "$policy" --data "$dir/data.h5" \
       --since "${times[$((i - 1))]}" --data-prep "$dir/evidence/data-prep.json" --run-dir "$dir" "${gate_opts[@]}" || rc=$?
     ok_or_fail $rc 1 monitor
     say "$(grep -E '^verdict|rolled back:' "$dir/monitor.log" | tr '\n' ' ')"
   fi
   resume=()
-  if [ -f "$registry/last-known-good" ]; then
+  if [ "$(serving)" = release ]; then
     resume=(--resume "$(jq -r .checkpoint "$registry/last-known-good")" --fine-tune) n=$steps
   else
     n=$first_steps
@@ -116,7 +128,7 @@ for i in "${!times[@]}"; do
     --ckpt-every "$n" --run-dir "$dir" "${resume[@]}" "${train_opts[@]}" || rc=$?
   ok_or_fail $rc 0 train
   base=last-known-good
-  if [ ! -f "$registry/last-known-good" ]; then  # nothing in service yet: an n-gram of this snapshot's selection
+  if [ "$(serving)" = none ]; then  # nothing in service yet: an n-gram of this snapshot's selection
     base=ngram-cycle-$k
     "$bin/release-gate" baseline "$base" --registry "$registry" \
       --data "$dir/data.h5" --cutoff "$cutoff" --order "$order" --seq-len "$(jq -r .data.seq_len "$dir/summary.json")" \

@@ -356,7 +356,7 @@ TEST_CASE("typed release: the release record, a baseline and last-known-good sur
   refuses_without(b, "/model_file");
   refuses_without(b, "/evaluation/counted_tokens");
 
-  const LastKnownGood p{"records/x.json", "/runs/r/checkpoints/step_80", std::string(64, 'a'), "2024-02-01T10:01:00Z", std::nullopt};
+  const LastKnownGood p{"records/x.json", "/runs/r/checkpoints/step_80", std::string(64, 'a'), "2024-02-01T10:01:00Z", std::nullopt, std::nullopt};
   CHECK(round_trip(p) == p);
   refuses_without(p, "/manifest_sha256");
 }
@@ -395,7 +395,7 @@ RollbackRecord rollback_record() {
   const MonitoringRecord m = monitoring_record();
   RollbackRecord b;
   b.from = m.release.release;
-  b.to = {"records/20240101T000000.000000Z-bbbbbbbbbbbb-1.json", "/runs/c1/checkpoints/step_00000150", std::string(64, 'b')};
+  b.to = ReleaseRef{"records/20240101T000000.000000Z-bbbbbbbbbbbb-1.json", "/runs/c1/checkpoints/step_00000150", std::string(64, 'b')};
   b.to_reason = "the previous known-good of " + b.from.record;
   b.monitoring_record = m.record_path;
   b.reasons = {"slice_regression:owner=bob: owner=bob matured at ..."};
@@ -440,16 +440,42 @@ TEST_CASE("typed release: a monitoring record and a rollback record survive the 
   CHECK_THROWS_WITH(MonitoringRecord::from_json(as_file(bad)), Catch::Contains("not a monitoring record"));
 
   const RollbackRecord b = rollback_record();
-  CHECK(round_trip(b.to) == b.to);
+  CHECK(round_trip(*b.to) == *b.to);
   CHECK(round_trip(b) == b);
   CHECK(b.to_json()["review"] == nlohmann::json({{"required", true}, {"minutes", 30.0}, {"pending", true}}));
   for (const char* field : {"/from/record", "/to/checkpoint", "/monitoring_record", "/evidence", "/slices", "/review/pending"})
     refuses_without(b, field);
+
+  // Version 2: a baseline put back instead of a release ("to" null).
+  RollbackRecord to_baseline = b;
+  to_baseline.to.reset();
+  to_baseline.to_baseline = ServedBaseline{"ngram-1", "baselines/ngram-1.json", "baselines/ngram-1.h5", std::string(64, 'e')};
+  CHECK(round_trip(to_baseline) == to_baseline);
+  CHECK(to_baseline.to_json()["to"].is_null());
+  CHECK(to_baseline.to_json()["format_version"] == 2);
+  CHECK(to_baseline.to_name() == "baseline ngram-1");
+  for (const char* field : {"/to_baseline/name", "/to_baseline/sha256"}) refuses_without(to_baseline, field);
+  nlohmann::json neither = to_baseline.to_json();
+  neither["to_baseline"] = nullptr;
+  CHECK_THROWS_WITH(RollbackRecord::from_json(as_file(neither)), Catch::Contains("exactly one"));
+  nlohmann::json both = b.to_json();
+  both["to_baseline"] = to_baseline.to_json()["to_baseline"];
+  CHECK_THROWS_WITH(RollbackRecord::from_json(as_file(both)), Catch::Contains("exactly one"));
+  // Version 1 (before baselines could be put back): no "to_baseline"; still read, "to" a release.
+  nlohmann::json v1 = b.to_json();
+  v1["format_version"] = 1;
+  v1.erase("to_baseline");
+  const RollbackRecord old = RollbackRecord::from_json(as_file(v1));
+  CHECK(old.to == b.to);
+  CHECK_FALSE(old.to_baseline);
+  nlohmann::json future = b.to_json();
+  future["format_version"] = 3;
+  CHECK_THROWS_WITH(RollbackRecord::from_json(as_file(future)), Catch::Contains("/format_version"));
 }
 
 TEST_CASE("typed release: the policy's rollback rules and review, and a pointer moved by a rollback", "[typed][release][monitor]") {
   ReleasePolicy p = policy();
-  p.rollback = RollbackRules{0.01, 0.05, 0.1};
+  p.rollback = RollbackRules{0.01, 0.05, 0.1, std::nullopt};
   p.review = {20, 30};
   CHECK(ReleasePolicy::from_json(as_file(p.to_json()), "") == p);
   // A record's policy from before the monitor: no rollback rules, no review.
@@ -471,11 +497,38 @@ TEST_CASE("typed release: the policy's rollback rules and review, and a pointer 
   CHECK(ReleaseRecord::from_json(as_file(no_review)).review == ReviewNeed{});
 
   const LastKnownGood moved{"records/a.json", "/c", std::string(64, 'a'), "2024-02-02T10:00:01Z",
-                            "rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json"};
+                            "rollbacks/20240202T100001.000000Z-bbbbbbbbbbbb-7.json", std::nullopt};
   CHECK(round_trip(moved) == moved);
   nlohmann::json promoted = moved.to_json();
   promoted.erase("rollback");  // a pointer written before rollbacks existed
+  promoted.erase("baseline");
+  promoted.erase("format_version");
   CHECK_FALSE(LastKnownGood::from_json(as_file(promoted)).rollback);
+  CHECK(LastKnownGood::from_json(as_file(promoted)).record == "records/a.json");
+
+  // A baseline in service: named with its model's sha256, no release.
+  LastKnownGood baseline{std::nullopt, std::nullopt, std::nullopt, "2024-02-02T10:00:01Z",
+                         "rollbacks/20240202T100001.000000Z-eeeeeeeeeeee-7.json",
+                         ServedBaseline{"ngram-1", "baselines/ngram-1.json", "baselines/ngram-1.h5", std::string(64, 'e')}};
+  CHECK(round_trip(baseline) == baseline);
+  CHECK(baseline.to_json()["record"].is_null());
+  CHECK(baseline.to_json()["format_version"] == 2);
+  nlohmann::json two = baseline.to_json();
+  two["record"] = "records/a.json";
+  CHECK_THROWS_WITH(LastKnownGood::from_json(as_file(two)), Catch::Contains("/record must be null"));
+  two = baseline.to_json();
+  two["rollback"] = nullptr;
+  CHECK_THROWS_WITH(LastKnownGood::from_json(as_file(two)), Catch::Contains("only put in service by a rollback"));
+
+  // The policy's fallback baseline: round trip; absent (policies before it) is none.
+  ReleasePolicy with_fallback = policy();
+  with_fallback.rollback = RollbackRules{0.01, 0.05, 0.1, "ngram-1"};
+  CHECK(ReleasePolicy::from_json(as_file(with_fallback.to_json()), "") == with_fallback);
+  nlohmann::json no_fallback = with_fallback.to_json();
+  no_fallback["rollback"].erase("fallback_baseline");
+  CHECK_FALSE(ReleasePolicy::from_json(as_file(no_fallback), "").rollback->fallback_baseline);
+  no_fallback["rollback"]["fallback_baseline"] = "";
+  CHECK_THROWS_WITH(ReleasePolicy::from_json(as_file(no_fallback), ""), Catch::Contains("fallback_baseline is empty"));
 }
 
 TEST_CASE("typed release: a review sign-off survives the round trip, and the registry takes one per decision", "[typed][release][monitor]") {

@@ -898,12 +898,23 @@ def registry_whole(registry):
                 if n.endswith(".json"):
                     load(f"{registry}/{sub}/{n}")   # whole, or not there at all
     p = load(f"{registry}/last-known-good")
-    path = os.path.join(registry, p["record"])
-    expect(os.path.exists(path), f"last-known-good names {p['record']}, which does not exist")
-    load(path)
+    if p.get("baseline"):   # a rollback put a registered baseline back: its model file as recorded
+        b = p["baseline"]
+        with open(os.path.join(registry, b["model_file"]), "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()
+        expect(sha == b["sha256"], f"last-known-good names baseline {b['name']} of sha256 {b['sha256']}, its model is {sha}")
+        expect(p["record"] is None, f"last-known-good names baseline {b['name']} and record {p['record']}")
+        load(os.path.join(registry, b["file"]))
+    else:
+        path = os.path.join(registry, p["record"])
+        expect(os.path.exists(path), f"last-known-good names {p['record']}, which does not exist")
+        load(path)
     if p.get("rollback"):
         b = load(os.path.join(registry, p["rollback"]))
-        expect(b["to"]["record"] == p["record"], f"the pointer names {p['record']}, its rollback put back {b['to']['record']}")
+        put_back = b.get("to_baseline") or b["to"]
+        expect(put_back == (p.get("baseline") or {"record": p["record"], "checkpoint": p["checkpoint"],
+                                                  "manifest_sha256": p["manifest_sha256"]}),
+               f"the pointer ({p}) is not what its rollback put back ({put_back})")
         expect(os.path.exists(os.path.join(registry, b["monitoring_record"])),
                f"the rollback's monitoring record {b['monitoring_record']} does not exist")
 

@@ -18,7 +18,14 @@
 # With MODE slurm (ctest release_cycles_slurm) the four cycles run as Slurm jobs on the one-node
 # test cluster (tests/scripts/slurm_cluster.sh) and the cost tables must carry Slurm's queue waits;
 # the controls and the 4-minute bound are the local run's.
-# Usage: release_cycles.sh BIN_DIR WORK_DIR [slurm]
+# With MODE baseline (ctest release_cycles_baseline) the plant is in the second snapshot instead
+# (bob's days 6-11), so the FIRST release r1 regresses on owner=bob: with no previous known-good it
+# is rolled back to the policy's rollback.fallback_baseline, the n-gram ngram-cycle-1; checked from
+# the registry's files: the rollback record and the pointer name the baseline by its model file's
+# sha256 (sha256sum here), history --at names it and why, a monitor refuses to score it (exit 2),
+# and cycle 2's candidate is compared with the baseline, scored again on its hold-out, and refused
+# on owner=bob.
+# Usage: release_cycles.sh BIN_DIR WORK_DIR [slurm|baseline]
 BIN_DIR=$(cd "$1" && pwd) WORK=$2 mode=${3:-local}
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/common.sh"
@@ -66,6 +73,72 @@ monitor() {  # monitor REGISTRY POLICY DATA SINCE: prints the verdict line, retu
   grep '^verdict' "$WORK/control.log" | sed 's/^/    /'
   return $rc
 }
+
+# ---- a regression of the first release: rolled back to the named baseline ---------------------------
+if [ "$mode" = baseline ]; then
+  checks make-cycle-corpus "$WORK" "$WORK/first-planted.jsonl" 6 12
+  jq '.version += "-fallback" | .rollback.fallback_baseline = "ngram-cycle-1"' "$policy" >"$WORK/fallback-policy.json"
+  policy="$WORK/fallback-policy.json"
+  cycles "$WORK/first-planted.jsonl" "${snapshots%,*,*}" "$WORK/b" >"$WORK/b.log" 2>&1 || { cat "$WORK/b.log"; fail "cycles 1-2"; }
+  grep '^cycles.sh' "$WORK/b.log" | cut -c1-180 | sed 's/^/    /'
+  w="$WORK/b" reg="$WORK/b/registry"
+  record_in() {  # record_in CYCLE: the registry's record of that cycle's candidate
+    local f
+    for f in "$reg"/records/*.json; do
+      if jq -e --arg d "$w/cycle-$1/" '.artifact.folder | startswith($d)' "$f" >/dev/null; then echo "records/${f##*/}"; fi
+    done
+  }
+  r1=$(record_in 1) r2=$(record_in 2)
+  jq -e '.decision == "promote" and .baseline.name == "ngram-cycle-1" and .previous_last_known_good == null' "$reg/$r1" >/dev/null ||
+    fail "cycle 1 did not promote r1 over ngram-cycle-1 as the first release"
+  grep -q '^verdict: rolled_back' "$w/cycle-2/monitor.log" || { cat "$w/cycle-2/monitor.log"; fail "cycle 2: r1 not rolled back"; }
+  rb=$(ls "$reg"/rollbacks/*.json)
+  [ "$(echo "$rb" | wc -l)" -eq 1 ] || fail "expected one rollback record, got: $rb"
+  sha=$(sha256sum "$reg/baselines/ngram-cycle-1.h5" | cut -d' ' -f1)
+  jq -e --arg r1 "$r1" --arg sha "$sha" '.format_version == 2 and .from.record == $r1 and .to == null
+    and .to_baseline == {"name": "ngram-cycle-1", "file": "baselines/ngram-cycle-1.json",
+                         "model_file": "baselines/ngram-cycle-1.h5", "sha256": $sha}
+    and (.to_reason | contains("fallback_baseline")) and (.slices | index("owner=bob"))' "$rb" >/dev/null ||
+    { jq '{format_version, from, to, to_baseline, to_reason, slices}' "$rb"; fail "the rollback record does not put ngram-cycle-1 back for r1"; }
+  mon=$(jq -r .monitoring_record "$rb")
+  checks monitored-rollback "$reg/$mon" "$rb" || fail "the monitoring record's figures do not give its verdict"
+  jq -e --arg rb "rollbacks/${rb##*/}" --arg sha "$sha" '.record == null and .checkpoint == null and .rollback == $rb
+    and .baseline.name == "ngram-cycle-1" and .baseline.sha256 == $sha' "$reg/last-known-good" >/dev/null ||
+    { cat "$reg/last-known-good"; fail "last-known-good does not name ngram-cycle-1 by its sha256 and the rollback"; }
+  checks registry-whole "$reg" >/dev/null || fail "the registry is not whole after the rollback to a baseline"
+  pass "cycle 2: $(grep -o 'slice owner=bob: .*' "$w/cycle-2/monitor.log" | head -1); r1 (the first release) rolled back to baseline ngram-cycle-1 (sha256 ${sha:0:12})"
+
+  at() { "$gate" history --registry "$reg" --at "$1" --json; }
+  stamp() { local n=${1##*/}; echo "${n:0:4}-${n:4:2}-${n:6:2}T${n:9:2}:${n:11:2}:${n:13:2}${n:15:8}"; }
+  [ "$(at "$(stamp "$r1")" | jq -r .record)" = "$r1" ] || fail "history --at r1's time does not name r1"
+  at "$(stamp "$rb")" | jq -e --arg r1 "$r1" '.record == null and .baseline.name == "ngram-cycle-1"
+    and (.why | startswith("rolled back from " + $r1)) and (.why | contains("slice_regression:owner=bob"))' >/dev/null ||
+    { at "$(stamp "$rb")"; fail "history --at the rollback's time does not name ngram-cycle-1, rolled back from r1 on owner=bob"; }
+  "$gate" history --registry "$reg" --at "$(stamp "$rb")" | tee "$WORK/at.txt" | sed 's/^/    /'
+  grep -q "in service at .*: baseline ngram-cycle-1 (baselines/ngram-cycle-1.h5, sha256 ${sha:0:12})" "$WORK/at.txt" ||
+    fail "history --at (text) does not name the baseline"
+  # history --json: every release and rollback record, in the time order of their file names.
+  "$gate" history --registry "$reg" --json | jq -r '.[] | "\(.format) \(.record_path)"' >"$WORK/h.txt"
+  (cd "$reg" && ls records/*.json rollbacks/*.json | awk -F/ '{print $2, $0}' | sort | cut -d' ' -f2 |
+    sed -e 's|^records/|shardtrain-release-record records/|' -e 's|^rollbacks/|shardtrain-rollback-record rollbacks/|') >"$WORK/h-want.txt"
+  diff "$WORK/h-want.txt" "$WORK/h.txt" >/dev/null || { diff "$WORK/h-want.txt" "$WORK/h.txt"; fail "history --json is not the records and rollbacks in time order"; }
+  pass "history --at names r1, then baseline ngram-cycle-1 (rolled back from r1, why); history --json lists $(wc -l <"$WORK/h.txt") records and rollbacks in time order"
+
+  # The next candidate: compared with the baseline in service, scored again on its own hold-out,
+  # refused on the slice that rolled r1 back; the baseline stays in service.
+  jq -e '.baseline.name == "ngram-cycle-1" and .baseline.kind == "ngram" and .previous_last_known_good == null
+    and .scores.baseline.holdout.cutoff == .data.cutoff and .scores.baseline.holdout.cutoff == .scores.candidate.holdout.cutoff
+    and .utility.fallback == "ngram-cycle-1" and .in_service.name == "ngram-cycle-1" and .decision == "reject"
+    and ([.checks[] | select(.name == "rolled_back_slice:owner=bob")] | length == 1 and (.[0].passed | not) and .[0].applicable)' \
+    "$reg/$r2" >/dev/null || { jq '{decision, baseline, in_service, reasons}' "$reg/$r2"; fail "cycle 2's decision is not against the baseline in service, refused on owner=bob"; }
+  [ "$(jq -r .baseline.name "$reg/last-known-good")" = ngram-cycle-1 ] || fail "the pointer moved after the reject"
+  pass "cycle 2's decision against ngram-cycle-1 (re-scored on its hold-out): $(grep -o 'reason: rolled_back_slice:owner=bob.*' "$w/cycle-2/decide.log" | cut -c1-200)"
+  expect_exit 2 "scores releases only" "$gate" monitor --registry "$reg" --policy "$policy" --data "$w/cycle-2/data.h5" \
+    --since 2024-01-07T00:00:00Z
+  pass "a monitor with a baseline in service exits 2, saying it scores releases only"
+  pass "release_cycles (baseline): $(seconds_since "$start") s in all"
+  exit 0
+fi
 
 # ---- the controls: the registry as cycle 2 left it -------------------------------------------------
 if [ "$mode" = local ]; then

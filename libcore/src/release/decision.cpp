@@ -39,17 +39,28 @@ TransformationState transformation_state(const std::string& data_path) {
   return t;
 }
 
-// The baseline's evaluation and a description of it for the record.
+// The baseline's evaluation and a description of it for the record, and what is in service.
 struct BaselineChoice {
   CheckpointEvaluation evaluation;
   BaselineRef description;
-  std::optional<ReleaseRecord> last_known_good;  // the current one's record
+  std::optional<ReleaseRecord> last_known_good;  // the release in service's record
+  std::optional<BaselineRecord> baseline_in_service;  // or a baseline in service (a rollback put it back)
+  std::optional<ServedBaseline> served;               // ... and its identity, as the pointer has it
 };
 
 BaselineChoice choose_baseline(const ReleaseRegistry& registry, const std::string& name) {
   BaselineChoice c;
-  c.last_known_good = registry.last_known_good();
-  if (name == kLastKnownGood) {
+  if (auto state = registry.in_service()) {
+    c.last_known_good = std::move(state->release);
+    c.baseline_in_service = std::move(state->baseline);
+    c.served = state->pointer.baseline;
+  }
+  if (name == kLastKnownGood && c.served) {
+    // What is in service is a baseline: the candidate is compared with it, by its own name.
+    c.evaluation = c.baseline_in_service->evaluation;
+    c.description = {c.served->name, c.baseline_in_service->kind, std::nullopt, std::nullopt,
+                     registry.baseline_path(c.served->name, ".json")};
+  } else if (name == kLastKnownGood) {
     if (!c.last_known_good)
       throw UsageError("--baseline last-known-good: " + registry.dir() + " has no last-known-good release yet; compare "
                        "the first release with a named baseline (release-gate baseline NAME ...)");
@@ -65,8 +76,9 @@ BaselineChoice choose_baseline(const ReleaseRegistry& registry, const std::strin
 }
 
 // What stays in service after a reject: the last known-good release if there is one, else the
-// named baseline the candidate was compared with.
-InService fallback_of(const BaselineChoice& b) {
+// baseline in service (a rollback put it there), else the named baseline the candidate was
+// compared with.
+InService fallback_of(const ReleaseRegistry& registry, const BaselineChoice& b) {
   InService s;
   if (b.last_known_good) {
     s.name = kLastKnownGood;
@@ -74,10 +86,31 @@ InService fallback_of(const BaselineChoice& b) {
     s.checkpoint = b.last_known_good->artifact.folder;
     return s;
   }
+  if (b.served) {
+    s.name = b.served->name;
+    s.kind = b.baseline_in_service->kind;
+    s.file = registry.baseline_path(b.served->name, ".json");
+    return s;  // checkpoint: none
+  }
   s.name = b.description.name;
   s.kind = b.description.kind;
   s.file = b.description.file.value_or("");
   return s;  // checkpoint: none
+}
+
+// The baseline in service scored on the candidate's hold-out: its registered evaluation when that
+// is of the same positions, else its n-gram model (the file the pointer's sha256 names) scored
+// again on the candidate's hold-out, as a release in service is (in_service_on below): a rollback
+// to a baseline is followed by candidates on newer snapshots.
+CheckpointEvaluation baseline_on(const ReleaseRegistry& registry, const BaselineChoice& b,
+                                 const CheckpointEvaluation& candidate, const ReleaseEvalOptions& eval) {
+  const CheckpointEvaluation& e = b.baseline_in_service->evaluation;
+  if (e.scores.per_sequence && candidate.holdout.same_positions(e.holdout)) return e;
+  log_line("release-gate: the baseline in service (" + b.served->name + ") was evaluated on another hold-out: "
+           "scoring its n-gram again on the candidate's");
+  HoldoutPlan plan = eval.holdout;
+  plan.seq_len = candidate.holdout.seq_len;
+  return evaluate_ngram(read_ngram_file((fs::path(registry.dir()) / b.served->model_file).string()), plan);
 }
 
 // The release in service scored on the candidate's hold-out: its record's evaluation when that is
@@ -114,6 +147,11 @@ std::optional<CostTable> cost_table(const std::string& given, const std::string&
 BaselineRecord register_baseline(const BaselineOptions& o) {
   const ReleaseRegistry registry(o.registry);
   const std::string model_file = registry.baseline_path(o.name, ".h5");  // validates the name first
+  // Registering over the baseline in service would swap what serves under the pointer's feet (its
+  // sha256 would no longer match, and every reader would refuse the registry).
+  if (const auto pointer = registry.pointer(); pointer && pointer->baseline && pointer->baseline->name == o.name)
+    throw UsageError("baseline '" + o.name + "' is in service in " + o.registry + " (put back by " +
+                     pointer->rollback.value_or("?") + "); register the new one under another name");
   log_line("release-gate: fitting an order-" + std::to_string(o.order) + " n-gram on the training selection of " +
            o.plan.data_path + " (available by " + o.plan.cutoff + ")");
   check_ngram_order(o.order);
@@ -152,17 +190,27 @@ Decision decide_release(const DecideOptions& o) {
   // baseline; last-known-good as the baseline is that same evaluation.
   std::optional<CheckpointEvaluation> in_service;
   if (baseline.last_known_good) in_service = in_service_on(*baseline.last_known_good, candidate, eval);
+  else if (baseline.served) in_service = baseline_on(registry, baseline, candidate, eval);
   if (o.baseline == kLastKnownGood) baseline.evaluation = *in_service;
   const CheckpointEvaluation& fallback_eval = in_service ? *in_service : baseline.evaluation;
-  const std::string fallback_name = in_service ? std::string(kLastKnownGood) : baseline.description.name;
+  const std::string fallback_name = baseline.last_known_good ? std::string(kLastKnownGood)
+                                    : baseline.served        ? baseline.served->name
+                                                             : baseline.description.name;
 
   std::vector<CheckResult> checks = compare_with_baseline(policy, candidate, baseline.evaluation);
   // A rollback on slices still standing (nothing promoted since): those slices must be back within the
-  // rule that rolled the release back (release/monitor.hpp).
-  if (const auto standing = standing_rollback(registry.history(), registry.rollbacks()); standing && baseline.last_known_good)
-    for (auto& c : rolled_back_slice_checks(*standing, candidate.scores, baseline.last_known_good->candidate.scores,
-                                            policy.rollback.value_or(RollbackRules{}).max_slice_regression))
+  // rule that rolled the release back (release/monitor.hpp). Its reference figures: the release in
+  // service's release-time ones, or, with a baseline in service, the rolled-back release's own.
+  if (const auto standing = standing_rollback(registry.history(), registry.rollbacks());
+      standing && (baseline.last_known_good || baseline.served)) {
+    const HoldoutSummary reference = baseline.last_known_good ? baseline.last_known_good->candidate.scores
+                                                              : registry.record(standing->from.record).candidate.scores;
+    for (auto& c : rolled_back_slice_checks(*standing, candidate.scores, reference,
+                                            policy.rollback.value_or(RollbackRules{}).max_slice_regression,
+                                            baseline.last_known_good ? "the release in service's"
+                                                                     : "the rolled-back release's"))
       checks.push_back(std::move(c));
+  }
   const std::vector<EvidenceResult> evidence =
       collect_evidence(policy, run_dir, o.evidence, candidate.holdout.dataset_snapshot_id);
   RubricScore rubric;
@@ -202,7 +250,7 @@ Decision decide_release(const DecideOptions& o) {
     r.in_service.name = "candidate";
     r.in_service.checkpoint = ck.folder;
   } else {
-    r.in_service = fallback_of(baseline);
+    r.in_service = fallback_of(registry, baseline);
   }
   if (d.promote) r.review = ReviewNeed::of(policy.review.promote_minutes);
   r.dry_run = o.dry_run;

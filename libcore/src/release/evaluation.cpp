@@ -291,4 +291,19 @@ void write_ngram_file(const NgramModel& model, const std::string& path) {
   commit_file_atomically(tmp, path);
 }
 
+NgramModel read_ngram_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw IoError(path + ": no n-gram model file (registered with release-gate baseline?)");
+  const H5File f(path, H5File::Mode::kRead);
+  std::vector<std::int64_t> dims;
+  const std::vector<float> p = f.read_floats("ngram/probabilities", &dims);
+  NgramModel m;
+  m.order = int(f.read_attr_int("order"));
+  m.counted_tokens = std::uint64_t(f.read_attr_int("counted_tokens"));
+  const bool ok = !dims.empty() && dims[0] > 0 && std::size_t(m.order) == dims.size() && (m.order == 1 || dims[1] == dims[0]);
+  if (!ok) throw UsageError(path + ": /ngram/probabilities is not an order-" + std::to_string(m.order) + " model's (V) or (V, V)");
+  m.vocab = int(dims[0]);
+  m.probabilities.assign(p.begin(), p.end());
+  return m;
+}
+
 }  // namespace shardtrain

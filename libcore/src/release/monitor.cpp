@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/base/time.hpp"
@@ -153,7 +154,7 @@ std::vector<std::string> regressed_slices(const std::vector<CheckResult>& checks
 
 std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing, const HoldoutSummary& candidate,
                                                   const HoldoutSummary& in_service_release_time,
-                                                  double max_slice_regression) {
+                                                  double max_slice_regression, const std::string& reference) {
   std::vector<CheckResult> checks;
   for (const auto& key : standing.slices) {
     const SliceScore* c = find_slice(candidate, key);
@@ -171,7 +172,7 @@ std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing
                       passed ? ""
                              : key + " rolled back " + standing.from.record + " (" + standing.record_path +
                                    "); the candidate's " + key + " loss " + interval_text(c->loss, c->lower, c->upper) +
-                                   " is still above the release in service's release-time " +
+                                   " is still above " + reference + " release-time " +
                                    interval_text(r->loss, r->lower, r->upper) + " + " + num(max_slice_regression) +
                                    ": it cannot promote on this slice until the slice is back within it"});
   }
@@ -179,7 +180,16 @@ std::vector<CheckResult> rolled_back_slice_checks(const RollbackRecord& standing
 }
 
 nlohmann::json ServiceEvent::to_json() const {
-  return {{"effective", effective}, {"record", record}, {"checkpoint", checkpoint}, {"cause", cause}, {"why", why}};
+  return {{"effective", effective},
+          {"record", json_fields::or_null(record)},
+          {"checkpoint", json_fields::or_null(checkpoint)},
+          {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)},
+          {"cause", cause},
+          {"why", why}};
+}
+
+std::string ServiceEvent::in_service_name() const {
+  return baseline ? "baseline " + baseline->name : record.value_or("nothing");
 }
 
 std::string registry_stamp_rfc3339(const std::string& record_path) { return stamp_of(record_path); }
@@ -196,13 +206,20 @@ std::vector<ServiceEvent> service_timeline(const std::vector<ReleaseRecord>& rec
     std::string why = "promoted by " + r.record_path + " over " + r.baseline.name + ": hold-out loss " +
                       interval_text(r.candidate.scores.loss, r.candidate.scores.interval.lower,
                                     r.candidate.scores.interval.upper);
-    events.push_back({stamp_of(r.record_path), r.record_path, r.artifact.folder, r.record_path, why});
+    events.push_back({stamp_of(r.record_path), r.record_path, r.artifact.folder, std::nullopt, r.record_path, why});
   }
   for (const auto& b : rollbacks) {
     std::string why = "rolled back from " + b.from.record + " by " + b.record_path;
     if (!b.reasons.empty()) why += ": " + b.reasons.front();
-    if (b.reasons.size() > 1) why += " (and " + std::to_string(b.reasons.size() - 1) + " more)";
-    events.push_back({stamp_of(b.record_path), b.to.record, b.to.checkpoint, b.record_path, why});
+    if (b.reasons.size() > 1) {  // the others by their check's name: every rule that failed is named
+      why += " (and " + std::to_string(b.reasons.size() - 1) + " more:";
+      for (std::size_t i = 1; i < b.reasons.size(); ++i)
+        why += (i > 1 ? ", " : " ") + b.reasons[i].substr(0, b.reasons[i].find(": "));
+      why += ")";
+    }
+    ServiceEvent e{stamp_of(b.record_path), std::nullopt, std::nullopt, b.to_baseline, b.record_path, why};
+    if (b.to) e.record = b.to->record, e.checkpoint = b.to->checkpoint;
+    events.push_back(std::move(e));
   }
   // The stamps are fixed-width UTC, so their text order is their time order.
   std::stable_sort(events.begin(), events.end(),
@@ -233,6 +250,65 @@ std::optional<ServiceEvent> in_service_at(const std::vector<ServiceEvent>& timel
   return current;
 }
 
+nlohmann::json HistoryEntry::to_json() const { return release ? release->to_json() : rollback->to_json(); }
+
+std::vector<HistoryEntry> registry_history(const std::vector<ReleaseRecord>& records,
+                                           const std::vector<RollbackRecord>& rollbacks) {
+  std::vector<HistoryEntry> out;
+  for (const auto& r : records) out.push_back({stamp_of(r.record_path), r, std::nullopt});
+  for (const auto& b : rollbacks) out.push_back({stamp_of(b.record_path), std::nullopt, b});
+  // Fixed-width UTC stamps: text order is time order; stable, so records stay before rollbacks on a tie.
+  std::stable_sort(out.begin(), out.end(), [](const HistoryEntry& a, const HistoryEntry& b) { return a.effective < b.effective; });
+  return out;
+}
+
+std::string history_text(const std::vector<HistoryEntry>& entries, const std::optional<ServiceState>& now,
+                         const std::vector<std::string>& baseline_names) {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-27s  %-8s  %-56s  %-9s  %-16s  %s\n", "time", "decision", "record", "loss", "baseline",
+                "first reason");
+  s += line;
+  const std::string lkg = now && now->release ? now->release->record_path : "";
+  for (const auto& e : entries) {
+    if (e.release) {
+      const ReleaseRecord& r = *e.release;
+      std::snprintf(line, sizeof line, "%-27s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", e.effective.c_str(),
+                    r.promote ? (r.dry_run ? "dry-run" : "promote") : "reject", r.record_path.c_str(),
+                    r.candidate.scores.loss, r.baseline.name.c_str(),
+                    r.reasons.empty() ? "" : r.reasons[0].substr(0, 100).c_str(),
+                    lkg == r.record_path ? "  <- last-known-good" : "");
+    } else {
+      const RollbackRecord& b = *e.rollback;
+      std::snprintf(line, sizeof line, "%-27s  %-8s  %-56s  %-9s  %-16s  %s\n", e.effective.c_str(), "rollback",
+                    b.record_path.c_str(), "-", "-",
+                    (b.from.record + " -> " + b.to_name() + (b.reasons.empty() ? "" : ": " + b.reasons[0])).substr(0, 160).c_str());
+    }
+    s += line;
+  }
+  std::string names;
+  for (const auto& n : baseline_names) names += (names.empty() ? "" : ", ") + n;
+  s += "baselines: " + (names.empty() ? std::string("none") : names) + "\n";
+  if (now && now->pointer.baseline)
+    s += "last-known-good: baseline " + now->pointer.baseline->name + " (" + now->pointer.baseline->model_file +
+         ", sha256 " + now->pointer.baseline->sha256.substr(0, 12) + "; put back by " +
+         now->pointer.rollback.value_or("?") + ")\n";
+  else
+    s += "last-known-good: " + (lkg.empty() ? std::string("none") : lkg) + "\n";
+  return s;
+}
+
+std::string in_service_at_text(const std::string& at, const std::optional<ServiceEvent>& event) {
+  if (!event) return "in service at " + at + ": nothing (no release had been promoted by then)\n";
+  std::string what;
+  if (event->baseline)
+    what = "baseline " + event->baseline->name + " (" + event->baseline->model_file + ", sha256 " +
+           event->baseline->sha256.substr(0, 12) + ")";
+  else
+    what = event->record.value_or("?") + " (checkpoint " + event->checkpoint.value_or("?") + ")";
+  return "in service at " + at + ": " + what + " since " + event->effective + "\n  why: " + event->why + "\n";
+}
+
 std::optional<RollbackRecord> standing_rollback(const std::vector<ReleaseRecord>& records,
                                                 const std::vector<RollbackRecord>& rollbacks) {
   const auto timeline = service_timeline(records, rollbacks);
@@ -248,11 +324,29 @@ namespace shardtrain::release_gate {
 namespace fs = std::filesystem;
 namespace {
 
-// Where the pointer goes back to: --rollback-to, else the release that was in service before this
-// one. Nothing when there is none (the record then says rollback_blocked).
-std::optional<std::pair<ReleaseRecord, std::string>> rollback_target(const ReleaseRegistry& registry,
-                                                                     const ReleaseRecord& current,
-                                                                     const std::string& given) {
+std::string registered_names(const ReleaseRegistry& registry) {
+  std::string names;
+  for (const auto& n : registry.baseline_names()) names += (names.empty() ? "" : ", ") + n;
+  return names.empty() ? "none" : names;
+}
+
+// A registered baseline as a rollback target; `what` names where the name came from.
+ServedBaseline target_baseline(const ReleaseRegistry& registry, const std::string& name, const std::string& what) {
+  const auto names = registry.baseline_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw UsageError(what + ": no baseline '" + name + "' in " + registry.dir() + " (registered: " +
+                     registered_names(registry) + "); register it with release-gate baseline NAME, or name another");
+  return registry.served_baseline(name);
+}
+
+}  // namespace
+
+std::optional<RollbackTarget> rollback_target(const ReleaseRegistry& registry, const ReleaseRecord& current,
+                                              const std::string& given, const RollbackRules& rules) {
+  if (given.rfind(kRollbackToBaselinePrefix, 0) == 0) {
+    const std::string name = given.substr(std::string(kRollbackToBaselinePrefix).size());
+    return RollbackTarget{std::nullopt, target_baseline(registry, name, "--rollback-to " + given), "--rollback-to " + given};
+  }
   if (!given.empty()) {
     ReleaseRecord r = registry.record(given);
     if (!r.promote || r.dry_run)
@@ -260,14 +354,19 @@ std::optional<std::pair<ReleaseRecord, std::string>> rollback_target(const Relea
                        (r.promote ? "promote, dry run" : "reject") + "); name a release that was in service");
     if (r.record_path == current.record_path)
       throw UsageError("--rollback-to " + given + " is the release being rolled back");
-    return std::make_pair(r, "--rollback-to " + given);
+    return RollbackTarget{std::move(r), std::nullopt, "--rollback-to " + given};
   }
-  if (!current.previous_last_known_good) return std::nullopt;
-  return std::make_pair(registry.record(*current.previous_last_known_good),
-                        "the previous known-good of " + current.record_path);
+  if (current.previous_last_known_good)
+    return RollbackTarget{registry.record(*current.previous_last_known_good), std::nullopt,
+                          "the previous known-good of " + current.record_path};
+  // The first release (nothing was in service before it): the baseline the policy names, if any.
+  if (rules.fallback_baseline)
+    return RollbackTarget{std::nullopt,
+                          target_baseline(registry, *rules.fallback_baseline,
+                                          "the policy's rollback.fallback_baseline"),
+                          "the policy's rollback.fallback_baseline (no previous known-good of " + current.record_path + ")"};
+  return std::nullopt;
 }
-
-}  // namespace
 
 MonitorResult monitor_release(const MonitorOptions& o) {
   const ReleasePolicy policy = read_release_policy(o.policy_path);
@@ -276,10 +375,19 @@ MonitorResult monitor_release(const MonitorOptions& o) {
                      "release must go; add them (docs/FORMATS.md, \"Release policy\")");
   // Read-only: a monitor that cannot score creates nothing (its records' folders are made when written).
   const ReleaseRegistry registry(o.registry, true);
-  const std::optional<ReleaseRecord> current = registry.last_known_good();
-  if (!current)
+  const std::optional<ServiceState> state = registry.in_service();
+  if (!state)
     throw UsageError(o.registry + ": no release in service (no last-known-good) to monitor; promote one with "
                      "release-gate decide first");
+  // A baseline in service is a fallback, not a release: there is nothing behind it to roll back to,
+  // and its n-gram has no release-time interval of its own to hold matured data against.
+  if (state->baseline)
+    throw UsageError(o.registry + ": baseline '" + state->pointer.baseline->name + "' is in service (put back by " +
+                     state->pointer.rollback.value_or("?") + "), and the monitor scores releases only; promote a "
+                     "release over it with release-gate decide --baseline last-known-good, then monitor that");
+  const std::optional<ReleaseRecord>& current = state->release;
+  // Where a failing release would go, resolved before scoring: a bad name costs no scoring and writes nothing.
+  const std::optional<RollbackTarget> target_if_needed = rollback_target(registry, *current, o.rollback_to, *policy.rollback);
   if (o.data_path.empty()) throw UsageError("--data: name the new snapshot (a data-prep dataset)");
   const std::string since = o.since.empty() ? current->data.cutoff : o.since;
   (void)parse_rfc3339(since, "--since");
@@ -349,7 +457,7 @@ MonitorResult monitor_release(const MonitorOptions& o) {
 
   const bool go = must_roll_back(m.checks);
   // The target is resolved before anything is written: a bad --rollback-to leaves the registry as it was.
-  const auto target = go ? rollback_target(registry, *current, o.rollback_to) : std::nullopt;
+  const std::optional<RollbackTarget> target = go ? target_if_needed : std::nullopt;
   m.verdict = !go ? kVerdictKeep : target ? kVerdictRolledBack : kVerdictRollbackBlocked;
   m.monitored = now_rfc3339();
   m.record_path = registry.write_monitoring(m);
@@ -357,9 +465,10 @@ MonitorResult monitor_release(const MonitorOptions& o) {
 
   RollbackRecord b;
   b.from = m.release.release;
-  const ReleaseRecord& to = target->first;
-  b.to = {to.record_path, to.artifact.folder, to.artifact.manifest_sha256};
-  b.to_reason = target->second;
+  if (target->release) b.to = ReleaseRef{target->release->record_path, target->release->artifact.folder,
+                                         target->release->artifact.manifest_sha256};
+  b.to_baseline = target->baseline;
+  b.to_reason = target->reason;
   b.monitoring_record = m.record_path;
   for (const auto& c : m.checks)
     if (!c.passed) {
@@ -410,11 +519,12 @@ std::string monitoring_text(const MonitorResult& result) {
     if (!c.passed) s << "  reason: " << c.name << ": " << c.reason << "\n";
   s << "verdict: " << m.verdict << "\n";
   if (result.rollback)
-    s << "  rolled back: " << result.rollback->from.record << " -> " << result.rollback->to.record << " ("
+    s << "  rolled back: " << result.rollback->from.record << " -> " << result.rollback->to_name() << " ("
       << result.rollback->to_reason << "); " << result.rollback->record_path << "\n";
   else if (m.verdict == kVerdictRollbackBlocked)
-    s << "  the release must go, but there is no previous known-good to put back: name one with --rollback-to "
-         "records/<...>.json (release-gate history lists them)\n";
+    s << "  the release must go, but there is no previous known-good to put back and no baseline named: name one "
+         "with --rollback-to records/<...>.json or baseline:NAME, or give the policy a rollback.fallback_baseline "
+         "(release-gate history lists them)\n";
   s << "  record: " << m.record_path << "\n";
   return s.str();
 }

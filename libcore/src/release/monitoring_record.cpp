@@ -25,6 +25,16 @@ ReleaseRef ReleaseRef::from_json(const JsonFile& f, const std::string& at) {
   return {f.string(field(at, "record")), f.string(field(at, "checkpoint")), f.string(field(at, "manifest_sha256"))};
 }
 
+nlohmann::json ServedBaseline::to_json() const {
+  return {{"name", name}, {"file", file}, {"model_file", model_file}, {"sha256", sha256}};
+}
+
+ServedBaseline ServedBaseline::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_object(f, at);
+  return {f.string(field(at, "name")), f.string(field(at, "file")), f.string(field(at, "model_file")),
+          f.string(field(at, "sha256"))};
+}
+
 nlohmann::json MonitoredRelease::to_json() const {
   nlohmann::json j = release.to_json();
   j["step"] = step;
@@ -118,7 +128,8 @@ nlohmann::json RollbackRecord::to_json() const {
   nlohmann::json j = {{"format", kRollbackRecordFormat},
                       {"format_version", format_version},
                       {"from", from.to_json()},
-                      {"to", to.to_json()},
+                      {"to", to ? to->to_json() : nlohmann::json(nullptr)},
+                      {"to_baseline", to_baseline ? to_baseline->to_json() : nlohmann::json(nullptr)},
                       {"to_reason", to_reason},
                       {"monitoring_record", monitoring_record},
                       {"reasons", reasons},
@@ -138,7 +149,18 @@ RollbackRecord RollbackRecord::from_json(const JsonFile& f, const std::string& a
   RollbackRecord r;
   r.format_version = json_fields::small_integer(f, field(at, "format_version"));
   r.from = ReleaseRef::from_json(f, field(at, "from"));
-  r.to = ReleaseRef::from_json(f, field(at, "to"));
+  if (r.format_version < 1 || r.format_version > kRollbackRecordVersion)
+    f.fail("field " + field(at, "format_version") + " is " + std::to_string(r.format_version) + ", not 1 to " +
+           std::to_string(kRollbackRecordVersion) + " (written by a newer release-gate?)");
+  if (r.format_version == 1) {
+    r.to = ReleaseRef::from_json(f, field(at, "to"));  // version 1 always put a release back
+  } else {
+    r.to = json_fields::null_or(f, field(at, "to"), ReleaseRef::from_json);
+    r.to_baseline = json_fields::null_or(f, field(at, "to_baseline"), ServedBaseline::from_json);
+    if (r.to.has_value() == r.to_baseline.has_value())
+      f.fail("fields " + field(at, "to") + " and " + field(at, "to_baseline") +
+             ": exactly one must name what was put back (the other null)");
+  }
   r.to_reason = f.string(field(at, "to_reason"));
   r.monitoring_record = f.string(field(at, "monitoring_record"));
   r.reasons = json_fields::strings(f, field(at, "reasons"));
@@ -152,6 +174,11 @@ RollbackRecord RollbackRecord::from_json(const JsonFile& f, const std::string& a
   r.release_gate_version = f.string(field(at, "release_gate_version"));
   if (f.has(field(at, "record_path"))) r.record_path = f.string(field(at, "record_path"));
   return r;
+}
+
+std::string RollbackRecord::to_name() const {
+  if (to_baseline) return "baseline " + to_baseline->name;
+  return to ? to->record : std::string("nothing");
 }
 
 nlohmann::json ReviewSignOff::to_json() const {

@@ -69,7 +69,8 @@ nlohmann::json ReleasePolicy::to_json() const {
 nlohmann::json RollbackRules::to_json() const {
   return {{"max_matured_loss_excess", max_matured_loss_excess},
           {"max_slice_regression", max_slice_regression},
-          {"max_drift_jsd", max_drift_jsd}};
+          {"max_drift_jsd", max_drift_jsd},
+          {"fallback_baseline", json_fields::or_null(fallback_baseline)}};
 }
 
 RollbackRules RollbackRules::from_json(const JsonFile& f, const std::string& at) {
@@ -81,6 +82,9 @@ RollbackRules RollbackRules::from_json(const JsonFile& f, const std::string& at)
   r.max_drift_jsd = f.number(field(at, "max_drift_jsd"));
   for (const double v : {r.max_matured_loss_excess, r.max_slice_regression, r.max_drift_jsd})
     if (!(v >= 0)) f.fail(at + ": every rollback bound must be >= 0");
+  r.fallback_baseline = json_fields::nullable_string(f, field(at, "fallback_baseline"));
+  if (r.fallback_baseline && r.fallback_baseline->empty())
+    f.fail("field " + field(at, "fallback_baseline") + " is empty: name a registered baseline, or leave it out");
   return r;
 }
 

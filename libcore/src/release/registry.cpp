@@ -72,6 +72,20 @@ std::string commit_named(const std::string& dir, const char* sub, const std::str
   return name;
 }
 
+// SHA-256 of a file's bytes, read in 1 MiB pieces.
+std::string file_sha256(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string() + ": cannot read the baseline's model file (registered with release-gate baseline?)");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    if (in.gcount() > 0) h.update(buf.data(), std::size_t(in.gcount()));
+  }
+  if (in.bad()) throw IoError(path.string() + ": read error");
+  return to_hex(h.digest());
+}
+
 template <typename Record>
 std::vector<Record> read_all(const std::string& dir, const char* sub, const std::string& what) {
   std::vector<Record> out;
@@ -86,18 +100,38 @@ std::vector<Record> read_all(const std::string& dir, const char* sub, const std:
 }  // namespace
 
 nlohmann::json LastKnownGood::to_json() const {
-  return {{"record", record},
-          {"checkpoint", checkpoint},
-          {"manifest_sha256", manifest_sha256},
+  return {{"format_version", kLastKnownGoodVersion},
+          {"record", json_fields::or_null(record)},
+          {"checkpoint", json_fields::or_null(checkpoint)},
+          {"manifest_sha256", json_fields::or_null(manifest_sha256)},
           {"promoted", promoted},
-          {"rollback", json_fields::or_null(rollback)}};
+          {"rollback", json_fields::or_null(rollback)},
+          {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)}};
 }
 
 LastKnownGood LastKnownGood::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;
   json_fields::require_object(f, at);
-  return {f.string(field(at, "record")), f.string(field(at, "checkpoint")), f.string(field(at, "manifest_sha256")),
-          f.string(field(at, "promoted")), json_fields::nullable_string(f, field(at, "rollback"))};
+  const int version = f.has(field(at, "format_version")) ? json_fields::small_integer(f, field(at, "format_version")) : 1;
+  if (version < 1 || version > kLastKnownGoodVersion)
+    f.fail("field " + field(at, "format_version") + " is " + std::to_string(version) + ", not 1 to " +
+           std::to_string(kLastKnownGoodVersion) + " (written by a newer release-gate?)");
+  LastKnownGood p;
+  p.promoted = f.string(field(at, "promoted"));
+  p.rollback = json_fields::nullable_string(f, field(at, "rollback"));
+  if (version == 1 || !f.has(field(at, "baseline")) || f.at(field(at, "baseline")).is_null()) {
+    // A release in service: version 1 pointers only ever named one.
+    p.record = f.string(field(at, "record"));
+    p.checkpoint = f.string(field(at, "checkpoint"));
+    p.manifest_sha256 = f.string(field(at, "manifest_sha256"));
+    return p;
+  }
+  p.baseline = ServedBaseline::from_json(f, field(at, "baseline"));
+  for (const char* key : {"record", "checkpoint", "manifest_sha256"})
+    if (json_fields::nullable_string(f, field(at, key)))
+      f.fail("field " + field(at, key) + " must be null when " + field(at, "baseline") + " names a baseline in service");
+  if (!p.rollback) f.fail("field " + field(at, "rollback") + ": a baseline is only put in service by a rollback");
+  return p;
 }
 
 ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::move(dir)) {
@@ -111,16 +145,44 @@ ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::mo
   if (ec) throw IoError(dir_ + ": cannot create the release registry (" + ec.message() + ")");
 }
 
-std::optional<ReleaseRecord> ReleaseRegistry::last_known_good() const {
+std::optional<LastKnownGood> ReleaseRegistry::pointer() const {
+  const fs::path pointer = fs::path(dir_) / kPointer;
+  if (!fs::exists(pointer)) return std::nullopt;
+  return LastKnownGood::from_json(read_file(pointer, "the last-known-good pointer"));
+}
+
+std::optional<ServiceState> ReleaseRegistry::in_service() const {
   const fs::path pointer = fs::path(dir_) / kPointer;
   if (!fs::exists(pointer)) return std::nullopt;
   const JsonFile file = read_file(pointer, "the last-known-good pointer");
+  const bool names_baseline = file.has("/baseline") && file.at("/baseline").is_object();
   // A pointer naming no record is the one state a reader must not act on: an IoError, as a missing file.
   const std::string record = file.has("/record") && file.at("/record").is_string() ? file.string("/record") : "";
-  if (record.empty() || !fs::exists(fs::path(dir_) / record))
+  if (!names_baseline && (record.empty() || !fs::exists(fs::path(dir_) / record)))
     throw IoError(pointer.string() + " names record '" + record + "', which does not exist");
-  (void)LastKnownGood::from_json(file);  // the rest of the pointer must be whole too
-  return read_record(dir_, record);
+  ServiceState state;
+  state.pointer = LastKnownGood::from_json(file);  // the rest of the pointer must be whole too
+  if (!state.pointer.baseline) {
+    state.release = read_record(dir_, *state.pointer.record);
+    return state;
+  }
+  const ServedBaseline& b = *state.pointer.baseline;
+  if (!fs::exists(fs::path(dir_) / b.file) || !fs::exists(fs::path(dir_) / b.model_file))
+    throw IoError(pointer.string() + " names baseline '" + b.name + "', whose files " + b.file + " and " + b.model_file +
+                  " are not both there; restore them, or promote a release (release-gate decide)");
+  const std::string sha = file_sha256(fs::path(dir_) / b.model_file);
+  if (sha != b.sha256)
+    throw IoError(pointer.string() + " names baseline '" + b.name + "' with model sha256 " + b.sha256.substr(0, 12) +
+                  ", but " + b.model_file + " is now " + sha.substr(0, 12) +
+                  " (registered again under that name?); the baseline in service is gone");
+  state.baseline = BaselineRecord::from_json(read_file(fs::path(dir_) / b.file, "the registered baseline"));
+  return state;
+}
+
+std::optional<ReleaseRecord> ReleaseRegistry::last_known_good() const {
+  auto state = in_service();
+  if (!state || !state->release) return std::nullopt;
+  return std::move(state->release);
 }
 
 std::string ReleaseRegistry::baseline_path(const std::string& name, const std::string& extension) const {
@@ -155,6 +217,16 @@ void ReleaseRegistry::write_baseline(const BaselineRecord& baseline) const {
   write_json_file(baseline_path(baseline.name, ".json"), baseline.to_json());
 }
 
+ServedBaseline ReleaseRegistry::served_baseline(const std::string& name) const {
+  const BaselineRecord b = baseline(name);  // names the registered ones when unknown
+  ServedBaseline s;
+  s.name = name;
+  s.file = "baselines/" + fs::path(baseline_path(name, ".json")).filename().string();
+  s.model_file = "baselines/" + fs::path(b.model_file).filename().string();
+  s.sha256 = file_sha256(fs::path(dir_) / s.model_file);
+  return s;
+}
+
 std::string ReleaseRegistry::write_record(const ReleaseRecord& record) const {
   return commit_named(dir_, "records", record.artifact.manifest_sha256, record.to_json());
 }
@@ -162,7 +234,7 @@ std::string ReleaseRegistry::write_record(const ReleaseRecord& record) const {
 void ReleaseRegistry::promote(const std::string& record_path, const ReleaseRecord& record) const {
   if (!fs::exists(fs::path(dir_) / record_path)) throw IoError(dir_ + "/" + record_path + ": promote needs a committed record");
   const LastKnownGood pointer{record_path, record.artifact.folder, record.artifact.manifest_sha256, now_rfc3339(),
-                              std::nullopt};
+                              std::nullopt, std::nullopt};
   write_json_file((fs::path(dir_) / kPointer).string(), pointer.to_json());
 }
 
@@ -184,16 +256,31 @@ std::string ReleaseRegistry::write_monitoring(const MonitoringRecord& record) co
 }
 
 std::string ReleaseRegistry::write_rollback(const RollbackRecord& rollback) const {
-  return commit_named(dir_, "rollbacks", rollback.to.manifest_sha256, rollback.to_json());
+  if (rollback.to.has_value() == rollback.to_baseline.has_value())
+    throw Error(ExitCode::kInternal, "a rollback record must put back exactly one release or baseline");
+  return commit_named(dir_, "rollbacks", rollback.to ? rollback.to->manifest_sha256 : rollback.to_baseline->sha256,
+                      rollback.to_json());
 }
 
 void ReleaseRegistry::roll_back(const std::string& rollback_path, const RollbackRecord& rollback) const {
   if (!fs::exists(fs::path(dir_) / rollback_path))
     throw IoError(dir_ + "/" + rollback_path + ": a rollback needs its committed record");
-  if (!fs::exists(fs::path(dir_) / rollback.to.record))
-    throw IoError(dir_ + "/" + rollback.to.record + ": the rollback target's record does not exist");
-  const LastKnownGood pointer{rollback.to.record, rollback.to.checkpoint, rollback.to.manifest_sha256, now_rfc3339(),
-                              rollback_path};
+  LastKnownGood pointer;
+  pointer.promoted = now_rfc3339();
+  pointer.rollback = rollback_path;
+  if (rollback.to_baseline) {
+    const ServedBaseline& b = *rollback.to_baseline;
+    if (!fs::exists(fs::path(dir_) / b.file) || file_sha256(fs::path(dir_) / b.model_file) != b.sha256)
+      throw IoError(dir_ + "/" + b.model_file + ": the rollback's baseline is not the one recorded (gone, or registered again)");
+    pointer.baseline = b;
+  } else {
+    if (!rollback.to || !fs::exists(fs::path(dir_) / rollback.to->record))
+      throw IoError(dir_ + "/" + (rollback.to ? rollback.to->record : std::string("?")) +
+                    ": the rollback target's record does not exist");
+    pointer.record = rollback.to->record;
+    pointer.checkpoint = rollback.to->checkpoint;
+    pointer.manifest_sha256 = rollback.to->manifest_sha256;
+  }
   write_json_file((fs::path(dir_) / kPointer).string(), pointer.to_json());
 }
 

@@ -156,8 +156,10 @@ Subcommand add_history_command(CLI::App& parent) {
   c.app = parent.add_subcommand("history", "List the registry's release records, rollbacks, baselines and last-known-good; "
                                            "with --at T, what was in service at T and why.");
   c.app->add_option("--registry", a->registry, "Release registry folder")->required();
-  c.app->add_option("--at", a->at, "RFC 3339: name the release in service at that time and the record that put it there");
-  c.app->add_flag("--json", a->json, "Print the records as a JSON array (with --at: the one event, or null)");
+  c.app->add_option("--at", a->at, "RFC 3339: name what was in service at that time (a release, or a baseline a "
+                                   "rollback put back) and the record that put it there");
+  c.app->add_flag("--json", a->json, "Print the release and rollback records as a JSON array, oldest first, each with "
+                                     "its \"format\" (with --at: the one event, or null)");
   c.run = [a] {
     const ReleaseRegistry r(a->registry, true);
     const auto records = r.history();
@@ -165,33 +167,17 @@ Subcommand add_history_command(CLI::App& parent) {
     if (!a->at.empty()) {
       const auto event = in_service_at(service_timeline(records, rollbacks), rfc3339_micros(a->at, "--at"));
       if (a->json) std::cout << (event ? event->to_json() : nlohmann::json(nullptr)).dump(2) << std::endl;
-      else if (!event) std::cout << "in service at " << a->at << ": nothing (no release had been promoted by then)\n";
-      else
-        std::cout << "in service at " << a->at << ": " << event->record << " (checkpoint " << event->checkpoint
-                  << ") since " << event->effective << "\n  why: " << event->why << "\n";
+      else std::cout << in_service_at_text(a->at, event);
       return 0;
     }
+    const auto entries = registry_history(records, rollbacks);
     if (a->json) {
       nlohmann::json list = nlohmann::json::array();
-      for (const auto& rec : records) list.push_back(rec.to_json());
+      for (const auto& e : entries) list.push_back(e.to_json());
       std::cout << list.dump(2) << std::endl;
       return 0;
     }
-    const auto lkg = r.last_known_good();
-    std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", "decided", "decision", "record", "loss", "baseline", "first reason");
-    for (const auto& rec : records) {
-      std::printf("%-20s  %-8s  %-56s  %-9.4f  %-16s  %s%s\n", rec.decided.c_str(), rec.promote ? "promote" : "reject",
-                  rec.record_path.c_str(), rec.candidate.scores.loss, rec.baseline.name.c_str(),
-                  rec.reasons.empty() ? "" : rec.reasons[0].substr(0, 100).c_str(),
-                  lkg && lkg->record_path == rec.record_path ? "  <- last-known-good" : "");
-    }
-    for (const auto& b : rollbacks)
-      std::printf("%-20s  %-8s  %-56s  %-9s  %-16s  %s\n", b.rolled_back.c_str(), "rollback", b.record_path.c_str(), "-",
-                  "-", (b.from.record + " -> " + b.to.record + (b.reasons.empty() ? "" : ": " + b.reasons[0])).substr(0, 160).c_str());
-    std::string names;
-    for (const auto& n : r.baseline_names()) names += (names.empty() ? "" : ", ") + n;
-    std::printf("baselines: %s\nlast-known-good: %s\n", names.empty() ? "none" : names.c_str(),
-                lkg ? lkg->record_path.c_str() : "none");
+    std::cout << history_text(entries, r.in_service(), r.baseline_names());
     return 0;
   };
   return c;
@@ -217,8 +203,10 @@ Subcommand add_monitor_command(CLI::App& parent) {
                                         "hold-out cutoff; a cycle gives the previous snapshot's time)");
   c.app->add_option("--data-prep", o.data_prep_summary, "The new snapshot's data-prep summary (rejected records)");
   c.app->add_option("--run-dir", o.run_dir, "Recorded with the monitoring record (the cycle's folder)");
-  c.app->add_option("--rollback-to", o.rollback_to, "A promoted release record (records/<...>.json) to put back "
-                                                    "instead of the previous known-good");
+  c.app->add_option("--rollback-to", o.rollback_to, "Where a failing release goes instead of the previous known-good: "
+                                                    "a promoted release record (records/<...>.json), or baseline:NAME "
+                                                    "(a registered baseline). Default: the previous known-good, else "
+                                                    "the policy's rollback.fallback_baseline");
   c.app->add_option("--max-samples", a->max_samples, "Matured sequences scored (default: the release's hold-out's)");
   add_eval_options(c.app, o.eval);
   c.app->add_option("--json", a->json, "Also write the monitoring record to FILE ('-': standard output)");

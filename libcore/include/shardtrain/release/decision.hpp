@@ -21,6 +21,7 @@ struct BaselineOptions {
   int order = 2;
 };
 // Fits, evaluates and registers the baseline (<registry>/baselines/<name>.json and .h5); returns it.
+// UsageError, before any work, when a baseline of that name is in service (a rollback put it back).
 BaselineRecord register_baseline(const BaselineOptions& options);
 
 struct DecideOptions {
@@ -45,6 +46,11 @@ struct Decision {
 // but not one (release/costs.hpp) is unusable input; an absent one is "costs": null in the record.
 // The utility (release/utility.hpp) is weighed against the fallback: last-known-good when there is
 // one (its evaluation must be of the same hold-out), else the named baseline.
+// With a baseline in service (a rollback put it back: registry.hpp ServiceState), --baseline
+// last-known-good compares with that baseline under its own name, its n-gram scored again from
+// its model file on the candidate's hold-out when the registered evaluation is of another; a reject
+// leaves it in service; the rolled-back slices are held to the rolled-back release's own
+// release-time figures (release/monitor.hpp rolled_back_slice_checks).
 Decision decide_release(const DecideOptions& options);
 
 }  // namespace shardtrain::release_gate

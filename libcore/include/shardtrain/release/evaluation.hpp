@@ -72,5 +72,8 @@ CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& 
 CheckpointEvaluation evaluate_ngram(const NgramModel& model, const HoldoutPlan& plan, data::TrainingData selection);
 // The model as HDF5 (/ngram/probabilities, attributes through its shape), written atomically.
 void write_ngram_file(const NgramModel& model, const std::string& path);
+// The model write_ngram_file wrote (its probabilities as stored: float). Throws IoError for an
+// unreadable file, UsageError naming it for a shape that is not an order-1 (V) or order-2 (V, V) model.
+NgramModel read_ngram_file(const std::string& path);
 
 }  // namespace shardtrain

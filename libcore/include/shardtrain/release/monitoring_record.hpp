@@ -21,13 +21,16 @@ namespace shardtrain {
 inline constexpr const char* kMonitoringRecordFormat = "shardtrain-monitoring-record";
 inline constexpr const char* kRollbackRecordFormat = "shardtrain-rollback-record";
 inline constexpr int kMonitoringRecordVersion = 1;
-inline constexpr int kRollbackRecordVersion = 1;
+// 2: "to" may be null, with "to_baseline" naming the registered baseline put in service instead
+// (1: "to" always a release, no "to_baseline"; still read).
+inline constexpr int kRollbackRecordVersion = 2;
 inline constexpr const char* kReviewFormat = "shardtrain-review";
 
 // What a monitoring record's verdict says became of the release in service.
 inline constexpr const char* kVerdictKeep = "keep";                    // every rollback check passed
 inline constexpr const char* kVerdictRolledBack = "rolled_back";       // a check failed; the pointer moved back
 inline constexpr const char* kVerdictRollbackBlocked = "rollback_blocked";  // a check failed, nowhere to go back to
+                                                                               // (no previous known-good, no baseline named)
 
 // A release by exact version: its release record and the artifact it names.
 struct ReleaseRef {
@@ -36,6 +39,19 @@ struct ReleaseRef {
   bool operator==(const ReleaseRef&) const = default;
   nlohmann::json to_json() const;  // {"record", "checkpoint", "manifest_sha256"}
   static ReleaseRef from_json(const JsonFile& file, const std::string& at);
+};
+
+// A registered baseline (release/baseline.hpp) put in service by a rollback when there was no
+// previous known-good release to put back: by name, its files in the registry, and the sha256 of
+// its model file, so a baseline registered again under the same name is not taken for it.
+struct ServedBaseline {
+  std::string name;
+  std::string file;        // "baselines/<name>.json", relative to the registry
+  std::string model_file;  // "baselines/<name>.h5"
+  std::string sha256;      // of model_file's bytes
+  bool operator==(const ServedBaseline&) const = default;
+  nlohmann::json to_json() const;  // {"name", "file", "model_file", "sha256"}
+  static ServedBaseline from_json(const JsonFile& file, const std::string& at);
 };
 
 // The monitored release's exact version, as its release record has it.
@@ -97,8 +113,14 @@ struct MonitoringRecord {
 
 struct RollbackRecord {
   int format_version = kRollbackRecordVersion;
-  ReleaseRef from, to;            // the release taken out of service; the one put back
-  std::string to_reason;          // how `to` was chosen ("previous known-good of ..." or "--rollback-to")
+  ReleaseRef from;                // the release taken out of service
+  // What was put back: a release (`to`), or, when there was no previous known-good, a registered
+  // baseline (`to_baseline`). Exactly one is set ("to": null in the file when a baseline is).
+  std::optional<ReleaseRef> to;
+  std::optional<ServedBaseline> to_baseline;
+  // How it was chosen: "the previous known-good of ...", "--rollback-to ...", or "the policy's
+  // rollback.fallback_baseline (no previous known-good of ...)".
+  std::string to_reason;
   std::string monitoring_record;  // "monitoring/<...>.json": the evidence in full
   std::vector<std::string> reasons;  // "<check>: <sentence>" per failed check
   std::vector<CheckResult> evidence;  // the failed checks
@@ -110,10 +132,15 @@ struct RollbackRecord {
   std::string record_path;  // "rollbacks/<...>.json": set by the registry, not in the file
 
   bool operator==(const RollbackRecord&) const = default;
-  // {"format", "format_version", "from", "to", "to_reason", "monitoring_record", "reasons", "evidence",
-  //  "slices", "policy": {"version", "sha256"}, "review", "run_dir", "rolled_back",
-  //  "release_gate_version"} (and "record_path" when set)
+  // What was put back, for people: its record path, or "baseline <name>".
+  std::string to_name() const;
+
+  // {"format", "format_version", "from", "to", "to_baseline", "to_reason", "monitoring_record",
+  //  "reasons", "evidence", "slices", "policy": {"version", "sha256"}, "review", "run_dir",
+  //  "rolled_back", "release_gate_version"} (and "record_path" when set)
   nlohmann::json to_json() const;
+  // Reads format_version 1 (no "to_baseline": "to" a release) and 2 (exactly one of "to" and
+  // "to_baseline" not null); refuses any other version, naming the file.
   static RollbackRecord from_json(const JsonFile& file, const std::string& at = "");
 };
 

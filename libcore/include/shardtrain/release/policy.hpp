@@ -56,10 +56,16 @@ struct RubricItem {
 //                           max_slice_regression (nats).
 //   drift                   the Jensen-Shannon divergence (bits, in [0, 1]) of the matured data's
 //                           token distribution from the training selection's > max_drift_jsd.
+// fallback_baseline (optional): a registered baseline's name, put in service when a release must go
+// and there is no previous known-good to put back (the first release); absent: such a rollback is
+// blocked unless `monitor --rollback-to baseline:NAME` names one.
 struct RollbackRules {
   double max_matured_loss_excess = 0, max_slice_regression = 0.05, max_drift_jsd = 0.1;
+  std::optional<std::string> fallback_baseline;
   bool operator==(const RollbackRules&) const = default;
-  nlohmann::json to_json() const;  // {"max_matured_loss_excess", "max_slice_regression", "max_drift_jsd"}
+  // {"max_matured_loss_excess", "max_slice_regression", "max_drift_jsd", "fallback_baseline"
+  //  (null when none; absent in policies and records before it: none)}
+  nlohmann::json to_json() const;
   static RollbackRules from_json(const JsonFile& file, const std::string& at);
 };
 
