@@ -299,4 +299,15 @@ TEST_CASE("communication by link: a hierarchical run's intra- and inter-node tim
         std::string::npos);
   const nlohmann::json j = report_json(report);
   CHECK(j["points"][0]["communication"]["inter_node_s_per_step"] == Approx(0.15));
+  // --allreduce auto --step-model: the buckets from the model's threshold went two levels.
+  RunSummary a = h;
+  a.communication["hierarchical_from_bytes"] = {{"AllReduce", 2223}, {"ReduceScatter", nullptr}};
+  const ScalingRun ar = run_of(a, "auto");
+  CHECK(ar.chosen_by_size);
+  REQUIRE(ar.all_reduce_hierarchical_from);
+  CHECK(*ar.all_reduce_hierarchical_from == 2223);
+  CHECK(report_markdown(build_scaling_report({ar})).find("| auto: hierarchical from 2223 bytes, flat below |") !=
+        std::string::npos);
+  a.communication["hierarchical_from_bytes"]["AllReduce"] = nullptr;  // only ZeRO's operations went two levels
+  CHECK(report_markdown(build_scaling_report({run_of(a, "auto")})).find("auto: flat") != std::string::npos);
 }

@@ -9,6 +9,8 @@
 #   * fast mode 2 x 2 hierarchical stays within atol 1e-6 + rtol 1e-4 of fast flat W = 4 (fp32 sums in
 #     another order);
 #   * on one node --allreduce hierarchical is the flat path (said so in the log);
+#   * --allreduce auto --step-model: each all-reduce goes hierarchical from the size the model's two
+#     links price cheaper (the log and the summary say which), bitwise W = 1 all the same;
 #   * a stage skipped by fault injection is named by hang-diagnose (rank, group, seq, step, phase);
 #   * an override that does not name one label per rank exits 2 naming the variable.
 # Usage: hierarchical_equivalence.sh BIN_DIR WORK_DIR
@@ -57,6 +59,35 @@ run 4 "$WORK/zero3" fsdp-train --zero-stage 3 --deterministic --allreduce hierar
 expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero3/params.h5"
 pass "deterministic fsdp-train ZeRO-3, nodes a,b,a,b, --allreduce hierarchical: bitwise equal to W=1"
 export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+
+# --allreduce auto with a step model: the model's two links decide per size. Links chosen so that
+# the lines cross at 2223 bytes on 2 x 2 (flat 1.5e-8 b + 6e-5 s, two levels 6e-9 b + 8e-5 s, as in
+# test_scaling_model's worked case): the 4 KiB gradient buckets go hierarchical, the small loss and
+# norm sums stay flat, and the result is still bitwise W = 1's. A model whose flat path is faster per
+# byte keeps everything flat.
+step_model() {  # step_model FILE FLAT_BUSBW: a two-link model file as scale-bench fit writes it
+  jq -n --argjson flat "$2" '{format: "shardtrain-scaling-model", version: 1, compute_s: 0.1, scaling: "weak",
+    tokens_per_step: 1000, busbw_Bps: $flat, alpha_s: 1e-5, overlap: 0, straggler: 0, collectives: [],
+    intra_node: {busbw_Bps: 1e9, alpha_s: 2e-5}, inter_node: {busbw_Bps: 1e8, alpha_s: 2e-5}}' >"$1"
+}
+export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+step_model "$WORK/slow_link.json" 1e8
+run 4 "$WORK/auto_model" ddp-train --deterministic --allreduce auto --step-model "$WORK/slow_link.json"
+grep -q "allreduce: auto by the step model $WORK/slow_link.json on 2 nodes x 2 ranks: hierarchical for AllReduce from 2223 bytes" \
+  "$WORK/auto_model.log" || { cat "$WORK/auto_model.log" >&2; fail "auto with a step model: not the model's threshold"; }
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/auto_model/params.h5"
+jq -e '.communication | .hierarchical_from_bytes.AllReduce == 2223 and .levels["dp.cross"].AllReduce.calls > 0
+       and .AllReduce.calls > 0' "$WORK/auto_model/summary.json" >/dev/null ||
+  fail "auto with a step model: the summary does not show big all-reduces through the levels and small ones flat"
+step_model "$WORK/fast_flat.json" 1e10
+run 4 "$WORK/auto_flat" ddp-train --deterministic --allreduce auto --step-model "$WORK/fast_flat.json"
+grep -q "flat at every size" "$WORK/auto_flat.log" || { cat "$WORK/auto_flat.log" >&2; fail "auto, fast flat path: not flat"; }
+jq -e '.communication | has("levels") | not' "$WORK/auto_flat/summary.json" >/dev/null || fail "auto, fast flat path: levels in the summary"
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/auto_flat/params.h5"
+expect_exit2 "--step-model chooses flat or hierarchical per collective size under --allreduce auto" \
+  mpirun -np 1 "$BIN_DIR/ddp-train" --data "$DATA" "${model[@]}" --allreduce halving --step-model "$WORK/slow_link.json" \
+  --run-dir "$WORK/bad_step_model"
+pass "--allreduce auto --step-model: hierarchical from the model's crossing size (2223 bytes on 2 x 2), flat below, bitwise W=1"
 
 # Fast mode: the same training, within the fast-mode tolerance of the flat W = 4 run.
 run 4 "$WORK/fast_flat" ddp-train

@@ -301,8 +301,13 @@ std::optional<LogThroughput> throughput_from_records(const std::vector<std::vect
 }
 
 // What each gradient bucket's all-reduce ran: a hierarchical run sends every bucket of at least
-// ranks-per-node elements through the two levels (comm/hierarchical.hpp's kAlways).
+// ranks-per-node elements through the two levels (comm/hierarchical.hpp's kAlways); under
+// --allreduce auto with a step model, the buckets from the model's threshold on (kBySize).
 static std::string bucket_algorithm(const ScalingRun& run) {
+  if (run.hierarchical && run.chosen_by_size)
+    return run.all_reduce_hierarchical_from
+               ? "auto: hierarchical from " + std::to_string(*run.all_reduce_hierarchical_from) + " bytes, flat below"
+               : "auto: flat (the step model never prices the two levels cheaper)";
   if (run.hierarchical) return "hierarchical (every bucket of >= ranks-per-node elements)";
   return run.allreduce_algorithm.empty() ? "-" : run.allreduce_algorithm + " (flat)";
 }
@@ -345,6 +350,12 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
     r.ranks_per_node = c.value("ranks_per_node", 0);
     r.intra_node_s_per_step = c.value("intra_node_busy_s", 0.0) / double(summary.steps);
     r.inter_node_s_per_step = c.value("inter_node_busy_s", 0.0) / double(summary.steps);
+  }
+  if (c.contains("hierarchical_from_bytes")) {
+    r.chosen_by_size = true;
+    const nlohmann::json& from = c["hierarchical_from_bytes"];
+    if (from.contains("AllReduce") && from["AllReduce"].is_number_integer() && from["AllReduce"].get<std::int64_t>() >= 0)
+      r.all_reduce_hierarchical_from = from["AllReduce"].get<std::uint64_t>();
   }
   return r;
 }

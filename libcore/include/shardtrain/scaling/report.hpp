@@ -72,6 +72,10 @@ struct ScalingRun {
   bool hierarchical = false;          // the summary has communication.levels
   int nodes = 0, ranks_per_node = 0;  // 0: unknown (or uneven nodes for ranks_per_node)
   double intra_node_s_per_step = 0, inter_node_s_per_step = 0;
+  // --allreduce auto with a step model: the smallest all-reduce (bytes) that went hierarchical
+  // (communication.hierarchical_from_bytes.AllReduce); unset: every bucket (kAlways) or none.
+  std::optional<std::uint64_t> all_reduce_hierarchical_from;
+  bool chosen_by_size = false;  // the summary has communication.hierarchical_from_bytes
 };
 
 // Reads RUN_DIR/summary.json through read_run_summary (train/run_summary.hpp, the file's one
