@@ -1,7 +1,8 @@
-// The continual cycles (pipeline/cycles.hpp): options checked with cycles.sh's messages, the
-// pattern's stage graph (order, cross-cycle needs, outcomes that are not failures), each stage's
-// plan from what is in service, the last-known-good pointer read, the outcome lines; and the local
-// runner and one-stage mode over stand-in tools that record their calls.
+// The continual cycles (pipeline/cycles.hpp): options checked with the messages scripts/cycles.sh
+// gave (scripts and users know them), the pattern's stage graph (order, cross-cycle needs,
+// outcomes that are not failures), each stage's plan from what is in service, the last-known-good
+// pointer read, the outcome lines; and the local runner and one-stage mode over stand-in tools
+// that record their calls.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -59,6 +60,13 @@ InService release(const std::string& checkpoint) {
   return in;
 }
 
+InService baseline(const std::string& name) {
+  InService in;
+  in.kind = InService::Kind::kBaseline;
+  in.baseline_name = name;
+  return in;
+}
+
 }  // namespace
 
 TEST_CASE("cycles graph: per cycle prep, monitor from cycle 2, train, decide, costs, then the total", "[pipeline]") {
@@ -102,7 +110,7 @@ TEST_CASE("cycles graph: per cycle prep, monitor from cycle 2, train, decide, co
   }
 }
 
-TEST_CASE("cycles options: cycles.sh's messages for missing and malformed options", "[pipeline]") {
+TEST_CASE("cycles options: the shell script's messages for missing and malformed options", "[pipeline]") {
   CyclesArgs a = minimal_cycles();
   a.work = "";
   CHECK(cycles_usage(a) == "--input, --snapshots, --holdout-s and --work are required (see --help)");
@@ -169,10 +177,7 @@ TEST_CASE("cycles plans: the monitor runs on a release in service, is skipped on
   CHECK(contains_run(run.commands[0].argv, {"--data-prep", "/cwd/w/cycle-3/evidence/data-prep.json"}));
   CHECK(run.commands[0].log == "/cwd/w/cycle-3/monitor.log");
   CHECK(run.commands[0].ok_up_to == 1);
-  InService base;
-  base.kind = InService::Kind::kBaseline;
-  base.baseline_name = "ngram-cycle-1";
-  const StagePlan skipped = plan_cycle_stage(s, mon, base, 0);
+  const StagePlan skipped = plan_cycle_stage(s, mon, baseline("ngram-cycle-1"), 0);
   CHECK(skipped.skipped == "baseline ngram-cycle-1 in service: nothing to monitor");
   CHECK(skipped.commands.empty());
   CHECK(plan_cycle_stage(s, mon, InService{}, 0).skipped == "no release in service: nothing to monitor");
@@ -193,10 +198,7 @@ TEST_CASE("cycles plans: train fine-tunes from the release in service, else from
   CHECK(contains_run(tuned, {"--cutoff", "2024-01-11T00:00:00Z", "--steps", "60", "--ckpt-every", "60"}));
   CHECK(contains_run(tuned, {"--resume", "/reg/ck/step_60", "--fine-tune"}));
   CHECK(tuned.back() == "32");  // --train-args last
-  InService base;
-  base.kind = InService::Kind::kBaseline;
-  base.baseline_name = "ngram-cycle-1";
-  for (const InService& in : {InService{}, base}) {
+  for (const InService& in : {InService{}, baseline("ngram-cycle-1")}) {
     const auto scratch = plan_cycle_stage(s, train, in, 0).commands.at(0).argv;
     CHECK(contains_run(scratch, {"--steps", "150", "--ckpt-every", "150"}));
     CHECK(std::find(scratch.begin(), scratch.end(), "--resume") == scratch.end());

@@ -21,7 +21,7 @@
 namespace shardtrain::pipeline {
 
 // The command line as given (everything a string): validate_cycles() checks it with the one-line
-// messages scripts/cycles.sh gave.
+// messages scripts/cycles.sh gave (the script this replaced; scripts grep them).
 struct CyclesArgs {
   std::string input, snapshots, holdout_s, work;
   std::string registry;  // "": WORK/registry
@@ -56,7 +56,7 @@ struct CyclesSettings {
   std::string cycle_dir(int k) const;  // WORK/cycle-<k>
 };
 
-// Throws UsageError (exit 2) with cycles.sh's messages: "--input, --snapshots, --holdout-s and
+// Throws UsageError (exit 2) with those messages: "--input, --snapshots, --holdout-s and
 // --work are required (see --help)"; "--np must be a positive whole number (got 'x')" (also
 // --steps, --first-steps, --holdout-s, --baseline-order); "--snapshots: 'X' is not a time (...)"
 // for an entry that is not an RFC 3339 date-time; "--snapshots: 'B' is not after 'A' (...)";
