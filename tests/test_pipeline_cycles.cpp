@@ -17,6 +17,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/pipeline/cycles.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 using namespace shardtrain::pipeline;
@@ -320,6 +321,12 @@ struct FakeCycleBin {
     for (std::string l; std::getline(in, l);) out.push_back(l.substr(0, l.find(' ', l.find(' ') + 1)));
     return out;
   }
+  std::vector<std::string> lines_of(const std::string& file) const {
+    std::ifstream in(file);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
   std::vector<std::pair<std::string, int>> records(const std::string& run) const {
     std::ifstream in(run + "/stages.jsonl");
     std::vector<std::pair<std::string, int>> out;
@@ -387,4 +394,86 @@ TEST_CASE("cycles --stage: a reject is exit 0 (the chain goes on), a skipped mon
   CHECK(run_cycles(s, "/self", {}) == 5);  // a failure is the job's failure: afterok stops the chain
   s.stage = "cycle-9/prep";
   CHECK_THROWS_AS(run_cycles(s, "/self", {}), UsageError);
+}
+
+namespace {
+
+// A stand-in Slurm on PATH: sbatch prints the next job id and runs the job's --wrap command at
+// once (SLURM_JOB_ID set, output to --output), unless an afterok dependency failed or was
+// cancelled (then the job is marked failed too, as --kill-on-invalid-dep cancels it); afterany
+// always runs. --test-only accepts every shape; squeue finds nothing pending; scontrol says ended.
+void fake_slurm(const FakeCycleBin& fake) {
+  const std::string d = fake.dir.string();
+  auto tool = [&](const std::string& name, const std::string& body) {
+    const auto path = fake.dir / "bin" / name;
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  };
+  tool("sbatch", "echo \"$*\" >>" + d + "/sbatch-calls\n"
+                 "case \" $* \" in *\" --test-only \"*) exit 0 ;; esac\n"
+                 "n=$(( $(cat " + d + "/next 2>/dev/null || echo 0) + 1 )); echo $n >" + d + "/next\n"
+                 "dep=; out=; wrap=\n"
+                 "while [ $# -gt 0 ]; do case $1 in --dependency=*) dep=${1#--dependency=} ;; --output=*) out=${1#--output=} ;;"
+                 " --wrap) wrap=$2; shift ;; esac; shift; done\n"
+                 "echo $n\n"
+                 "case $dep in afterok:*) for id in $(echo ${dep#afterok:} | tr : ' '); do"
+                 " [ -f " + d + "/bad-$id ] && { touch " + d + "/bad-$n; exit 0; }; done ;; esac\n"
+                 "out=$(echo \"$out\" | sed \"s/%j/$n/\")\n"
+                 "SLURM_JOB_ID=$n sh -c \"$wrap\" >\"$out\" 2>&1 </dev/null || touch " + d + "/bad-$n\n");
+  tool("squeue", "exit 0\n");
+  tool("scontrol", "echo \"JobId=$4 JobState=COMPLETED\"\n");
+}
+
+// The command line of these settings, as the tool re-runs it in each job.
+std::vector<std::string> cycles_argv(const FakeCycleBin& fake) {
+  return {"cycles", "--input", "/cwd/docs.jsonl", "--snapshots", "2024-01-07T00:00:00Z,2024-01-13T00:00:00Z",
+          "--holdout-s", "172800", "--work", (fake.dir / "w").string(), "--registry", (fake.dir / "reg").string(),
+          "--bin", (fake.dir / "bin").string(), "--policy", "/clone/scripts/release-policy.json", "--slurm"};
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("cycles --slurm: one dependency chain, jobs.txt per cycle, the stages' records told after the jobs",
+          "[pipeline]") {
+  FakeCycleBin fake("slurm");
+  fake_slurm(fake);
+  setenv("PIPELINE_PENDING_CHECK_S", "0", 1);
+  CyclesSettings s = fake.settings();
+  s.slurm = true;
+  CHECK(run_cycles(s, test::tool_path("pipeline"), cycles_argv(fake)) == 0);
+  // Jobs 1-4 cycle 1 (prep, train, decide, costs), 5-9 cycle 2 (prep, monitor, train, decide,
+  // costs), 10 the total.
+  CHECK(file_text(s.cycle_dir(1) + "/jobs.txt") == "prep 1\ntrain 2\ndecide 3\ncosts 4\n");
+  CHECK(file_text(s.cycle_dir(2) + "/jobs.txt") == "prep 5\nmonitor 6\ntrain 7\ndecide 8\ncosts 9\n");
+  CHECK(file_text(s.work + "/jobs.txt").find("cycle-2/monitor 6\n") != std::string::npos);
+  const std::string calls = file_text((fake.dir / "sbatch-calls").string());
+  CHECK(calls.find("--job-name=cycle-2-monitor --output=" + s.cycle_dir(2) + "/slurm-monitor-%j.out --ntasks=1 "
+                   "--dependency=afterok:5:3 --wrap") != std::string::npos);
+  CHECK(calls.find("--dependency=afterok:5:6 --wrap") != std::string::npos);  // cycle 2's train
+  CHECK(calls.find("--job-name=cycles-total") != std::string::npos);
+  CHECK(calls.find("--dependency=afterany:1:2:3:4:5:6:7:8:9 --wrap") != std::string::npos);
+  CHECK(calls.find("--stage 'cycle-2/train'") != std::string::npos);
+  // Each job recorded its stage with its job id (what release-gate costs pairs with Slurm's figures).
+  std::vector<std::string> jobs;
+  for (const auto& line : fake.lines_of(s.cycle_dir(2) + "/stages.jsonl")) jobs.push_back(stage_record_from_json_line(line)->job_id);
+  CHECK(jobs == std::vector<std::string>{"5", "6", "7", "8", "9"});
+  CHECK(file_text(fake.dir.string() + "/calls").find("--resume /ck --fine-tune") != std::string::npos);
+}
+
+TEST_CASE("cycles --slurm: a failed job stops the stages after it, is named, exit 1", "[pipeline]") {
+  FakeCycleBin fake("slurmfail");
+  fake_slurm(fake);
+  setenv("PIPELINE_PENDING_CHECK_S", "0", 1);
+  std::ofstream(fake.dir / "fail-ddp-train") << "";
+  CyclesSettings s = fake.settings();
+  s.slurm = true;
+  CHECK(run_cycles(s, test::tool_path("pipeline"), cycles_argv(fake)) == 1);
+  CHECK(fake.records(s.cycle_dir(1)) == std::vector<std::pair<std::string, int>>{{"prep", 0}, {"train", 5}});
+  CHECK(fake.records(s.cycle_dir(2)) == std::vector<std::pair<std::string, int>>{{"prep", 0}});  // prep needs nothing
+  CHECK(std::filesystem::exists(s.work + "/costs.log"));  // the total ran after all (afterany)
 }
