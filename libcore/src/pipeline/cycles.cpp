@@ -71,7 +71,7 @@ std::vector<std::string> lines_of(const CyclesSettings& s, const Stage& st) {
                            n.step == "prep" ? read_text(st.run_dir + "/evidence/data-prep.json") : "");
 }
 
-// The outcome lines said (none for a stage that failed: its failure is said instead).
+// The outcome lines said (callers say a failed stage's failure instead).
 void say_lines(const CyclesSettings& s, const Stage& st) {
   for (const auto& line : lines_of(s, st))
     if (!line.empty()) say(parse_cycle_stage_name(st.name), line);
@@ -179,6 +179,8 @@ int run_local(const CyclesSettings& s, const StageGraph& g) {
 int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& self,
               const std::vector<std::string>& self_args) {
   if (find_on_path("sbatch").empty()) throw UsageError("--slurm: sbatch not found (run on a Slurm login node)");
+  // The wait for the chain asks scontrol: without it the jobs would run unwatched.
+  if (find_on_path("scontrol").empty()) throw UsageError("--slurm: scontrol not found (run on a Slurm login node)");
   const std::string hint = "change --np or --sbatch";
   require_job_shape("1-task", with_tasks(1, s.sbatch), hint);
   require_job_shape("training (" + std::to_string(s.np) + " ranks)", with_tasks(s.np, s.sbatch), hint);
