@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The release over time (issue 36): four continual cycles of scripts/cycles.sh on a corpus split
+# The release over time (issue 36): four continual cycles of `pipeline cycles` on a corpus split
 # by availability time, one snapshot every 6 days, a 2-day hold-out each. Owner alice writes one
 # document a day from one Markov chain, bob from another; in the third snapshot bob's new documents
 # (days 12 to 17) are text of another kind (a third chain): the planted regression.
@@ -59,7 +59,7 @@ jq '.version += "-loose" | .rollback = {"max_matured_loss_excess": 10, "max_slic
   "$policy" >"$WORK/loose-policy.json"
 snapshots=2024-01-07T00:00:00Z,2024-01-13T00:00:00Z,2024-01-19T00:00:00Z,2024-01-25T00:00:00Z
 cycles() {  # cycles INPUT SNAPSHOTS WORK
-  "$repo/scripts/cycles.sh" --input "$1" --snapshots "$2" --holdout-s 172800 --work "$3" --policy "$policy" \
+  "$BIN_DIR/pipeline" cycles --input "$1" --snapshots "$2" --holdout-s 172800 --work "$3" --policy "$policy" \
     --bin "$BIN_DIR" --first-steps 150 --steps 60 --prep-args "--vocab 17 --tokenizer markov16 --separator 16" \
     --train-args "--seq-len 32 --layers 2 --heads 2 --d-model 32 --global-batch 8 --micro-batch 4 --lr 1e-2 --warmup 5
                   --deterministic --seed 1 --peak-gflops 100 --log-every 1000" \
@@ -80,7 +80,7 @@ if [ "$mode" = baseline ]; then
   jq '.version += "-fallback" | .rollback.fallback_baseline = "ngram-cycle-1"' "$policy" >"$WORK/fallback-policy.json"
   policy="$WORK/fallback-policy.json"
   cycles "$WORK/first-planted.jsonl" "${snapshots%,*,*}" "$WORK/b" >"$WORK/b.log" 2>&1 || { cat "$WORK/b.log"; fail "cycles 1-2"; }
-  grep '^cycles.sh' "$WORK/b.log" | cut -c1-180 | sed 's/^/    /'
+  grep '^pipeline cycles' "$WORK/b.log" | cut -c1-180 | sed 's/^/    /'
   w="$WORK/b" reg="$WORK/b/registry"
   record_in() {  # record_in CYCLE: the registry's record of that cycle's candidate
     local f
@@ -175,8 +175,8 @@ fi
 
 # ---- four cycles --------------------------------------------------------------------------------------
 t0=$(date +%s%N)
-cycles "$WORK/corpus.jsonl" "$snapshots" "$WORK/w" >"$WORK/cycles.log" 2>&1 || { cat "$WORK/cycles.log"; fail "cycles.sh"; }
-grep '^cycles.sh' "$WORK/cycles.log" | cut -c1-180 | sed 's/^/    /'
+cycles "$WORK/corpus.jsonl" "$snapshots" "$WORK/w" >"$WORK/cycles.log" 2>&1 || { cat "$WORK/cycles.log"; fail "pipeline cycles"; }
+grep '^pipeline cycles' "$WORK/cycles.log" | cut -c1-180 | sed 's/^/    /'
 took=$(seconds_since "$t0")
 w="$WORK/w" reg="$WORK/w/registry"
 record_of() {  # record_of CYCLE: the registry's record of that cycle's candidate

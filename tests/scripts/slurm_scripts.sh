@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Slurm scripts without a cluster: exclude-node.sh forms the right scontrol commands (a fake
 # scontrol in PATH records them), the usage errors of exclude-node.sh, train.sbatch, the pipeline tool
-# and cycles.sh, and the --help of each naming its variables and options. The real cluster test is
+# and its cycles, and the --help of each naming its variables and options. The real cluster test is
 # tests/scripts/slurm_chain.sh.
 #
 # Usage: slurm_scripts.sh BIN_DIR WORK_DIR
@@ -56,9 +56,13 @@ expect_exit 0 "--sbatch" "$1/pipeline" --help
 expect_exit 2 "sbatch not found: run on a Slurm login node, or use --local" \
   env PATH=/nonexistent "$1/pipeline" --input a --cutoff b --name c --root "$WORK/p"
 expect_exit 2 "not a folder" "$1/release-gate" costs "$WORK/none"
-expect_exit 2 "--input, --snapshots, --holdout-s and --work are required" "$repo/scripts/cycles.sh" --input a
-expect_exit 2 "--holdout-s must be a positive whole number" "$repo/scripts/cycles.sh" --input a --snapshots b --work c --holdout-s x
-expect_exit 2 "--snapshots: 'soon' is not a time" "$repo/scripts/cycles.sh" --input a --snapshots soon --work "$WORK/cy" --holdout-s 1
-expect_exit 2 "unknown option '--bogus'" "$repo/scripts/cycles.sh" --bogus 1
-expect_exit 0 "--slurm" "$repo/scripts/cycles.sh" --help
+# The continual cycles (their options, graph and plans are unit-tested: test_pipeline_cycles.cpp).
+expect_exit 2 "--input, --snapshots, --holdout-s and --work are required" "$1/pipeline" cycles --input a
+expect_exit 2 "--holdout-s must be a positive whole number" "$1/pipeline" cycles --input a --snapshots b --work c --holdout-s x
+expect_exit 2 "--snapshots: 'soon' is not a time" "$1/pipeline" cycles --input a --snapshots soon --work "$WORK/cy" --holdout-s 1
+expect_exit 2 "not expected: .*--bogus" "$1/pipeline" cycles --bogus 1
+expect_exit 2 "--np is an option of the release chain, not of 'cycles'" "$1/pipeline" --np 2 cycles --input a
+expect_exit 2 "--slurm: sbatch not found" env PATH=/nonexistent "$1/pipeline" cycles --input a --holdout-s 1 \
+  --snapshots 2024-01-07T00:00:00Z --work "$WORK/cy" --slurm
+expect_exit 0 "--slurm" "$1/pipeline" cycles --help
 pass "usage errors exit 2 with a line naming the problem; --help lists the variables and options"

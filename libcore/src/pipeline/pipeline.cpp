@@ -28,9 +28,6 @@ void say(const Settings& s, const std::string& message) {
   std::cout << "pipeline [" << s.name << "]: " << message << std::endl;
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::vector<std::string> join(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -109,19 +106,6 @@ int run_stage_body(const Settings& s, const Stage& st, const StageGraph& graph) 
   }
 }
 
-void append_record(const Settings& s, const StageRecord& r) {
-  make_dirs(s.run);
-  std::ofstream out(s.run + "/stages.jsonl", std::ios::app);
-  out << to_json_line(r) << '\n';
-  if (!out.flush()) throw IoError(s.run + "/stages.jsonl: cannot append");
-}
-
-// sbatch's job id (--parsable prints "ID" or "ID;CLUSTER").
-std::string job_id_of(const std::string& out) {
-  std::string id = out.substr(0, out.find_first_of(";\n"));
-  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
-  return id;
-}
 
 std::string last_line(const std::string& text) {
   std::string t = text;
@@ -146,10 +130,108 @@ std::string to_json_line(const StageRecord& r) {
   return j.dump();
 }
 
+std::optional<StageRecord> stage_record_from_json_line(const std::string& line) {
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || !j.contains("stage") || !j["stage"].is_string()) return std::nullopt;
+  StageRecord r;
+  r.stage = j["stage"].get<std::string>();
+  r.ranks = j.value("ranks", 1);
+  r.start = j.value("start", 0.0);
+  r.end = j.value("end", 0.0);
+  r.exit_status = j.value("exit_status", 1);
+  if (j.contains("job_id") && j["job_id"].is_string()) r.job_id = j["job_id"].get<std::string>();
+  return r;
+}
+
+void append_stage_record(const std::string& file, const StageRecord& r) {
+  make_dirs(fs::path(file).parent_path().string());
+  std::ofstream out(file, std::ios::app);
+  out << to_json_line(r) << '\n';
+  if (!out.flush()) throw IoError(file + ": cannot append");
+}
+
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string job_id_of(const std::string& out) {
+  std::string id = out.substr(0, out.find_first_of(";\n"));
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  return id;
+}
+
+namespace {
+ChildOutput sbatch_test_only(const std::vector<std::string>& options) {
+  return run_child_captured(join(join({"sbatch", "--test-only"}, options), {"--wrap", "true"}), /*stderr_too=*/true);
+}
+}  // namespace
+
+void require_job_shape(const std::string& what, const std::vector<std::string>& options, const std::string& hint) {
+  const ChildOutput out = sbatch_test_only(options);
+  if (out.status != 0)
+    throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + joined(options, " ") +
+                     " says: " + last_line(out.out) + " (" + hint + ")");
+}
+
+bool job_shape_fits(const std::vector<std::string>& options) { return sbatch_test_only(options).status == 0; }
+
+std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
+  std::map<std::string, std::string> id;
+  std::vector<std::pair<std::string, std::string>> submitted;
+  auto submit = [&](const Stage& st, const std::string& dependency) {
+    const ChildOutput out = run_child_captured(sbatch_argv(st, dependency));
+    const std::string job = job_id_of(out.out);
+    if (out.status != 0 || job.empty()) {
+      std::vector<std::string> ids;
+      for (const auto& [name, j] : submitted) ids.push_back(j);
+      if (!ids.empty()) run_child_captured(join({"scancel"}, ids));
+      throw Error(ExitCode::kFailure, "sbatch failed for stage " + st.name + " (status " + std::to_string(out.status) +
+                                          "); the jobs submitted before it were cancelled");
+    }
+    id[st.name] = job;
+    submitted.emplace_back(st.name, job);
+  };
+  std::string all;
+  for (const Stage& st : graph.stages) {
+    if (st.after_all) continue;
+    std::vector<std::string> deps;
+    for (const auto& need : st.needs) deps.push_back(id.at(need));
+    submit(st, deps.empty() ? "" : "afterok:" + joined(deps, ":"));
+    all += (all.empty() ? "" : ":") + id[st.name];
+  }
+  // After all of them, whatever their outcome.
+  for (const Stage& st : graph.stages)
+    if (st.after_all) submit(st, "afterany:" + all);
+  return submitted;
+}
+
+std::vector<std::string> cancel_if_never_starting(const std::vector<std::string>& jobs) {
+  const char* wait_env = std::getenv("PIPELINE_PENDING_CHECK_S");
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait_env ? std::atof(wait_env) : 3.0));
+  const ChildOutput queue = run_child_captured({"squeue", "-h", "-j", joined(jobs, ","), "-o", "%i %j %r"});
+  std::vector<std::string> bad;
+  std::istringstream lines(queue.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto sp = line.rfind(' ');
+    if (sp != std::string::npos && reason_never_clears(line.substr(sp + 1))) bad.push_back(line);
+  }
+  if (!bad.empty()) run_child_captured(join({"scancel"}, jobs));
+  return bad;
+}
+
 std::string shell_quote(const std::string& word) {
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+std::string shell_command(const std::string& program, const std::vector<std::string>& args) {
+  std::string out = shell_quote(program);
+  for (const auto& a : args) {
+    out += ' ';
+    out += shell_quote(a);
+  }
+  return out;
 }
 
 int run_one_stage(const Settings& s, const std::string& name) {
@@ -158,11 +240,11 @@ int run_one_stage(const Settings& s, const std::string& name) {
   StageRecord r;
   r.stage = st.name;
   r.ranks = st.ranks;
-  r.start = now_s();
+  r.start = unix_now_s();
   r.exit_status = run_stage_body(s, st, graph);
-  r.end = now_s();
+  r.end = unix_now_s();
   if (const char* job = std::getenv("SLURM_JOB_ID")) r.job_id = job;
-  append_record(s, r);
+  append_stage_record(s.run + "/stages.jsonl", r);
   return r.exit_status;
 }
 
@@ -208,23 +290,15 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
 
   // Every job shape, checked before anything is submitted: a request this cluster can never
   // satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.
-  auto test_only = [&](const std::vector<std::string>& opts) {
-    return run_child_captured(join(join({"sbatch", "--test-only"}, opts), {"--wrap", "true"}), /*stderr_too=*/true);
-  };
-  auto check_shape = [&](const std::string& what, const std::vector<std::string>& opts) {
-    const ChildOutput out = test_only(opts);
-    if (out.status != 0)
-      throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + joined(opts, " ") +
-                       " says: " + last_line(out.out) + " (change --np, --sbatch or --train-sbatch)");
-  };
-  check_shape("1-task", join({"--ntasks=1"}, user));
-  if (settings.proof) check_shape("proof (2-task)", join({"--ntasks=2"}, user));
-  check_shape("training (" + std::to_string(settings.np) + " ranks)",
-              join({"--ntasks=" + std::to_string(settings.np)}, train_opts));
+  const std::string hint = "change --np, --sbatch or --train-sbatch";
+  require_job_shape("1-task", join({"--ntasks=1"}, user), hint);
+  if (settings.proof) require_job_shape("proof (2-task)", join({"--ntasks=2"}, user), hint);
+  require_job_shape("training (" + std::to_string(settings.np) + " ranks)",
+                    join({"--ntasks=" + std::to_string(settings.np)}, train_opts), hint);
   Settings fitting = settings;
   fitting.scale.clear();
   for (int w : settings.scale) {
-    if (test_only(join({"--ntasks=" + std::to_string(w)}, train_opts)).status == 0)
+    if (job_shape_fits(join({"--ntasks=" + std::to_string(w)}, train_opts)))
       fitting.scale.push_back(w);
     else
       say(settings, "W=" + std::to_string(w) + " does not fit this cluster (sbatch --test-only --ntasks=" +
@@ -233,11 +307,10 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
   const StageGraph graph = build_graph(fitting);  // the report's points follow the scale points kept
 
   const std::vector<std::string> common = join({"sbatch", "--parsable", "--open-mode=append", "--kill-on-invalid-dep=yes"}, user);
-  std::string wrap = shell_quote(self);
-  for (const auto& a : self_args) wrap += " " + shell_quote(a);
-  std::map<std::string, std::string> id;
-  std::vector<std::string> submitted;
-  auto submit = [&](const Stage& st, const std::string& dependency) {
+  const std::string wrap = shell_command(self, self_args);
+  // The cost table (costs, after_all) runs after all of them, whatever their outcome, and reads
+  // Slurm's record of each job listed in jobs.txt.
+  const auto submitted = submit_graph(graph, [&](const Stage& st, const std::string& dependency) {
     std::vector<std::string> argv = join(common, {"--job-name=" + settings.name + "-" + st.name,
                                                   "--output=" + run + "/slurm-" + st.name + "-%j.out",
                                                   "--ntasks=" + std::to_string(st.ranks)});
@@ -251,48 +324,22 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
     if (!dependency.empty()) argv.push_back("--dependency=" + dependency);
     if (st.kind == StageKind::kTrain) argv.push_back(train_sbatch_file);
     else argv = join(argv, {"--wrap", wrap + " --stage " + st.name});
-    const ChildOutput out = run_child_captured(argv);
-    const std::string job = job_id_of(out.out);
-    if (out.status != 0 || job.empty()) {
-      if (!submitted.empty()) run_child_captured(join({"scancel"}, submitted));
-      throw Error(ExitCode::kFailure, "sbatch failed for stage " + st.name + " (status " + std::to_string(out.status) +
-                                          "); the jobs submitted before it were cancelled");
-    }
-    id[st.name] = job;
-    submitted.push_back(job);
-  };
-  std::string all;
+    return argv;
+  });
+  std::map<std::string, std::string> id;
+  std::vector<std::string> ids;
   std::ostringstream jobs;
-  for (const Stage& st : graph.stages) {
-    if (st.after_all) continue;
-    std::vector<std::string> deps;
-    for (const auto& need : st.needs) deps.push_back(id.at(need));
-    submit(st, deps.empty() ? "" : "afterok:" + joined(deps, ":"));
-    all += (all.empty() ? "" : ":") + id[st.name];
-    jobs << st.name << ' ' << id[st.name] << '\n';
+  for (const auto& [stage, job] : submitted) {
+    id[stage] = job;
+    ids.push_back(job);
+    jobs << stage << ' ' << job << '\n';
   }
-  // The cost table runs after all of them, whatever their outcome (afterany), and reads Slurm's
-  // record of each job listed in jobs.txt.
-  for (const Stage& st : graph.stages)
-    if (st.after_all) {
-      submit(st, "afterany:" + all);
-      jobs << st.name << ' ' << id[st.name] << '\n';
-    }
   write_text(run + "/jobs.txt", jobs.str());
 
   // A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
   // failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.)
-  const char* wait_env = std::getenv("PIPELINE_PENDING_CHECK_S");
-  std::this_thread::sleep_for(std::chrono::duration<double>(wait_env ? std::atof(wait_env) : 3.0));
-  const ChildOutput queue = run_child_captured({"squeue", "-h", "-j", joined(submitted, ","), "-o", "%i %j %r"});
-  std::vector<std::string> bad;
-  std::istringstream lines(queue.out);
-  for (std::string line; std::getline(lines, line);) {
-    const auto sp = line.rfind(' ');
-    if (sp != std::string::npos && reason_never_clears(line.substr(sp + 1))) bad.push_back(line);
-  }
+  const std::vector<std::string> bad = cancel_if_never_starting(ids);
   if (!bad.empty()) {
-    run_child_captured(join({"scancel"}, submitted));
     std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
     for (const auto& b : bad) message += "\n  job " + b;
     std::cerr << message << std::endl;

@@ -18,17 +18,17 @@ int positive_whole(const std::string& text) {
   return std::regex_match(text, re) ? std::stoi(text) : -1;
 }
 
+}  // namespace
+
 int require_positive(const std::string& text, const std::string& option) {
   const int v = positive_whole(text);
   if (v < 0) throw UsageError(option + " must be a positive whole number (got '" + text + "')");
   return v;
 }
 
-std::string absolute(const std::string& path, const std::string& cwd) {
-  return !path.empty() && path[0] == '/' ? path : cwd + "/" + path;
+std::string absolute_path(const std::string& path, const std::string& cwd) {
+  return path.empty() || path[0] == '/' ? path : cwd + "/" + path;
 }
-
-}  // namespace
 
 std::vector<std::string> split_words(const std::string& text) {
   std::istringstream in(text);
@@ -57,7 +57,7 @@ Settings validate(const PipelineArgs& a, const std::string& cwd) {
   if (s.base_steps < 0) throw UsageError("--base-steps must be a positive whole number");
   if (a.device != "cpu" && a.device != "cuda") throw UsageError("--device must be cpu or cuda");
   if (a.launcher != "srun" && a.launcher != "mpirun") throw UsageError("--launcher must be srun or mpirun");
-  s.input = absolute(a.input, cwd);
+  s.input = absolute_path(a.input, cwd);
   s.cutoff = a.cutoff;
   s.name = a.name;
   s.model = a.model;
@@ -66,8 +66,8 @@ Settings validate(const PipelineArgs& a, const std::string& cwd) {
   s.device = a.device;
   s.launcher = a.launcher;
   s.home = a.home;
-  s.bin = a.bin.empty() ? a.bin : absolute(a.bin, cwd);  // train.sbatch runs it from the job's folder
-  s.root = absolute(a.root.empty() ? (a.home.empty() ? cwd : a.home) : a.root, cwd);
+  s.bin = a.bin.empty() ? a.bin : absolute_path(a.bin, cwd);  // train.sbatch runs it from the job's folder
+  s.root = absolute_path(a.root.empty() ? (a.home.empty() ? cwd : a.home) : a.root, cwd);
   s.run = s.root + "/run/" + s.name;
   s.data = s.run + "/data.h5";
   s.registry = a.registry.empty() ? s.root + "/run/registry" : a.registry;

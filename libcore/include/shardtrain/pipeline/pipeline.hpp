@@ -3,7 +3,10 @@
 // (an argument vector, no shell), except the command a Slurm job runs, which sbatch --wrap takes
 // as shell text: its words are quoted one by one.
 #pragma once
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardtrain/pipeline/stage_graph.hpp"
@@ -21,6 +24,12 @@ struct StageRecord {
   std::string job_id;  // "" -> null
 };
 std::string to_json_line(const StageRecord& record);
+// One line of stages.jsonl read back; nullopt for a line that is not such an object.
+std::optional<StageRecord> stage_record_from_json_line(const std::string& line);
+// Appends `record` to FILE (its folder created when missing); IoError when it cannot.
+void append_stage_record(const std::string& file, const StageRecord& record);
+// The current time, Unix seconds (a StageRecord's start and end).
+double unix_now_s();
 
 // Runs stage `name` of the settings' graph (UsageError naming the stages when there is none),
 // timed: appends its StageRecord to RUN/stages.jsonl (job_id from $SLURM_JOB_ID). Returns the
@@ -43,6 +52,28 @@ int run_local(const Settings& settings);
 // program and its command line, which each step job runs again with --stage. Returns 0 submitted.
 int submit_slurm(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args);
 
+// ---- the Slurm submitter, shared by the release chain and the continual cycles (cycles.hpp) ----
+
+// sbatch --test-only with `options` (its answer is on stderr): UsageError "the WHAT job cannot run
+// on this cluster: sbatch --test-only OPTIONS says: ANSWER (HINT)" when the cluster can never hold it.
+void require_job_shape(const std::string& what, const std::vector<std::string>& options, const std::string& hint);
+// The same check, answered: true when sbatch --test-only accepts `options`.
+bool job_shape_fits(const std::vector<std::string>& options);
+
+// The whole sbatch command line of one stage's job, given its --dependency value ("" for none).
+using SbatchArgv = std::function<std::vector<std::string>(const Stage& stage, const std::string& dependency)>;
+// Submits every stage of `graph` in graph order, each with `sbatch_argv`: a stage with needs after
+// them (afterok:IDS), an after_all stage after every other (afterany:IDS). The argv must ask for
+// --parsable. Returns (stage name, job id) in graph order. When one sbatch fails, cancels the jobs
+// submitted before it and throws Error (exit 1) naming the stage.
+std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv);
+// Waits $PIPELINE_PENDING_CHECK_S seconds (default 3), then asks squeue why `jobs` pend: when one
+// pends for a reason that never clears (reason_never_clears), cancels all of `jobs` and returns the
+// squeue lines ("ID NAME REASON") of those that cannot start; empty when none.
+std::vector<std::string> cancel_if_never_starting(const std::vector<std::string>& jobs);
+// sbatch's job id in its --parsable answer ("ID" or "ID;CLUSTER").
+std::string job_id_of(const std::string& sbatch_parsable_output);
+
 // The tool's body: --stage NAME, else --local, else Slurm. Sets the Open MPI environment the
 // local stages need (as root, oversubscribed) for every child.
 int run_pipeline(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args);
@@ -55,5 +86,7 @@ std::string find_home(const std::string& given, const std::string& exe_dir);
 
 // `word` quoted for a POSIX shell ('...' with ' written '\''), as sbatch --wrap needs it.
 std::string shell_quote(const std::string& word);
+// `program` and `args` as one shell command line, each word quoted (what a stage job runs again).
+std::string shell_command(const std::string& program, const std::vector<std::string>& args);
 
 }  // namespace shardtrain::pipeline

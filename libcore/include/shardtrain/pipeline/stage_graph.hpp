@@ -67,6 +67,10 @@ struct Stage {
   std::vector<std::string> needs;  // stages it runs after (afterok), all in the graph
   std::vector<std::string> outputs;  // what it leaves, relative to RUN (docs and checks)
   bool after_all = false;  // runs once every other stage ended, whatever their outcome (costs)
+  // The highest exit status that is an outcome, not a failure: 0 in the release chain (a reject
+  // stops it); 1 for the continual cycles' monitor and decide (a rollback or a reject is what a
+  // cycle may well find, and the next cycle goes on from it).
+  int ok_up_to = 0;
 };
 
 // Stages in an order that runs every stage after its needs; the after_all stage (costs) last.
@@ -86,6 +90,13 @@ StageGraph build_graph(const Settings& settings);
 
 // The stage named `name` of `graph`; throws UsageError "unknown stage 'X' (prep proof ... costs)".
 const Stage& stage_named(const StageGraph& graph, const std::string& name);
+
+// `text` as a positive whole number (no sign, no leading zero, fits an int); else UsageError
+// "OPTION must be a positive whole number (got 'TEXT')", the shell scripts' message.
+int require_positive(const std::string& text, const std::string& option);
+
+// `path` made absolute against `cwd` (unchanged when it already is, or empty).
+std::string absolute_path(const std::string& path, const std::string& cwd);
 
 // The whitespace-separated words of an option value ("--layers 4 --heads 2"), as bash's read -a
 // splits them (no quoting).
