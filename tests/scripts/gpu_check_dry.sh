@@ -28,3 +28,21 @@ OUT="$WORK/out" BUILD_DIR="$(dirname "$BIN_DIR")" FORTUNES="$WORK/fortunes/fortu
   "$tool" --dry-run >"$WORK/dry.log" 2>&1 || { cat "$WORK/dry.log" >&2; fail "the dry run failed"; }
 checks gpu-check-dry "$WORK/out/gpu-check" || fail "the dry run's JSON"
 pass "the dry run passes every stage and writes their JSON"
+
+# The budget rule end to end: a stage whose limit does not fit is skipped, says why, fails nothing.
+OUT="$WORK/skip" PART_BUDGET_S=10 BUILD_DIR="$(dirname "$BIN_DIR")" "$tool" --dry-run --only env,build \
+  >"$WORK/skip.log" 2>&1 || { cat "$WORK/skip.log" >&2; fail "a part of skipped stages exited nonzero"; }
+jq -e '.status == "skipped" and (.reason | startswith("part budget: 0s used of 10s"))' "$WORK/skip/gpu-check/env.json" \
+  >/dev/null || fail "env.json: not skipped by the budget rule"
+# A SIGTERM from an outer limit: the stage in flight is ended and recorded, summary.json written, 143.
+OUT="$WORK/term" BUILD_DIR="$(dirname "$BIN_DIR")" FORTUNES="$WORK/fortunes/fortunes.h5" "$tool" --dry-run \
+  --only resume_cross_device >"$WORK/term.log" 2>&1 &
+pid=$!
+sleep 3
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?
+[ "$rc" -eq 143 ] || { cat "$WORK/term.log" >&2; fail "gpu-check stopped by SIGTERM exited $rc, not 143"; }
+jq -e '.stages == [{"stage": "resume_cross_device", "status": "interrupted", "seconds": .stages[0].seconds,
+                    "reason": "the part was stopped during this stage"}]' "$WORK/term/gpu-check/summary.json" \
+  >/dev/null || fail "summary.json after SIGTERM: $(cat "$WORK/term/gpu-check/summary.json")"
+pass "the budget rule skips a stage that does not fit; SIGTERM ends the stage in flight, summary written, exit 143"

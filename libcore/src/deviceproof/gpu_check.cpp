@@ -165,6 +165,7 @@ class GpuCheck {
     std::vector<StageRecord> records;
     bool failed = false;
     for (const auto& stage : selected_) {
+      if (g_stop_signal != 0) break;  // stopped between stages (or during an in-process comparison)
       const double used = std::chrono::duration<double>(Clock::now() - start).count();
       StageRecord rec;
       rec.stage = stage.name, rec.limit_s = stage.limit_s, rec.log = res_ + "/" + stage.name + ".log";
