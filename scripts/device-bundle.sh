@@ -2,7 +2,7 @@
 # device-bundle.sh: the Release CUDA (sm_90) build of this machine packed into ONE self-contained
 # archive for a GPU machine that has only the CUDA driver, Python and NVIDIA's libraries (no Open MPI,
 # HDF5, oneDNN, no package registry). The machine that runs it unpacks the archive and calls
-# BUNDLE/launch or BUNDLE/gpu-check.sh; nothing is built there.
+# BUNDLE/launch or BUNDLE/gpu-check.sh (bin/gpu-check in the bundle's environment); nothing is built there.
 #
 # Usage: scripts/device-bundle.sh [--build DIR] [--out DIR] [--no-build] [--force] [--list]
 #   --build DIR  the build folder (default: build, or $BUILD_DIR). It must be a Release build with the
@@ -24,7 +24,8 @@
 #   lib/x86_64-linux-gnu/{openmpi,pmix2}/, share/openmpi/, etc/openmpi/   Open MPI's and PMIx's
 #               components, help files and configuration, relocated with OPAL_PREFIX
 #   data/       the fortunes dataset (scripts/prepare-data.sh)       testdata/  the test reference files
-#   scripts/    the scripts the device stages run (lib/: their Python)  gpu-check.sh, launch, manifest.json
+#   scripts/    prepare-data.sh (the data stage, when the dataset is missing)  gpu-check.sh (runs bin/gpu-check
+#               through launch), launch, manifest.json
 # The manifest (docs/FORMATS.md "Device bundle manifest") lists versions and the sha256 of every file.
 # Exit status: 0 when the archive is written (or already up to date); 1 on a failure; 2 for usage.
 # SC2015: `A && B || die` dies unless both hold; SC2012: tool and component names hold no spaces;
@@ -81,10 +82,8 @@ fi
 [ -f "$here/data/fortunes.h5" ] || DATA_DIR="$here/data" "$here/scripts/prepare-data.sh" "$build" >/dev/null
 
 # ---- up to date? ------------------------------------------------------------------------------------
-# The Python modules gpu-check.sh runs on the device (standard library only: the device has no Debian).
-device_modules=("$here/scripts/lib/gpu_check.py" "$here/scripts/lib/subcommands.py")
 inputs=("$build/tests/shardtrain_tests" "$here/data/fortunes.h5" "$here/scripts/gpu-check.sh" "$here/scripts/bundle-launch.sh"
-        "$here/scripts/device-bundle.sh" "$here/scripts/lib/bundle_manifest.py" "${device_modules[@]}" "$here/testdata")
+        "$here/scripts/device-bundle.sh" "$here/scripts/lib/bundle_manifest.py" "$here/scripts/prepare-data.sh" "$here/testdata")
 for t in $tools; do inputs+=("$build/bin/$t"); done
 if [ "$force" = 0 ] && [ -f "$archive" ] && [ -z "$(find "${inputs[@]}" -newer "$archive" -print -quit)" ]; then
   say "$archive is up to date ($(du -h "$archive" | cut -f1)); --force repacks"
@@ -97,15 +96,14 @@ mkdir -p "$out"
 stage=$(mktemp -d "$out/stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 B="$stage/$name"
-mkdir -p "$B"/{bin,tests,lib/stubs,lib/device,data,scripts/lib}
+mkdir -p "$B"/{bin,tests,lib/stubs,lib/device,data,scripts}
 for t in $tools; do cp "$build/bin/$t" "$B/bin/"; done
 cp "$build/tests/shardtrain_tests" "$B/tests/"
 cp "$here/data/fortunes.h5" "$B/data/"
 cp -r "$here/testdata" "$B/testdata"
 cp "$here/scripts/gpu-check.sh" "$B/gpu-check.sh"
 cp "$here/scripts/bundle-launch.sh" "$B/launch"
-cp "$here/scripts/gpu-check.sh" "$here/scripts/prepare-data.sh" "$B/scripts/"
-cp "${device_modules[@]}" "$B/scripts/lib/"  # where gpu-check.sh finds them: BUNDLE/scripts/lib
+cp "$here/scripts/prepare-data.sh" "$B/scripts/"  # gpu-check's data stage, when the dataset is missing
 chmod +x "$B/gpu-check.sh" "$B/launch"
 
 # Open MPI 4.1 (Debian: prefix /usr, libdir lib/x86_64-linux-gnu/openmpi/lib, pkglibdir .../openmpi3,

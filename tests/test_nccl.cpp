@@ -1,7 +1,7 @@
 // The NCCL transport on a device at one rank ([gpu]: skipped without a CUDA device, main.cpp),
 // and its refusals everywhere ([nccl]). One GPU can host only one NCCL rank, so the multi-rank
 // algorithms over NCCL are proven on the fake device transport (test_comm_staging.cpp) and, with
-// several GPUs, by scripts/gpu-check.sh; here every NCCL call the engine makes runs once for real:
+// several GPUs, by gpu-check (its gpu_tests stage); here every NCCL call the engine makes runs once for real:
 // ncclCommInitRank, the library collectives, the barrier, ncclCommSplit, staged host buffers.
 #include <catch2/catch.hpp>
 

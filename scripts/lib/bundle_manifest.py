@@ -91,7 +91,7 @@ def write(bundle, build, source, dropped, nvcc, cudart):
                   "cxx": output_of("c++", "--version").splitlines()[0],
                   "build_os": platform.freedesktop_os_release().get("PRETTY_NAME"), "glibc": platform.libc_ver()[1],
                   "cpu_flags_used_by_native": sorted(f for f in cpu_flags() if f.startswith(NATIVE_FLAG_PREFIXES))},
-        # Where the test binary looks for its data and tools (compiled-in paths); gpu-check.sh links them.
+        # Where the test binary looks for its data and tools (compiled-in paths); gpu-check's build stage links them.
         "compiled_paths": {"testdata": os.path.join(source, "testdata"), "bin": os.path.join(build, "bin"),
                            "source": source},
         "versions": {"openmpi": package_version("openmpi-bin"), "pmix": package_version("libpmix2"),

@@ -1053,14 +1053,14 @@ def model_prediction(report_dir, prediction):
     expect("model prediction" in read_text(f"{report_dir}/efficiency.gp"), "no prediction curve in the plot")
 
 
-# ---- gpu-check.sh (gpu_check_dry.sh, bundle_rehearsal.sh) ----
+# ---- gpu-check (gpu_check_dry.sh, bundle_rehearsal.sh) ----
 
 STAGE_KEYS = {"stage", "status", "seconds", "limit_s", "exit_code", "log", "result"}
 
 
 @command(("results", str))
 def gpu_check_dry(results):
-    """gpu-check.sh --dry-run's results folder: summary.json a dry run of eleven stages, all passed,
+    """gpu-check --dry-run's results folder: summary.json a dry run of eleven stages, all passed,
     each with its <stage>.json of every key; the [gpu] tests skipped (no device); deterministic 2
     vs 1 rank BITWISE; GPT-2's 6N + 12LTC the trainer's FLOPs per token; the scaling table at 1
     and 2 workers."""
@@ -1084,7 +1084,7 @@ def gpu_check_dry(results):
 
 @command(("results", str), ("bundle", str))
 def gpu_check_bundle(results, bundle):
-    """gpu-check.sh --dry-run --only env,build,data,gpu_tests from an unpacked bundle: summary.json
+    """gpu-check --dry-run --only env,build,data,gpu_tests from an unpacked bundle: summary.json
     names the bundle, four stages passed; the build stage built nothing and checked every file of
     the manifest, none mismatched."""
     s = load(f"{results}/summary.json")

@@ -1,6 +1,7 @@
 #include "shardtrain/base/subprocess.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -170,6 +171,55 @@ ChildOutput run_child_captured(const std::vector<std::string>& argv, bool stderr
   int status = 0;
   while (!done) status = wait_for(pid, 0, done);
   out.status = exit_status_of(status);
+  return out;
+}
+
+LimitedRun run_child_limited(const std::vector<std::string>& argv, const std::string& log_path, double limit_s,
+                             const std::function<bool()>& stop, double grace_s) {
+  if (argv.empty()) throw IoError("run_child_limited: empty argument vector");
+  const std::string program = find_on_path(argv[0]);
+  if (program.empty()) throw IoError(argv[0] + ": not found on PATH");
+  const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(log_path + ": cannot open for writing (" + std::strerror(errno) + ")");
+  close(fd);
+  FileActions fa;
+  posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group: the limit ends the child's children too
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, program.c_str(), &fa.actions, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw IoError(program + ": cannot start (" + std::strerror(rc) + ")");
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto limit = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+  LimitedRun out;
+  Clock::time_point killed_at{};
+  bool ended = false, exited = false;
+  int status = 0;
+  while (!exited) {
+    status = wait_for(pid, WNOHANG, exited);
+    if (exited) break;
+    const auto now = Clock::now();
+    if (!ended && (now >= limit || (stop && stop()))) {
+      (now >= limit ? out.timed_out : out.stopped) = true;
+      kill(-pid, SIGTERM);
+      ended = true;
+      killed_at = now;
+    } else if (ended && now - killed_at >= std::chrono::duration<double>(grace_s)) {
+      kill(-pid, SIGKILL);
+    }
+    usleep(20000);
+  }
+  if (ended) kill(-pid, SIGKILL);  // what the group's leader left behind (ESRCH when nothing)
+  out.status = exit_status_of(status);
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
 }
 
