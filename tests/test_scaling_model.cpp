@@ -247,7 +247,7 @@ TEST_CASE("hierarchical_from_bytes: on random models the threshold is where the 
   CHECK(crossings > 20);  // the draw covers models whose lines cross at a real size
 }
 
-TEST_CASE("--step-model: ddp-train's auto thresholds from a model file, and its refusals", "[scaling-model]") {
+TEST_CASE("ddp-train's --step-model: auto thresholds from a model file, and its refusals", "[scaling-model]") {
   const fs::path dir = fresh_dir("step_model_option");
   StepModel m;
   m.compute_s = 0.1;
