@@ -177,13 +177,21 @@ TEST_CASE("predict: two levels, a 2 x 2 topology worked by hand, flat against hi
   CHECK_FALSE(StepModel::from_json(one_level.to_json(), "test").inter.known());
 }
 
-TEST_CASE("hierarchical_from_bytes: where the two levels start to cost less, worked by hand", "[scaling-model]") {
+namespace {
+// Links whose flat and two-level prices cross at 2223 bytes on 2 x 2 (worked in the first case below).
+StepModel crossing_model() {
   StepModel m;
   m.compute_s = 0.1;
   m.busbw_Bps = 1e8;
   m.alpha_s = 1e-5;
   m.intra = {1e9, 2e-5};
   m.inter = {1e8, 2e-5};
+  return m;
+}
+}  // namespace
+
+TEST_CASE("hierarchical_from_bytes: where the two levels start to cost less, worked by hand", "[scaling-model]") {
+  const StepModel m = crossing_model();
   const Topology t{2, 2};
   // All-reduce, 2 x 2. Flat: 2(3)/4 b / 1e8 + 6 x 1e-5 = 1.5e-8 b + 6e-5. Hierarchical: reduce-scatter
   // and all-gather over 2 on intra (0.5 b / 1e9 + 2e-5 each) + all-reduce of b/2 over 2 on inter
@@ -249,12 +257,7 @@ TEST_CASE("hierarchical_from_bytes: on random models the threshold is where the 
 
 TEST_CASE("ddp-train's --step-model: auto thresholds from a model file, and its refusals", "[scaling-model]") {
   const fs::path dir = fresh_dir("step_model_option");
-  StepModel m;
-  m.compute_s = 0.1;
-  m.busbw_Bps = 1e8;
-  m.alpha_s = 1e-5;
-  m.intra = {1e9, 2e-5};
-  m.inter = {1e8, 2e-5};
+  const StepModel m = crossing_model();
   const std::string good = (dir / "two_links.json").string(), flat_only = (dir / "one_link.json").string();
   std::ofstream(good) << m.to_json().dump();
   StepModel one_level = m;
