@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <tuple>
@@ -168,6 +169,9 @@ int run_child_teed(const std::vector<std::string>& argv, const std::string& log_
     }
   }
   if (on_started) on_started(-1);
+  // A child we ended has nothing more to say that is worth waiting for, and its orphans (mpirun's
+  // srun to a cut-off node) would hold the pipe for the whole drain.
+  if (termed) drain_s = std::min(drain_s, 0.1);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_s);
   while (open_pipe && std::chrono::steady_clock::now() < until) open_pipe = read_ready(fd, 20, sink);
   close(fd);

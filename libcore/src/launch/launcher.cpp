@@ -261,6 +261,10 @@ void wait_for_old_steps(const std::vector<std::string>& argv) {
 // every kWatchEveryS and says when the command has outlived its job's failure; what it saw is kept
 // for the line the launcher prints.
 constexpr double kWatchEveryS = 0.2;
+// SIGTERM to SIGKILL when the watch ends a command: mpirun with a daemon on a cut-off node did not
+// end on SIGTERM within a second (it forwards the signal through that daemon and waits), and its
+// ranks have already failed, so there is nothing for it to save.
+constexpr double kWatchKillAfterS = 0.25;
 class AttemptWatch {
  public:
   AttemptWatch(std::string run_dir, int world, double launched) : run_dir_(std::move(run_dir)), launched_(launched) {
@@ -344,7 +348,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
     AttemptWatch watch(run_dir, state.world, launched);
     status = run_child_teed(
-        argv, output_path, [](int pid) { g_child = pid; }, 0.5, [&watch] { return watch(); });
+        argv, output_path, [](int pid) { g_child = pid; }, 0.5, [&watch] { return watch(); }, kWatchKillAfterS);
     const double ended = unix_now();
     if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
     if (state.attempt > 0) {

@@ -27,7 +27,7 @@ int run_child(const std::vector<std::string>& argv, const std::string& log_path 
 // the child is sent SIGTERM, and SIGKILL `kill_after_s` seconds later if it is still there (the
 // child alone, not a process group: it shares ours, so a terminal's Ctrl-C and a batch system's
 // signals reach it as they always did). The status is then the child's (128 + 15 or 128 + 9 when
-// it did not handle the signal).
+// it did not handle the signal), and the output drain after it is at most 0.1 s.
 int run_child_teed(const std::vector<std::string>& argv, const std::string& log_path,
                    const std::function<void(int pid)>& on_started = {}, double drain_s = 0.5,
                    const std::function<bool()>& should_end = {}, double kill_after_s = 1.0);

@@ -16,7 +16,8 @@
 // record"): a communicator that failed, after which the rank aborts the job. Not `exit` (a rank
 // leaving on an error of its own, e.g. a bad file with exit status 2, which must stay that status:
 // the policy does not restart it), nor `signal`, `stalled` or `requested` dumps.
-// Ending (the launcher): SIGTERM to the command, SIGKILL `kill_after_s` later if it is still there.
+// Ending (the launcher): SIGTERM to the command, SIGKILL 0.25 s later if it is still there (mpirun
+// with a daemon on a cut-off node does not end on SIGTERM: it waits for that daemon).
 #pragma once
 #include <map>
 #include <optional>
