@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
+#include "shardtrain/launch/attempt_watch.hpp"
 #include "shardtrain/launch/child_command.hpp"
 #include "shardtrain/launch/host_probe.hpp"
 #include "shardtrain/launch/restart_log.hpp"
@@ -443,4 +445,70 @@ TEST_CASE("launch probe: a host that answers on loopback is reachable, listening
   CHECK(closed.at(0).reach == Reachability::kReachable);
   CHECK(closed.at(0).detail == "refused");
   CHECK(probe_hosts({}, port, 1.0).empty());
+}
+
+TEST_CASE("launch watch: a command that outlives its job's recorded failure is ended after the grace", "[launch]") {
+  WatchInput in;
+  in.world_size = 3;
+  in.settle_s = 2.0;
+  in.grace_s = 1.0;
+  in.now = 100;
+  SECTION("no failure recorded: a slow job is never ended") {
+    in.now = 1e9;
+    const WatchDecision d = decide_watch(in);
+    CHECK_FALSE(d.end);
+    CHECK_FALSE(d.failed_at);
+    CHECK_FALSE(d.end_at);
+  }
+  SECTION("every rank recorded: ended once the grace has passed since the last record, not before") {
+    in.failure_seen = {{0, 100.0}, {1, 100.4}, {2, 100.8}};
+    in.now = 101.7;
+    WatchDecision d = decide_watch(in);
+    CHECK(d.complete);
+    CHECK_FALSE(d.end);
+    CHECK(*d.failed_at == 100.0);
+    CHECK(*d.end_at == Approx(101.8));
+    in.now = 101.8;
+    CHECK(decide_watch(in).end);
+  }
+  SECTION("some ranks recorded: the others get the ranks' teardown grace to write theirs first") {
+    in.failure_seen = {{0, 100.0}, {1, 100.4}};
+    in.now = 102.9;
+    WatchDecision d = decide_watch(in);
+    CHECK_FALSE(d.complete);
+    CHECK_FALSE(d.end);
+    CHECK(*d.end_at == Approx(103.0));
+    in.now = 103.0;
+    CHECK(decide_watch(in).end);
+  }
+  SECTION("an unknown world size: the records are never taken as complete") {
+    in.world_size = 0;
+    in.failure_seen = {{0, 100.0}, {1, 100.0}, {2, 100.0}, {3, 100.0}};
+    in.now = 101.5;
+    CHECK_FALSE(decide_watch(in).end);
+    CHECK_FALSE(decide_watch(in).complete);
+  }
+}
+
+TEST_CASE("launch watch: timeout and error records of this attempt are failures, exit, signal and older ones are not",
+          "[launch]") {
+  const std::string dir = test::temp_dir("watch");
+  auto record = [&](int rank, const std::string& reason, double at) {
+    const nlohmann::json j = {
+        {"format", "shardtrain-flight-record"}, {"format_version", 3}, {"job_id", "job-1"}, {"rank", rank},
+        {"world_size", 6}, {"hostname", "node"}, {"pid", 1000 + rank}, {"code_version", "test"},
+        {"reason", reason}, {"dumped_at", at}, {"timed_out_group", nullptr}, {"trigger", nullptr},
+        {"triggers", nlohmann::json::array({{{"reason", reason}, {"at", at}}})}, {"phases", nlohmann::json::array()},
+        {"groups", nlohmann::json::array()}, {"now", {{"phase", "backward"}, {"step", 1}, {"since", at - 1}}}};
+    std::ofstream(dir + "/flight.rank" + std::to_string(rank) + ".json") << j.dump();
+  };
+  record(0, "timeout", 200);
+  record(1, "error", 201);
+  record(2, "exit", 201);       // a rank's own error: its exit status must stand
+  record(3, "signal", 201);     // a dump on demand
+  record(4, "timeout", 150);    // before the attempt was launched: an earlier job's
+  std::ofstream(dir + "/flight.rank5.json") << "{\"format\": \"shardtrain-fl";  // being replaced: skipped
+  CHECK(ranks_with_failure_records(dir, 190, {}) == std::vector<int>{0, 1});
+  CHECK(ranks_with_failure_records(dir, 190, {{0, 195.0}}) == std::vector<int>{1});
+  CHECK(ranks_with_failure_records(dir, 100, {}) == std::vector<int>{0, 1, 4});
 }

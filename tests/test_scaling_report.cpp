@@ -230,6 +230,14 @@ TEST_CASE("an action per row from what limits it", "[scaling-report]") {
     CHECK(r.points[1].slowest_section == "backward");
     CHECK(has_action(r.points[1], "replace its node"));
   }
+  SECTION("a network straggler in the summary -> check that node's link, named with its rate") {
+    auto s = summary_of(2, 1900, 16);
+    s.network_stragglers.stragglers.push_back({"node4", {3}, 2.48e6, 255e6, 25, 13});
+    const auto r = build_scaling_report({base, run_of(s, "w2")});
+    CHECK(r.runs[1].network_stragglers == std::vector<std::string>{"host node4 at 2.48 MB/s against 255 MB/s"});
+    CHECK(has_action(r.points[1], "network straggler host node4 at 2.48 MB/s"));
+    CHECK_FALSE(has_action(r.points[0], "network straggler"));
+  }
   SECTION("optimizer memory -> ZeRO stage") {
     auto s = summary_of(2, 1900, 16);
     s.memory_bytes_rank0.peak[std::size_t(MemoryCategory::kOptimizer)] = 500.0;  // 50% of 1000 > 30%

@@ -15,9 +15,10 @@ int main(int argc, char** argv) {
   namespace launch = shardtrain::launch;
   CLI::App app{"Run a training command (mpirun ... ddp-train ... or srun ...) and restart it from the newest valid\n"
                "checkpoint (--resume auto) when it fails. Each failed attempt gets a verdict from its flight records\n"
-               "(class, culprit rank and host, where), printed and logged in the restart log. Exit 0 when the command\n"
-               "finally succeeds, 75 after --exclude-cmd excluded a host, else the last attempt's status (2: a usage or\n"
-               "input error, never retried).",
+               "(class, culprit rank and host, where), printed and logged in the restart log; a command still running\n"
+               "a second after its ranks recorded a collective timeout is ended (SIGTERM, then SIGKILL) and judged at\n"
+               "once. Exit 0 when the command finally succeeds, 75 after --exclude-cmd excluded a host, else the last\n"
+               "attempt's status (2: a usage or input error, never retried).",
                "run-resilient"};
   launch::LauncherOptions options;
   std::vector<std::string> command;

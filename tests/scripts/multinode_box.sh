@@ -9,6 +9,12 @@
 #   3  the same job launched by `srun --mpi=pmix -N3`: BITWISE too
 #   4  a node's link shaped (tc tbf, 20mbit): a TCP copy between two nodes slows by more than 5x,
 #      to about the shaped rate; restored, it is fast again
+#   4b a network straggler: ddp-train on 4 nodes (one rank each, --allreduce halving, whose
+#      point-to-point exchanges are timed per peer): unshaped, the summary's network_stragglers
+#      names no host; node4's link shaped to 20mbit (2.5 MB/s, a tenth and less of the links'
+#      rate) after step 10 and the run stopped (SIGUSR1) 12 steps later: the summary names host
+#      node4 a network straggler with a rate near
+#      2.5 MB/s (the compute straggler section, apart, is printed)
 #   5  a second ddp-train on the run folder of a running job, from another node, is refused at once
 #      (exit 2, the message names the owner's Slurm job and host)
 #   6  node loss survived: a 3-node deterministic job (mpirun inside salloc -N3 -n3 --no-kill, under
@@ -171,6 +177,50 @@ awk -v f="$full" -v s="$slow" 'BEGIN { exit !(s * 5 < f && s < 2.38 * 1.25 && s 
 awk -v f="$full" -v b="$back" 'BEGIN { exit !(b * 5 > f) }' || fail "the restored link (${back} MiB/s) is still slow"
 pass "shaping slows the copy $(awk -v f="$full" -v s="$slow" 'BEGIN { printf "%.0fx", f / s }'); restore undoes it"
 
+step "a network straggler: ddp-train on 4 nodes, node4's link shaped to 20mbit mid-run, and an unshaped control"
+# Halving/doubling (4 ranks) moves the gradients point to point, timed per peer; the model is large
+# enough that each exchange (100s of KB) is far above tbf's burst (1/100 s of traffic).
+net_opts=(--data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 64 --peak-gflops 100 --log-every 1000
+          --global-batch 8 --micro-batch 2 --allreduce halving)
+inbox -- timeout 120 salloc -N4 -n4 -w "node[1-4]" mpirun "$BIN_DIR/ddp-train" "${net_opts[@]}" --steps 20 \
+  --run-dir "$WORK/net_control" >"$WORK/net_control.log" 2>&1 || { cat "$WORK/net_control.log" >&2; fail "the unshaped 4-node run failed"; }
+# The shaped run: steps without end, node4 shaped once 10 steps are logged, stopped (SIGUSR1 to
+# rank 0: every rank saves and stops at the same step, and the summary is written) once 12 more
+# steps ran on the shaped link.
+inbox -- timeout 180 salloc -N4 -n4 -w "node[1-4]" mpirun "$BIN_DIR/ddp-train" "${net_opts[@]}" --steps 100000 \
+  --run-dir "$WORK/net_shaped" >"$WORK/net_shaped.log" 2>&1 &
+net_pid=$!
+steps_of() { local n; n=$(grep -c '"step":' "$1/steps.rank0.jsonl" 2>/dev/null || true); echo "${n:-0}"; }
+for _ in $(seq 1 1200); do
+  [ "$(steps_of "$WORK/net_shaped")" -ge 10 ] && break
+  kill -0 "$net_pid" 2>/dev/null || break
+  sleep 0.1
+done
+bash "$box" shape "$B" node4 20mbit
+shaped_at=$(steps_of "$WORK/net_shaped")
+for _ in $(seq 1 600); do
+  [ "$(steps_of "$WORK/net_shaped")" -ge $((shaped_at + 12)) ] && break
+  kill -0 "$net_pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -USR1 "$(tail -n 1 "$WORK/net_shaped/steps.rank0.jsonl" | jq -r .pid)" 2>/dev/null || true
+rc=0
+wait "$net_pid" || rc=$?
+bash "$box" restore "$B" node4
+((rc == 0)) || { cat "$WORK/net_shaped.log" >&2; fail "the shaped 4-node run failed (exit $rc)"; }
+control_rate=$(jq -r '[.network_stragglers.hosts[].median_rate_MBps] | sort | .[length / 2 | floor]' "$WORK/net_control/summary.json")
+echo "  unshaped: hosts' median link rates $(jq -c '[.network_stragglers.hosts[] | "\(.host) \(.median_rate_MBps * 10 | round / 10) MB/s"]' "$WORK/net_control/summary.json"), named: $(jq -c '[.network_stragglers.stragglers[].host]' "$WORK/net_control/summary.json")"
+grep "network stragglers" "$WORK/net_shaped.log" | sed 's/^/  /' || true
+[ "$(jq -r '.network_stragglers.steps_judged' "$WORK/net_control/summary.json")" -ge 10 ] || fail "the unshaped run's steps should be judged"
+[ "$(jq -r '.network_stragglers.stragglers | length' "$WORK/net_control/summary.json")" = 0 ] || fail "the unshaped run should name no network straggler"
+[ "$(jq -r '[.network_stragglers.stragglers[].host] | join(",")' "$WORK/net_shaped/summary.json")" = node4 ] ||
+  fail "the shaped run should name node4, and only node4, a network straggler"
+net_rate=$(jq -r '.network_stragglers.stragglers[0].rate_MBps' "$WORK/net_shaped/summary.json")
+awk -v r="$net_rate" 'BEGIN { exit !(r > 2.5 * 0.5 && r < 2.5 * 1.5) }' || fail "node4's rate ($net_rate MB/s) should be near the shaped 2.5 MB/s"
+awk -v r="$net_rate" -v c="$control_rate" 'BEGIN { exit !(c > 10 * r) }' || fail "the unshaped links ($control_rate MB/s) should be over 10x the shaped ($net_rate MB/s)"
+echo "  the shaped run's compute stragglers (a section apart): $(jq -c '[.stragglers.stragglers[] | "rank \(.rank) \(.section)"]' "$WORK/net_shaped/summary.json")"
+pass "node4 named a network straggler at $(printf '%.2f' "$net_rate") MB/s (shaped 2.5 MB/s; unshaped links $(printf '%.0f' "$control_rate") MB/s), none in the control"
+
 step "one owner per run folder: a second job on a running job's --run-dir, from another node"
 owner_dir="$WORK/owned"
 inbox -- sbatch -N1 -w node1 -J owner -o "$WORK/owner.out" --wrap \
@@ -303,12 +353,16 @@ bash "$box" partition "$B" node3
 rc=0
 wait "$job_pid" || rc=$?
 ((rc == 0)) || { cat "$WORK/cut.log" >&2; fail "the job did not survive the partition (exit $rc)"; }
-grep "run-resilient: verdict\|probe of\|world size\|node .* lost\|Slurm dropped" "$WORK/cut.log" | sed 's/^/  /'
+grep "run-resilient: verdict\|probe of\|world size\|node .* lost\|Slurm dropped\|ended it" "$WORK/cut.log" | sed 's/^/  /'
 grep -q "verdict attempt 0: node-unreachable host node3 (ranks 2)" "$WORK/cut.log" ||
   fail "the verdict should be node-unreachable host node3 (ranks 2)"
+grep -q "show the job failed .* its command was still running: ended it" "$WORK/cut.log" ||
+  fail "the launcher should end mpirun once every rank recorded the timeout (mpirun waits for its cut-off daemon)"
 restart_times "$WORK/cut" "$t_cut" cut
-# The verdict waits for mpirun to end, 3-10 s after the ranks gave up when a daemon is cut off: a
-# bound of 60 s (the collective timeout is 10 s), not the node-loss case's 30.
+# mpirun waits 3-8 s for its cut-off daemon after the ranks gave up; the launcher ends it a second
+# after the last rank's record, so the verdict is within the collective timeout (10 s) + 3 s. The
+# relaunch waits for Slurm to drop node3 (SlurmdTimeout): a bound of 60 s on the first step.
+awk -v v="$verdict_s" 'BEGIN { exit !(v <= 10 + 3) }' || fail "the verdict came later than the collective timeout + 3 s"
 awk -v v="$first_step_s" 'BEGIN { exit !(v <= 60) }' || fail "the first resumed step came more than 60 s after the cut"
 survived_on_two "$WORK/cut"
 pass "a partitioned node named (node-unreachable host node3), the job finished on node1 and node2, its final state BITWISE"

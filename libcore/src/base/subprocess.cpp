@@ -3,15 +3,18 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <tuple>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
@@ -125,7 +128,8 @@ int run_child(const std::vector<std::string>& argv, const std::string& log_path)
 }
 
 int run_child_teed(const std::vector<std::string>& argv, const std::string& log_path,
-                   const std::function<void(int pid)>& on_started, double drain_s) {
+                   const std::function<void(int pid)>& on_started, double drain_s,
+                   const std::function<bool()>& should_end, double kill_after_s) {
   const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0) throw IoError(log_path + ": cannot open for writing (" + std::strerror(errno) + ")");
   pid_t pid = 0;
@@ -149,12 +153,26 @@ int run_child_teed(const std::vector<std::string>& argv, const std::string& log_
   bool exited = false;
   int status = 0;
   bool open_pipe = true;
+  std::optional<std::chrono::steady_clock::time_point> termed;
+  bool killed = false;
   while (!exited) {
     if (open_pipe) open_pipe = read_ready(fd, 50, sink);
     else usleep(20000);
     status = wait_for(pid, WNOHANG, exited);
+    if (exited) break;
+    if (!termed && should_end && should_end()) {
+      kill(pid, SIGTERM);
+      termed = std::chrono::steady_clock::now();
+    } else if (termed && !killed &&
+               std::chrono::steady_clock::now() - *termed >= std::chrono::duration<double>(kill_after_s)) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
   }
   if (on_started) on_started(-1);
+  // A child we ended has nothing more to say that is worth waiting for, and its orphans (mpirun's
+  // srun to a cut-off node) would hold the pipe for the whole drain.
+  if (termed) drain_s = std::min(drain_s, 0.1);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_s);
   while (open_pipe && std::chrono::steady_clock::now() < until) open_pipe = read_ready(fd, 20, sink);
   close(fd);

@@ -90,6 +90,13 @@ bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint6
                                   : halving_doubling_typed(static_cast<double*>(data), n, seq);
 }
 
+void Driver::count_exchange(int peer, std::size_t bytes_received, std::chrono::steady_clock::time_point posted) {
+  if (peer_stats_.empty()) peer_stats_.resize(std::size_t(transport_.size()));
+  PeerStats& p = peer_stats_[std::size_t(peer)];
+  p.bytes += bytes_received;
+  p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - posted).count();
+}
+
 template <typename T>
 bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
   Transport& t = transport_;
@@ -112,9 +119,11 @@ bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
     parents[depth++] = {lo, hi};
     const std::size_t keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
     const std::size_t send_lo = lower ? mid : lo, send_hi = lower ? hi : mid;
+    const auto posted = std::chrono::steady_clock::now();
     TransportRequest reqs[2] = {t.irecv(tmp, keep_hi - keep_lo, type, partner, tag_base + round),
                                 t.isend(data + send_lo, send_hi - send_lo, type, partner, tag_base + round)};
     if (!drive(reqs, 2)) return false;
+    count_exchange(partner, (keep_hi - keep_lo) * sizeof(T), posted);
     T* mine = data + keep_lo;
     const std::size_t m = keep_hi - keep_lo;
     if (device)
@@ -133,9 +142,11 @@ bool Driver::halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq) {
     const bool lower = (r & d) == 0;
     const std::size_t mid = plo + (phi - plo) / 2;
     const std::size_t other_lo = lower ? mid : plo, other_hi = lower ? phi : mid;
+    const auto posted = std::chrono::steady_clock::now();
     TransportRequest reqs[2] = {t.irecv(data + other_lo, other_hi - other_lo, type, partner, tag_base + round),
                                 t.isend(data + lo, hi - lo, type, partner, tag_base + round)};
     if (!drive(reqs, 2)) return false;
+    count_exchange(partner, (other_hi - other_lo) * sizeof(T), posted);
     lo = plo;
     hi = phi;
   }

@@ -2,6 +2,7 @@
 // drives every transport request; both run on a communicator's communication thread only.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,9 +65,17 @@ class Driver {
   // of the process rather than freed with this driver. Later calls get a new one.
   void abandon_scratch();
 
+  // Per group rank, what halving_doubling's exchanges with that peer moved and took since the
+  // caller last zeroed them (communicator.hpp PeerStats): empty until the first exchange, then
+  // size() entries, the own rank's zero. The engine adds them to its stats after each operation
+  // and zeroes them (no allocation per operation).
+  std::vector<PeerStats>& peer_stats() { return peer_stats_; }
+
  private:
   template <typename T>
   bool halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq);
+  // One exchange with group rank `peer`, posted at `posted`, has completed.
+  void count_exchange(int peer, std::size_t bytes_received, std::chrono::steady_clock::time_point posted);
 
   Transport& transport_;
   const std::atomic<int>& waiters_;
@@ -76,6 +85,7 @@ class Driver {
   // nor fault pages in each time: host memory, or the device transport's (Transport::device_memory).
   ScratchBuffer scratch_;
   ScratchBuffer header_scratch_;  // exchange_headers' space on a device transport
+  std::vector<PeerStats> peer_stats_;  // by group rank; sized on first use
 };
 
 }  // namespace shardtrain::comm_detail

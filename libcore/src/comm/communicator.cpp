@@ -24,6 +24,16 @@ double CommStats::total_cpu_s() const {
   return t;
 }
 
+std::map<int, PeerStats> CommStats::peer_totals() const {
+  std::map<int, PeerStats> all = peers;
+  for (const auto& l : levels)
+    for (const auto& [peer, p] : l.stats.peer_totals()) {
+      all[peer].bytes += p.bytes;
+      all[peer].seconds += p.seconds;
+    }
+  return all;
+}
+
 double CommStats::level_busy_s(bool inter_node) const {
   double t = 0;
   for (const auto& l : levels)

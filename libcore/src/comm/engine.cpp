@@ -644,6 +644,14 @@ class EngineCommunicator final : public Communicator {
         s.busy_s += busy;
         s.cpu_s += thread_cpu_seconds() - cpu0;
         s.bytes += transfer_bytes(w->request(), core_->size);
+        for (std::size_t q = 0; q < driver_.peer_stats().size(); ++q) {
+          PeerStats& mine = driver_.peer_stats()[q];
+          if (mine.bytes == 0) continue;
+          PeerStats& p = core_->stats.peers[world_ranks_[q]];
+          p.bytes += mine.bytes;
+          p.seconds += mine.seconds;
+          mine = PeerStats{};
+        }
       }
       core_->recorder->mark(w->record_id, FlightState::kCompleted);
       {

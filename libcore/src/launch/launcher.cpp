@@ -23,6 +23,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
+#include "shardtrain/launch/attempt_watch.hpp"
 #include "shardtrain/launch/host_probe.hpp"
 #include "shardtrain/launch/restart_log.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
@@ -256,6 +257,48 @@ void wait_for_old_steps(const std::vector<std::string>& argv) {
   say("Slurm still lists a step of job " + std::string(job) + " after " + seconds_text(kStepWaitS) + " s: relaunching anyway");
 }
 
+// The watch of a running attempt (attempt_watch.hpp): looks at the run folder's flight records
+// every kWatchEveryS and says when the command has outlived its job's failure; what it saw is kept
+// for the line the launcher prints.
+constexpr double kWatchEveryS = 0.2;
+// SIGTERM to SIGKILL when the watch ends a command: mpirun with a daemon on a cut-off node did not
+// end on SIGTERM within a second (it forwards the signal through that daemon and waits), and its
+// ranks have already failed, so there is nothing for it to save.
+constexpr double kWatchKillAfterS = 0.25;
+class AttemptWatch {
+ public:
+  AttemptWatch(std::string run_dir, int world, double launched) : run_dir_(std::move(run_dir)), launched_(launched) {
+    in_.world_size = world;
+  }
+  bool operator()() {
+    const double now = unix_now();
+    if (now < next_look_) return false;
+    next_look_ = now + kWatchEveryS;
+    for (int rank : ranks_with_failure_records(run_dir_, launched_, in_.failure_seen)) in_.failure_seen[rank] = now;
+    in_.now = now;
+    decision_ = decide_watch(in_);
+    return decision_.end;
+  }
+  // "" when the command was not ended by the watch.
+  std::string ended_line(int attempt) const {
+    if (!decision_.end) return "";
+    std::string ranks;
+    for (const auto& [rank, seen] : in_.failure_seen) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f", in_.now - *decision_.failed_at);
+    return "attempt " + std::to_string(attempt) + ": the flight records of rank" + (in_.failure_seen.size() > 1 ? "s " : " ") +
+           ranks + (decision_.complete ? " (every rank)" : "") + " show the job failed " + buf +
+           " s ago and its command was still running: ended it";
+  }
+
+ private:
+  std::string run_dir_;
+  double launched_;
+  double next_look_ = 0;
+  WatchInput in_;
+  WatchDecision decision_;
+};
+
 }  // namespace
 
 void LauncherOptions::validate(const ChildCommand& command) const {
@@ -303,8 +346,11 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     const double launched = unix_now();
     const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
     say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
-    status = run_child_teed(argv, output_path, [](int pid) { g_child = pid; });
+    AttemptWatch watch(run_dir, state.world, launched);
+    status = run_child_teed(
+        argv, output_path, [](int pid) { g_child = pid; }, 0.5, [&watch] { return watch(); }, kWatchKillAfterS);
     const double ended = unix_now();
+    if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
     if (state.attempt > 0) {
       RestartRecord r;
       r.attempt = state.attempt;

@@ -1,6 +1,7 @@
 #include "shardtrain/scaling/report.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,12 @@ std::vector<std::string> actions_for(const ScalingRun& run, const ScalingPoint& 
     if (mid > 0 && slow > (1 + t.straggler_excess) * mid)
       out.push_back("straggler: rank " + std::to_string(run.slowest_rank) + " computes " + percent(slow / mid - 1) +
                     " longer than the ranks' median (" + p.slowest_section + "): replace its node");
+  }
+  if (!run.network_stragglers.empty()) {
+    std::string names;
+    for (const auto& s : run.network_stragglers) names += (names.empty() ? "" : ", ") + s;
+    out.push_back("network straggler " + names + " (summary network_stragglers): its links carry a fraction of the "
+                  "others' rate; check that node's link (cable, switch port, shaping) before blaming its computation");
   }
   if (w > 1 && run.zero_stage == 0 && run.memory_bytes > 0 && run.optimizer_bytes / run.memory_bytes > t.optimizer_share)
     out.push_back("optimizer state " + percent(run.optimizer_bytes / run.memory_bytes) +
@@ -340,6 +347,11 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
   if (int(summary.rank_hosts.size()) == r.world_size) r.rank_hosts = summary.rank_hosts;
   for (const StragglerFinding& s : summary.stragglers.stragglers)
     r.stragglers.push_back("rank " + std::to_string(s.rank) + " " + section_name(s.section));
+  for (const NetworkStraggler& s : summary.network_stragglers.stragglers) {
+    char figures[96];
+    std::snprintf(figures, sizeof figures, " at %.3g MB/s against %.3g MB/s", s.rate_Bps * 1e-6, s.others_rate_Bps * 1e-6);
+    r.network_stragglers.push_back("host " + s.host + figures);
+  }
   r.optimizer_bytes = summary.memory_bytes_rank0.bytes(MemoryCategory::kOptimizer);
   r.memory_bytes = summary.memory_bytes_rank0.total;
   const nlohmann::json& c = summary.communication;

@@ -28,6 +28,7 @@ struct RunMeasurements {
   MemoryReport memory;                      // this rank's peaks (strategy->memory_report())
   std::vector<MemoryReport> memory_by_rank; // every rank's peaks (ZeRO shards differ by rank through padding)
   StragglerReport stragglers;               // straggler scores of the whole run (telemetry/straggler.hpp)
+  NetworkStragglerReport network_stragglers;  // hosts with slow links (telemetry/network_straggler.hpp)
 };
 
 std::string summary_path(const TrainOptions& o) { return o.run_dir + "/summary.json"; }
@@ -70,6 +71,7 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   RunMeasurements m;
   m.rank_medians = gather_rank_medians(*job.comm, loop.records);
   m.stragglers = gather_straggler_report(job, loop.records);
+  m.network_stragglers = gather_network_stragglers(job, loop.records);
   m.median_step_s = steady_median_step_s(loop.records);
   m.throughput = double(job.tokens_per_step()) / m.median_step_s;
   m.comm_stats = job.mesh.dp->stats();
@@ -124,6 +126,7 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
   s.per_rank_medians = per_rank_table(m.rank_medians);
   s.slowest_rank = slowest_rank(m.rank_medians);
   s.stragglers = m.stragglers;
+  s.network_stragglers = m.network_stragglers;
   s.exposed_comm_fraction = m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s;
   s.communication = m.comm_stats.to_json();
   if (job.world > 1) s.communication["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
@@ -150,6 +153,8 @@ std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const L
   log_line_rank0(summary_paragraph(summary));
   const std::string stragglers = format_straggler_names(measured.stragglers);
   if (!stragglers.empty()) log_line_rank0("run " + stragglers);
+  const std::string network = format_network_stragglers(measured.network_stragglers);
+  if (!network.empty()) log_line_rank0("run " + network);
   return summary;
 }
 

@@ -84,6 +84,7 @@ nlohmann::json RunSummary::to_json() const {
       {"per_rank_medians", per_rank_medians.to_json()},
       {"slowest_rank", slowest_rank},
       {"stragglers", stragglers.to_json()},
+      {"network_stragglers", network_stragglers.to_json()},
       {"exposed_comm_fraction", exposed_comm_fraction},
       {"communication", communication},
       {"memory_bytes_rank0", memory_bytes_rank0.to_json()},
@@ -145,6 +146,8 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.per_rank_medians = PerRankTable::from_json(f, key("per_rank_medians"));
   s.slowest_rank = json_fields::small_integer(f, key("slowest_rank"));
   s.stragglers = StragglerReport::from_json(f, key("stragglers"));
+  if (f.has(key("network_stragglers")))  // optional: newer than the format's first version
+    s.network_stragglers = NetworkStragglerReport::from_json(f, key("network_stragglers"));
   s.exposed_comm_fraction = f.number(key("exposed_comm_fraction"));
   json_fields::require_object(f, key("communication"));
   s.communication = f.at(key("communication"));

@@ -44,6 +44,7 @@ LoopRecords StepLoop::run(std::int64_t first_step) {
   const CommStats before = job_.mesh.dp->stats();
   comm_busy_before_ = before.total_busy_s();
   comm_cpu_before_ = before.total_cpu_s();
+  peers_before_ = before.peer_totals();
   if (job_.mesh.tp) {
     const CommStats tp = job_.mesh.tp->stats();
     tp_busy_before_ = tp.total_busy_s();
@@ -121,6 +122,11 @@ void StepLoop::charge_communication(StepRecord& rec) {
   rec.comm_cpu_s = stats.total_cpu_s() - comm_cpu_before_;
   comm_busy_before_ = stats.total_busy_s();
   comm_cpu_before_ = stats.total_cpu_s();
+  for (const auto& [peer, p] : stats.peer_totals()) {
+    const PeerStats before = peers_before_.count(peer) ? peers_before_[peer] : PeerStats{};
+    if (p.bytes > before.bytes) rec.peers[peer] = PeerTransfer{p.bytes - before.bytes, p.seconds - before.seconds};
+    peers_before_[peer] = p;
+  }
   if (!job_.mesh.tp) return;
   const CommStats tp = job_.mesh.tp->stats();
   rec.tp_comm_s = tp.total_busy_s() - tp_busy_before_;

@@ -4,6 +4,7 @@
 // progress line of each step.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -40,7 +41,7 @@ class StepLoop {
   // the hold-out evaluation when due, the step-log record and the progress line. Returns true
   // when every rank stops after this step.
   bool run_one_step(std::int64_t step);
-  // The step log's comm_total_s and comm_cpu_s: the communicator's totals since the last step.
+  // The step log's comm_total_s, comm_cpu_s and peers: the communicator's totals since the last step.
   void charge_communication(StepRecord& record);
   // Collective: whether a stop signal arrived on any rank, so that all save the same step.
   bool every_rank_stops();
@@ -54,6 +55,7 @@ class StepLoop {
   const MfuBasis mfu_;
   double comm_busy_before_ = 0, comm_cpu_before_ = 0;
   double tp_busy_before_ = 0, tp_wait_before_ = 0;
+  std::map<int, PeerStats> peers_before_;  // the DP group's per-peer totals at the last step's end
   LoopRecords out_;
 };
 

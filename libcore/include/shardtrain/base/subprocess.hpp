@@ -23,8 +23,14 @@ int run_child(const std::vector<std::string>& argv, const std::string& log_path 
 // once it has been waited for. Output that the child's own children still write after it exited
 // (mpirun's daemons) is read until the pipe closes or `drain_s` seconds pass. Returns the exit
 // status as run_child does; the same IoErrors.
+// `should_end`, when set, is asked every 20-50 ms (more often while output flows) while the child runs; once it answers true
+// the child is sent SIGTERM, and SIGKILL `kill_after_s` seconds later if it is still there (the
+// child alone, not a process group: it shares ours, so a terminal's Ctrl-C and a batch system's
+// signals reach it as they always did). The status is then the child's (128 + 15 or 128 + 9 when
+// it did not handle the signal), and the output drain after it is at most 0.1 s.
 int run_child_teed(const std::vector<std::string>& argv, const std::string& log_path,
-                   const std::function<void(int pid)>& on_started = {}, double drain_s = 0.5);
+                   const std::function<void(int pid)>& on_started = {}, double drain_s = 0.5,
+                   const std::function<bool()>& should_end = {}, double kill_after_s = 1.0);
 
 // Runs argv and returns its exit status (as run_child) and everything it wrote to stdout; its
 // stderr goes to ours, or into `out` too with `stderr_too` (a command whose answer is on stderr,

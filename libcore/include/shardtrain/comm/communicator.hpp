@@ -62,6 +62,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,6 +167,20 @@ struct OpStats {
   double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
                       // where the thread shares a core with the compute thread, compute time it took
 };
+// Per-peer accounting: what one rank's point-to-point exchanges with one peer moved and took,
+// where the engine's own algorithms move the bytes (the halving/doubling all-reduce, flat or as
+// the cross-node stage of a hierarchical one; the library's collectives and the broadcast of
+// control data are not counted: their bytes move inside the library, or are a few bytes). Each
+// exchange is a send to and a receive from the peer posted together; `seconds` runs from posting
+// them to both completing, so it holds the time this rank waited for a late peer as well as the
+// transfer: a reader takes, per pair, the lower of the two ends' figures (the later end waited for
+// nobody; telemetry/network_straggler.hpp). Read on the communication thread with two clock reads
+// per exchange: no extra message, no synchronisation.
+struct PeerStats {
+  std::uint64_t bytes = 0;  // bytes received from the peer
+  double seconds = 0;       // the exchanges with it, posted to completed
+  bool operator==(const PeerStats&) const = default;
+};
 struct CommLevel;
 struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};  // this group's own operations
@@ -181,6 +196,9 @@ struct CommStats {
   // With levels chosen by size (hierarchical.hpp kBySize): per operation, the smallest call (bytes)
   // that goes through the levels; kNeverHierarchical (~0): none. Empty otherwise.
   std::vector<std::pair<CollectiveOp, std::uint64_t>> hierarchical_from_bytes;
+  // This group's own exchanges by peer world rank (see PeerStats); peer_totals() adds the levels'.
+  std::map<int, PeerStats> peers;
+  std::map<int, PeerStats> peer_totals() const;
   std::uint64_t total_bytes() const;
   double total_busy_s() const;  // comm_total_s of the step log
   double total_cpu_s() const;   // comm_cpu_s of the step log

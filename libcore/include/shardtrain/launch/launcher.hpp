@@ -2,6 +2,9 @@
 // srun ...) and, when it fails, restarts it from the newest valid checkpoint, carrying out
 // restart_policy.hpp's decisions:
 //   - every attempt's output goes to our stdout and to RUN_DIR/attemptN.log;
+//   - while it runs, its flight records are watched (attempt_watch.hpp): a command that outlives
+//     its job's recorded failure by a grace is ended (SIGTERM, then SIGKILL), so the verdict does
+//     not wait for mpirun's teardown of a node cut off from the network;
 //   - a failed attempt (status not 0 and not 2) is judged (attempt_verdict.hpp): one verdict line
 //     on stderr, RUN_DIR/attemptN.verdict.json, and its flight records moved to
 //     RUN_DIR/flight.attemptN/ (records of an earlier job go to flight.before/ at the start);

@@ -61,6 +61,9 @@ struct ScalingRun {
   std::vector<RankBreakdown> ranks;    // from per_rank_medians.<column>.by_rank
   int slowest_rank = 0;                // the summary's (largest step minus exposed communication)
   std::vector<std::string> stragglers; // the summary's named stragglers, "rank R section"
+  // The summary's network stragglers (telemetry/network_straggler.hpp), "host H at X MB/s against
+  // Y MB/s": hosts whose links are slow, apart from the compute stragglers above.
+  std::vector<std::string> network_stragglers;
   int zero_stage = 0;
   double optimizer_bytes = 0, memory_bytes = 0;  // rank 0's optimizer state and total peak
   std::optional<LogThroughput> from_logs;         // empty when the folder has no usable step log

@@ -30,6 +30,15 @@ struct RunIdentity {
   bool operator==(const RunIdentity&) const = default;
 };
 
+// What one rank's point-to-point exchanges with one peer moved and took in one step (the comm
+// layer's PeerStats of the data-parallel group, communicator.hpp: bytes received from the peer,
+// seconds from posting the exchanges to their completion, the wait for a late peer included).
+struct PeerTransfer {
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  bool operator==(const PeerTransfer&) const = default;
+};
+
 // One step of one rank. Times in seconds; the JSON adds "time", the wall clock (unix seconds)
 // when the record was written, "pid", the rank's process id, and "host", its host name, so a
 // launcher can time restarts, a test can signal a given rank, and a reader of a multi-node job
@@ -45,6 +54,9 @@ struct StepRecord {
   double loss = 0;          // global mean loss of the step
   double lr = 0, grad_norm = 0;
   nlohmann::json extra;     // e.g. hold-out losses on evaluation steps
+  // By peer world rank, the step's exchanges (JSON "peers": {"R": {"bytes", "s"}}, written only
+  // when not empty: a one-rank run, or collectives that all ran in the library, have none).
+  std::map<int, PeerTransfer> peers;
   nlohmann::json to_json(int rank, const RunIdentity& id) const;
 };
 

@@ -24,6 +24,7 @@
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
+#include "shardtrain/telemetry/network_straggler.hpp"
 #include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/train/evaluation.hpp"
 
@@ -97,6 +98,9 @@ struct RunSummary {
   PerRankTable per_rank_medians;
   int slowest_rank = 0;
   StragglerReport stragglers;
+  // Hosts whose links carry far less than the others' (telemetry/network_straggler.hpp): a section
+  // of its own, apart from the compute straggler scores above; absent in older summaries (empty).
+  NetworkStragglerReport network_stragglers;
   double exposed_comm_fraction = 0;
   nlohmann::json communication = nlohmann::json::object();  // see above
   MemoryReport memory_bytes_rank0;
