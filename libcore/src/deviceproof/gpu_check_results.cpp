@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/base/sha256.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "deviceproof/text_file.hpp"
@@ -212,49 +211,6 @@ StageResult build_result(const std::string& configure_log_text) {
               {"nccl_on", configure_log_text.find("NCCL transport ON") != std::string::npos}};
   if (!cuda) r.failure = "the configure log does not say \"CUDA backend ON\": no CUDA build (is nvcc installed?)";
   return r;
-}
-
-BundleManifest BundleManifest::from_json(const JsonFile& file) {
-  BundleManifest m;
-  m.code_version = file.string("/code_version");
-  m.compiled_testdata = file.string("/compiled_paths/testdata");
-  m.compiled_bin = file.string("/compiled_paths/bin");
-  const auto& files = file.at("/files");
-  if (!files.is_array()) file.fail("field /files is not an array");
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const std::string at = "/files/" + std::to_string(i);
-    BundleFile f;
-    f.path = file.string(at + "/path");
-    f.is_link = file.has(at + "/link");
-    if (f.is_link) f.link = file.string(at + "/link");
-    else f.sha256 = file.string(at + "/sha256");
-    m.files.push_back(std::move(f));
-  }
-  return m;
-}
-
-BundleManifest read_bundle_manifest(const std::string& path) {
-  return BundleManifest::from_json(JsonFile::read(path, "the bundle manifest"));
-}
-
-std::vector<std::string> bundle_mismatches(const std::string& bundle_dir, const BundleManifest& manifest) {
-  std::vector<std::string> bad;
-  for (const auto& f : manifest.files) {
-    const fs::path p = fs::path(bundle_dir) / f.path;
-    std::error_code ec;
-    bool ok = false;
-    if (f.is_link) {
-      ok = fs::is_symlink(fs::symlink_status(p, ec)) && fs::read_symlink(p, ec).string() == f.link;
-    } else if (fs::is_regular_file(fs::symlink_status(p, ec))) {
-      std::ifstream in(p, std::ios::binary);
-      Sha256 h;
-      std::vector<char> block(1 << 20);
-      while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0) h.update(block.data(), std::size_t(in.gcount()));
-      ok = to_hex(h.digest()) == f.sha256;
-    }
-    if (!ok) bad.push_back(f.path);
-  }
-  return bad;
 }
 
 StageResult bundle_result(const std::string& bundle_dir, const BundleManifest& manifest,

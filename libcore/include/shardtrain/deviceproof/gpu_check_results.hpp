@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/deviceproof/bundle_manifest.hpp"
 #include "shardtrain/equiv/equivalence.hpp"
 
 namespace shardtrain::deviceproof {
@@ -75,22 +76,6 @@ StageResult cpu_scaling_result(const std::string& series, const std::vector<int>
 // without the CUDA backend.
 StageResult build_result(const std::string& configure_log_text);
 
-// The device bundle's manifest.json (docs/FORMATS.md "Device bundle manifest"): the fields gpu-check
-// uses. A file has sha256, a link its target.
-struct BundleFile {
-  std::string path, sha256, link;
-  bool is_link = false;
-};
-struct BundleManifest {
-  std::string code_version;
-  std::string compiled_testdata, compiled_bin;  // compiled_paths/testdata, /bin
-  std::vector<BundleFile> files;
-  static BundleManifest from_json(const JsonFile& file);
-};
-BundleManifest read_bundle_manifest(const std::string& path);
-// The manifest's paths the bundle does not hold as listed: a link with another target, a file
-// missing or of another SHA-256.
-std::vector<std::string> bundle_mismatches(const std::string& bundle_dir, const BundleManifest& manifest);
 // The build stage from the bundle: the files checked, the mismatches, the compiled paths linked to
 // the bundle's copies, the device libraries `launch --report` listed. Fails on a mismatch, and
 // (not a dry run) unless the report says every device library was found.
