@@ -83,7 +83,7 @@ fi
 
 # ---- up to date? ------------------------------------------------------------------------------------
 inputs=("$build/tests/shardtrain_tests" "$here/data/fortunes.h5" "$here/scripts/gpu-check.sh" "$here/scripts/bundle-launch.sh"
-        "$here/scripts/device-bundle.sh" "$here/scripts/lib/bundle_manifest.py" "$here/scripts/prepare-data.sh" "$here/testdata")
+        "$here/scripts/device-bundle.sh" "$here/scripts/prepare-data.sh" "$here/testdata")
 for t in $tools; do inputs+=("$build/bin/$t"); done
 if [ "$force" = 0 ] && [ -f "$archive" ] && [ -z "$(find "${inputs[@]}" -newer "$archive" -print -quit)" ]; then
   say "$archive is up to date ($(du -h "$archive" | cut -f1)); --force repacks"
@@ -217,8 +217,10 @@ chmod -R u+w "$B"
 say "[$SECONDS s] run paths set"
 
 # ---- 5. manifest ------------------------------------------------------------------------------------
-python3 "$here/scripts/lib/bundle_manifest.py" write "$B" "$build" "$here" "${dropped[*]}" --nvcc "$nvcc" \
-  --cudart "$(readlink -f "${seen[libcudart.so.13]:-none}")"
+# gpu-check writes it (deviceproof/bundle_manifest.hpp), the same module whose reader checks it on the device.
+printf '%s\n' "${dropped[@]+"${dropped[@]}"}" >"$stage/dropped.txt"
+"$build/bin/gpu-check" manifest "$B" --build "$build" --source "$here" --dropped "$stage/dropped.txt" --nvcc "$nvcc" \
+  --cudart "$(readlink -f "${seen[libcudart.so.13]:-none}")" || die "could not write the manifest"
 
 # ---- 6. the archive ---------------------------------------------------------------------------------
 tmp="$archive.tmp"
