@@ -347,8 +347,13 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
     say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
     AttemptWatch watch(run_dir, state.world, launched);
+    // Only mpirun outlives its ranks' failure (it waits for a daemon on a cut-off node); srun ends
+    // with its tasks, and its own report of a lost node is what names the node: ending it early
+    // would cut that report off.
+    const bool watched = !argv.empty() && fs::path(argv.front()).filename() != "srun";
     status = run_child_teed(
-        argv, output_path, [](int pid) { g_child = pid; }, 0.5, [&watch] { return watch(); }, kWatchKillAfterS);
+        argv, output_path, [](int pid) { g_child = pid; }, 0.5,
+        [&watch, watched] { return watched && watch(); }, kWatchKillAfterS);
     const double ended = unix_now();
     if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
     if (state.attempt > 0) {

@@ -198,8 +198,21 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
         if (auto r = parse_scontrol_job(*out)) rs.push_back(*r);
         if (runs.empty()) source = "scontrol show job";
       }
-      if (rs.empty()) rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
-      else rows.push_back(stage_row_from_runs(stage, job, rs));
+      if (rs.empty()) {
+        rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
+        continue;
+      }
+      json row = stage_row_from_runs(stage, job, rs);
+      // Slurm keeps run times in whole seconds: a job that ran 0.6 s reads 0. The job's own stage
+      // line (stages.jsonl, written by the job, with its id) has the sub-second figure; for a job
+      // that ran once, the larger of the two is its run time.
+      if (rs.size() == 1)
+        for (const auto& s : local)
+          if (s.value("job_id", json()) == json(job) && s.value("wall_s", 0.0) > row.value("run_s", 0.0)) {
+            row["run_s"] = s.value("wall_s", 0.0);
+            row["compute_core_s"] = row.value("run_s", 0.0) * row.value("cpus", 1);
+          }
+      rows.push_back(std::move(row));
     }
   } else {
     for (const auto& s : local) {
