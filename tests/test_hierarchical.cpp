@@ -218,3 +218,57 @@ TEST_CASE("hierarchical: all-reduce, reduce-scatter and all-gather equal the ser
     }
   }
 }
+
+TEST_CASE("hierarchical: a pipelined all-reduce (chunks through the levels) equals the serial sums",
+          "[mpi][comm][hierarchical]") {
+  auto world = test::test_communicator(MPI_COMM_WORLD, "flat");
+  const int W = world->size(), me = world->rank();
+  for (const auto& labels : layouts(W)) {
+    INFO("layout " << joined(labels));
+    HierarchyOptions options;
+    options.pipeline_chunk_bytes = 1024;  // small: several chunks of every size below but the first
+    auto h = make_hierarchical_communicator(*world, labels[std::size_t(me)], options);
+    const NodePlacement* p = placement_of(*h);
+    REQUIRE(p != nullptr);
+    // 1 element (no chunk: under a node), 1003 (4012 bytes: 3 chunks of uneven length, a tail when
+    // L does not divide it), 65541 (the 8-chunk cap), all in flight at once.
+    const std::vector<std::size_t> sizes = {1, 1003, 65536 + 5};
+    std::vector<std::vector<float>> floats;
+    std::vector<std::vector<std::uint64_t>> words;
+    std::vector<CollectiveHandle> handles;
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      floats.push_back(float_input(me, sizes[k], unsigned(70 + k)));
+      words.push_back(word_input(me, sizes[k], unsigned(70 + k)));
+    }
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      handles.push_back(h->all_reduce_async(floats[k].data(), sizes[k]));
+      handles.push_back(h->all_reduce_async(words[k].data(), sizes[k]));
+    }
+    for (auto& handle : handles) handle.wait();
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      INFO("pipelined all-reduce of " << sizes[k] << " elements");
+      const unsigned salt = unsigned(70 + k);
+      CHECK(within_fp32_sum_bound(floats[k], float_sum(W, sizes[k], salt), abs_sum(W, sizes[k], salt), W));
+      CHECK(test::bitwise_equal(words[k], word_sum(W, sizes[k], salt)));
+      std::vector<float> rank0 = floats[k];
+      world->broadcast(rank0.data(), rank0.size(), 0);
+      CHECK(test::bitwise_equal(floats[k], rank0));
+    }
+    // Uniform nodes: one reduce-scatter inside the node per chunk, the chunk count the header's
+    // rule: K = min(floor(bytes of L b elements / 1024), 8, b), at least 1, for each of the
+    // float and the word all-reduce (4 and 8 bytes an element).
+    const CommStats stats = h->stats();
+    if (p->hierarchical() && p->uniform()) {
+      const std::size_t L = std::size_t(p->ranks_per_node());
+      std::uint64_t expected_rs = 0;
+      for (std::size_t n : sizes) {
+        const std::size_t b = n / L;
+        if (b == 0) continue;
+        for (std::size_t es : {std::size_t(4), std::size_t(8)})
+          expected_rs += std::max<std::size_t>(1, std::min<std::size_t>({b * L * es / 1024, std::size_t(kMaxPipelineChunks), b}));
+      }
+      CHECK(stats.levels[0].stats.per_op[int(CollectiveOp::kReduceScatter)].calls == expected_rs);
+      CHECK(expected_rs > 2 * sizes.size());  // the chunks are really there
+    }
+  }
+}

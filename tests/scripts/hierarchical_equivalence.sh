@@ -4,6 +4,8 @@
 #   * deterministic ddp-train --allreduce hierarchical on 2 nodes x 2 ranks and on 3 + 1 ranks is
 #     BITWISE equal to W = 1 (parameters and step log), and so are fsdp-train ZeRO-2 on 2 x 2 and
 #     ZeRO-3 on interleaved 2 x 2 (their reduce-scatters and all-gathers go hierarchical too);
+#   * pipelined in chunks (--hierarchical-chunk) on 2 x 2: BITWISE W = 1 too, the same bytes in more
+#     node-level calls;
 #   * the run says it is hierarchical, and its summary splits the communication into the node-local
 #     and cross-node groups;
 #   * fast mode 2 x 2 hierarchical stays within atol 1e-6 + rtol 1e-4 of fast flat W = 4 (fp32 sums in
@@ -45,7 +47,18 @@ PY
   pass "deterministic ddp-train, nodes $layout, --allreduce hierarchical: bitwise equal to W=1"
 done
 
+# Pipelined (--hierarchical-chunk): each all-reduce cut into chunks through the levels; the same
+# exact sums, so still bitwise W = 1, and the node groups did the same bytes in more calls.
 export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
+run 4 "$WORK/pipelined" ddp-train --deterministic --allreduce hierarchical --hierarchical-chunk 1024
+expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/pipelined/params.h5"
+expect_verdict BITWISE "$WORK/ref/steps.rank0.jsonl" "$WORK/pipelined/steps.rank0.jsonl"
+rs() { jq -r ".communication.levels[\"dp.node\"].ReduceScatter.$2" "$1/summary.json"; }
+echo "  node reduce-scatters: one piece $(rs "$WORK/ddp_aabb" calls) calls, $(rs "$WORK/ddp_aabb" bytes) bytes; pipelined $(rs "$WORK/pipelined" calls) calls, $(rs "$WORK/pipelined" bytes) bytes"
+[ "$(rs "$WORK/pipelined" bytes)" = "$(rs "$WORK/ddp_aabb" bytes)" ] && (($(rs "$WORK/pipelined" calls) > $(rs "$WORK/ddp_aabb" calls))) ||
+  fail "the pipelined run should move the same bytes inside the node in more calls"
+pass "deterministic ddp-train 2 x 2, --hierarchical-chunk 1024 (pipelined chunks): bitwise equal to W=1"
+
 run 4 "$WORK/zero2" fsdp-train --zero-stage 2 --deterministic --allreduce hierarchical
 expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero2/params.h5"
 expect_verdict BITWISE "$WORK/ref/steps.rank0.jsonl" "$WORK/zero2/steps.rank0.jsonl"

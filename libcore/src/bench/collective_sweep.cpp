@@ -80,7 +80,7 @@ using RunOnce = std::function<void(std::vector<float>& in, std::vector<float>& o
 // The sweep's communicators: the flat ones, and on several nodes the hierarchical one and the
 // two levels on their own (null on one node).
 struct SweepComms {
-  std::unique_ptr<Communicator> fast, canonical, hierarchical, node, cross;
+  std::unique_ptr<Communicator> fast, canonical, hierarchical, pipelined, node, cross;
 };
 
 // The implementations of an op: (name, run once), those that exist for it.
@@ -88,6 +88,7 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
   Communicator& fast = *comms.fast;
   Communicator& canonical = *comms.canonical;
   Communicator* hierarchical = comms.hierarchical.get();
+  Communicator* pipelined = comms.pipelined.get();
   std::vector<std::pair<std::string, RunOnce>> out;
   const int n = int(c.count), b = int(c.block());
   switch (c.op) {
@@ -95,6 +96,8 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.all_reduce(in.data(), c.count); });
       if (hierarchical)
         out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto&) { hierarchical->all_reduce(in.data(), c.count); });
+      if (pipelined)
+        out.emplace_back("hierarchical-pipelined", [pipelined, c](auto& in, auto&) { pipelined->all_reduce(in.data(), c.count); });
       out.emplace_back("communicator-deterministic",
                        [&canonical, c](auto& in, auto&) { canonical.all_reduce_canonical_async(in.data(), c.count).wait(); });
       out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Allreduce(MPI_IN_PLACE, in.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
@@ -234,6 +237,11 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
     const int node = placement.node_of_rank[std::size_t(rank)], local = placement.local_rank[std::size_t(rank)];
     comms.node = comms.fast->split(node, rank, "sweep.intra-node");
     comms.cross = comms.fast->split(placement.uniform() || local == 0 ? local : -1, node, "sweep.inter-node");
+    if (o.hierarchical_chunk_bytes > 0) {
+      HierarchyOptions pipelining;
+      pipelining.pipeline_chunk_bytes = o.hierarchical_chunk_bytes;
+      comms.pipelined = make_hierarchical_communicator(*comms.fast, node_label_of_this_rank(rank, ranks), pipelining);
+    }
   }
 
   const std::size_t max_count = std::size_t(o.max_bytes / sizeof(float));
@@ -301,8 +309,12 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       std::snprintf(cell, sizeof cell, " | %-38s", impl.c_str());
       s << cell;
     }
-    const bool hier = std::find(impls.begin(), impls.end(), "hierarchical") != impls.end();
-    s << " | comm/mpi" << (hier ? " | speedup (flat time / hierarchical time)" : "") << "\n";
+    std::vector<std::string> hier;  // the hierarchical implementations, each with a speedup column
+    for (const char* h : {"hierarchical", "hierarchical-pipelined"})
+      if (std::find(impls.begin(), impls.end(), h) != impls.end()) hier.push_back(h);
+    s << " | comm/mpi";
+    for (const auto& h : hier) s << " | speedup (flat time / " << h << " time)";
+    s << "\n";
     for (const auto& [bytes, by_impl] : by_size) {
       std::snprintf(cell, sizeof cell, "%10s", format_bytes(bytes).c_str());
       s << cell;
@@ -323,9 +335,12 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       else
         std::snprintf(cell, sizeof cell, " | %8s", "-");
       s << cell;
-      auto h = by_impl.find("hierarchical");
-      if (hier && fast != by_impl.end() && h != by_impl.end() && h->second->time_s > 0) {
-        std::snprintf(cell, sizeof cell, " | %6.2fx", fast->second->time_s / h->second->time_s);
+      for (const auto& name : hier) {
+        auto h = by_impl.find(name);
+        if (fast != by_impl.end() && h != by_impl.end() && h->second->time_s > 0)
+          std::snprintf(cell, sizeof cell, " | %6.2fx", fast->second->time_s / h->second->time_s);
+        else
+          std::snprintf(cell, sizeof cell, " | %7s", "-");
         s << cell;
       }
       s << "\n";

@@ -266,21 +266,37 @@ class HierarchicalCommunicator final : public Communicator {
       }
   }
 
+  // The number of pipelined chunks of an all-reduce of L b elements (the same on every rank: it
+  // depends on the size and the options only).
+  std::size_t pipeline_chunks(std::size_t b, std::size_t es) const {
+    if (options_.pipeline_chunk_bytes == 0) return 1;
+    const std::uint64_t bytes = std::uint64_t(b) * std::uint64_t(L_) * es;
+    const std::uint64_t k = std::min<std::uint64_t>(bytes / options_.pipeline_chunk_bytes, kMaxPipelineChunks);
+    return std::size_t(std::max<std::uint64_t>(1, std::min<std::uint64_t>(k, b)));
+  }
+
   // Reduce-scatter inside the node, all-reduce of the shard across nodes, all-gather inside the
-  // node; the tail of fewer than L elements flat.
+  // node, per chunk (the stages of consecutive chunks overlap); the tail of fewer than L elements
+  // flat.
   CollectiveHandle uniform_all_reduce(const Request& r) {
-    const std::size_t es = dtype_size(r.dtype), b = r.count / std::size_t(L_), tail = r.count - b * std::size_t(L_);
+    const std::size_t es = dtype_size(r.dtype), L = std::size_t(L_), b = r.count / L, tail = r.count - b * L;
     auto space = scratch(b * es);
-    void* shard = space->data();
+    auto* shard = space->data();
     auto* data = static_cast<unsigned char*>(r.recv);
     std::vector<CollectiveHandle> stages;
     if (tail > 0) {
-      void* rest = data + b * std::size_t(L_) * es;
+      void* rest = data + b * L * es;
       stages.push_back(group_.submit({CollectiveOp::kAllReduce, r.dtype, rest, rest, tail, -1, r.after}));
     }
-    auto rs = node_->submit({CollectiveOp::kReduceScatter, r.dtype, data, shard, b, -1, r.after});
-    auto ar = cross_->submit({CollectiveOp::kAllReduce, r.dtype, shard, shard, b, -1, rs});
-    stages.push_back(gather_->submit({CollectiveOp::kAllGather, r.dtype, shard, data, b, -1, ar}));
+    const std::size_t K = pipeline_chunks(b, es);
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t lo = b * k / K, n = b * (k + 1) / K - lo;  // this chunk: n elements of each shard
+      unsigned char* part = data + lo * L * es;                     // data[L lo, L (lo + n))
+      unsigned char* piece = shard + lo * es;
+      auto rs = node_->submit({CollectiveOp::kReduceScatter, r.dtype, part, piece, n, -1, r.after});
+      auto ar = cross_->submit({CollectiveOp::kAllReduce, r.dtype, piece, piece, n, -1, rs});
+      stages.push_back(gather_->submit({CollectiveOp::kAllGather, r.dtype, piece, part, n, -1, ar}));
+    }
     return chain(std::move(stages), std::move(space));
   }
 

@@ -26,6 +26,10 @@ Subcommand add_collectives_command(CLI::App& parent) {
   c.app->add_option("--iterations", options->iterations, "Timed operations per size (0: as many as fit ~0.2 s, 2..50)")
       ->capture_default_str();
   c.app->add_option("--warmup", options->warmup, "Untimed operations per size first")->capture_default_str();
+  c.app->add_option("--hierarchical-chunk", options->hierarchical_chunk_bytes,
+                    "Several nodes: also time the hierarchical all-reduce pipelined in chunks of about BYTES\n"
+                    "(row hierarchical-pipelined; 0: not)")
+      ->capture_default_str();
   c.app->add_option("--json", *json_path, "Also write the rows as JSON to FILE (format shardtrain-collectives)");
   c.run = [options, json_path] {
     const auto rows = run_collective_sweep(*options);

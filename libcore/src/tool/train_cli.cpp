@@ -63,6 +63,11 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                                         "(MPI_Iallreduce), auto (halving on power-of-two ranks), or hierarchical "
                                         "(reduce-scatter in the node, all-reduce across nodes, all-gather in the node; "
                                         "nodes from host names or SHARDTRAIN_NODE_OF_RANK=a,a,b,b; flat on one node)");
+  app.add_option("--hierarchical-chunk", o.parallelism.hierarchical_chunk_bytes,
+                 "Hierarchical all-reduce (--allreduce hierarchical, or auto with --step-model): pipeline each bucket "
+                 "in chunks of about BYTES (at most 8), one chunk's node stages overlapping another's crossing "
+                 "(0: one piece)")
+      ->capture_default_str();
   app.add_option("--step-model", cli.step_model,
                  "With --allreduce auto: a step model with intra- and inter-node links (scale-bench fit on a sweep "
                  "across nodes); each collective goes hierarchical from the size at which the model prices the two "

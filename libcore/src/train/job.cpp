@@ -140,6 +140,7 @@ Mesh make_mesh(Communicator& world, int tp) {
 HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement& placement, std::string& said) {
   HierarchyOptions options;
   options.host_buffers = p.device == DeviceKind::kCpu;
+  options.pipeline_chunk_bytes = p.hierarchical_chunk_bytes;
   options.choice = HierarchyChoice::kFlat;
   said = "allreduce: auto by " + p.hierarchy_source + " on " + placement.describe() + ": ";
   if (!placement.hierarchical()) return said += "flat (nothing to split)", options;
@@ -170,6 +171,7 @@ void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
     if (by_size) return choose_by_size(p, placement, said);
     HierarchyOptions always;
     always.host_buffers = p.device == DeviceKind::kCpu;
+    always.pipeline_chunk_bytes = p.hierarchical_chunk_bytes;
     said = "allreduce: hierarchical over " + placement.describe() +
            (placement.hierarchical() ? ""
             : placement.nodes() == 1 ? " (flat: every rank on one node)" : " (flat: one rank per node)");

@@ -34,13 +34,17 @@ struct SweepOptions {
   std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
   int iterations = 0;          // timed operations per size; 0: as many as fit ~0.2 s (2..50)
   int warmup = 1;              // untimed operations per size first
+  // Several nodes, > 0: the all-reduce also runs "hierarchical-pipelined", the hierarchical one cut
+  // into chunks of about this many bytes (HierarchyOptions::pipeline_chunk_bytes), in the same run.
+  std::uint64_t hierarchical_chunk_bytes = 0;
   // Throws UsageError naming the bad field (sizes, factor, an unknown op name).
   void validate() const;
 };
 
 struct SweepRow {
   std::string op;    // "AllReduce", "ReduceScatter", "AllGather", "Broadcast" (op_name)
-  std::string impl;  // "communicator-fast", "communicator-deterministic", "mpi"; "hierarchical", "intra-node", "inter-node"
+  std::string impl;  // "communicator-fast", "communicator-deterministic", "mpi"; "hierarchical",
+                     // "hierarchical-pipelined", "intra-node", "inter-node"
   int ranks = 1;
   std::uint64_t bytes = 0;  // the operation's size (see above)
   int iterations = 0;
@@ -56,7 +60,7 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& options);
 //  "ranks", "bytes", "iterations", "time_s", "algbw_GBps", "busbw_GBps", "wrong"}]}
 nlohmann::json sweep_json(const std::vector<SweepRow>& rows);
 // One table per op, nccl-tests style: size, then time / algbw / busbw / #wrong per implementation,
-// and the Communicator's busbw over bare MPI's.
+// the Communicator's busbw over bare MPI's, and the flat time over each hierarchical one's.
 std::string sweep_table(const std::vector<SweepRow>& rows);
 
 }  // namespace shardtrain

@@ -18,6 +18,8 @@
 //          node, ordered by node), the group's own flat algorithm (halving/doubling or the library);
 //       3. all-gather of the shards inside the node ("node-gather" group) back into data[0, L b);
 //     and the tail data[L b, n) (fewer than L elements) all-reduced flat on the group itself.
+//     With HierarchyOptions::pipeline_chunk_bytes the L b elements go as K chunks, each through
+//     the three stages on its own (chunk k: data[L lo_k, L hi_k), lo_k = b k / K), pipelined.
 //     Inter-node bytes per rank: 2 (N-1)/N x n/L, against 2 (W-1)/W x n for the flat algorithm.
 //   * uneven nodes (e.g. 3 + 1): all-reduce inside the node, all-reduce across nodes among the
 //     node leaders (local rank 0, "cross"), broadcast from the leader inside the node.
@@ -100,7 +102,14 @@ struct HierarchyOptions {
   // The buffers callers pass are host memory (reduce-scatter and all-gather permute them with
   // memcpy); false: those two stay flat (the all-reduce needs no copy and goes hierarchical).
   bool host_buffers = true;
+  // Uniform nodes' all-reduce, pipelined: a call of S bytes is cut into K = min(floor(S / this),
+  // kMaxPipelineChunks, n / L) chunks (at least 1), each its own reduce-scatter -> cross-node
+  // all-reduce -> all-gather chain, so that chunk k+1's node stage runs while chunk k crosses the
+  // nodes (without it the link between nodes idles during both node stages of a call). Each chunk
+  // is a separate operation of each sub-group (K sequence numbers per level). 0: one chunk.
+  std::uint64_t pipeline_chunk_bytes = 0;
 };
+inline constexpr int kMaxPipelineChunks = 8;
 
 // Collective over `group`: gathers every rank's `my_label` (all_gather_strings), derives the
 // placement, and, where it is hierarchical(), splits `group` into the sub-groups above (named

@@ -75,6 +75,9 @@ struct ParallelismOptions {
   // which reads the model (scaling sits above train); unset: auto stays flat, as without a model.
   std::function<std::array<std::uint64_t, kNumCollectiveOps>(int nodes, int ranks_per_node)> hierarchy_by_size;
   std::string hierarchy_source;  // what decided hierarchy_by_size, for the log ("the step model FILE")
+  // A hierarchical all-reduce pipelined in chunks of about this many bytes (HierarchyOptions::
+  // pipeline_chunk_bytes, --hierarchical-chunk); 0: each bucket in one piece.
+  std::uint64_t hierarchical_chunk_bytes = 0;
 };
 
 // Checkpoints (contract 5; ckpt.hpp). A SIGTERM or SIGUSR1 (what Slurm sends before a time limit)
