@@ -125,6 +125,34 @@ std::string joined(const std::vector<std::string>& labels) {
   return s;
 }
 
+// All-reduces of a float and a word buffer of each size through `h`, all in flight at once (they
+// pipeline through the sub-groups), inputs salted by salt0 + k; checks each against the serial
+// sums (floats within the fp32 bound, words exactly) and that every rank holds rank 0's bits.
+void check_all_reduces(Communicator& h, Communicator& world, const std::vector<std::size_t>& sizes, unsigned salt0) {
+  const int W = world.size(), me = world.rank();
+  std::vector<std::vector<float>> floats;
+  std::vector<std::vector<std::uint64_t>> words;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    floats.push_back(float_input(me, sizes[k], salt0 + unsigned(k)));
+    words.push_back(word_input(me, sizes[k], salt0 + unsigned(k)));
+  }
+  std::vector<CollectiveHandle> handles;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    handles.push_back(h.all_reduce_async(floats[k].data(), sizes[k]));
+    handles.push_back(h.all_reduce_async(words[k].data(), sizes[k]));
+  }
+  for (auto& handle : handles) handle.wait();
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    INFO("all-reduce of " << sizes[k] << " elements");
+    const unsigned salt = salt0 + unsigned(k);
+    CHECK(within_fp32_sum_bound(floats[k], float_sum(W, sizes[k], salt), abs_sum(W, sizes[k], salt), W));
+    CHECK(test::bitwise_equal(words[k], word_sum(W, sizes[k], salt)));  // integer sums: exact
+    std::vector<float> rank0 = floats[k];
+    world.broadcast(rank0.data(), rank0.size(), 0);
+    CHECK(test::bitwise_equal(floats[k], rank0));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hierarchical: all-reduce, reduce-scatter and all-gather equal the serial sums on every layout",
@@ -140,30 +168,10 @@ TEST_CASE("hierarchical: all-reduce, reduce-scatter and all-gather equal the ser
     CHECK(h->size() == W);
     CHECK(h->rank() == me);
 
-    // All-reduce: several buckets in flight at once (they pipeline through the sub-groups), sizes
-    // with and without a tail (n mod L != 0), one smaller than a node.
+    // All-reduce: several buckets in flight at once, sizes with and without a tail (n mod L != 0),
+    // one smaller than a node.
     const std::vector<std::size_t> sizes = {1, 3, 1000, 1003, 65536 + 5};
-    std::vector<std::vector<float>> floats;
-    std::vector<std::vector<std::uint64_t>> words;
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      floats.push_back(float_input(me, sizes[k], unsigned(k)));
-      words.push_back(word_input(me, sizes[k], unsigned(k)));
-    }
-    std::vector<CollectiveHandle> handles;
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      handles.push_back(h->all_reduce_async(floats[k].data(), sizes[k]));
-      handles.push_back(h->all_reduce_async(words[k].data(), sizes[k]));
-    }
-    for (auto& handle : handles) handle.wait();
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      INFO("all-reduce of " << sizes[k] << " elements");
-      CHECK(within_fp32_sum_bound(floats[k], float_sum(W, sizes[k], unsigned(k)), abs_sum(W, sizes[k], unsigned(k)), W));
-      CHECK(test::bitwise_equal(words[k], word_sum(W, sizes[k], unsigned(k))));  // integer sums: exact
-      // Every rank holds the same bits (rank 0's, broadcast flat).
-      std::vector<float> rank0 = floats[k];
-      world->broadcast(rank0.data(), rank0.size(), 0);
-      CHECK(test::bitwise_equal(floats[k], rank0));
-    }
+    check_all_reduces(*h, *world, sizes, 0);
 
     // Reduce-scatter of W blocks: rank r gets the sum of block r; exact for words.
     const std::size_t block = 777;
@@ -233,27 +241,7 @@ TEST_CASE("hierarchical: a pipelined all-reduce (chunks through the levels) equa
     // 1 element (no chunk: under a node), 1003 (4012 bytes: 3 chunks of uneven length, a tail when
     // L does not divide it), 65541 (the 8-chunk cap), all in flight at once.
     const std::vector<std::size_t> sizes = {1, 1003, 65536 + 5};
-    std::vector<std::vector<float>> floats;
-    std::vector<std::vector<std::uint64_t>> words;
-    std::vector<CollectiveHandle> handles;
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      floats.push_back(float_input(me, sizes[k], unsigned(70 + k)));
-      words.push_back(word_input(me, sizes[k], unsigned(70 + k)));
-    }
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      handles.push_back(h->all_reduce_async(floats[k].data(), sizes[k]));
-      handles.push_back(h->all_reduce_async(words[k].data(), sizes[k]));
-    }
-    for (auto& handle : handles) handle.wait();
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      INFO("pipelined all-reduce of " << sizes[k] << " elements");
-      const unsigned salt = unsigned(70 + k);
-      CHECK(within_fp32_sum_bound(floats[k], float_sum(W, sizes[k], salt), abs_sum(W, sizes[k], salt), W));
-      CHECK(test::bitwise_equal(words[k], word_sum(W, sizes[k], salt)));
-      std::vector<float> rank0 = floats[k];
-      world->broadcast(rank0.data(), rank0.size(), 0);
-      CHECK(test::bitwise_equal(floats[k], rank0));
-    }
+    check_all_reduces(*h, *world, sizes, 70);
     // Uniform nodes: one reduce-scatter inside the node per chunk, the chunk count the header's
     // rule: K = min(floor(bytes of L b elements / 1024), 8, b), at least 1, for each of the
     // float and the word all-reduce (4 and 8 bytes an element).
