@@ -380,7 +380,8 @@ TEST_CASE("launch verdict: a partition: the one host the probe cannot reach is n
   hang.verdict_class = VerdictClass::kAmbiguous;
   hang.group = "dp";
   hang.seq = 1306;
-  const AttemptVerdict v = with_unreachable_host(hang, placement, {"n3"});
+  const std::set<int> all = {0, 1, 2, 3, 4, 5};  // every rank recorded its timeout, n3's too
+  const AttemptVerdict v = with_unreachable_host(hang, placement, {"n3"}, all);
   CHECK(v.verdict_class == VerdictClass::kNodeUnreachable);
   CHECK(v.culprit_host == "n3");
   CHECK(v.lost_ranks == std::vector<int>{4, 5});
@@ -395,7 +396,7 @@ TEST_CASE("launch verdict: a partition: the one host the probe cannot reach is n
   named.culprit_rank = 1;
   named.culprit_host = "n1";
   named.job_wide = true;
-  const AttemptVerdict w = with_unreachable_host(named, placement, {"n3"});
+  const AttemptVerdict w = with_unreachable_host(named, placement, {"n3"}, all);
   CHECK(w.culprit_rank == 4);
   CHECK(w.culprit_host == "n3");
   CHECK_FALSE(w.job_wide);
@@ -403,20 +404,33 @@ TEST_CASE("launch verdict: a partition: the one host the probe cannot reach is n
   CHECK(test::read_back<AttemptVerdict>(v.to_json(true)) == v);
 
   // Unchanged but for the hosts listed: nobody unreachable, two hosts, a host not of the job, a one-host job.
-  CHECK(with_unreachable_host(hang, placement, {}).verdict_class == VerdictClass::kAmbiguous);
-  const AttemptVerdict two = with_unreachable_host(hang, placement, {"n2", "n3"});
+  CHECK(with_unreachable_host(hang, placement, {}, all).verdict_class == VerdictClass::kAmbiguous);
+  const AttemptVerdict two = with_unreachable_host(hang, placement, {"n2", "n3"}, all);
   CHECK(two.verdict_class == VerdictClass::kAmbiguous);
   CHECK(two.unreachable_hosts == std::vector<std::string>{"n2", "n3"});
-  CHECK(with_unreachable_host(hang, placement, {"elsewhere"}).verdict_class == VerdictClass::kAmbiguous);
+  CHECK(with_unreachable_host(hang, placement, {"elsewhere"}, all).verdict_class == VerdictClass::kAmbiguous);
   RankHosts one_node;
   one_node.hosts = {"vm", "vm"};
-  CHECK(with_unreachable_host(hang, one_node, {"vm"}).verdict_class == VerdictClass::kAmbiguous);
+  CHECK(with_unreachable_host(hang, one_node, {"vm"}, {0, 1}).verdict_class == VerdictClass::kAmbiguous);
   // A lost node stays a lost node: a host that is gone does not answer either.
   AttemptVerdict lost = hang;
   lost.verdict_class = VerdictClass::kNodeLost;
   lost.culprit_host = "n2";
   lost.lost_ranks = {2, 3};
-  CHECK(with_unreachable_host(lost, placement, {"n2"}).verdict_class == VerdictClass::kNodeLost);
+  CHECK(with_unreachable_host(lost, placement, {"n2"}, all).verdict_class == VerdictClass::kNodeLost);
+
+  // Unreachable and silent: no rank of n3 left a record while n1's did. The records alone could
+  // not name one lost host (n2's ranks were ended before they wrote theirs), the probe can: n3 is
+  // gone, not cut off (a cut-off node's ranks still run and record their timeout).
+  const AttemptVerdict gone = with_unreachable_host(hang, placement, {"n3"}, {0, 1});
+  CHECK(gone.verdict_class == VerdictClass::kNodeLost);
+  CHECK(gone.culprit_host == "n3");
+  CHECK(gone.lost_ranks == std::vector<int>{4, 5});
+  CHECK(gone.records_class == VerdictClass::kAmbiguous);
+  CHECK_THAT(gone.line(0), Catch::StartsWith("verdict attempt 0: node-lost host n3 (ranks 4,5)"));
+  // One of n3's ranks recorded: cut off, not gone. Nobody recorded at all: nothing tells them apart.
+  CHECK(with_unreachable_host(hang, placement, {"n3"}, {0, 1, 5}).verdict_class == VerdictClass::kNodeUnreachable);
+  CHECK(with_unreachable_host(hang, placement, {"n3"}, {}).verdict_class == VerdictClass::kNodeUnreachable);
 }
 
 TEST_CASE("launch probe: a host that answers on loopback is reachable, listening or not", "[launch]") {

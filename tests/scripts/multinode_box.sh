@@ -254,7 +254,9 @@ rc=0
 wait "$job_pid" || rc=$?
 ((rc == 0)) || { cat "$WORK/lost.log" >&2; fail "the job did not survive the lost node (exit $rc)"; }
 grep "run-resilient: verdict\|world size\|node .* lost\|succeeded" "$WORK/lost.log" | sed 's/^/  /'
-grep -q "verdict attempt 0: node-lost host node3 (ranks 2)" "$WORK/lost.log" || fail "the verdict should be node-lost host node3 (ranks 2)"
+grep -q "verdict attempt 0: node-lost host node3 (ranks 2)" "$WORK/lost.log" || {
+  echo "  the attempt's records: $(ls "$WORK/lost/flight.attempt0" 2>/dev/null | tr '\n' ' '); its verdict: $(cat "$WORK/lost/attempt0.verdict.json")" >&2
+  fail "the verdict should be node-lost host node3 (ranks 2)"; }
 restart_times "$WORK/lost" "$t_lost" loss  # the relaunch waits until Slurm has dropped the node
 awk -v v="$verdict_s" 'BEGIN { exit !(v <= 10 + 3) }' || fail "the verdict came later than the collective timeout + 3 s"
 awk -v v="$first_step_s" 'BEGIN { exit !(v <= 30) }' || fail "the first resumed step came more than 30 s after the loss"

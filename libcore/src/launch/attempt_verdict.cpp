@@ -99,7 +99,7 @@ std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int
 }
 
 AttemptVerdict with_unreachable_host(AttemptVerdict v, const RankHosts& placement,
-                                     const std::vector<std::string>& unreachable) {
+                                     const std::vector<std::string>& unreachable, const std::set<int>& recorded) {
   v.unreachable_hosts = unreachable;
   if (v.verdict_class == VerdictClass::kNodeLost) return v;
   const auto by_host = placement.ranks_by_host();
@@ -107,13 +107,30 @@ AttemptVerdict with_unreachable_host(AttemptVerdict v, const RankHosts& placemen
   for (const std::string& h : unreachable)
     if (by_host.count(h) && std::find(cut.begin(), cut.end(), h) == cut.end()) cut.push_back(h);
   if (cut.size() != 1 || by_host.size() < 2) return v;  // none, several, or a one-host job: no one node
+  const std::vector<int>& ranks = by_host.at(cut.front());
+  const bool silent = std::none_of(ranks.begin(), ranks.end(), [&](int r) { return recorded.count(r) > 0; });
+  const bool others_recorded = std::any_of(recorded.begin(), recorded.end(), [&](int r) {
+    return std::find(ranks.begin(), ranks.end(), r) == ranks.end();
+  });
   v.records_class = v.verdict_class;
-  v.verdict_class = VerdictClass::kNodeUnreachable;
+  v.verdict_class = silent && others_recorded ? VerdictClass::kNodeLost : VerdictClass::kNodeUnreachable;
   v.culprit_host = cut.front();
-  v.lost_ranks = by_host.at(cut.front());
+  v.lost_ranks = ranks;
   v.culprit_rank = v.lost_ranks.front();
   v.job_wide = false;
   return v;
+}
+
+std::set<int> ranks_with_records(const std::string& run_dir) {
+  std::set<int> ranks;
+  for (const std::string& f : flight_record_files(run_dir)) {
+    try {
+      ranks.insert(hang::read_flight_dump(f).rank);
+    } catch (const Error&) {
+      // unreadable: as if absent (judge_attempt says why)
+    }
+  }
+  return ranks;
 }
 
 namespace {

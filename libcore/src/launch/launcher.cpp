@@ -197,7 +197,7 @@ AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evid
     if (p.reach != Reachability::kReachable)
       say("probe of " + p.host + ":" + std::to_string(*port) + ": " + p.detail);
   }
-  return with_unreachable_host(std::move(v), *placement, unreachable);
+  return with_unreachable_host(std::move(v), *placement, unreachable, ranks_with_records(evidence.run_dir));
 }
 
 // Inside a Slurm allocation, a lost node stays in the job's node list until Slurm marks it DOWN

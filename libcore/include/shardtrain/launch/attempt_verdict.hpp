@@ -10,7 +10,10 @@
 //   2c. a partition (the launcher's probe, host_probe.hpp, after the rules above): when exactly one
 //      host of the job does not answer while the others do, the verdict is node-unreachable: that
 //      host, with its ranks, whatever the records said (the healthy ranks that timed out waiting
-//      for it are not to blame); see with_unreachable_host below;
+//      for it are not to blame); but when none of that host's ranks left a record while a rank of
+//      another host did, node-lost (a cut-off node's ranks still run and record their timeout; a
+//      gone one's cannot; rule 2b misses this when a healthy host's ranks were ended before they
+//      wrote theirs); see with_unreachable_host below;
 //   3. no flight records at all: the command's output, for the two lines a failure there leaves:
 //      our tools' "[rank R/W] error" line (error-exit) and mpirun's "rank R with PID P on node H
 //      exited on signal" (dead-rank; the lowest such rank, with its host).
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,7 +61,8 @@ struct AttemptVerdict {
   // Hosts of the job the launcher's probe could not reach after the attempt (empty: every host
   // answered, or no probe was made: one host, or no port to probe).
   std::vector<std::string> unreachable_hosts;
-  // The class the records alone gave, when the probe overrode it (node-unreachable).
+  // The class the records alone gave, when the probe overrode it (node-unreachable, or node-lost
+  // by rule 2c).
   std::optional<VerdictClass> records_class;
   std::optional<std::string> group, op, phase;
   std::optional<std::uint64_t> seq;
@@ -116,11 +121,16 @@ struct LostNode {
 std::optional<LostNode> lost_node(const RankHosts& placement, const std::map<int, std::string>& recorded);
 
 // Rule 2c: `verdict` with the probe's answer (`unreachable`: the hosts that did not answer, out of
-// the job's `placement`). Exactly one unreachable host while another host of the job answered:
-// node-unreachable, that host and its ranks (culprit its lowest rank; the records' class kept in
-// records_class). Otherwise the verdict is unchanged but for unreachable_hosts (a node-lost
-// verdict is kept as it is: a host that is gone does not answer either).
+// the job's `placement`; `recorded`: the ranks that left a flight record in this attempt). Exactly
+// one unreachable host while another host of the job answered: node-unreachable, that host and its
+// ranks (culprit its lowest rank; the records' class kept in records_class), or node-lost when no
+// rank of that host left a record and a rank of another host did. Otherwise the verdict is
+// unchanged but for unreachable_hosts (a node-lost verdict is kept as it is: a host that is gone
+// does not answer either).
 AttemptVerdict with_unreachable_host(AttemptVerdict verdict, const RankHosts& placement,
-                                     const std::vector<std::string>& unreachable);
+                                     const std::vector<std::string>& unreachable, const std::set<int>& recorded);
+
+// The ranks of the flight records RUN_DIR holds now (flight.rank*.json; unreadable ones left out).
+std::set<int> ranks_with_records(const std::string& run_dir);
 
 }  // namespace shardtrain::launch
