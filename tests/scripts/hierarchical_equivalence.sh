@@ -57,7 +57,9 @@ rs() { jq -r ".communication.levels[\"dp.node\"].ReduceScatter.$2" "$1/summary.j
 echo "  node reduce-scatters: one piece $(rs "$WORK/ddp_aabb" calls) calls, $(rs "$WORK/ddp_aabb" bytes) bytes; pipelined $(rs "$WORK/pipelined" calls) calls, $(rs "$WORK/pipelined" bytes) bytes"
 [ "$(rs "$WORK/pipelined" bytes)" = "$(rs "$WORK/ddp_aabb" bytes)" ] && (($(rs "$WORK/pipelined" calls) > $(rs "$WORK/ddp_aabb" calls))) ||
   fail "the pipelined run should move the same bytes inside the node in more calls"
-pass "deterministic ddp-train 2 x 2, --hierarchical-chunk 1024 (pipelined chunks): bitwise equal to W=1"
+expect_exit2 "--hierarchical-chunk pipelines the hierarchical all-reduce only" \
+  mpirun -np 1 "$BIN_DIR/ddp-train" --data "$DATA" "${model[@]}" --hierarchical-chunk 1024 --run-dir "$WORK/bad_chunk"
+pass "deterministic ddp-train 2 x 2, --hierarchical-chunk 1024 (pipelined chunks): bitwise equal to W=1; refused on a flat run"
 
 run 4 "$WORK/zero2" fsdp-train --zero-stage 2 --deterministic --allreduce hierarchical
 expect_verdict BITWISE "$WORK/ref/params.h5" "$WORK/zero2/params.h5"

@@ -114,6 +114,12 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
   if (o.optimizer.decay_steps < 0) o.optimizer.decay_steps = std::max(int(o.schedule.steps), o.optimizer.warmup_steps);
   o.telemetry.peak_flop_per_s = cli.peak_gflop_per_s * 1e9;
   if (!cli.step_model.empty()) choose_hierarchy_by_model(o.parallelism, cli.step_model);
+  // A chunk size only the hierarchical all-reduce reads: refused where nothing would read it, so
+  // a user does not believe a flat run pipelined.
+  const bool hierarchical = o.parallelism.allreduce == AllReduceAlgorithm::kHierarchical || o.parallelism.hierarchy_by_size;
+  if (o.parallelism.hierarchical_chunk_bytes > 0 && !hierarchical)
+    throw UsageError("--hierarchical-chunk pipelines the hierarchical all-reduce only: add --allreduce hierarchical "
+                     "(or --allreduce auto --step-model FILE), or drop --hierarchical-chunk");
 }
 
 void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path) {
