@@ -237,8 +237,8 @@ TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[
   const int n = src.symbols();
   for (int i = 0; i < n; ++i) {
     double row = 0, flow = 0;
-    for (int j = 0; j < n; ++j) row += src.transition()[i * n + j];
-    for (int j = 0; j < n; ++j) flow += src.stationary()[j] * src.transition()[j * n + i];
+    for (int j = 0; j < n; ++j) row += src.transition(i, j);
+    for (int j = 0; j < n; ++j) flow += src.stationary()[j] * src.transition(j, i);
     CHECK(row == Approx(1.0).epsilon(1e-12));
     CHECK(flow == Approx(src.stationary()[i]).epsilon(1e-10));  // pi P = pi
   }
@@ -285,6 +285,64 @@ TEST_CASE("the synthetic corpus matches its entropy and is fast to generate", "[
   p.tokenizer = "markov16";
   p.separator = n;
   CHECK(run_data_prep(p).snapshot_id == summary.snapshot_id);
+}
+
+TEST_CASE("the synthetic chain at GPT-2's vocabulary is sparse and bounded", "[data_prep][synthetic]") {
+  // 50256 symbols (vocab 50257, GPT-2's) and the largest count: a dense matrix would be 20 GB and
+  // 34 GB of doubles (the generator once indexed it in int and crashed); the sparse chain holds at
+  // most symbols x (extra_successors + 2) entries.
+  for (const int n : {50256, kMaxMarkovSymbols}) {
+    INFO("symbols " << n);
+    MarkovOptions o;
+    o.symbols = n;
+    o.documents = 2;
+    o.tokens_per_document = 2000;
+    const auto t0 = std::chrono::steady_clock::now();
+    MarkovSource src(o);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(seconds < 10.0);
+    const SparseChain& chain = src.chain();
+    CHECK(chain.successor.size() <= std::size_t(n) * std::size_t(o.extra_successors + 2));
+    CHECK(chain.successor.size() >= std::size_t(n));  // every state has its i+1 successor
+    // Rows sum to 1, and pi P = pi at a spread of states (the full check is the two loops below).
+    std::vector<double> flow(std::size_t(n), 0.0);
+    std::size_t lookups_wrong = 0;
+    for (int i = 0; i < n; ++i) {
+      double row = 0;
+      for (std::size_t at = chain.row_begin[i]; at < chain.row_begin[i + 1]; ++at) {
+        row += chain.probability[at];
+        flow[chain.successor[at]] += src.stationary()[std::size_t(i)] * chain.probability[at];
+        lookups_wrong += src.transition(i, int(chain.successor[at])) != chain.probability[at];
+      }
+      if (std::fabs(row - 1.0) > 1e-12) FAIL("row " << i << " sums to " << row);
+    }
+    CHECK(lookups_wrong == 0);
+    double worst = 0;
+    for (int j = 0; j < n; ++j) worst = std::max(worst, std::fabs(flow[std::size_t(j)] - src.stationary()[std::size_t(j)]));
+    CHECK(worst < 1e-12);
+    CHECK(src.transition(5, 5) == 0.0);  // not a successor: no self-loop except state 0's
+    // H is below the uniform-successor bound ln(extra + 2) and positive.
+    CHECK(src.entropy_nats_per_token() > 0.1);
+    CHECK(src.entropy_nats_per_token() < std::log(double(o.extra_successors + 2)));
+    for (std::uint32_t token : src.document(1)) CHECK(token < std::uint32_t(n));
+  }
+}
+
+TEST_CASE("data-prep --synthetic takes GPT-2's vocabulary and names the range of a bad count", "[data_prep][synthetic]") {
+  const std::string dir = test::temp_dir("markov-range");
+  const std::string tool = test::tool_path("data-prep") + " --synthetic markov --documents 2 --doc-tokens 500";
+  for (const int n : {50256, 65535}) {
+    INFO("symbols " << n);
+    CHECK(run(tool + " --symbols " + std::to_string(n) + " -o " + dir + "/m" + std::to_string(n) + ".h5 > /dev/null") == 0);
+    CHECK(DatasetReader::open(dir + "/m" + std::to_string(n) + ".h5").header().vocab == n + 1);
+  }
+  for (const std::string bad : {"65536", "1", "0", "-3", "2147483647"}) {
+    INFO("symbols " << bad);
+    CHECK(run(tool + " --symbols " + bad + " -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
+    CHECK(slurp(dir + "/err.txt").find("--symbols must be in [2, 65535]") != std::string::npos);
+  }
+  CHECK(run(tool + " --successors 65 -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
+  CHECK(slurp(dir + "/err.txt").find("--successors must be in [0, 15]") != std::string::npos);  // 16 symbols
 }
 
 namespace {

@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--synthetic", synthetic, "Generate a corpus instead of reading input: 'markov'")
       ->check(CLI::IsMember({"markov"}));
-  app.add_option("--symbols", markov.symbols, "--synthetic: Markov states (vocab = symbols + 1)")->capture_default_str();
-  app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1")
+  app.add_option("--symbols", markov.symbols, "--synthetic: Markov states, 2 to 65535 (vocab = symbols + 1; 50256: GPT-2's 50257)")->capture_default_str();
+  app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1, 0 to 64 (and below --symbols)")
       ->capture_default_str();
   app.add_option("--seed", markov.seed, "--synthetic: seed")->capture_default_str();
   app.add_option("--documents", markov.documents, "--synthetic: documents")->capture_default_str();

@@ -1,6 +1,7 @@
 // Seeded random Markov source with an exactly computed entropy rate (synthetic.hpp).
 #include "shardtrain/data/synthetic.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -21,73 +22,120 @@ class SplitMix {
  private:
   uint64_t state_;
 };
-int draw(const double* cumulative, int n, double u) {
-  for (int j = 0; j < n - 1; ++j)
+// The first position whose running sum exceeds u (the last one if rounding left u above them all).
+std::size_t draw(const double* cumulative, std::size_t n, double u) {
+  for (std::size_t j = 0; j + 1 < n; ++j)
     if (u < cumulative[j]) return j;
   return n - 1;
 }
 }  // namespace
 
-double markov_entropy_rate(const std::vector<double>& P, int n, std::vector<double>* stationary) {
-  std::vector<double> pi(n, 1.0 / n), next(n);
+double SparseChain::transition(int i, int j) const {
+  const auto first = successor.begin() + std::ptrdiff_t(row_begin[i]);
+  const auto last = successor.begin() + std::ptrdiff_t(row_begin[i + 1]);
+  const auto at = std::lower_bound(first, last, uint32_t(j));
+  return at != last && *at == uint32_t(j) ? probability[std::size_t(at - successor.begin())] : 0.0;
+}
+
+// Power iteration pi <- pi P until the L1 change is below 1e-15. For each state j the products
+// pi_i P_ij are added in ascending i, as a dense loop over i would add them (its zero terms add
+// nothing), so the stationary distribution and the entropy do not depend on the representation.
+double markov_entropy_rate(const SparseChain& chain, std::vector<double>* stationary) {
+  const std::size_t n = std::size_t(chain.states);
+  std::vector<double> pi(n, 1.0 / double(n)), next(n);
   for (int it = 0; it < 1000000; ++it) {
     std::fill(next.begin(), next.end(), 0.0);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) next[j] += pi[i] * P[i * n + j];
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t at = chain.row_begin[i]; at < chain.row_begin[i + 1]; ++at)
+        next[chain.successor[at]] += pi[i] * chain.probability[at];
     double change = 0.0;
-    for (int j = 0; j < n; ++j) change += std::fabs(next[j] - pi[j]);
+    for (std::size_t j = 0; j < n; ++j) change += std::fabs(next[j] - pi[j]);
     pi.swap(next);
     if (change < 1e-15) break;
   }
   double h = 0.0;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      double p = P[i * n + j];
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t at = chain.row_begin[i]; at < chain.row_begin[i + 1]; ++at) {
+      const double p = chain.probability[at];
       if (p > 0) h -= pi[i] * p * std::log(p);
     }
-  if (stationary) *stationary = pi;
+  if (stationary) *stationary = std::move(pi);
   return h;
 }
 
-MarkovSource::MarkovSource(const MarkovOptions& o) : symbols_(o.symbols), options_(o) {
+double markov_entropy_rate(const std::vector<double>& P, int n, std::vector<double>* stationary) {
+  SparseChain chain;
+  chain.states = n;
+  chain.row_begin.push_back(0);
+  for (std::size_t i = 0; i < std::size_t(n); ++i) {
+    for (std::size_t j = 0; j < std::size_t(n); ++j)
+      if (P[i * std::size_t(n) + j] != 0) {
+        chain.successor.push_back(uint32_t(j));
+        chain.probability.push_back(P[i * std::size_t(n) + j]);
+      }
+    chain.row_begin.push_back(chain.successor.size());
+  }
+  return markov_entropy_rate(chain, stationary);
+}
+
+MarkovSource::MarkovSource(const MarkovOptions& o) : options_(o) {
   const int n = o.symbols;
-  if (n < 2 || n > 65535) throw UsageError("synthetic: symbols must be in [2, 65535], got " + std::to_string(n));
-  if (o.extra_successors < 0 || o.extra_successors >= n)
-    throw UsageError("synthetic: extra successors must be in [0, symbols), got " +
+  if (n < 2 || n > kMaxMarkovSymbols)
+    throw UsageError("synthetic: --symbols must be in [2, " + std::to_string(kMaxMarkovSymbols) + "], got " +
+                     std::to_string(n));
+  const int max_extra = std::min(n - 1, kMaxMarkovExtraSuccessors);
+  if (o.extra_successors < 0 || o.extra_successors > max_extra)
+    throw UsageError("synthetic: --successors must be in [0, " + std::to_string(max_extra) + "], got " +
                      std::to_string(o.extra_successors));
   if (o.documents < 1 || o.tokens_per_document < 1)
     throw UsageError("synthetic: documents and tokens per document must be at least 1");
+  // Row i: support {i+1 mod n} (and the self-loop of state 0) plus extra_successors random draws,
+  // duplicates merged; weights drawn in ascending successor order, so the chain a seed gives is the
+  // one the dense generator of earlier versions gave.
   SplitMix rng(mix64(o.seed ^ 0x4d41524b4f56ULL));
-  P_.assign(std::size_t(n) * n, 0.0);
+  chain_.states = n;
+  chain_.row_begin.reserve(std::size_t(n) + 1);
+  chain_.row_begin.push_back(0);
+  std::vector<uint32_t> support;
   for (int i = 0; i < n; ++i) {
-    std::vector<bool> support(n, false);
-    support[(i + 1) % n] = true;
-    if (i == 0) support[0] = true;
-    for (int k = 0; k < o.extra_successors; ++k) support[rng.next() % uint64_t(n)] = true;
+    support.assign(1, uint32_t((i + 1) % n));
+    if (i == 0) support.push_back(0);
+    for (int k = 0; k < o.extra_successors; ++k) support.push_back(uint32_t(rng.next() % uint64_t(n)));
+    std::sort(support.begin(), support.end());
+    support.erase(std::unique(support.begin(), support.end()), support.end());
+    const std::size_t first = chain_.successor.size();
     double sum = 0.0;
-    for (int j = 0; j < n; ++j)
-      if (support[j]) sum += (P_[i * n + j] = -std::log(1.0 - rng.uniform()) + 1e-12);
-    for (int j = 0; j < n; ++j) P_[i * n + j] /= sum;
+    for (uint32_t j : support) {
+      chain_.successor.push_back(j);
+      chain_.probability.push_back(-std::log(1.0 - rng.uniform()) + 1e-12);
+      sum += chain_.probability.back();
+    }
+    for (std::size_t at = first; at < chain_.successor.size(); ++at) chain_.probability[at] /= sum;
+    chain_.row_begin.push_back(chain_.successor.size());
   }
-  entropy_ = markov_entropy_rate(P_, n, &pi_);
-  cumulative_.resize(P_.size());
+  entropy_ = markov_entropy_rate(chain_, &pi_);
+  cumulative_.resize(chain_.probability.size());
   for (int i = 0; i < n; ++i) {
     double c = 0.0;
-    for (int j = 0; j < n; ++j) cumulative_[i * n + j] = (c += P_[i * n + j]);
+    for (std::size_t at = chain_.row_begin[i]; at < chain_.row_begin[i + 1]; ++at)
+      cumulative_[at] = (c += chain_.probability[at]);
   }
-  pi_cumulative_.resize(n);
+  pi_cumulative_.resize(std::size_t(n));
   double c = 0.0;
-  for (int j = 0; j < n; ++j) pi_cumulative_[j] = (c += pi_[j]);
+  for (int j = 0; j < n; ++j) pi_cumulative_[std::size_t(j)] = (c += pi_[std::size_t(j)]);
 }
 
 std::vector<uint32_t> MarkovSource::document(uint64_t k) const {
   SplitMix rng(mix64(mix64(options_.seed) + 0x9e3779b97f4a7c15ULL * (k + 1)));
-  const int n = symbols_;
   std::vector<uint32_t> out(options_.tokens_per_document);
-  int state = draw(pi_cumulative_.data(), n, rng.uniform());
+  // The first state from pi: a binary search (the running sums ascend), as the linear scan would find.
+  const double u0 = rng.uniform();
+  const auto first = std::upper_bound(pi_cumulative_.begin(), pi_cumulative_.end() - 1, u0);
+  std::size_t state = std::size_t(first - pi_cumulative_.begin());
   out[0] = uint32_t(state);
   for (std::size_t t = 1; t < out.size(); ++t) {
-    state = draw(cumulative_.data() + std::size_t(state) * n, n, rng.uniform());
+    const std::size_t begin = chain_.row_begin[state], count = chain_.row_begin[state + 1] - begin;
+    state = chain_.successor[begin + draw(cumulative_.data() + begin, count, rng.uniform())];
     out[t] = uint32_t(state);
   }
   return out;
