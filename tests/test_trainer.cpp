@@ -66,6 +66,7 @@ TrainOptions parse_training_args(std::vector<std::string> args) {
   args.insert(args.begin(), {"--data", "d.h5"});
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   app.parse(args);
+  apply_model_preset(app, cli.model, o.model);
   finish_training_options(o, cli);
   return o;
 }
@@ -217,6 +218,23 @@ TEST_CASE("trainer --transport: nccl needs --device cuda, unknown names are refu
   CHECK_THROWS_WITH(run_training(o), Catch::Contains("--transport nccl") && Catch::Contains("--device cuda"));
   CHECK_THROWS_WITH(parse_training_args({"--transport", "gloo"}), Catch::Contains("--transport") && Catch::Contains("gloo"));
   CHECK_FALSE(std::filesystem::exists(o.run_dir + "/steps.rank0.jsonl"));
+}
+
+TEST_CASE("trainer options: --model names GPT-2's shapes and explicit shape options override it", "[trainer][cli]") {
+  // GPT-2 small as published (the Hugging Face gpt2 config: n_layer 12, n_embd 768, n_head 12,
+  // n_positions 1024, vocab_size 50257): 124,439,808 parameters with the tied LM head.
+  const ModelConfig small = parse_training_args({"--model", "gpt2-small"}).model;
+  CHECK(small == ModelConfig{50257, 1024, 768, 12, 12});
+  CHECK(small.parameter_count() == 124439808);
+  // gpt2-medium: 24 layers, 1024 wide, 16 heads: 354,823,168 parameters (the published 355M).
+  CHECK(parse_training_args({"--model", "gpt2-medium"}).model.parameter_count() == 354823168);
+  // Explicit options win, whatever their order on the command line.
+  const ModelConfig short_context = parse_training_args({"--seq-len", "256", "--model", "gpt2-small", "--layers", "2"}).model;
+  CHECK(short_context == ModelConfig{50257, 256, 768, 2, 12});
+  // Without --model the defaults stand.
+  CHECK(parse_training_args({}).model == TrainOptions{}.model);
+  CHECK_THROWS_WITH(parse_training_args({"--model", "gpt3"}),
+                    Catch::Contains("--model: 'gpt3' is not a known model") && Catch::Contains("gpt2-small, gpt2-medium"));
 }
 
 TEST_CASE("trainer options: --device, --precision, --transport and --allreduce are parsed once into enums", "[trainer][cli]") {

@@ -37,6 +37,19 @@ double ModelConfig::flops_per_token() const {
   return 6.0 * double(parameter_count()) + 12.0 * n_layer * double(seq_len) * d_model;
 }
 
+ModelConfig model_preset(const std::string& name, const char* option) {
+  for (const auto& [preset, config] : kModelPresets)
+    if (name == preset) return config;
+  throw UsageError(std::string(option) + ": '" + name + "' is not a known model; choose one of " + model_preset_names() +
+                   ", or give the shape with --vocab, --seq-len, --d-model, --layers and --heads");
+}
+
+std::string model_preset_names() {
+  std::string names;
+  for (const auto& preset : kModelPresets) names += (names.empty() ? "" : ", ") + std::string(preset.first);
+  return names;
+}
+
 nlohmann::json ModelConfig::to_json() const {
   return {{"vocab", vocab}, {"seq_len", seq_len}, {"d_model", d_model}, {"n_layer", n_layer}, {"n_head", n_head}};
 }

@@ -7,6 +7,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/scaling/step_model.hpp"
 #include "shardtrain/tool/tool.hpp"
 #include "choice_option.hpp"
@@ -17,6 +18,9 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--data", o.data.path, "Dataset file written by data-prep (HDF5)")->required();
   app.add_option("--cutoff", cli.cutoff, "Use only documents available at or before this RFC 3339 time");
   app.add_option("--eval-from", cli.eval_from, "Hold-out = documents with event time after this (default: --cutoff)");
+  app.add_option("--model", cli.model,
+                 "A named shape: " + model_preset_names() + " (GPT-2's sizes: vocabulary 50257, context 1024); "
+                 "--vocab, --seq-len, --d-model, --layers and --heads given beside it override its fields");
   app.add_option("--vocab", o.model.vocab, "Vocabulary size (0: the dataset's)")->capture_default_str();
   app.add_option("--seq-len", o.model.seq_len, "Context length T")->capture_default_str();
   app.add_option("--d-model", o.model.d_model, "Model width C")->capture_default_str();
@@ -102,6 +106,7 @@ int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, in
   ToolOptions options;
   options.needs_mpi = true;
   return run_tool(app, argc, argv, options, [&] {
+    apply_model_preset(app, cli.model, o.model);
     finish_training_options(o, cli);
     run_training(o);
     return 0;
@@ -120,6 +125,18 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
   if (o.parallelism.hierarchical_chunk_bytes > 0 && !hierarchical)
     throw UsageError("--hierarchical-chunk pipelines the hierarchical all-reduce only: add --allreduce hierarchical "
                      "(or --allreduce auto --step-model FILE), or drop --hierarchical-chunk");
+}
+
+void apply_model_preset(const CLI::App& app, const std::string& name, ModelConfig& model) {
+  if (name.empty()) return;
+  const ModelConfig preset = model_preset(name);
+  const std::pair<const char*, int ModelConfig::*> fields[] = {{"--vocab", &ModelConfig::vocab},
+                                                               {"--seq-len", &ModelConfig::seq_len},
+                                                               {"--d-model", &ModelConfig::d_model},
+                                                               {"--layers", &ModelConfig::n_layer},
+                                                               {"--heads", &ModelConfig::n_head}};
+  for (const auto& [flag, field] : fields)
+    if (app.count(flag) == 0) model.*field = preset.*field;
 }
 
 void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path) {

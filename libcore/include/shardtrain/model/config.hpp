@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -30,5 +31,20 @@ struct ModelConfig {
   std::string hash() const;
   bool operator==(const ModelConfig&) const = default;
 };
+
+// The shapes a user names instead of spelling out (--model NAME): GPT-2's four published sizes
+// (Radford et al. 2019, as the Hugging Face configs gpt2, gpt2-medium, gpt2-large and gpt2-xl give
+// them): vocabulary 50,257, context 1,024. gpt2-small is this project's standard workload (124M
+// parameters with the tied LM head; llm.c's anchor model). One table: --help, the error message
+// and the lookup all read it.
+inline constexpr std::pair<const char*, ModelConfig> kModelPresets[] = {
+    {"gpt2-small", {.vocab = 50257, .seq_len = 1024, .d_model = 768, .n_layer = 12, .n_head = 12}},
+    {"gpt2-medium", {.vocab = 50257, .seq_len = 1024, .d_model = 1024, .n_layer = 24, .n_head = 16}},
+    {"gpt2-large", {.vocab = 50257, .seq_len = 1024, .d_model = 1280, .n_layer = 36, .n_head = 20}},
+    {"gpt2-xl", {.vocab = 50257, .seq_len = 1024, .d_model = 1600, .n_layer = 48, .n_head = 25}}};
+// The preset called `name`; throws UsageError naming `option` and the known names otherwise.
+ModelConfig model_preset(const std::string& name, const char* option = "--model");
+// "gpt2-small, gpt2-medium, gpt2-large, gpt2-xl"
+std::string model_preset_names();
 
 }  // namespace shardtrain

@@ -14,6 +14,7 @@ struct TrainingCli {
   std::string cutoff, eval_from;
   double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TelemetryOptions::peak_flop_per_s
   std::string step_model;       // --step-model FILE (scale-bench fit) -> ParallelismOptions::hierarchy_by_size
+  std::string model;            // --model NAME (kModelPresets) -> TrainOptions::model, under the explicit options
 };
 
 // Adds the shared training options, bound to `o` and `cli`. The options that stand for enums
@@ -27,6 +28,10 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli);
 // --step-model FILE: the thresholds of --allreduce auto from the model's two links
 // (scaling::hierarchical_from_bytes per operation on the job's N x L nodes). Exposed for the tests.
 void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path);
+// --model NAME: the preset's shape in every field of `model` whose own option (--vocab, --seq-len,
+// --d-model, --layers, --heads) was not given on `app`'s command line, so explicit options override
+// the preset. Nothing when `name` is empty; UsageError for an unknown name.
+void apply_model_preset(const CLI::App& app, const std::string& name, ModelConfig& model);
 // The trainer tools' main once their options are declared: parses under MPI, finishes the
 // options and trains (run_tool's exit codes).
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv);
