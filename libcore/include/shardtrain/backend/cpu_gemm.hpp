@@ -69,18 +69,36 @@ struct GemmProbeModel {
 
 // One kind of product of the step, timed on one library: a linear layer's matmul_forward plus its
 // matmul_backward (din, dweight, dbias), or one attention_forward plus attention_backward.
-//   flops: the model's FLOPs for it as MFU counts them (6 x rows x in x out for a linear layer;
+//   flops: the measured call's FLOPs as MFU counts them (6 x rows x in x out for a linear layer;
 //          12 x B x T^2 x AC for attention, including the masked half the backend skips);
-//   seconds: the best of the timed repeats; per_step: how often the step runs it (layers, or 1).
+//   seconds: the best of the timed repeats; per_step: how often the step runs it (layers, or 1);
+//   scale: the model's call is `scale` times the measured one's FLOPs, taken to run at the measured
+//          rate (1 where the model's shape was measured whole; see kGemmProbeRows).
 struct GemmShapeRate {
-  std::string name;  // "qkv 2048x256->768", "attention B8 T256 C256 NH4", ...
+  std::string name;  // "qkv 2048x256->768", "lm head 256x768->1024 (of 1024x768->50257)", ...
   double flops = 0, seconds = 0;
   std::int64_t per_step = 1;
+  double scale = 1;
   double gflops() const { return seconds > 0 ? flops / seconds / 1e9 : 0.0; }
 };
 
+// The measured calls are capped, so that choosing costs about a second at GPT-2 small instead of
+// the 44 s and 12.5 GB resident that measuring its whole shapes took (the LM head alone, 1024 x
+// 768 -> 50257, is 237 GFLOP forward and backward, and the operands were sized for the widest
+// layer squared): a linear layer at most kGemmProbeRows rows (tokens) and kGemmProbeWidth input
+// and output features, attention sequences of at most kGemmProbeSeqLen, as many as fit in
+// kGemmProbeRows tokens (at least one). Why this still ranks the libraries: 256 rows are many
+// times every library's register block and cache panel, so the packing each library does per call
+// is paid over as many rows as in the model's products, and 1,024 features keep every operand
+// beyond the L2 cache, as the model's are. The rate decides the library only; MFU's peak is
+// measured on its own (peak.hpp).
+inline constexpr std::int64_t kGemmProbeRows = 256;
+inline constexpr std::int64_t kGemmProbeWidth = 1024;
+inline constexpr std::int64_t kGemmProbeSeqLen = 256;
+
 // One library's rates at every shape, and the step's total: the rate at the model's shapes is
-// sum(per_step x flops) / sum(per_step x seconds), the throughput one step's products would run at.
+// sum(per_step x scale x flops) / sum(per_step x scale x seconds), the throughput one step's
+// products would run at.
 struct GemmLibraryRates {
   GemmLibrary library = GemmLibrary::kOneDnn;
   std::vector<GemmShapeRate> shapes;
@@ -90,7 +108,7 @@ struct GemmLibraryRates {
 };
 
 // Times every library of `libraries` on `backend` (a CPU backend; its library is restored after)
-// at the model's shapes: per shape one untimed warm-up (oneDNN creates its primitives there), then
+// at the model's shapes, capped as above: per shape one untimed warm-up (oneDNN creates its primitives there), then
 // the best of `repeats` calls, or of more while they add up to under 50 ms (a small model's
 // products are microseconds long, and a few of them can all be hit by a loaded machine). About
 // 0.3-0.6 s per library at the benchmark model on one core.

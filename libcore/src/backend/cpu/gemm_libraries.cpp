@@ -243,13 +243,13 @@ std::string gemm_library_version(GemmLibrary library) {
 
 double GemmLibraryRates::step_flops() const {
   double f = 0;
-  for (const GemmShapeRate& s : shapes) f += double(s.per_step) * s.flops;
+  for (const GemmShapeRate& s : shapes) f += double(s.per_step) * s.scale * s.flops;
   return f;
 }
 
 double GemmLibraryRates::step_seconds() const {
   double t = 0;
-  for (const GemmShapeRate& s : shapes) t += double(s.per_step) * s.seconds;
+  for (const GemmShapeRate& s : shapes) t += double(s.per_step) * s.scale * s.seconds;
   return t;
 }
 
@@ -306,7 +306,7 @@ double best_seconds(Backend& backend, int repeats, const Fn& fn) {
 std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmProbeModel& m,
                                                    const std::vector<GemmLibrary>& libraries, int repeats) {
   const GemmLibrary before = cpu_gemm_library(backend);
-  const std::size_t N = std::size_t(m.batch * m.seq_len);
+  const std::int64_t tokens = m.batch * m.seq_len;
   struct Linear {
     const char* name;
     std::int64_t in, out, per_step;
@@ -317,19 +317,23 @@ std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmP
                             {"mlp fc", m.channels, m.mlp_channels, m.layers, true},
                             {"mlp proj", m.mlp_channels, m.channels, m.layers, true},
                             {"lm head", m.channels, m.vocab, 1, false}};
-  std::int64_t widest = m.channels;
-  for (const Linear& l : linears) widest = std::max({widest, l.in, l.out});
-  // Operands sized for the widest layer, reused by every shape.
-  DeviceArray<float> in = probe_array(backend, N * std::size_t(widest), 1), weight =
-      probe_array(backend, std::size_t(widest) * std::size_t(widest), 2),
-                     bias = probe_array(backend, std::size_t(widest), 3), out(backend, N * std::size_t(widest)),
-                     dout = probe_array(backend, N * std::size_t(widest), 4), din(backend, N * std::size_t(widest)),
-                     dweight(backend, std::size_t(widest) * std::size_t(widest)), dbias(backend, std::size_t(widest));
-  const std::size_t B = std::size_t(m.batch), T = std::size_t(m.seq_len), AC = std::size_t(m.attention_channels),
-                    NH = std::size_t(m.heads);
-  DeviceArray<float> qkv = probe_array(backend, N * 3 * AC, 5), aout(backend, N * AC),
+  // The measured calls: each of the model's shapes capped at kGemmProbeRows x kGemmProbeWidth
+  // (attention: one sequence of at most kGemmProbeSeqLen), so operands stay a few megabytes.
+  const std::size_t N = std::size_t(std::min(tokens, kGemmProbeRows));
+  std::int64_t widest = 1;
+  for (const Linear& l : linears) widest = std::max({widest, std::min(l.in, kGemmProbeWidth), std::min(l.out, kGemmProbeWidth)});
+  const std::size_t W = std::size_t(widest);
+  DeviceArray<float> in = probe_array(backend, N * W, 1), weight = probe_array(backend, W * W, 2),
+                     bias = probe_array(backend, W, 3), out(backend, N * W), dout = probe_array(backend, N * W, 4),
+                     din(backend, N * W), dweight(backend, W * W), dbias(backend, W);
+  // Attention: sequences of at most kGemmProbeSeqLen, as many as fit in kGemmProbeRows tokens (one at least).
+  const std::int64_t probe_seq = std::min(m.seq_len, kGemmProbeSeqLen);
+  const std::size_t T = std::size_t(probe_seq),
+                    B = std::size_t(std::max<std::int64_t>(1, std::min(m.batch, kGemmProbeRows / std::max<std::int64_t>(1, probe_seq)))),
+                    AC = std::size_t(m.attention_channels), NH = std::size_t(m.heads);
+  DeviceArray<float> qkv = probe_array(backend, B * T * 3 * AC, 5), aout(backend, B * T * AC),
                      att(backend, backend.attention_state_elements(B, NH, T)),
-                     adout = probe_array(backend, N * AC, 6), dqkv(backend, N * 3 * AC);
+                     adout = probe_array(backend, B * T * AC, 6), dqkv(backend, B * T * 3 * AC);
   std::vector<GemmLibraryRates> all;
   try {
     for (GemmLibrary library : libraries) {
@@ -338,16 +342,21 @@ std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmP
       rates.library = library;
       for (const Linear& l : linears) {
         if (l.out <= 0 || l.in <= 0) continue;
+        const std::size_t in_width = std::size_t(std::min(l.in, kGemmProbeWidth)),
+                          out_width = std::size_t(std::min(l.out, kGemmProbeWidth));
         GemmShapeRate s;
-        s.name = std::string(l.name) + " " + std::to_string(N) + "x" + std::to_string(l.in) + "->" +
-                 std::to_string(l.out);
-        s.flops = 6.0 * double(N) * double(l.in) * double(l.out);
+        s.name = std::string(l.name) + " " + std::to_string(N) + "x" + std::to_string(in_width) + "->" +
+                 std::to_string(out_width);
+        s.flops = 6.0 * double(N) * double(in_width) * double(out_width);
+        s.scale = 6.0 * double(tokens) * double(l.in) * double(l.out) / s.flops;
+        if (s.scale != 1.0)
+          s.name += " (of " + std::to_string(tokens) + "x" + std::to_string(l.in) + "->" + std::to_string(l.out) + ")";
         s.per_step = l.per_step;
         s.seconds = best_seconds(backend, repeats, [&] {
-          backend.matmul_forward(out.data(), in.data(), weight.data(), l.bias ? bias.data() : nullptr, N,
-                                 std::size_t(l.in), std::size_t(l.out));
-          backend.matmul_backward(din.data(), dweight.data(), l.bias ? dbias.data() : nullptr, dout.data(),
-                                  in.data(), weight.data(), N, std::size_t(l.in), std::size_t(l.out));
+          backend.matmul_forward(out.data(), in.data(), weight.data(), l.bias ? bias.data() : nullptr, N, in_width,
+                                 out_width);
+          backend.matmul_backward(din.data(), dweight.data(), l.bias ? dbias.data() : nullptr, dout.data(), in.data(),
+                                  weight.data(), N, in_width, out_width);
         });
         rates.shapes.push_back(s);
       }
@@ -356,6 +365,8 @@ std::vector<GemmLibraryRates> probe_gemm_libraries(Backend& backend, const GemmP
         s.name = "attention B" + std::to_string(B) + " T" + std::to_string(T) + " C" + std::to_string(AC) + " NH" +
                  std::to_string(NH);
         s.flops = 12.0 * double(B) * double(T) * double(T) * double(AC);
+        s.scale = 12.0 * double(m.batch) * double(m.seq_len) * double(m.seq_len) * double(AC) / s.flops;
+        if (s.scale != 1.0) s.name += " (of B" + std::to_string(m.batch) + " T" + std::to_string(m.seq_len) + ")";
         s.per_step = m.layers;
         s.seconds = best_seconds(backend, repeats, [&] {
           backend.attention_forward(aout.data(), att.data(), qkv.data(), B, T, AC, NH);
@@ -428,7 +439,7 @@ nlohmann::json gemm_choice_to_json(const GemmChoice& c) {
     nlohmann::json shapes = nlohmann::json::array();
     for (const GemmShapeRate& s : r.shapes)
       shapes.push_back({{"name", s.name}, {"flops", s.flops}, {"seconds", s.seconds}, {"per_step", s.per_step},
-                        {"flops_per_s", s.gflops() * 1e9}});
+                        {"scale", s.scale}, {"flops_per_s", s.gflops() * 1e9}});
     measured.push_back({{"library", gemm_library_name(r.library)},
                         {"version", gemm_library_linked(r.library) ? gemm_library_version(r.library) : "not linked"},
                         {"flops_per_s", r.gflops() * 1e9},
@@ -453,7 +464,7 @@ GemmChoice gemm_choice_from_json(const nlohmann::json& j) {
       r.library = parse_gemm_library(m.at("library").get<std::string>(), "gemm field measured/library");
       for (const nlohmann::json& s : m.at("shapes"))
         r.shapes.push_back({s.at("name").get<std::string>(), s.at("flops").get<double>(), s.at("seconds").get<double>(),
-                            s.at("per_step").get<std::int64_t>()});
+                            s.at("per_step").get<std::int64_t>(), s.value("scale", 1.0)});  // no scale: measured whole
       c.rates.push_back(std::move(r));
     }
     return c;
