@@ -36,6 +36,11 @@ nlohmann::json MemoryReport::to_json() const {
     j["formula_model_state"] = formula_model_state;
     j["zero_stage"] = zero_stage;
   }
+  if (resident_peak > 0) {
+    j["resident_peak"] = resident_peak;
+    j["process_baseline"] = process_baseline;
+    j["unaccounted"] = unaccounted();
+  }
   return j;
 }
 
@@ -50,6 +55,9 @@ MemoryReport MemoryReport::from_json(const JsonFile& f, const std::string& at) {
   // ZeRO only (absent for DDP: 0).
   r.formula_model_state = f.find_number(field(at, "formula_model_state")).value_or(0.0);
   r.zero_stage = int(json_fields::nullable_integer(f, field(at, "zero_stage")).value_or(0));
+  // Run summaries only (absent: not measured).
+  r.resident_peak = f.find_number(field(at, "resident_peak")).value_or(0.0);
+  r.process_baseline = f.find_number(field(at, "process_baseline")).value_or(0.0);
   return r;
 }
 

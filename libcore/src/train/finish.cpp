@@ -9,6 +9,7 @@
 
 #include "shardtrain/base/host.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/base/process_stats.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/train/evaluation.hpp"
 #include "straggler_watch.hpp"
@@ -49,19 +50,24 @@ double steady_median_step_s(const std::vector<StepRecord>& records) {
   return SeriesStats::of(steady).median;
 }
 
-// Collective: every rank's memory peaks (the per-category peaks, model state and total).
+// Collective: every rank's memory peaks (the per-category peaks, model state and total, the
+// resident peak and baseline).
 std::vector<MemoryReport> memory_by_rank(Communicator& comm, const MemoryReport& memory) {
-  constexpr int kFields = kNumMemoryCategories + 2;
+  constexpr int kFields = kNumMemoryCategories + 4;
   std::vector<double> mine(memory.peak.begin(), memory.peak.end()), all(std::size_t(comm.size()) * kFields);
-  mine.push_back(memory.model_state);
-  mine.push_back(memory.total);
+  mine.insert(mine.end(), {memory.model_state, memory.total, memory.resident_peak, memory.process_baseline});
   comm.all_gather(mine.data(), all.data(), kFields);
   std::vector<MemoryReport> by_rank(std::size_t(comm.size()));
   for (int r = 0; r < comm.size(); ++r) {
     const double* f = all.data() + std::size_t(r) * kFields;
-    std::copy(f, f + kNumMemoryCategories, by_rank[std::size_t(r)].peak.begin());
-    by_rank[std::size_t(r)].model_state = f[kNumMemoryCategories];
-    by_rank[std::size_t(r)].total = f[kNumMemoryCategories + 1];
+    MemoryReport& m = by_rank[std::size_t(r)];
+    std::copy(f, f + kNumMemoryCategories, m.peak.begin());
+    m.model_state = f[kNumMemoryCategories];
+    m.total = f[kNumMemoryCategories + 1];
+    m.resident_peak = f[kNumMemoryCategories + 2];
+    m.process_baseline = f[kNumMemoryCategories + 3];
+    m.formula_model_state = memory.formula_model_state;  // the same stage on every rank
+    m.zero_stage = memory.zero_stage;
   }
   return by_rank;
 }
@@ -84,6 +90,8 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   m.params_path = job.options.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, m.params_path); });
   m.memory = strategy->memory_report();
+  m.memory.resident_peak = process_memory().resident_peak_bytes;  // after params.h5: the run's whole peak
+  m.memory.process_baseline = job.resident_before_state;
   m.memory_by_rank = memory_by_rank(*job.comm, m.memory);
   return m;
 }
@@ -145,10 +153,12 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
 }  // namespace
 
 std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop,
-                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock) {
+                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock,
+                                     const StartupTimes& startup) {
   const RunMeasurements measured = measure_run(job, loop);
   if (job.rank != 0) return std::nullopt;
   RunSummary summary = summary_of(job, start, loop, step_log, mfu, measured, job_clock.seconds());
+  summary.startup = startup;
   write_json_file(summary_path(job.options), summary.to_json());
   log_line_rank0(summary_paragraph(summary));
   const std::string stragglers = format_straggler_names(measured.stragglers);

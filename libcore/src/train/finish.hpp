@@ -14,8 +14,10 @@
 namespace shardtrain {
 
 // Collective. Returns the summary on rank 0 (also written and printed), nothing on the other ranks.
-// `job_clock` has run since the job started (the summary's wall_seconds).
+// `job_clock` has run since the job started (the summary's wall_seconds); `startup` is how the
+// launch reached its first step (the summary's "startup").
 std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const LoopRecords& loop,
-                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock);
+                                     const StepLog& step_log, const MfuBasis& mfu, const Stopwatch& job_clock,
+                                     const StartupTimes& startup);
 
 }  // namespace shardtrain

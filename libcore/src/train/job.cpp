@@ -20,6 +20,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/base/process_stats.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
@@ -312,6 +313,7 @@ Job set_up_job(const TrainOptions& o) {
   make_hierarchical_dp(o, mesh);
   const int grad_accum =
       data::grad_accum_for(std::uint64_t(o.schedule.global_batch), o.schedule.micro_batch, mesh.dp_size);
+  const double resident_before_state = process_memory().resident_bytes;
   auto backend = make_backend(o, plan, place);
   auto strategy = make_initialised_strategy(o, *backend, mesh, model, plan, grad_accum);
   nlohmann::json run_config = run_config_of(o, model, grad_accum, mesh);
@@ -332,7 +334,8 @@ Job set_up_job(const TrainOptions& o) {
              std::move(strategy),
              std::move(run_config),
              std::move(identity),
-             std::move(ckpt_dir)};
+             std::move(ckpt_dir),
+             resident_before_state};
 }
 
 namespace {

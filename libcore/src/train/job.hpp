@@ -68,6 +68,7 @@ struct Job {
   nlohmann::json run_config;            // the "config" of the summary and of every checkpoint
   RunIdentity identity;                 // checkpoint_id is the resume phase's to fill
   std::string ckpt_dir;                 // --ckpt-dir, or <run_dir>/checkpoints
+  double resident_before_state = 0;     // bytes resident before the backend and strategy allocated (MemoryReport::process_baseline)
 
   // Tokens of one step: all ranks together, and this rank's share (its DP rank's: the T ranks of a
   // TP group work on the same sequences).

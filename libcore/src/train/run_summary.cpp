@@ -68,6 +68,7 @@ nlohmann::json RunSummary::to_json() const {
       {"tokens", tokens},
       {"train_seconds", train_seconds},
       {"wall_seconds", wall_seconds},
+      {"startup", startup ? startup->to_json() : nlohmann::json(nullptr)},
       {"throughput_tokens_per_s", throughput_tokens_per_s},
       {"median_step_s", median_step_s},
       {"flops_per_token", flops_per_token},
@@ -103,6 +104,17 @@ nlohmann::json RunSummary::to_json() const {
   return j;
 }
 
+nlohmann::json StartupTimes::to_json() const {
+  return {{"to_first_step_s", to_first_step_s}, {"before_job_s", before_job_s}, {"setup_s", setup_s},
+          {"resume_s", resume_s}, {"loop_setup_s", loop_setup_s}};
+}
+
+StartupTimes StartupTimes::from_json(const JsonFile& f, const std::string& at) {
+  json_fields::require_object(f, at);
+  return {f.number(field(at, "to_first_step_s")), f.number(field(at, "before_job_s")), f.number(field(at, "setup_s")),
+          f.number(field(at, "resume_s")), f.number(field(at, "loop_setup_s"))};
+}
+
 RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   json_fields::require_object(f, at);
   const auto key = [&](const char* name) { return field(at, name); };
@@ -125,6 +137,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   s.tokens = json_fields::integer(f, key("tokens"));
   s.train_seconds = f.number(key("train_seconds"));
   s.wall_seconds = f.number(key("wall_seconds"));
+  if (f.has(key("startup"))) s.startup = json_fields::null_or(f, key("startup"), StartupTimes::from_json);
   s.throughput_tokens_per_s = f.number(key("throughput_tokens_per_s"));
   s.median_step_s = f.number(key("median_step_s"));
   s.flops_per_token = f.number(key("flops_per_token"));
@@ -202,19 +215,27 @@ std::string summary_paragraph(const RunSummary& s) {
     }
     hosts += ")";
   }
-  char paragraph[2400];
+  std::string startup;
+  if (s.startup) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), " The first step began %.1f s after launch (set-up %.1f s, resume %.1f s, "
+                  "library choice and peak %.1f s).", s.startup->to_first_step_s, s.startup->setup_s,
+                  s.startup->resume_s, s.startup->loop_setup_s);
+    startup = buf;
+  }
+  char paragraph[2600];
   std::snprintf(paragraph, sizeof(paragraph),
                 "summary: trained %lld steps (%s tokens) of a %s-parameter decoder on %d rank%s (%s)%s in %.1f s on %s. "
                 "Loss went from %.3f to %.3f%s. Steady throughput %.0f tokens/s (median step %.3f s), MFU %.1f%% of "
                 "the %.1f GFLOP/s per-rank matmul peak (%s)%s; data loading took %.2f%% and exposed communication "
-                "%.2f%% of step time%s. Step log: %s; summary: %s.",
+                "%.2f%% of step time%s.%s Step log: %s; summary: %s.",
                 (long long)s.steps, format_count(double(s.tokens)).c_str(), format_count(s.parameters).c_str(), world,
                 world == 1 ? "" : "s", s.layout.c_str(), hosts.c_str(), s.train_seconds, s.backend.c_str(), s.first_loss,
                 s.final_loss, holdout.c_str(), s.throughput_tokens_per_s, median_step, 100.0 * s.mfu,
                 s.peak_flops_per_rank / 1e9, s.mfu_peak.basis.c_str(), datasheet.c_str(),
                 100.0 * s.per_rank_medians.at("data_s").by_rank.at(0) / median_step,
                 100.0 * s.per_rank_medians.at("comm_exposed_s").by_rank.at(0) / median_step, scaling.c_str(),
-                s.step_log.c_str(), s.summary.c_str());
+                startup.c_str(), s.step_log.c_str(), s.summary.c_str());
   return paragraph;
 }
 

@@ -20,6 +20,7 @@
 #include "resume.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/base/process_stats.hpp"
 #include "shardtrain/base/stop_signals.hpp"
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
@@ -67,15 +68,19 @@ auto recording_errors(const TrainOptions& o, bool& dumped, Body&& body) -> declt
 }
 
 std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpWatcher>& dumps, bool& dumped) {
+  StartupTimes startup;
+  startup.before_job_s = seconds_since_process_start();
   const Stopwatch job_clock;
   set_phase(Phase::kSetup);
   Job job = set_up_job(options);
+  startup.setup_s = job_clock.seconds();
   dumps.emplace(flight_record_path(options, job.rank), job.rank, job.world, job.comm->timeout());
   // Each phase runs inside recording_errors, so an error is recorded while the groups it used live.
   return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
     const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
     set_phase(Phase::kResume);
     const ResumePoint start = resume(job);
+    startup.resume_s = job_clock.seconds() - startup.setup_s;
     job.identity.checkpoint_id = start.checkpoint_id;
     if (start.step >= options.schedule.steps) {
       log_nothing_to_do(job, start);
@@ -89,10 +94,12 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
     const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
     StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
     const MfuBasis mfu = announce_job(job);
+    startup.loop_setup_s = job_clock.seconds() - startup.setup_s - startup.resume_s;
+    startup.to_first_step_s = startup.before_job_s + job_clock.seconds();
     return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
       const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
       set_phase(Phase::kFinish);
-      return finish_job(job, start, loop, step_log, mfu, job_clock);
+      return finish_job(job, start, loop, step_log, mfu, job_clock, startup);
     });
   });
 }

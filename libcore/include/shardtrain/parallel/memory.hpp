@@ -23,7 +23,8 @@ const char* memory_category_name(MemoryCategory c);
 // One rank's memory, in bytes: what a strategy reports (Strategy::memory_report) and the run
 // summary records ("memory_bytes_rank0", one per rank in "memory_bytes_by_rank"; docs/FORMATS.md).
 // JSON: {"parameters", "gradients", "optimizer", "gathered", "communication", "activations",
-// "model_state", "total"} and, for ZeRO, "formula_model_state" and "zero_stage".
+// "model_state", "total"}, for ZeRO "formula_model_state" and "zero_stage", and in a run summary
+// "resident_peak", "process_baseline" and "unaccounted".
 struct MemoryReport {
   std::array<double, kNumMemoryCategories> peak{};  // peak bytes by MemoryCategory
   double model_state = 0;  // peak of parameters + gradients + optimizer
@@ -31,6 +32,16 @@ struct MemoryReport {
   // ZeRO: the model-state formula of docs/ARCHITECTURE.md for this stage and DP size (0: DDP).
   double formula_model_state = 0;
   int zero_stage = 0;
+  // What the process itself held (base/process_stats.hpp), beside the tracked categories; the
+  // trainers fill them in the run summary (0: not measured: a strategy's own report, summaries
+  // written before the fields existed):
+  double resident_peak = 0;     // the rank's largest resident size during the run (VmHWM)
+  double process_baseline = 0;  // resident just before the run's state was allocated: code,
+                                // libraries, MPI's buffers, the dataset's index
+  // What neither the categories nor the baseline name: resident_peak - process_baseline - total
+  // (the allocator's slack, buffers of libraries, a checkpoint's host copy; negative where
+  // tracked memory was never touched). 0 when not measured.
+  double unaccounted() const { return resident_peak > 0 ? resident_peak - process_baseline - total : 0.0; }
   double bytes(MemoryCategory c) const { return peak[std::size_t(c)]; }
   nlohmann::json to_json() const;
   // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.

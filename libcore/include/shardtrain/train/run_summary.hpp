@@ -64,6 +64,20 @@ struct ReplicaChecks {
   bool operator==(const ReplicaChecks&) const = default;
 };
 
+// The summary's "startup": seconds from this launch to its first step on rank 0, and where they
+// went (each phase as the trainer runs it; docs/FORMATS.md). Absent in summaries written before
+// the field existed (optional when read).
+struct StartupTimes {
+  double to_first_step_s = 0;  // the process's start (the kernel's start time) -> the first step begins
+  double before_job_s = 0;     // the process's start -> the job's set-up: loading the program, MPI_Init
+  double setup_s = 0;          // the job: communicator, data, layout, backend, the model initialised
+  double resume_s = 0;         // the checkpoint read back (about 0 for a fresh start)
+  double loop_setup_s = 0;     // the GEMM library chosen, the matmul peak measured, the step log opened
+  nlohmann::json to_json() const;
+  static StartupTimes from_json(const JsonFile& file, const std::string& at = "");
+  bool operator==(const StartupTimes&) const = default;
+};
+
 struct RunSummary {
   std::string tool;          // "ddp-train" | "fsdp-train"
   RunIdentity identity;
@@ -82,6 +96,7 @@ struct RunSummary {
   std::string checkpoint_dir;
   std::int64_t tokens = 0;      // trained by this launch, all ranks
   double train_seconds = 0, wall_seconds = 0;
+  std::optional<StartupTimes> startup;  // null in older summaries
   double throughput_tokens_per_s = 0;  // at rank 0's median step after warm-up
   double median_step_s = 0;
   double flops_per_token = 0, peak_flops_per_rank = 0;
