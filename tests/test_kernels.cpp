@@ -254,6 +254,41 @@ TEST_CASE("kernels: memory ops (allocate zeroed and aligned, upload/download, fi
   }
 }
 
+TEST_CASE("kernels: large blocks are zeroed whether fresh or reused, huge-page aligned, and reused by size",
+          "[kernels]") {
+  // Blocks of 2 MiB or more come from the kernel untouched and are kept on release for the next
+  // request of the same size (host_memory.hpp): a reused block must come back zeroed like a fresh one.
+  auto backend = make_cpu_backend(1);
+  Backend& be = *backend;
+  const std::size_t n = (std::size_t(3) << 20) / sizeof(float) + 5;  // 3 MiB and a bit: rounded to 4 MiB
+  const auto all_zero = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+  };
+  float* first = nullptr;
+  {
+    DeviceArray<float> a(be, n);
+    first = a.data();
+    CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % (std::uintptr_t(2) << 20) == 0);
+    CHECK(all_zero(to_host(a)));
+    be.fill(a.data(), n, 7.0f);  // dirty it before it goes back
+  }
+  {
+    DeviceArray<float> again(be, n - 3);  // the same rounded size: the block just released
+    CHECK(again.data() == first);
+    CHECK(all_zero(to_host(again)));
+    DeviceArray<float> other(be, 2 * n);  // another size: a fresh block, zeroed too
+    CHECK(other.data() != first);
+    CHECK(all_zero(to_host(other)));
+  }
+  // Small blocks (the C allocator's) are zeroed too, after a dirty one was freed.
+  {
+    DeviceArray<float> s(be, 1000);
+    be.fill(s.data(), 1000, 3.0f);
+  }
+  DeviceArray<float> s2(be, 1000);
+  CHECK(all_zero(to_host(s2)));
+}
+
 // ============================================================================== elementwise
 
 TEST_CASE("kernels: add", "[kernels]") {

@@ -6,7 +6,6 @@
 // summed over rows in index order by exactly one thread: those results are bitwise the same for
 // any thread count. Each GEMM library's products are deterministic for a fixed thread count.
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <iterator>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "dnnl_gemm.hpp"
+#include "host_memory.hpp"
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/backend/cpu_gemm.hpp"
 #include "shardtrain/base/error.hpp"
@@ -28,41 +28,27 @@ namespace shardtrain {
 namespace {
 
 constexpr float kLayerNormEps = 1e-5f;
-constexpr std::size_t kAlignment = 64;
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
-// Host memory for tensors and kernel scratch: 64-byte aligned, and allocations of 2 MiB or more
-// are 2 MiB aligned, rounded to whole 2 MiB pages and marked MADV_HUGEPAGE before first touch.
-// A training step streams ~100+ MB of activations per micro-batch; with 4 KiB pages its matrix
-// products and elementwise loops spend a measurable share in TLB misses (one rank at the benchmark
-// configuration ran 4.8% faster through ddp-train with huge pages, docs/PERFORMANCE.md). The advice is best-effort:
-// where transparent huge pages are off, madvise fails and the memory is ordinary.
-void* allocate_host(std::size_t bytes, const char* what) {
-  const std::size_t align = bytes >= kHugePage ? kHugePage : kAlignment;
-  const std::size_t rounded = std::max(align, ((bytes + align - 1) / align) * align);
-  void* p = std::aligned_alloc(align, rounded);
-  if (!p)
-    throw Error(ExitCode::kFailure, "out of host memory allocating " + std::to_string(bytes) + " bytes of " + what);
-  if (align == kHugePage) (void)madvise(p, rounded, MADV_HUGEPAGE);
-  return p;
-}
-
-// A grow-only, 64-byte aligned scratch area reused across calls.
+// A grow-only scratch area reused across calls, in the backend's host memory (host_memory.hpp).
 class Scratch {
  public:
-  ~Scratch() { std::free(data_); }
+  explicit Scratch(HostMemory& memory) : memory_(memory) {}
+  ~Scratch() { memory_.release(data_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   float* get(std::size_t count) {
     if (count > capacity_) {
-      std::free(data_);
+      memory_.release(data_);
       data_ = nullptr;  // stays valid for the destructor if the allocation below throws
       capacity_ = 0;
-      data_ = static_cast<float*>(allocate_host(count * sizeof(float), "kernel scratch"));
+      data_ = static_cast<float*>(memory_.allocate(count * sizeof(float), "kernel scratch"));
       capacity_ = count;
     }
     return data_;
   }
 
  private:
+  HostMemory& memory_;
   float* data_ = nullptr;
   std::size_t capacity_ = 0;
 };
@@ -107,12 +93,8 @@ class CpuBackend final : public Backend {
   }
 
   // ---- memory ----
-  void* allocate_bytes(std::size_t bytes) override {
-    void* p = allocate_host(bytes, "tensor memory");
-    std::memset(p, 0, bytes);
-    return p;
-  }
-  void release_bytes(void* ptr) override { std::free(ptr); }
+  void* allocate_bytes(std::size_t bytes) override { return memory_.allocate(bytes, "tensor memory"); }
+  void release_bytes(void* ptr) override { memory_.release(ptr); }
   void upload_bytes(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download_bytes(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_bytes(void* dst, const void* src, std::size_t bytes) override { std::memmove(dst, src, bytes); }
@@ -599,7 +581,8 @@ class CpuBackend final : public Backend {
   GemmLibrary library_ = GemmLibrary::kOneDnn;
   std::unique_ptr<cpu::Gemm> gemms_[std::size(kGemmLibraryNames)];  // by GemmLibrary's value
   cpu::Gemm* gemm_ = nullptr;                                        // gemms_[library_]
-  Scratch scratch_qkv_, scratch_y_, scratch_dqkv_, scratch_att_;
+  HostMemory memory_;  // before the scratch areas, which release into it when destroyed
+  Scratch scratch_qkv_{memory_}, scratch_y_{memory_}, scratch_dqkv_{memory_}, scratch_att_{memory_};
 };
 
 }  // namespace
