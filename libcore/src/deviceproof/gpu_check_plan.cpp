@@ -104,16 +104,17 @@ Sizes gpu_check_sizes(bool dry, int gpt2_micro_batch) {
     z.steps_short = 4, z.steps_bf16 = 6, z.warmup = 2, z.gpt2_steps = 2, z.scale_steps = 4;
     z.scale_workers = {1, 2};
     z.small = {"--layers", "2", "--d-model", "64", "--heads", "2", "--seq-len", "32", "--threads", "1"};
-    z.gpt2 = {"--layers", "2", "--d-model", "64", "--heads", "2", "--seq-len", "64", "--vocab", "512",
-              "--micro-batch", "2", "--global-batch", "2"};
+    // The device's preset, shrunk by the explicit options that override it (the dry run checks the wiring).
+    z.gpt2 = {"--model", "gpt2-small", "--layers", "2", "--d-model", "64", "--heads", "2", "--seq-len", "64",
+              "--vocab", "512", "--micro-batch", "2", "--global-batch", "2"};
   } else {
     const std::string mb = std::to_string(gpt2_micro_batch);
     z.device = "cuda", z.low_precision = "bf16", z.high_precision = "fp32", z.transport = "mpi";
     z.steps_short = 12, z.steps_bf16 = 200, z.warmup = 20, z.gpt2_steps = 30, z.scale_steps = 30;
     z.scale_workers = {1, 2, 4, 8};
     z.small = {"--layers", "4", "--d-model", "256", "--heads", "4", "--seq-len", "256", "--threads", "1"};
-    z.gpt2 = {"--layers", "12", "--d-model", "768", "--heads", "12", "--seq-len", "1024", "--vocab", "50304",
-              "--micro-batch", mb, "--global-batch", mb};
+    // GPT-2 small with its vocabulary padded to a multiple of 128 (50,304, as llm.c runs it on GPUs).
+    z.gpt2 = {"--model", "gpt2-small", "--vocab", "50304", "--micro-batch", mb, "--global-batch", mb};
   }
   return z;
 }
