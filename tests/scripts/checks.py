@@ -234,6 +234,20 @@ def peak_within(summary, budget):
     expect(max(peaks) <= budget, f"measured peak {max(peaks)} over the budget {budget}")
 
 
+
+@command(("summary", str), ("tolerance", float))
+def memory_accounted(summary, tolerance):
+    """Every rank's memory report names what its process held: the tracked categories' peak plus the
+    baseline before allocation is within tolerance (a fraction) of the rank's resident peak."""
+    ranks = load(summary)["memory_bytes_by_rank"]
+    for rank, m in enumerate(ranks):
+        expect("resident_peak" in m and m["resident_peak"] > 0, f"rank {rank}: no resident_peak in the memory report")
+        named = m["total"] + m["process_baseline"]
+        gap = (m["resident_peak"] - named) / m["resident_peak"]
+        print(f"  rank {rank}: resident peak {m['resident_peak'] / 1e9:.3f} GB, tracked {m['total'] / 1e9:.3f} GB + "
+              f"baseline {m['process_baseline'] / 1e9:.3f} GB, unaccounted {m['unaccounted'] / 1e9:+.3f} GB ({100 * gap:+.1f}%)")
+        expect(abs(gap) <= tolerance, f"rank {rank}: {100 * gap:+.1f}% of the resident peak unaccounted, beyond {100 * tolerance:.0f}%")
+
 # ---- flight records and hang-diagnose (ddp_faults.sh, hang_matrix.sh, tp_equivalence.sh) ----
 
 @command(("run", str), ("group", str), ("behind", int), ("ahead", int))
