@@ -75,6 +75,7 @@ class GptModel {
 
   // Flat buffers of registry().total() floats, device-resident.
   DeviceArray<float>& params() { return params_; }
+  const DeviceArray<float>& params() const { return params_; }
   DeviceArray<float>& grads() { return grads_; }
   void zero_grads();
 
