@@ -161,7 +161,7 @@ SweepRow measure(const Case& c, const std::string& impl, const RunOnce& run, con
   MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
 
   SweepRow row;
-  row.op = op_name(c.op);
+  row.op = c.op;
   row.impl = impl;
   row.ranks = c.ranks;
   row.bytes = std::uint64_t(c.count) * sizeof(float);
@@ -214,7 +214,7 @@ void SweepOptions::validate() const {
       throw UsageError("--ops: '" + op + "' is not one of all_reduce, reduce_scatter, all_gather, broadcast");
 }
 
-std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
+CollectiveSweep run_collective_sweep(const SweepOptions& o) {
   o.validate();
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -266,30 +266,12 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
       }
     }
   }
-  return rows;
-}
-
-nlohmann::json sweep_json(const std::vector<SweepRow>& rows) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows)
-    out.push_back({{"op", r.op},
-                   {"impl", r.impl},
-                   {"ranks", r.ranks},
-                   {"bytes", r.bytes},
-                   {"iterations", r.iterations},
-                   {"time_s", r.time_s},
-                   {"algbw_GBps", r.algbw_GBps},
-                   {"busbw_GBps", r.busbw_GBps},
-                   {"wrong", r.wrong}});
-  return {{"format", "shardtrain-collectives"},
-          {"format_version", 1},
-          {"ranks", rows.empty() ? 0 : rows.front().ranks},
-          {"rows", out}};
+  return {ranks, rows};
 }
 
 std::string sweep_table(const std::vector<SweepRow>& rows) {
   std::ostringstream s;
-  std::vector<std::string> ops;
+  std::vector<CollectiveOp> ops;
   for (const auto& r : rows)
     if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
   for (const auto& op : ops) {
@@ -300,7 +282,7 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       if (std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
       by_size[r.bytes][r.impl] = &r;
     }
-    s << "# " << op << ", " << (rows.empty() ? 0 : rows.front().ranks)
+    s << "# " << op_name(op) << ", " << (rows.empty() ? 0 : rows.front().ranks)
       << " ranks: time (us) / algbw / busbw (GB/s) / #wrong per implementation; comm/mpi = busbw ratio\n";
     char cell[96];
     std::snprintf(cell, sizeof cell, "%10s", "size");

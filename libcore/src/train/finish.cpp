@@ -128,9 +128,9 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
   s.stragglers = m.stragglers;
   s.network_stragglers = m.network_stragglers;
   s.exposed_comm_fraction = m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s;
-  s.communication = m.comm_stats.to_json();
-  if (job.world > 1) s.communication["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
-  if (job.mesh.tp) s.communication["tp"] = m.tp_comm_stats.to_json();
+  s.communication.dp = m.comm_stats;
+  if (job.world > 1) s.communication.bare_allreduce_busbw_GBps = m.bare_busbw / 1e9;
+  if (job.mesh.tp) s.communication.tp = m.tp_comm_stats;
   s.memory_bytes_rank0 = m.memory;
   s.memory_bytes_by_rank = m.memory_by_rank;
   s.eval = loop.last_eval;

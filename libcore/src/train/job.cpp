@@ -30,6 +30,7 @@
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/parallel/memory.hpp"
+#include "shardtrain/stepmodel/two_level.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
@@ -145,7 +146,7 @@ HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement
   said = "allreduce: auto by " + p.hierarchy_source + " on " + placement.describe() + ": ";
   if (!placement.hierarchical()) return said += "flat (nothing to split)", options;
   if (!placement.uniform()) return said += "flat (uneven nodes: the model prices N nodes x L ranks)", options;
-  options.min_bytes = p.hierarchy_by_size(placement.nodes(), placement.ranks_per_node());
+  options.min_bytes = scaling::hierarchical_thresholds(*p.hierarchy_model, {placement.nodes(), placement.ranks_per_node()});
   std::string from;
   for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
     const std::uint64_t b = options.min_bytes[static_cast<int>(op)];
@@ -163,7 +164,7 @@ HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement
 // SHARDTRAIN_NODE_OF_RANK's label for it.
 void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
   const ParallelismOptions& p = o.parallelism;
-  const bool by_size = p.allreduce == AllReduceAlgorithm::kAuto && p.hierarchy_by_size;
+  const bool by_size = p.allreduce == AllReduceAlgorithm::kAuto && p.hierarchy_model;
   if (p.allreduce != AllReduceAlgorithm::kHierarchical && !by_size) return;
   const std::string label = node_label_of_this_rank(mesh.dp->world_rank(), mesh.dp->world_size());
   std::string said;
