@@ -298,9 +298,7 @@ Job set_up_job(const TrainOptions& o) {
   const ModelConfig model = model_config_for(o, data);
   // The layout, before any communicator, device or allocation: refused here (LayoutRefused, exit
   // 2) exactly when the planner refuses it, for the same reason.
-  int mpi_world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &mpi_world);
-  const LayoutPlan plan = plan_training_layout(o, model, mpi_world).value();
+  const LayoutPlan plan = plan_training_layout(o, model, mpi_world_size()).value();
   const DevicePlacement place = place_on_device(o);
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));
