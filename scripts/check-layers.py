@@ -8,7 +8,14 @@ upward include fails to compile. What include roots cannot see is checked here, 
     it compiles inside libcore, where the private folder is on the include path, and breaks only
     for the tool or test that includes the public header;
   * a quoted include with '..' in its path: resolved from the including file's folder, it reaches
-    any header of any layer past the include roots.
+    any header of any layer past the include roots;
+  * a call of an MPI function (MPI_Xxx( ...) in libcore or tools/ outside the comm layer
+    (libcore/src/comm, libcore/include/shardtrain/comm): every collective of a job goes through a
+    Communicator, with a sequence number, a timeout and a flight record (contract 6), and MPI's
+    start and end, a benchmark's bare yardstick and the world's size are comm's functions too
+    (comm/mpi.hpp, comm/bare_mpi.hpp). MPI's types and constants (MPI_Comm, MPI_COMM_WORLD) may
+    still be named where a communicator is made; comments are not read. The tests and the
+    micro-benchmarks in bench/ (their own MPI set-up) are not checked.
 System includes (<...>) are not checked. Fails naming FILE:LINE.
 
 Usage: check-layers.py [REPO_ROOT]   (default: the repository holding this script)
@@ -19,6 +26,8 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+MPI_CALL = re.compile(r'\b(MPI_[A-Z][a-z0-9_]*)\s*\(')
+COMM_LAYER = (os.path.join("libcore", "src", "comm") + os.sep, os.path.join("libcore", "include", "shardtrain", "comm") + os.sep)
 SOURCE_EXT = (".hpp", ".cpp", ".h", ".cu", ".cuh")
 
 
@@ -39,6 +48,24 @@ def resolve_private(root, including_file, inc):
     return None
 
 
+def code_of(line):
+    """The line without its // comment and its string literals (a message may quote an MPI call)."""
+    line = re.sub(r'"(\\.|[^"\\])*"', '""', line)
+    return line.split("//", 1)[0]
+
+
+def raw_mpi_calls(rel, lines):
+    """One problem per MPI call in a file outside the comm layer."""
+    if rel.startswith(COMM_LAYER):
+        return []
+    problems = []
+    for number, line in enumerate(lines, 1):
+        for m in MPI_CALL.finditer(code_of(line)):
+            problems.append("%s:%d: calls %s outside the comm layer: go through a Communicator, comm/mpi.hpp "
+                            "or (a benchmark's yardstick) comm/bare_mpi.hpp" % (rel, number, m.group(1)))
+    return problems
+
+
 def check(root):
     if not os.path.isfile(os.path.join(root, "libcore", "LAYERS")):
         print("check-layers: %s has no libcore/LAYERS" % root, file=sys.stderr)
@@ -46,9 +73,13 @@ def check(root):
     public_root = os.path.join("libcore", "include") + os.sep
     problems = []
     files = list(files_under(root, "libcore", "include")) + list(files_under(root, "libcore", "src"))
+    for rel in list(files_under(root, "tools")):
+        with open(os.path.join(root, rel), errors="replace") as f:
+            problems += raw_mpi_calls(rel, f.readlines())
     for rel in files:
         with open(os.path.join(root, rel), errors="replace") as f:
             lines = f.readlines()
+        problems += raw_mpi_calls(rel, lines)
         for number, line in enumerate(lines, 1):
             m = INCLUDE.match(line)
             if not m:
@@ -74,8 +105,8 @@ def main():
     if problems:
         print("check-layers: %d violation(s) in %d files" % (len(problems), count))
         return 1
-    print("check-layers: %d files, no public header includes a private one, no '..' include "
-          "(the layer order itself is the build's: libcore/CMakeLists.txt)" % count)
+    print("check-layers: %d files, no public header includes a private one, no '..' include, no MPI call "
+          "outside the comm layer (the layer order itself is the build's: libcore/CMakeLists.txt)" % count)
     return 0
 
 

@@ -15,7 +15,7 @@
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/data/synthetic.hpp"
 #include "shardtrain/parallel/layout_plan.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/scaling/plan.hpp"
 #include "shardtrain/train/trainer.hpp"
 #include "test_support.hpp"
 

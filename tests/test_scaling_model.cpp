@@ -1,4 +1,5 @@
-// The alpha-beta step model (scaling/step_model.hpp) and scale-bench fit/predict/plan.
+// The alpha-beta step model (stepmodel/step_model.hpp, two_level.hpp) and scale-bench fit/predict/plan
+// (scaling/fit.hpp, plan.hpp, prediction.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,7 +18,14 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/scaling/fit.hpp"
+#include "shardtrain/scaling/option_text.hpp"
+#include "shardtrain/scaling/plan.hpp"
+#include "shardtrain/scaling/prediction.hpp"
+#include "shardtrain/scaling/seed_lab.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
+#include "shardtrain/stepmodel/sweep.hpp"
+#include "shardtrain/stepmodel/two_level.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
@@ -267,13 +275,13 @@ TEST_CASE("ddp-train's --step-model: auto thresholds from a model file, and its 
   ParallelismOptions p;
   p.allreduce = AllReduceAlgorithm::kAuto;
   choose_hierarchy_by_model(p, good);
-  REQUIRE(p.hierarchy_by_size);
+  REQUIRE(p.hierarchy_model);
   CHECK(p.hierarchy_source == "the step model " + good);
-  const auto from = p.hierarchy_by_size(2, 2);
+  const auto from = hierarchical_thresholds(*p.hierarchy_model, {2, 2});
   CHECK(from[int(CollectiveOp::kAllReduce)] == *hierarchical_from_bytes(m, CollectiveOp::kAllReduce, {2, 2}));
   CHECK(from[int(CollectiveOp::kReduceScatter)] == *hierarchical_from_bytes(m, CollectiveOp::kReduceScatter, {2, 2}));
   CHECK(from[int(CollectiveOp::kBroadcast)] == kNeverHierarchical);
-  for (std::uint64_t b : p.hierarchy_by_size(1, 4)) CHECK(b == kNeverHierarchical);  // one node: flat
+  for (std::uint64_t b : hierarchical_thresholds(*p.hierarchy_model, {1, 4})) CHECK(b == kNeverHierarchical);  // one node: flat
 
   ParallelismOptions halving;
   halving.allreduce = AllReduceAlgorithm::kHalvingDoubling;
@@ -283,7 +291,7 @@ TEST_CASE("ddp-train's --step-model: auto thresholds from a model file, and its 
                     Catch::Contains(flat_only) && Catch::Contains("no intra-node and inter-node links"));
   CHECK_THROWS_WITH(choose_hierarchy_by_model(q, (dir / "missing.json").string()),
                     Catch::Contains("missing.json") && Catch::Contains("--step-model"));
-  CHECK_FALSE(q.hierarchy_by_size);  // nothing set by a refusal
+  CHECK_FALSE(q.hierarchy_model);  // nothing set by a refusal
 }
 
 TEST_CASE("predict: the table and JSON show the inputs and every W", "[scaling-model]") {
@@ -320,20 +328,16 @@ TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     Noise noise(seed, 0.02);
     const fs::path dir = fresh_dir("fit_" + std::to_string(seed));
-    nlohmann::json rows = nlohmann::json::array();
-    for (const char* op : {"AllReduce", "ReduceScatter", "AllGather"})
+    CollectiveSweep sweep;
+    sweep.ranks = 8;
+    for (CollectiveOp o : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
       for (int w : {2, 4, 8})
-        for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 4) {
-          const CollectiveOp o = std::string(op) == "AllReduce" ? CollectiveOp::kAllReduce
-                                 : std::string(op) == "AllGather" ? CollectiveOp::kAllGather
-                                                                  : CollectiveOp::kReduceScatter;
-          const double t = collective_seconds(o, bytes, w, truth.busbw_Bps, truth.alpha_s) * noise.factor();
-          rows.push_back({{"op", op}, {"impl", "communicator-fast"}, {"ranks", w}, {"bytes", bytes}, {"time_s", t},
-                          {"algbw_GBps", 0}, {"busbw_GBps", 0}, {"wrong", 0}});
-          rows.push_back({{"op", op}, {"impl", "mpi"}, {"ranks", w}, {"bytes", bytes}, {"time_s", 10 * t},
-                          {"algbw_GBps", 0}, {"busbw_GBps", 0}, {"wrong", 0}});  // another impl: ignored
+        for (std::uint64_t bytes = 1024; bytes <= 256ull * 1024 * 1024; bytes *= 4) {
+          const double t = collective_seconds(o, double(bytes), w, truth.busbw_Bps, truth.alpha_s) * noise.factor();
+          sweep.rows.push_back({o, "communicator-fast", w, bytes, 10, t, 0, 0, 0});
+          sweep.rows.push_back({o, "mpi", w, bytes, 10, 10 * t, 0, 0, 0});  // another impl: ignored
         }
-    write_text(dir / "coll.json", nlohmann::json({{"format", "shardtrain-collectives"}, {"rows", rows}}).dump());
+    write_text(dir / "coll.json", sweep.to_json().dump());
     FitOptions fo;
     fo.collectives_path = (dir / "coll.json").string();
     for (int w : {1, 2, 4, 8, 16, 32, 64})
@@ -342,17 +346,17 @@ TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[
         const double step = t.step_s * noise.factor();
         const fs::path run = dir / ("run_w" + std::to_string(w) + "_" + std::to_string(rep));
         fs::create_directories(run);
-        nlohmann::json comm = {{"group_size", w}};
-        if (w > 1) {
-          comm["AllReduce"] = {{"calls", 8 * kSteps}, {"bytes", 8.0 * kSteps * 4 * 1024 * 1024}};
-          comm["Broadcast"] = {{"calls", 1}, {"bytes", 1e6}};  // start-up: not a step's
-        }
         RunSummary summary;  // the fields the fit reads; the rest at their defaults
+        CommStats& comm = summary.communication.dp;
+        comm.group_size = w;
+        if (w > 1) {
+          comm.per_op[int(CollectiveOp::kAllReduce)] = {8 * kSteps, 8ull * kSteps * 4 * 1024 * 1024, 0, 0};
+          comm.per_op[int(CollectiveOp::kBroadcast)] = {1, 1000000, 0, 0};  // start-up: not a step's
+        }
         summary.world_size = w;
         summary.median_step_s = step;
         summary.steps = kSteps;
         summary.throughput_tokens_per_s = w * truth.tokens_per_step / step;
-        summary.communication = comm;
         summary.per_rank_medians.columns["comm_total_s"].stats.median = t.comm_s;
         summary.per_rank_medians.columns["comm_exposed_s"].stats.median = t.exposed_comm_s;
         write_text(run / "summary.json", summary.to_json().dump());
@@ -536,7 +540,14 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   write_text(dir / "other.json", "{\"format\": \"something\"}");
   CHECK_THROWS_WITH(read_collectives((dir / "other.json").string(), ""), Catch::Contains("not a collectives sweep"));
   write_text(dir / "notime.json", R"({"format":"shardtrain-collectives","rows":[{"op":"AllReduce","impl":"mpi","ranks":2,"bytes":8}]})");
-  CHECK_THROWS_WITH(read_collectives((dir / "notime.json").string(), ""), Catch::Contains("missing field 'time_s'"));
+  CHECK_THROWS_WITH(read_collectives((dir / "notime.json").string(), ""),
+                    Catch::Contains("notime.json") && Catch::Contains("no field /format_version"));
+  write_text(dir / "notime.json", R"({"format":"shardtrain-collectives","format_version":1,"ranks":2,"rows":[{"op":"AllReduce","impl":"mpi","ranks":2,"bytes":8,"iterations":2}]})");
+  CHECK_THROWS_WITH(read_collectives((dir / "notime.json").string(), ""),
+                    Catch::Contains("notime.json") && Catch::Contains("no field /rows/0/time_s"));
+  write_text(dir / "badop.json", R"({"format":"shardtrain-collectives","format_version":1,"ranks":2,"rows":[{"op":"AllToAll","impl":"mpi","ranks":2,"bytes":8,"iterations":2,"time_s":1e-5,"algbw_GBps":0,"busbw_GBps":0,"wrong":0}]})");
+  CHECK_THROWS_WITH(read_collectives((dir / "badop.json").string(), ""),
+                    Catch::Contains("/rows/0/op") && Catch::Contains("'AllToAll' is not a collective"));
   CHECK_THROWS_WITH(StepModel::from_json(nlohmann::json{{"format", "shardtrain-scaling-model"}}, "m.json"),
                     Catch::Contains("m.json") && Catch::Contains("compute_s"));
   CHECK_THROWS_WITH(read_run((dir / "norun").string()), Catch::Contains("norun/summary.json"));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/scaling/report.hpp"
 #include "shardtrain/bench/scale_launch.hpp"
 #include "shardtrain/train/run_summary.hpp"
@@ -286,11 +287,18 @@ TEST_CASE("scale-bench run: --workers and the weak-scaling batch", "[scaling-rep
 TEST_CASE("communication by link: a hierarchical run's intra- and inter-node time per step", "[scaling-report]") {
   RunSummary flat = summary_of(4, 1000, 8);
   flat.steps = 10;
-  flat.communication = {{"allreduce_algorithm", "halving"}, {"total_busy_s", 2.0}};
+  flat.communication.dp.all_reduce_algorithm = "halving";
+  flat.communication.dp.per_op[int(CollectiveOp::kAllReduce)].busy_s = 2.0;
   RunSummary h = summary_of(1, 300, 8);
   h.steps = 10;
-  h.communication = {{"allreduce_algorithm", "hierarchical"}, {"levels", nlohmann::json::object()},
-                     {"intra_node_busy_s", 0.5}, {"inter_node_busy_s", 1.5}, {"nodes", 2}, {"ranks_per_node", 2}};
+  CommStats& hc = h.communication.dp;
+  hc.all_reduce_algorithm = "hierarchical";
+  hc.levels = {{"dp.node", false, {}}, {"dp.cross", true, {}}};
+  hc.levels[0].stats.per_op[int(CollectiveOp::kReduceScatter)].busy_s = 0.25;  // intra-node: 0.5 s in all
+  hc.levels[0].stats.per_op[int(CollectiveOp::kAllGather)].busy_s = 0.25;
+  hc.levels[1].stats.per_op[int(CollectiveOp::kAllReduce)].busy_s = 1.5;  // inter-node
+  hc.nodes = 2;
+  hc.ranks_per_node = 2;
   const ScalingRun fr = run_of(flat, "flat");
   CHECK_FALSE(fr.hierarchical);
   CHECK(fr.allreduce_algorithm == "halving");
@@ -309,13 +317,14 @@ TEST_CASE("communication by link: a hierarchical run's intra- and inter-node tim
   CHECK(j["points"][0]["communication"]["inter_node_s_per_step"] == Approx(0.15));
   // --allreduce auto --step-model: the buckets from the model's threshold went two levels.
   RunSummary a = h;
-  a.communication["hierarchical_from_bytes"] = {{"AllReduce", 2223}, {"ReduceScatter", nullptr}};
+  a.communication.dp.hierarchical_from_bytes = {{CollectiveOp::kAllReduce, 2223},
+                                               {CollectiveOp::kReduceScatter, kNeverHierarchical}};
   const ScalingRun ar = run_of(a, "auto");
   CHECK(ar.chosen_by_size);
   REQUIRE(ar.all_reduce_hierarchical_from);
   CHECK(*ar.all_reduce_hierarchical_from == 2223);
   CHECK(report_markdown(build_scaling_report({ar})).find("| auto: hierarchical from 2223 bytes, flat below |") !=
         std::string::npos);
-  a.communication["hierarchical_from_bytes"]["AllReduce"] = nullptr;  // only ZeRO's operations went two levels
+  a.communication.dp.hierarchical_from_bytes[0].second = kNeverHierarchical;  // only ZeRO's operations went two levels
   CHECK(report_markdown(build_scaling_report({run_of(a, "auto")})).find("auto: flat") != std::string::npos);
 }

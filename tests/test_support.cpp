@@ -1,11 +1,14 @@
 #include "test_support.hpp"
 
 #include <mpi.h>
+#include <sys/mount.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
@@ -26,6 +29,26 @@ struct TempCleanup {
   }
 } g_cleanup;
 }  // namespace
+
+std::string missing_requirement(const std::string& tag) {
+  if (tag == "[gpu]" && !cuda_backend_available()) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+    return "this build has the CUDA backend but no CUDA device is visible";
+#else
+    return "this is a CPU-only build (no nvcc found, or -DSHARDTRAIN_CUDA=OFF)";
+#endif
+  }
+  if (tag == "[needs-tmpfs]") {  // the same mount the case makes, on a folder of its own
+    const std::string dir = temp_dir("tmpfs-probe");
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0)
+      return std::string("cannot mount a small tmpfs here (") + std::strerror(errno) +
+             "); run as root with mount rights to test a full disk";
+    ::umount2(dir.c_str(), MNT_DETACH);
+  }
+  if (tag == "[needs-h5dump]" && std::system("command -v h5dump > /dev/null 2>&1") != 0)
+    return "h5dump is not installed (Debian: apt-get install hdf5-tools)";
+  return "";
+}
 
 std::string testdata_path(const std::string& relative) {
   return std::string(SHARDTRAIN_TESTDATA) + "/" + relative;

@@ -23,6 +23,11 @@ T read_back(const nlohmann::json& j) {
 
 // testdata/ in the source tree.
 std::string testdata_path(const std::string& relative);
+// Cases that need what a machine may lack carry a tag of the gate's (main.cpp): "[gpu]" a CUDA
+// device, "[needs-tmpfs]" the right to mount a small tmpfs (a real full disk), "[needs-h5dump]"
+// the h5dump tool. ctest runs each tag as an entry of its own, which reports "skipped" (exit 77)
+// with this reason where the machine lacks it. "" when it has it, or for any other tag.
+std::string missing_requirement(const std::string& tag);
 // Built tool binaries (build/bin).
 std::string tool_path(const std::string& name);
 // A fresh empty temporary folder, removed at process exit.

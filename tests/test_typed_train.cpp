@@ -114,7 +114,11 @@ RunSummary populated_summary() {
   s.slowest_rank = 1;
   s.stragglers = populated_stragglers();
   s.exposed_comm_fraction = 0.16;
-  s.communication = {{"wait_s", 0.5}, {"allreduce_algorithm", "halving"}, {"bare_allreduce_busbw_GBps", 1.25}};
+  s.communication.dp.wait_s = 0.5;
+  s.communication.dp.all_reduce_algorithm = "halving";
+  s.communication.dp.group_size = 2;
+  s.communication.dp.per_op[int(CollectiveOp::kAllReduce)] = {40, 1 << 20, 0.25, 0.125};
+  s.communication.bare_allreduce_busbw_GBps = 1.25;
   s.memory_bytes_rank0 = populated_memory(1000);
   s.memory_bytes_by_rank = {populated_memory(1000), populated_memory(1001)};
   s.eval = HoldoutLoss{2.65, 3600, {{"markov-a", 2.6}, {"markov-b", 2.75}}};
@@ -192,6 +196,10 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   CHECK(j["speedup"] == 1.6386);
   CHECK(j["scaling_efficiency"] == 0.8193);
   CHECK(j["data"]["selection_snapshot_id"] == "sel4567");
+  CHECK(j["communication"]["AllReduce"]["calls"] == 40);  // CommStats' keys, and the summary's own
+  CHECK(j["communication"]["allreduce_algorithm"] == "halving");
+  CHECK(j["communication"]["bare_allreduce_busbw_GBps"] == 1.25);
+  CHECK_FALSE(j["communication"].contains("tp"));
   CHECK(test::read_back<RunSummary>(j) == s);
 
   // The optional parts: null where unknown, absent without --baseline.
@@ -345,4 +353,32 @@ TEST_CASE("typed data: a real data-prep run and a Markov corpus, through their J
   const data::DataPrepResult r = data::run_data_prep(o);
   CHECK(r.snapshot_id == *dataset.snapshot_id);  // the JSONL route gives the same dataset
   CHECK(data::DataPrepResult::from_json(JsonFile::parse(r.to_json().dump(), "p.json", "the data-prep summary")) == r);
+}
+
+TEST_CASE("typed train: the summary's communication, levels and TP group included, survives its JSON round trip", "[typed]") {
+  RunSummary s = populated_summary();
+  CommStats& dp = s.communication.dp;
+  dp.all_reduce_algorithm = "hierarchical";
+  dp.levels = {{"dp.node", false, {}}, {"dp.cross", true, {}}};
+  dp.levels[0].stats.per_op[int(CollectiveOp::kReduceScatter)] = {20, 4096, 0.5, 0.25};
+  dp.levels[1].stats.per_op[int(CollectiveOp::kAllReduce)] = {20, 2048, 1.5, 0.75};
+  dp.levels[1].stats.group_size = 2;
+  dp.nodes = 2;
+  dp.ranks_per_node = 2;
+  dp.hierarchical_from_bytes = {{CollectiveOp::kAllReduce, 2223}, {CollectiveOp::kReduceScatter, ~std::uint64_t(0)}};
+  s.communication.tp = CommStats{};
+  s.communication.tp->per_op[int(CollectiveOp::kAllGather)] = {8, 512, 0.01, 0.005};
+  const nlohmann::json j = s.to_json();
+  CHECK(j["communication"]["levels"]["dp.cross"]["inter_node"] == true);
+  CHECK(j["communication"]["inter_node_busy_s"] == 1.5);
+  CHECK(j["communication"]["hierarchical_from_bytes"]["ReduceScatter"].is_null());  // never
+  CHECK(j["communication"]["tp"]["AllGather"]["bytes"] == 512);
+  const RunSummary back = test::read_back<RunSummary>(j);
+  // The levels come back in the order of their names (a JSON object's), the rest field for field.
+  CHECK(back.communication.dp.levels.size() == 2);
+  CHECK(back.communication.dp.level_busy_s(true) == 1.5);
+  CHECK(back.to_json() == j);
+  nlohmann::json missing = j;
+  missing["communication"]["levels"]["dp.node"].erase("inter_node");
+  CHECK_THROWS_WITH(test::read_back<RunSummary>(missing), Catch::Contains("/communication/levels/dp.node/inter_node"));
 }

@@ -4,7 +4,9 @@
 #       of a copy of the tree, the compiler naming the file and line;
 #   (2) so does an include of an upper layer's private header;
 #   (3) a public header including a private one fails scripts/check-layers.py, naming file and line
-#       (it compiles inside libcore: the check the build cannot make).
+#       (it compiles inside libcore: the check the build cannot make);
+#   (4) so does a raw MPI call outside the comm layer (in train, and in a tool), while the same
+#       call in a comment, or inside comm, passes.
 # The untouched copy builds and passes the check, before and after the plants.
 # Usage: layering_planted.sh SRC WORK
 # Only the base layer's library is built (libshardtrain_base.a, 15 files): with ccache (scripts/
@@ -54,6 +56,27 @@ grep -qF "$file:$line: public header includes the private header \"libcore/src/c
   { echo "FAIL: the message does not name $file:$line"; exit 1; }
 sed -i '$d' "$work/$file"
 
+# 4. raw MPI calls outside the comm layer: check-layers.py names each, file and line.
+plant_mpi() {
+  local file=$1 call=$2 line out
+  line=$(($(wc -l <"$work/$file") + 1))
+  echo "static int planted_mpi_call() { int n = 0; $call(MPI_COMM_WORLD, &n); return n; }" >>"$work/$file"
+  out=$(check) && { echo "FAIL: $file calling $call passed check-layers.py"; exit 1; }
+  echo "$out" | head -1
+  grep -qF "$file:$line: calls $call outside the comm layer" <<<"$out" ||
+    { echo "$out"; echo "FAIL: the message does not name $file:$line and $call"; exit 1; }
+  sed -i '$d' "$work/$file"
+}
+plant_mpi libcore/src/train/job.cpp MPI_Comm_size
+plant_mpi tools/ddp-train.cpp MPI_Comm_rank
+for file in libcore/src/train/job.cpp libcore/src/comm/types.cpp; do  # a comment, and the comm layer: allowed
+  echo '// MPI_Comm_size(MPI_COMM_WORLD, &n) would be refused as code' >>"$work/$file"
+  [ "$file" = libcore/src/comm/types.cpp ] && echo 'static int allowed_in_comm() { int n = 0; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }' >>"$work/$file"
+  check >/dev/null || { check; echo "FAIL: check-layers.py refused $file's comment or comm's own MPI call"; exit 1; }
+done
+sed -i '$d' "$work/libcore/src/train/job.cpp"
+sed -i '$d' "$work/libcore/src/comm/types.cpp"; sed -i '$d' "$work/libcore/src/comm/types.cpp"
+
 build_base >/dev/null || { echo "FAIL: the copy does not build again after the plants were removed"; exit 1; }
 check >/dev/null || { echo "FAIL: the copy does not pass check-layers.py again after the plants were removed"; exit 1; }
-echo "PASS: the build refused both upward includes naming the file, check-layers.py the private one; the clean copy builds"
+echo "PASS: the build refused both upward includes naming the file, check-layers.py the private one and the raw MPI calls; the clean copy builds"

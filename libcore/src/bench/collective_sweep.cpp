@@ -1,7 +1,5 @@
 #include "shardtrain/bench/collective_sweep.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/comm/bare_mpi.hpp"
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/comm/mpi.hpp"
@@ -90,7 +89,6 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
   Communicator* hierarchical = comms.hierarchical.get();
   Communicator* pipelined = comms.pipelined.get();
   std::vector<std::pair<std::string, RunOnce>> out;
-  const int n = int(c.count), b = int(c.block());
   switch (c.op) {
     case CollectiveOp::kAllReduce:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.all_reduce(in.data(), c.count); });
@@ -100,7 +98,7 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
         out.emplace_back("hierarchical-pipelined", [pipelined, c](auto& in, auto&) { pipelined->all_reduce(in.data(), c.count); });
       out.emplace_back("communicator-deterministic",
                        [&canonical, c](auto& in, auto&) { canonical.all_reduce_canonical_async(in.data(), c.count).wait(); });
-      out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Allreduce(MPI_IN_PLACE, in.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+      out.emplace_back("mpi", [c](auto& in, auto&) { bare_mpi::all_reduce_sum(in.data(), c.count); });
       break;
     case CollectiveOp::kReduceScatter:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.reduce_scatter(in.data(), o.data(), c.block()); });
@@ -108,9 +106,7 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
         out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto& o) {
           hierarchical->reduce_scatter(in.data(), o.data(), c.block());
         });
-      out.emplace_back("mpi", [b](auto& in, auto& o) {
-        MPI_Reduce_scatter_block(in.data(), o.data(), b, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      });
+      out.emplace_back("mpi", [c](auto& in, auto& o) { bare_mpi::reduce_scatter_sum(in.data(), o.data(), c.block()); });
       break;
     case CollectiveOp::kAllGather:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto& o) { fast.all_gather(in.data(), o.data(), c.block()); });
@@ -118,13 +114,11 @@ std::vector<std::pair<std::string, RunOnce>> implementations(const Case& c, cons
         out.emplace_back("hierarchical", [hierarchical, c](auto& in, auto& o) {
           hierarchical->all_gather(in.data(), o.data(), c.block());
         });
-      out.emplace_back("mpi", [b](auto& in, auto& o) {
-        MPI_Allgather(in.data(), b, MPI_FLOAT, o.data(), b, MPI_FLOAT, MPI_COMM_WORLD);
-      });
+      out.emplace_back("mpi", [c](auto& in, auto& o) { bare_mpi::all_gather(in.data(), o.data(), c.block()); });
       break;
     case CollectiveOp::kBroadcast:
       out.emplace_back("communicator-fast", [&fast, c](auto& in, auto&) { fast.broadcast(in.data(), c.count, 0); });
-      out.emplace_back("mpi", [n](auto& in, auto&) { MPI_Bcast(in.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD); });
+      out.emplace_back("mpi", [c](auto& in, auto&) { bare_mpi::broadcast(in.data(), c.count, 0); });
       break;
     default: break;
   }
@@ -135,33 +129,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double max_over_ranks(double x) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return x;
-}
-
 // Times one implementation at one size (the slowest rank's mean), then checks one fresh run.
 SweepRow measure(const Case& c, const std::string& impl, const RunOnce& run, const SweepOptions& o,
                  std::vector<float>& in, std::vector<float>& out) {
   c.fill(in);
-  MPI_Barrier(MPI_COMM_WORLD);
+  bare_mpi::barrier();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < std::max(o.warmup, 1); ++i) run(in, out);
-  const double warm = max_over_ranks(seconds_since(t0) / std::max(o.warmup, 1));
+  const double warm = bare_mpi::max(seconds_since(t0) / std::max(o.warmup, 1));
   // The same count on every rank (from the slowest rank's warm-up), so the ranks stay in step.
   const int iterations = o.iterations > 0 ? o.iterations : std::clamp(int(0.2 / std::max(warm, 1e-9)), 2, 50);
-  MPI_Barrier(MPI_COMM_WORLD);
+  bare_mpi::barrier();
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) run(in, out);
-  const double time_s = max_over_ranks(seconds_since(t0) / iterations);
+  const double time_s = bare_mpi::max(seconds_since(t0) / iterations);
   c.fill(in);
   std::fill(out.begin(), out.begin() + std::ptrdiff_t(c.count), -1.0f);
   run(in, out);
-  std::uint64_t wrong = c.wrong(in, out);
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const std::uint64_t wrong = bare_mpi::sum(c.wrong(in, out));
 
   SweepRow row;
-  row.op = op_name(c.op);
+  row.op = c.op;
   row.impl = impl;
   row.ranks = c.ranks;
   row.bytes = std::uint64_t(c.count) * sizeof(float);
@@ -180,8 +168,7 @@ SweepRow level_row(const Case& c, const std::string& impl, Communicator* group, 
                    std::vector<float>& in, std::vector<float>& out) {
   Case level = c;
   level.rank = group ? group->rank() : 0;
-  int size = group ? group->size() : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &size, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int size = bare_mpi::max(group ? group->size() : 1);
   level.ranks = group ? group->size() : 1;
   const RunOnce run = [group, count = c.count](auto& data, auto&) {
     if (group) group->all_reduce(data.data(), count);
@@ -214,11 +201,9 @@ void SweepOptions::validate() const {
       throw UsageError("--ops: '" + op + "' is not one of all_reduce, reduce_scatter, all_gather, broadcast");
 }
 
-std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
+CollectiveSweep run_collective_sweep(const SweepOptions& o) {
   o.validate();
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int rank = bare_mpi::world_rank(), ranks = bare_mpi::world_size();
   CommOptions options;
   options.name = "sweep";
   options.timeout = std::chrono::minutes(10);
@@ -266,30 +251,12 @@ std::vector<SweepRow> run_collective_sweep(const SweepOptions& o) {
       }
     }
   }
-  return rows;
-}
-
-nlohmann::json sweep_json(const std::vector<SweepRow>& rows) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows)
-    out.push_back({{"op", r.op},
-                   {"impl", r.impl},
-                   {"ranks", r.ranks},
-                   {"bytes", r.bytes},
-                   {"iterations", r.iterations},
-                   {"time_s", r.time_s},
-                   {"algbw_GBps", r.algbw_GBps},
-                   {"busbw_GBps", r.busbw_GBps},
-                   {"wrong", r.wrong}});
-  return {{"format", "shardtrain-collectives"},
-          {"format_version", 1},
-          {"ranks", rows.empty() ? 0 : rows.front().ranks},
-          {"rows", out}};
+  return {ranks, rows};
 }
 
 std::string sweep_table(const std::vector<SweepRow>& rows) {
   std::ostringstream s;
-  std::vector<std::string> ops;
+  std::vector<CollectiveOp> ops;
   for (const auto& r : rows)
     if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
   for (const auto& op : ops) {
@@ -300,7 +267,7 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       if (std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
       by_size[r.bytes][r.impl] = &r;
     }
-    s << "# " << op << ", " << (rows.empty() ? 0 : rows.front().ranks)
+    s << "# " << op_name(op) << ", " << (rows.empty() ? 0 : rows.front().ranks)
       << " ranks: time (us) / algbw / busbw (GB/s) / #wrong per implementation; comm/mpi = busbw ratio\n";
     char cell[96];
     std::snprintf(cell, sizeof cell, "%10s", "size");

@@ -1,6 +1,9 @@
 // The transport-independent parts of communicator.hpp: accounting and the --allreduce names.
 #include "shardtrain/comm/communicator.hpp"
 
+#include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
+
 namespace shardtrain {
 
 std::uint64_t CommStats::total_bytes() const {
@@ -79,6 +82,38 @@ nlohmann::json CommStats::to_json() const {
     j["hierarchical_from_bytes"] = std::move(from);
   }
   return j;
+}
+
+bool CommStats::operator==(const CommStats&) const = default;
+
+CommStats CommStats::from_json(const JsonFile& f, const std::string& at) {
+  using json_fields::field;
+  CommStats c;
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    const std::string op = field(at, op_name(static_cast<CollectiveOp>(i)));
+    if (!f.has(op)) continue;  // never called
+    c.per_op[i] = {json_fields::count(f, field(op, "calls")), json_fields::count(f, field(op, "bytes")),
+                   f.number(field(op, "busy_s")), f.number(field(op, "cpu_s"))};
+  }
+  c.group_size = json_fields::small_integer(f, field(at, "group_size"));
+  c.wait_s = f.number(field(at, "wait_s"));
+  c.all_reduce_algorithm = f.string(field(at, "allreduce_algorithm"));
+  if (!f.has(field(at, "levels"))) return c;
+  json_fields::require_object(f, field(at, "levels"));
+  for (const auto& level : f.at(field(at, "levels")).items()) {
+    const std::string l = field(field(at, "levels"), level.key());
+    c.levels.push_back({level.key(), json_fields::boolean(f, field(l, "inter_node")), CommStats::from_json(f, l)});
+  }
+  c.nodes = json_fields::small_integer(f, field(at, "nodes"));
+  c.ranks_per_node = json_fields::small_integer(f, field(at, "ranks_per_node"));
+  if (!f.has(field(at, "hierarchical_from_bytes"))) return c;
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    const auto op = static_cast<CollectiveOp>(i);
+    const std::string from = field(field(at, "hierarchical_from_bytes"), op_name(op));
+    if (!f.has(from)) continue;
+    c.hierarchical_from_bytes.emplace_back(op, f.at(from).is_null() ? kNeverHierarchical : json_fields::count(f, from));
+  }
+  return c;
 }
 
 AllReduceAlgorithm parse_all_reduce_algorithm(const std::string& text) {

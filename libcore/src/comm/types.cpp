@@ -15,6 +15,12 @@ const char* op_name(CollectiveOp op) {
   return "Unknown";
 }
 
+std::optional<CollectiveOp> op_named(const std::string& name) {
+  for (int i = 0; i < kNumCollectiveOps; ++i)
+    if (name == op_name(CollectiveOp(i))) return CollectiveOp(i);
+  return std::nullopt;
+}
+
 double bus_bandwidth_factor(CollectiveOp op, int n) {
   if (n <= 0) return 0.0;
   switch (op) {

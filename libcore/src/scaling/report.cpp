@@ -11,7 +11,9 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
+#include "shardtrain/stepmodel/two_level.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/straggler.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
@@ -277,36 +279,6 @@ std::string thousands(double value) {
   return (n < 0 ? "-" : "") + out;
 }
 
-std::optional<LogThroughput> throughput_from_records(const std::vector<std::vector<StepLogEntry>>& ranks) {
-  if (ranks.empty()) return std::nullopt;
-  // step -> (ranks seen, tokens summed over ranks, slowest step_s)
-  struct Step { std::size_t ranks = 0; double tokens = 0, step_s = 0; };
-  std::map<std::int64_t, Step> steps;
-  for (const auto& records : ranks)
-    for (const StepLogEntry& e : records) {
-      if (!e.has_tokens || !e.has_timings) continue;
-      Step& s = steps[e.record.step];
-      ++s.ranks;
-      s.tokens += double(e.record.tokens);
-      s.step_s = std::max(s.step_s, e.record.step_s);
-    }
-  std::vector<double> tokens, times;
-  for (const auto& [step, s] : steps)
-    if (s.ranks == ranks.size()) tokens.push_back(s.tokens), times.push_back(s.step_s);
-  if (tokens.size() > 3) {  // the warm-up step pays for allocation (the trainer's rule, finish.cpp)
-    tokens.erase(tokens.begin());
-    times.erase(times.begin());
-  }
-  if (tokens.empty()) return std::nullopt;
-  LogThroughput out;
-  out.steps = int(tokens.size());
-  out.tokens_per_step = median(tokens);
-  out.median_step_s = median(times);
-  if (out.median_step_s <= 0) return std::nullopt;
-  out.throughput_tokens_per_s = out.tokens_per_step / out.median_step_s;
-  return out;
-}
-
 // What each gradient bucket's all-reduce ran: a hierarchical run sends every bucket of at least
 // ranks-per-node elements through the two levels (comm/hierarchical.hpp's kAlways); under
 // --allreduce auto with a step model, the buckets from the model's threshold on (kBySize).
@@ -354,20 +326,19 @@ ScalingRun scaling_run_of(const RunSummary& summary, const std::string& run_dir)
   }
   r.optimizer_bytes = summary.memory_bytes_rank0.bytes(MemoryCategory::kOptimizer);
   r.memory_bytes = summary.memory_bytes_rank0.total;
-  const nlohmann::json& c = summary.communication;
-  r.allreduce_algorithm = c.value("allreduce_algorithm", "");
-  r.hierarchical = c.contains("levels");
+  const CommStats& c = summary.communication.dp;
+  r.allreduce_algorithm = c.all_reduce_algorithm;
+  r.hierarchical = !c.levels.empty();
   if (r.hierarchical && summary.steps > 0) {
-    r.nodes = c.value("nodes", 0);
-    r.ranks_per_node = c.value("ranks_per_node", 0);
-    r.intra_node_s_per_step = c.value("intra_node_busy_s", 0.0) / double(summary.steps);
-    r.inter_node_s_per_step = c.value("inter_node_busy_s", 0.0) / double(summary.steps);
+    r.nodes = c.nodes;
+    r.ranks_per_node = c.ranks_per_node;
+    r.intra_node_s_per_step = c.level_busy_s(false) / double(summary.steps);
+    r.inter_node_s_per_step = c.level_busy_s(true) / double(summary.steps);
   }
-  if (c.contains("hierarchical_from_bytes")) {
+  if (!c.hierarchical_from_bytes.empty()) {
     r.chosen_by_size = true;
-    const nlohmann::json& from = c["hierarchical_from_bytes"];
-    if (from.contains("AllReduce") && from["AllReduce"].is_number_integer() && from["AllReduce"].get<std::int64_t>() >= 0)
-      r.all_reduce_hierarchical_from = from["AllReduce"].get<std::uint64_t>();
+    for (const auto& [op, bytes] : c.hierarchical_from_bytes)
+      if (op == CollectiveOp::kAllReduce && bytes != kNeverHierarchical) r.all_reduce_hierarchical_from = bytes;
   }
   return r;
 }
@@ -458,6 +429,51 @@ nlohmann::json report_json(const ScalingReport& report) {
           {"points", points}};
 }
 
+// The report's section on E recomputed from the step logs, beside the summary's.
+static void markdown_recomputation(std::ostringstream& md, const ScalingReport& report) {
+  md << "\n## Recomputation from the step logs\n\nE is recomputed from each run's steps.rank<R>.jsonl without the "
+        "summary: tokens per step summed over the ranks, the step time of the slowest rank, medians over the steps "
+        "after the first. Tolerance "
+     << percent(kRecomputeTolerance)
+     << " (relative, throughput and E): the summary uses rank 0's median step, the recomputation the per-step slowest "
+        "rank; in a synchronous step they differ by the ranks' skew at the step boundary (about a millisecond), small "
+        "against steps of 20 ms or more. Toy runs with steps of a few milliseconds, and oversubscribed runs (ranks "
+        "out of step), can fall outside it without anything being wrong.\n\n";
+  md << "| W | steps | tokens/step | median step (s) | tokens/s from logs | deviation | E deviation |\n"
+        "|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < report.points.size(); ++i) {
+    const auto& run = report.runs[i];
+    const auto& p = report.points[i];
+    if (!run.from_logs) {
+      md << "| " << run.world_size << " | no step log | | | | | |\n";
+      continue;
+    }
+    md << "| " << run.world_size << " | " << run.from_logs->steps << " | " << thousands(run.from_logs->tokens_per_step)
+       << " | " << fixed(run.from_logs->median_step_s, 4) << " | " << thousands(run.from_logs->throughput_tokens_per_s)
+       << " | " << (p.throughput_deviation ? percent(*p.throughput_deviation) : "-") << " | "
+       << (p.efficiency_deviation ? percent(*p.efficiency_deviation) : "-") << " |\n";
+  }
+}
+
+// The report's section on the data-parallel group's communication by link, measured and predicted.
+static void markdown_links(std::ostringstream& md, const ScalingReport& report) {
+  md << "\n## Communication by link (data-parallel group, milliseconds per step)\n\n"
+     << "| W | all-reduce | nodes | per bucket | intra-node | inter-node | predicted intra | predicted inter |\n"
+     << "|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < report.runs.size(); ++i) {
+    const ScalingRun& run = report.runs[i];
+    const ScalingPoint& p = report.points[i];
+    const bool levels = run.hierarchical;
+    auto ms = [](std::optional<double> v) { return v ? fixed(1e3 * *v, 2) : std::string("-"); };
+    md << "| " << run.world_size << " | " << (run.allreduce_algorithm.empty() ? "-" : run.allreduce_algorithm) << " | "
+       << (run.nodes > 0 ? std::to_string(run.nodes) + (run.ranks_per_node ? " x " + std::to_string(run.ranks_per_node) : " (uneven)")
+                  : std::string("-"))
+       << " | " << bucket_algorithm(run) << " | " << (levels ? fixed(1e3 * run.intra_node_s_per_step, 2) : "-") << " | "
+       << (levels ? fixed(1e3 * run.inter_node_s_per_step, 2) : "-") << " | " << ms(p.predicted_intra_node_s) << " | "
+       << ms(p.predicted_inter_node_s) << " |\n";
+  }
+}
+
 std::string report_markdown(const ScalingReport& report) {
   std::ostringstream md;
   md << "# Scaling report\n\n";
@@ -508,44 +524,9 @@ std::string report_markdown(const ScalingReport& report) {
   for (std::size_t i = 0; i < report.points.size(); ++i)
     for (const auto& a : report.points[i].actions) md << "- W=" << report.runs[i].world_size << ": " << a << "\n";
 
-  md << "\n## Recomputation from the step logs\n\nE is recomputed from each run's steps.rank<R>.jsonl without the "
-        "summary: tokens per step summed over the ranks, the step time of the slowest rank, medians over the steps "
-        "after the first. Tolerance "
-     << percent(kRecomputeTolerance)
-     << " (relative, throughput and E): the summary uses rank 0's median step, the recomputation the per-step slowest "
-        "rank; in a synchronous step they differ by the ranks' skew at the step boundary (about a millisecond), small "
-        "against steps of 20 ms or more. Toy runs with steps of a few milliseconds, and oversubscribed runs (ranks "
-        "out of step), can fall outside it without anything being wrong.\n\n";
-  md << "| W | steps | tokens/step | median step (s) | tokens/s from logs | deviation | E deviation |\n"
-        "|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < report.points.size(); ++i) {
-    const auto& run = report.runs[i];
-    const auto& p = report.points[i];
-    if (!run.from_logs) {
-      md << "| " << run.world_size << " | no step log | | | | | |\n";
-      continue;
-    }
-    md << "| " << run.world_size << " | " << run.from_logs->steps << " | " << thousands(run.from_logs->tokens_per_step)
-       << " | " << fixed(run.from_logs->median_step_s, 4) << " | " << thousands(run.from_logs->throughput_tokens_per_s)
-       << " | " << (p.throughput_deviation ? percent(*p.throughput_deviation) : "-") << " | "
-       << (p.efficiency_deviation ? percent(*p.efficiency_deviation) : "-") << " |\n";
-  }
+  markdown_recomputation(md, report);
   md << "\n## Measured against predicted\n\n" << report.prediction_note << "\n";
-  md << "\n## Communication by link (data-parallel group, milliseconds per step)\n\n"
-     << "| W | all-reduce | nodes | per bucket | intra-node | inter-node | predicted intra | predicted inter |\n"
-     << "|---|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < report.runs.size(); ++i) {
-    const ScalingRun& run = report.runs[i];
-    const ScalingPoint& p = report.points[i];
-    const bool levels = run.hierarchical;
-    auto ms = [](std::optional<double> v) { return v ? fixed(1e3 * *v, 2) : std::string("-"); };
-    md << "| " << run.world_size << " | " << (run.allreduce_algorithm.empty() ? "-" : run.allreduce_algorithm) << " | "
-       << (run.nodes > 0 ? std::to_string(run.nodes) + (run.ranks_per_node ? " x " + std::to_string(run.ranks_per_node) : " (uneven)")
-                  : std::string("-"))
-       << " | " << bucket_algorithm(run) << " | " << (levels ? fixed(1e3 * run.intra_node_s_per_step, 2) : "-") << " | "
-       << (levels ? fixed(1e3 * run.inter_node_s_per_step, 2) : "-") << " | " << ms(p.predicted_intra_node_s) << " | "
-       << ms(p.predicted_inter_node_s) << " |\n";
-  }
+  markdown_links(md, report);
   return md.str();
 }
 

@@ -32,12 +32,12 @@ Subcommand add_collectives_command(CLI::App& parent) {
       ->capture_default_str();
   c.app->add_option("--json", *json_path, "Also write the rows as JSON to FILE (format shardtrain-collectives)");
   c.run = [options, json_path] {
-    const auto rows = run_collective_sweep(*options);
+    const CollectiveSweep sweep = run_collective_sweep(*options);
     if (log_rank() == 0) {
-      std::cout << sweep_table(rows);
-      if (!json_path->empty()) write_json_file(*json_path, sweep_json(rows));
+      std::cout << sweep_table(sweep.rows);
+      if (!json_path->empty()) write_json_file(*json_path, sweep.to_json());
     }
-    for (const auto& r : rows)
+    for (const auto& r : sweep.rows)
       if (r.wrong > 0) return 1;  // a wrong result is a failure verdict
     return 0;
   };

@@ -1,5 +1,5 @@
-// scale-bench fit, predict, plan (scale_bench.hpp): options + one call into the scaling model
-// (scaling/step_model.hpp). None needs MPI.
+// scale-bench fit, predict, plan (scale_bench.hpp): options + one call into the step model
+// (stepmodel/) and its fit, planner and tables (scaling/). None needs MPI.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,7 +12,12 @@
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/scaling/fit.hpp"
+#include "shardtrain/scaling/option_text.hpp"
+#include "shardtrain/scaling/plan.hpp"
+#include "shardtrain/scaling/prediction.hpp"
+#include "shardtrain/scaling/seed_lab.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 #include "choice_option.hpp"
 

@@ -1,12 +1,11 @@
 #include "shardtrain/tool/tool.hpp"
 
-#include <mpi.h>
-
 #include <cstdio>
 #include <exception>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
+#include "shardtrain/comm/mpi.hpp"
 
 namespace shardtrain {
 
@@ -22,14 +21,11 @@ int run_tool(CLI::App& app, int argc, char** argv, ToolOptions options, const st
     const int code = app.exit(e);
     return code == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
-  int world = 1, rank = 0;
+  MpiProcess mpi;
   if (options.needs_mpi_after_parse) options.needs_mpi = options.needs_mpi || options.needs_mpi_after_parse();
   if (options.needs_mpi) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    set_log_identity(rank, world);
+    mpi = mpi_start(argc, argv);
+    set_log_identity(mpi.rank, mpi.size);
   }
   int code = 0;
   try {
@@ -41,10 +37,7 @@ int run_tool(CLI::App& app, int argc, char** argv, ToolOptions options, const st
     log_line(std::string("internal error: ") + e.what() + " (please report this)");
     code = static_cast<int>(ExitCode::kInternal);
   }
-  if (options.needs_mpi) {
-    if (code != 0 && world > 1) MPI_Abort(MPI_COMM_WORLD, code);
-    MPI_Finalize();
-  }
+  if (options.needs_mpi) mpi_end(code, mpi.size);
   return code;
 }
 

@@ -6,9 +6,8 @@
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/model/config.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
 #include "shardtrain/tool/tool.hpp"
 #include "choice_option.hpp"
 
@@ -121,7 +120,7 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
   if (!cli.step_model.empty()) choose_hierarchy_by_model(o.parallelism, cli.step_model);
   // A chunk size only the hierarchical all-reduce reads: refused where nothing would read it, so
   // a user does not believe a flat run pipelined.
-  const bool hierarchical = o.parallelism.allreduce == AllReduceAlgorithm::kHierarchical || o.parallelism.hierarchy_by_size;
+  const bool hierarchical = o.parallelism.allreduce == AllReduceAlgorithm::kHierarchical || o.parallelism.hierarchy_model;
   if (o.parallelism.hierarchical_chunk_bytes > 0 && !hierarchical)
     throw UsageError("--hierarchical-chunk pipelines the hierarchical all-reduce only: add --allreduce hierarchical "
                      "(or --allreduce auto --step-model FILE), or drop --hierarchical-chunk");
@@ -147,13 +146,7 @@ void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path) {
   if (!model.intra.known() || !model.inter.known())
     throw UsageError("--step-model " + path + " has no intra-node and inter-node links: fit it with scale-bench fit "
                      "on a collectives sweep run across nodes");
-  p.hierarchy_by_size = [model](int nodes, int ranks_per_node) {
-    std::array<std::uint64_t, kNumCollectiveOps> from;
-    from.fill(kNeverHierarchical);
-    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
-      if (auto b = scaling::hierarchical_from_bytes(model, op, {nodes, ranks_per_node})) from[static_cast<int>(op)] = *b;
-    return from;
-  };
+  p.hierarchy_model = model;
   p.hierarchy_source = "the step model " + path;
 }
 

@@ -24,7 +24,7 @@ struct RunMeasurements {
   double throughput = 0;                    // tokens per second at that median
   CommStats comm_stats;                     // the data-parallel group's
   CommStats tp_comm_stats;                  // the tensor-parallel group's (TP > 1)
-  double bare_busbw = 0;                    // bytes/s of the library all-reduce of the gradient size (yardstick group)
+  double bare_busbw = 0;                    // bytes/s of the library all-reduce (yardstick group; the gradient size, at most 64 MiB)
   std::string params_path;
   MemoryReport memory;                      // this rank's peaks (strategy->memory_report())
   std::vector<MemoryReport> memory_by_rank; // every rank's peaks (ZeRO shards differ by rank through padding)
@@ -136,9 +136,9 @@ RunSummary summary_of(const Job& job, const ResumePoint& start, const LoopRecord
   s.stragglers = m.stragglers;
   s.network_stragglers = m.network_stragglers;
   s.exposed_comm_fraction = m.rank_medians[0][timing_column("comm_exposed_s")] / m.median_step_s;
-  s.communication = m.comm_stats.to_json();
-  if (job.world > 1) s.communication["bare_allreduce_busbw_GBps"] = m.bare_busbw / 1e9;
-  if (job.mesh.tp) s.communication["tp"] = m.tp_comm_stats.to_json();
+  s.communication.dp = m.comm_stats;
+  if (job.world > 1) s.communication.bare_allreduce_busbw_GBps = m.bare_busbw / 1e9;
+  if (job.mesh.tp) s.communication.tp = m.tp_comm_stats;
   s.memory_bytes_rank0 = m.memory;
   s.memory_bytes_by_rank = m.memory_by_rank;
   s.eval = loop.last_eval;

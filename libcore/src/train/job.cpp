@@ -31,6 +31,7 @@
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/layout_plan.hpp"
 #include "shardtrain/parallel/memory.hpp"
+#include "shardtrain/stepmodel/two_level.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
@@ -146,7 +147,7 @@ HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement
   said = "allreduce: auto by " + p.hierarchy_source + " on " + placement.describe() + ": ";
   if (!placement.hierarchical()) return said += "flat (nothing to split)", options;
   if (!placement.uniform()) return said += "flat (uneven nodes: the model prices N nodes x L ranks)", options;
-  options.min_bytes = p.hierarchy_by_size(placement.nodes(), placement.ranks_per_node());
+  options.min_bytes = scaling::hierarchical_thresholds(*p.hierarchy_model, {placement.nodes(), placement.ranks_per_node()});
   std::string from;
   for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
     const std::uint64_t b = options.min_bytes[static_cast<int>(op)];
@@ -164,7 +165,7 @@ HierarchyOptions choose_by_size(const ParallelismOptions& p, const NodePlacement
 // SHARDTRAIN_NODE_OF_RANK's label for it.
 void make_hierarchical_dp(const TrainOptions& o, Mesh& mesh) {
   const ParallelismOptions& p = o.parallelism;
-  const bool by_size = p.allreduce == AllReduceAlgorithm::kAuto && p.hierarchy_by_size;
+  const bool by_size = p.allreduce == AllReduceAlgorithm::kAuto && p.hierarchy_model;
   if (p.allreduce != AllReduceAlgorithm::kHierarchical && !by_size) return;
   const std::string label = node_label_of_this_rank(mesh.dp->world_rank(), mesh.dp->world_size());
   std::string said;
@@ -298,9 +299,7 @@ Job set_up_job(const TrainOptions& o) {
   const ModelConfig model = model_config_for(o, data);
   // The layout, before any communicator, device or allocation: refused here (LayoutRefused, exit
   // 2) exactly when the planner refuses it, for the same reason.
-  int mpi_world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &mpi_world);
-  const LayoutPlan plan = plan_training_layout(o, model, mpi_world).value();
+  const LayoutPlan plan = plan_training_layout(o, model, mpi_world_size()).value();
   const DevicePlacement place = place_on_device(o);
   auto comm = make_job_comm(o, place);
   set_flight_job_id(agree_on_job_id(*comm));

@@ -47,6 +47,21 @@ HostInfo HostInfo::from_json(const JsonFile& f, const std::string& at) {
   return {f.string(field(at, "hostname")), json_fields::small_integer(f, field(at, "cpus"))};
 }
 
+nlohmann::json RunCommunication::to_json() const {
+  nlohmann::json j = dp.to_json();
+  if (bare_allreduce_busbw_GBps) j["bare_allreduce_busbw_GBps"] = *bare_allreduce_busbw_GBps;
+  if (tp) j["tp"] = tp->to_json();
+  return j;
+}
+
+RunCommunication RunCommunication::from_json(const JsonFile& f, const std::string& at) {
+  RunCommunication c;
+  c.dp = CommStats::from_json(f, at);
+  c.bare_allreduce_busbw_GBps = f.find_number(field(at, "bare_allreduce_busbw_GBps"));
+  if (f.has(field(at, "tp"))) c.tp = CommStats::from_json(f, field(at, "tp"));
+  return c;
+}
+
 nlohmann::json RunSummary::to_json() const {
   nlohmann::json memory_by_rank = nlohmann::json::array();
   for (const MemoryReport& r : memory_bytes_by_rank) memory_by_rank.push_back(r.to_json());
@@ -87,7 +102,7 @@ nlohmann::json RunSummary::to_json() const {
       {"stragglers", stragglers.to_json()},
       {"network_stragglers", network_stragglers.to_json()},
       {"exposed_comm_fraction", exposed_comm_fraction},
-      {"communication", communication},
+      {"communication", communication.to_json()},
       {"memory_bytes_rank0", memory_bytes_rank0.to_json()},
       {"memory_bytes_by_rank", memory_by_rank},
       {"eval", eval ? eval->to_json() : nlohmann::json(nullptr)},
@@ -162,8 +177,7 @@ RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
   if (f.has(key("network_stragglers")))  // optional: newer than the format's first version
     s.network_stragglers = NetworkStragglerReport::from_json(f, key("network_stragglers"));
   s.exposed_comm_fraction = f.number(key("exposed_comm_fraction"));
-  json_fields::require_object(f, key("communication"));
-  s.communication = f.at(key("communication"));
+  s.communication = RunCommunication::from_json(f, key("communication"));
   s.memory_bytes_rank0 = MemoryReport::from_json(f, key("memory_bytes_rank0"));
   for (std::size_t i = 0, n = json_fields::array_size(f, key("memory_bytes_by_rank")); i < n; ++i)
     s.memory_bytes_by_rank.push_back(MemoryReport::from_json(f, field(key("memory_bytes_by_rank"), std::to_string(i))));

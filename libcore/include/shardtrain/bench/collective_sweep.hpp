@@ -4,13 +4,10 @@
 // (the blocking MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast), with a
 // correctness check per size.
 //
-// Definitions (nccl-tests, comm/types.hpp): `bytes` is the operation's size: the whole buffer of
-// an all-reduce or broadcast, the whole W-block input of a reduce-scatter, the whole W-block output
-// of an all-gather (float32 elements, bytes / 4 of them). time_s is the mean time of one operation
-// over the timed iterations on the slowest rank; algbw = bytes / time_s; busbw = algbw x the op's
-// bus factor (2(W-1)/W all-reduce, (W-1)/W reduce-scatter and all-gather, 1 broadcast).
-// `wrong` counts the elements, over all ranks, that differ from the exact expected result of one
-// run on fresh data (small integers, so every sum is exact in float32 whatever the order).
+// The rows and their file are stepmodel/sweep.hpp's (SweepRow, CollectiveSweep: the definitions of
+// bytes, time, algbw, busbw), shared with the step model's fit that reads them. `wrong` counts the
+// elements, over all ranks, that differ from the exact expected result of one run on fresh data
+// (small integers, so every sum is exact in float32 whatever the order).
 //
 // Several nodes (the ranks' host names differ, or SHARDTRAIN_NODE_OF_RANK pretends so;
 // comm/hierarchical.hpp): all-reduce, reduce-scatter and all-gather also run "hierarchical" (the
@@ -23,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "shardtrain/stepmodel/sweep.hpp"
 
 namespace shardtrain {
 
@@ -41,24 +38,11 @@ struct SweepOptions {
   void validate() const;
 };
 
-struct SweepRow {
-  std::string op;    // "AllReduce", "ReduceScatter", "AllGather", "Broadcast" (op_name)
-  std::string impl;  // "communicator-fast", "communicator-deterministic", "mpi"; "hierarchical",
-                     // "hierarchical-pipelined", "intra-node", "inter-node"
-  int ranks = 1;
-  std::uint64_t bytes = 0;  // the operation's size (see above)
-  int iterations = 0;
-  double time_s = 0, algbw_GBps = 0, busbw_GBps = 0;
-  std::uint64_t wrong = 0;
-};
-
 // Runs the sweep over MPI_COMM_WORLD (collective: every rank calls it with the same options; MPI
-// initialised with MPI_THREAD_MULTIPLE). Every rank returns the same rows, in sweep order.
-std::vector<SweepRow> run_collective_sweep(const SweepOptions& options);
+// initialised with MPI_THREAD_MULTIPLE). Every rank returns the same sweep (ranks: the world), its
+// rows in sweep order; CollectiveSweep::to_json is its file (`--json`).
+CollectiveSweep run_collective_sweep(const SweepOptions& options);
 
-// {"format": "shardtrain-collectives", "format_version": 1, "ranks": W, "rows": [{"op", "impl",
-//  "ranks", "bytes", "iterations", "time_s", "algbw_GBps", "busbw_GBps", "wrong"}]}
-nlohmann::json sweep_json(const std::vector<SweepRow>& rows);
 // One table per op, nccl-tests style: size, then time / algbw / busbw / #wrong per implementation,
 // the Communicator's busbw over bare MPI's, and the flat time over each hierarchical one's.
 std::string sweep_table(const std::vector<SweepRow>& rows);

@@ -166,6 +166,7 @@ struct OpStats {
   double busy_s = 0;  // time in flight: issued to the transport until completed (a wait for Request::after excluded)
   double cpu_s = 0;   // CPU time the communication thread spent driving it (copies, reductions, polling):
                       // where the thread shares a core with the compute thread, compute time it took
+  bool operator==(const OpStats&) const = default;
 };
 // Per-peer accounting: what one rank's point-to-point exchanges with one peer moved and took,
 // where the engine's own algorithms move the bytes (the halving/doubling all-reduce, flat or as
@@ -182,6 +183,7 @@ struct PeerStats {
   bool operator==(const PeerStats&) const = default;
 };
 struct CommLevel;
+class JsonFile;  // base/json_file.hpp
 struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};  // this group's own operations
   double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication), levels included
@@ -210,12 +212,19 @@ struct CommStats {
   // "inter_node_busy_s", "nodes" and "ranks_per_node"; with hierarchical_from_bytes also
   // "hierarchical_from_bytes": {OP: bytes or null (never)}.
   nlohmann::json to_json() const;
+  // The one reader of that object (a run summary's "communication"): the counted fields back
+  // (calls, bytes, busy_s, cpu_s per operation; group_size, wait_s, allreduce_algorithm; levels,
+  // nodes, ranks_per_node, hierarchical_from_bytes), the derived ones (bandwidths, totals, the
+  // levels' busy seconds) recomputed from them. `peers` is not in the JSON and stays empty.
+  static CommStats from_json(const JsonFile& f, const std::string& at);
+  bool operator==(const CommStats&) const;  // every field (defaulted where CommLevel is complete)
 };
 // One sub-group of a hierarchical communicator.
 struct CommLevel {
   std::string name;         // the sub-group's name ("dp.node", "dp.cross", ...)
   bool inter_node = false;  // its ranks are on different nodes
   CommStats stats;
+  bool operator==(const CommLevel&) const = default;
 };
 
 class Communicator {

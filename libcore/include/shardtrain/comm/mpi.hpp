@@ -1,5 +1,8 @@
 // Communicator (communicator.hpp) over MPI, for CPU ranks: the comm engine (transport.hpp) with the
-// MPI transport (libcore/src/comm/mpi_transport.cpp, the only file of the layer that calls MPI).
+// MPI transport (libcore/src/comm/mpi_transport.cpp), and the MPI process's start and end. The comm
+// layer is the only one that calls MPI (scripts/check-layers.py refuses a call anywhere else in
+// libcore or tools/): mpi_transport.cpp, mpi_process.cpp (below) and bare_mpi.cpp (a benchmark's
+// bare yardstick, bare_mpi.hpp).
 //
 // Thread level: MPI must be initialised with MPI_THREAD_MULTIPLE (the tool main and the tests do):
 // each communicator runs its MPI calls on its own communication thread, several communicators
@@ -33,5 +36,18 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm base, CommOptions o
 // MPI_Abort(MPI_COMM_WORLD, 4), which ends every rank of the job. For tool mains and the trainer
 // only; never call it from library code paths that could recover.
 FatalHook mpi_abort_on_fatal();
+
+// The MPI process, for the one tool main that owns it (tool/tool.cpp's run_tool): MPI_Init_thread
+// at MPI_THREAD_MULTIPLE (what every communicator needs), and the world's rank and size.
+struct MpiProcess {
+  int rank = 0, size = 1;
+};
+MpiProcess mpi_start(int& argc, char**& argv);
+// At the end: a failing rank of a job of several calls MPI_Abort with its exit code (its peers
+// would otherwise wait in their next collective until their timeouts); then MPI_Finalize.
+void mpi_end(int exit_code, int world_size);
+// MPI_COMM_WORLD's size: the job's ranks, known before any communicator exists (the trainers'
+// layout check, refused before any collective).
+int mpi_world_size();
 
 }  // namespace shardtrain

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -24,6 +25,8 @@ enum class CollectiveOp : int {
 };
 inline constexpr int kNumCollectiveOps = 7;
 const char* op_name(CollectiveOp op);
+// The operation op_name calls `name`; nothing for any other text.
+std::optional<CollectiveOp> op_named(const std::string& name);
 
 // Bus-bandwidth factor as nccl-tests defines it, for a group of n ranks:
 //   AllReduce, AllReduceCanonical: 2(n-1)/n;  ReduceScatter, AllGather: (n-1)/n;  Broadcast: 1;

@@ -1,6 +1,6 @@
 // The layout planner: the ONE place that decides whether a training layout may run, and what it
 // places where. The trainers' set-up (train/ plan_training_layout, with --memory-budget),
-// scale-bench plan (scaling/step_model.hpp) and the ZeRO strategy (the state kinds it shards) all
+// scale-bench plan (scaling/plan.hpp) and the ZeRO strategy (the state kinds it shards) all
 // take its answer, so they cannot disagree: a layout the planner accepts is one the trainers run,
 // and a refusal names the same reason everywhere.
 //

@@ -13,7 +13,7 @@ namespace shardtrain {
 struct TrainingCli {
   std::string cutoff, eval_from;
   double peak_gflop_per_s = 0;  // --peak-gflops, GFLOP/s per rank -> TelemetryOptions::peak_flop_per_s
-  std::string step_model;       // --step-model FILE (scale-bench fit) -> ParallelismOptions::hierarchy_by_size
+  std::string step_model;       // --step-model FILE (scale-bench fit) -> ParallelismOptions::hierarchy_model
   std::string model;            // --model NAME (kModelPresets) -> TrainOptions::model, under the explicit options
 };
 
@@ -25,8 +25,8 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
 // --step-model read into the size thresholds of --allreduce auto (UsageError naming the file, or the
 // option when --allreduce is not auto or the model lacks the intra- and inter-node links).
 void finish_training_options(TrainOptions& o, const TrainingCli& cli);
-// --step-model FILE: the thresholds of --allreduce auto from the model's two links
-// (scaling::hierarchical_from_bytes per operation on the job's N x L nodes). Exposed for the tests.
+// --step-model FILE: the model whose two links set the thresholds of --allreduce auto (the trainer
+// prices them with scaling::hierarchical_thresholds on the job's N x L nodes). Exposed for the tests.
 void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path);
 // --model NAME: the preset's shape in every field of `model` whose own option (--vocab, --seq-len,
 // --d-model, --layers, --heads) was not given on `app`'s command line, so explicit options override

@@ -4,10 +4,9 @@
 // jobs and docs read the file with jq and python, so a key is never renamed here). Units: seconds,
 // tokens, FLOP and FLOP/s, bytes; fractions (mfu, efficiency) are plain ratios.
 //
-// Typed except two parts held as the JSON they already are elsewhere: "config" (the run's
+// Typed except one part held as the JSON it already is elsewhere: "config" (the run's
 // configuration, the same object as every checkpoint manifest's "config", hashed into the config
-// id) and "communication" (CommStats' JSON of the data-parallel group, with
-// "bare_allreduce_busbw_GBps" on W > 1 and the TP group's as "tp").
+// id).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -20,6 +19,7 @@
 
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/backend/cpu_gemm.hpp"
+#include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/telemetry/run_summary.hpp"
@@ -78,6 +78,20 @@ struct StartupTimes {
   bool operator==(const StartupTimes&) const = default;
 };
 
+// The summary's "communication": the data-parallel group's accounting as CommStats writes it
+// (comm/communicator.hpp: per operation calls, bytes, busy and CPU seconds; with levels, the
+// intra- and inter-node split), plus "bare_allreduce_busbw_GBps" (the bare library all-reduce
+// measured at start; W > 1 only) and "tp" (the tensor-parallel group's CommStats; TP runs only).
+// Read by the step model's fit (calls and bytes per operation) and the scaling report (levels).
+struct RunCommunication {
+  CommStats dp;
+  std::optional<double> bare_allreduce_busbw_GBps;
+  std::optional<CommStats> tp;
+  nlohmann::json to_json() const;
+  static RunCommunication from_json(const JsonFile& file, const std::string& at);
+  bool operator==(const RunCommunication&) const = default;
+};
+
 struct RunSummary {
   std::string tool;          // "ddp-train" | "fsdp-train"
   RunIdentity identity;
@@ -117,7 +131,7 @@ struct RunSummary {
   // of its own, apart from the compute straggler scores above; absent in older summaries (empty).
   NetworkStragglerReport network_stragglers;
   double exposed_comm_fraction = 0;
-  nlohmann::json communication = nlohmann::json::object();  // see above
+  RunCommunication communication;
   MemoryReport memory_bytes_rank0;
   std::vector<MemoryReport> memory_bytes_by_rank;
   std::optional<HoldoutLoss> eval;  // null: no hold-out

@@ -19,6 +19,7 @@
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/optim.hpp"
 #include "shardtrain/parallel/layout_plan.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
 #include "shardtrain/train/run_summary.hpp"
 
 namespace shardtrain {
@@ -69,12 +70,12 @@ struct ParallelismOptions {
   double memory_budget = 0;    // bytes per rank (0: none); over it, refuse before training (zero.hpp)
   double bucket_mb = 4.0;      // gradient bucket size for the overlapped all-reduce (MiB)
   AllReduceAlgorithm allreduce = AllReduceAlgorithm::kAuto;  // fast-mode all-reduce (communicator.hpp)
-  // --allreduce auto with a step model (--step-model): given the DP group's placement (uniform
-  // nodes: N nodes x L ranks), the smallest call per operation that goes hierarchical
-  // (HierarchyOptions::min_bytes; kNeverHierarchical keeps an operation flat). Set by the tool layer,
-  // which reads the model (scaling sits above train); unset: auto stays flat, as without a model.
-  std::function<std::array<std::uint64_t, kNumCollectiveOps>(int nodes, int ranks_per_node)> hierarchy_by_size;
-  std::string hierarchy_source;  // what decided hierarchy_by_size, for the log ("the step model FILE")
+  // --allreduce auto with a step model (--step-model, with both links known): on the DP group's
+  // placement (uniform nodes: N nodes x L ranks) each operation goes hierarchical from the size
+  // the model prices cheaper on two levels (stepmodel/two_level.hpp, hierarchical_thresholds).
+  // None: auto stays flat, as without a model.
+  std::optional<scaling::StepModel> hierarchy_model;
+  std::string hierarchy_source;  // where hierarchy_model came from, for the log ("the step model FILE")
   // A hierarchical all-reduce pipelined in chunks of about this many bytes (HierarchyOptions::
   // pipeline_chunk_bytes, --hierarchical-chunk); 0: each bucket in one piece.
   std::uint64_t hierarchical_chunk_bytes = 0;

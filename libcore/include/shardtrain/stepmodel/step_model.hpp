@@ -1,0 +1,98 @@
+// The alpha-beta model of one data-parallel training step at W ranks: the price of a collective
+// and of a step. Pure computation, no MPI; the trainers (--allreduce auto --step-model), scale-bench
+// predict and the scaling layer's fit, plan and report all price through it. Units: seconds,
+// bytes, bytes per second; throughput in tokens per second.
+//
+//   T(W)    = c(W) + (1 - o) x comm(W) + c(W) x s x log2 W
+//   c(W)    = compute_s           weak scaling (every rank keeps its batch)
+//           = compute_s / W       strong scaling (the global batch is divided among the ranks)
+//   comm(W) = sum over the collectives of one step (op, bytes of one call, calls per step) of
+//             calls x (f_op(W) x bytes / busbw + k_op(W) x alpha), the ring cost as nccl-tests counts it:
+//               all-reduce                  f = 2(W-1)/W   k = 2(W-1)
+//               reduce-scatter, all-gather  f = (W-1)/W    k = W-1
+//               broadcast                   f = 1          k = W-1     (all zero at W = 1)
+//             `bytes` is the nccl-tests size of one call (comm/types.hpp), busbw the bus bandwidth
+//             (bytes/s), alpha the latency of one ring step (s).
+//   o       overlap: the share of communication hidden behind the backward pass, in [0, 1]
+//   s       straggler coefficient: a synchronous step waits for the slowest of W ranks, taken to be
+//           c(W) x s x log2 W slower than the typical one
+//   throughput(W) = tokens(W) / T(W), tokens(W) = W x tokens_per_step (weak) or tokens_per_step (strong)
+//   speedup S(W) = throughput(W) / throughput(1);  efficiency E(W) = S(W) / W.
+//
+// The same model on two levels (nodes): two_level.hpp. Fitting it to measurements, planning
+// layouts with it and its tables sit above train, in the scaling layer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/comm/types.hpp"
+
+namespace shardtrain::scaling {
+
+enum class Scaling { kWeak, kStrong };
+const char* scaling_name(Scaling s);  // "weak", "strong"
+
+// One kind of collective issued every step: `calls` calls (an average may be fractional) of
+// `bytes` each (nccl-tests size).
+struct StepCollective {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  double bytes = 0;
+  double calls = 1;
+};
+// [{"op", "bytes", "calls"}, ...]: the model file's "collectives", and the fit's and plan's copies.
+nlohmann::json collectives_json(const std::vector<StepCollective>& collectives);
+
+// The operations the model prices: all-reduce (both kinds), reduce-scatter, all-gather, broadcast
+// (not Barrier or Split, which carry no payload).
+bool is_modelled_op(CollectiveOp op);
+
+// One link of the two-level model (issue 35): bus bandwidth (bytes/s) and latency of one ring step
+// (s). Unknown (busbw 0) unless fitted from a sweep's "intra-node"/"inter-node" rows or given.
+struct Link {
+  double busbw_Bps = 0, alpha_s = 0;
+  bool known() const { return busbw_Bps > 0; }
+};
+
+struct StepModel {
+  double compute_s = 0;        // compute of one step on one rank at W = 1 (s)
+  Scaling scaling = Scaling::kWeak;
+  double tokens_per_step = 1;  // tokens of one step at W = 1
+  std::vector<StepCollective> collectives;
+  double busbw_Bps = 0;        // bus bandwidth (bytes/s)
+  double alpha_s = 0;          // latency of one ring step (s)
+  double overlap = 0;          // o in [0, 1]
+  double straggler = 0;        // s >= 0
+  // Two levels: the links inside a node and between nodes, as scale-bench collectives measures
+  // them with every group of the level running at once ("intra-node", "inter-node" rows). Both
+  // unknown in a one-level model (the JSON then has neither "intra_node" nor "inter_node").
+  Link intra, inter;
+  nlohmann::json inputs = nlohmann::json::object();  // where the numbers came from (files, fits, options)
+
+  // Throws UsageError naming the first unusable field ("model: busbw_Bps must be > 0, got 0").
+  void validate() const;
+  nlohmann::json to_json() const;  // {"format": "shardtrain-scaling-model", "version": 1, ...}
+  // Throws UsageError naming `source` and the missing or mistyped field.
+  static StepModel from_json(const nlohmann::json& j, const std::string& source);
+};
+// A model file (scale-bench fit's output, --model, --step-model) through JsonFile and from_json:
+// the one reader of the format. `what` says what the file was given as ("the --model step model").
+StepModel read_step_model(const std::string& path, const std::string& what);
+
+// Ring steps of one call of `op` over `world` ranks: the latency term's multiplier k above.
+double ring_steps(CollectiveOp op, int world);
+// Seconds of one call of `op` over `world` ranks by the ring formula above.
+double collective_seconds(CollectiveOp op, double bytes, int world, double busbw_Bps, double alpha_s);
+
+// The terms of T(W) and what follows from them.
+struct StepTerms {
+  int world = 1;
+  double compute_s = 0, comm_s = 0, exposed_comm_s = 0, straggler_s = 0, step_s = 0;
+  double intra_comm_s = 0, inter_comm_s = 0;  // predict_on: comm_s by link (0 from predict)
+  double tokens_per_s = 0, speedup = 0, efficiency = 0;
+  nlohmann::json to_json() const;
+};
+StepTerms predict(const StepModel& model, int world);  // validates the model; world >= 1
+
+}  // namespace shardtrain::scaling

@@ -1,0 +1,310 @@
+#include "shardtrain/scaling/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "shardtrain/backend/capabilities.hpp"
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/number_text.hpp"
+#include "shardtrain/model/parameters.hpp"
+#include "shardtrain/parallel/layout_plan.hpp"
+
+namespace shardtrain::scaling {
+namespace {
+
+std::string gb(double bytes) { return number_text("%.2f GB", bytes / 1e9); }
+
+}  // namespace
+
+// Assumption: a GPT-2 shaped decoder with d_model about 128 x n_layer (GPT-3's 6.7B model: 32 x
+// 4096), d_model a multiple of 64 and 64-wide heads. L0 is the smallest n_layer for which
+// d_model = 128 x L0 reaches `params`. Among the shapes with n_layer within a quarter of L0 and a
+// count within 5% of `params`, the one whose head count has the most factors of two (up to 8) wins,
+// then the aspect nearest 128, then the nearest count: the nearest count alone often gave a prime
+// head count (33 heads at 1.3e9, 37 at 2.7e9), which no TP degree above 1 divides, where real
+// models pick TP-friendly widths (32 and 40 heads at 6.7B and 13B). With no shape within 5%, the
+// nearest count at L0. The count (reported) differs from `params` by at most a few percent; the
+// memory formulas use the built model's own count.
+ModelConfig model_for_parameter_count(double params, int vocab, int seq_len) {
+  if (!(params >= 1000) || params > 1e13) throw UsageError("--params " + number_text("%g", params) + " is not in [1000, 1e13]");
+  if (vocab < 1 || seq_len < 1) throw UsageError("--vocab and --seq-len must be >= 1");
+  ModelConfig c;
+  c.vocab = vocab;
+  c.seq_len = seq_len;
+  auto count = [&](int L, int C) {
+    ModelConfig t = c;
+    t.n_layer = L;
+    t.d_model = C;
+    return double(t.parameter_count());
+  };
+  int L0 = 1;
+  while (L0 < 1000 && count(L0, 128 * L0) < params) ++L0;
+  const auto twos = [](int heads) {  // factors of two in the head count, at most 3 (TP 8)
+    int k = 0;
+    while (k < 3 && heads % 2 == 0) heads /= 2, ++k;
+    return k;
+  };
+  struct Shape {
+    int L, C;
+    double miss;  // |count - params|
+  };
+  // Better: within 5%, then more factors of two, then the aspect nearer 128, then the nearer count.
+  const auto better = [&](const Shape& a, const Shape& b) {
+    const bool ca = a.miss <= 0.05 * params, cb = b.miss <= 0.05 * params;
+    if (ca != cb) return ca;
+    if (!ca) return a.L == L0 && (b.L != L0 || a.miss < b.miss);  // none close: nearest at L0
+    if (twos(a.C / 64) != twos(b.C / 64)) return twos(a.C / 64) > twos(b.C / 64);
+    const double aspect_a = std::fabs(double(a.C) / a.L - 128), aspect_b = std::fabs(double(b.C) / b.L - 128);
+    if (aspect_a != aspect_b) return aspect_a < aspect_b;
+    return a.miss < b.miss;
+  };
+  Shape best{L0, 64, std::fabs(count(L0, 64) - params)};
+  for (int L = std::max(1, L0 - L0 / 4); L <= L0 + L0 / 4; ++L)
+    for (int C = 64; C <= 128 * L + 64 * (1 + L / 4); C += 64) {
+      const Shape s{L, C, std::fabs(count(L, C) - params)};
+      if (better(s, best)) best = s;
+    }
+  c.n_layer = best.L;
+  c.d_model = best.C;
+  c.n_head = best.C / 64;
+  c.validate();
+  return c;
+}
+
+std::string Plan::text() const {
+  std::string s = "plan: " + number_text("%.4g", params) + " parameters as a GPT-2 shaped model (n_layer " +
+                  std::to_string(config.n_layer) + ", d_model " + std::to_string(config.d_model) + ", n_head " +
+                  std::to_string(config.n_head) + ", vocab " + std::to_string(config.vocab) + ", seq_len " +
+                  std::to_string(config.seq_len) + ": " + number_text("%.0f", double(config.parameter_count())) +
+                  " parameters), gradient accumulation " + std::to_string(grad_accum) + " at TP 1, compute " +
+                  number_text("%.3f", compute_s * 1e3) + " ms per rank per step\n";
+  std::string degrees;
+  for (int t : tp_degrees) degrees += (degrees.empty() ? "" : ", ") + std::to_string(t);
+  s += "tensor parallelism: TP degrees " + degrees + " (dividing the ranks, the " + std::to_string(config.n_head) +
+       " heads and 4 x d_model = " + std::to_string(4 * config.d_model) +
+       "); each ZeRO stage over DP = ranks / TP; TP adds per micro-batch 4L+2 all-reduces of 4NC bytes, one of "
+       "8N and an all-gather of 4N x TP (N = micro-batch x seq_len), not overlapped\n";
+  if (!tp_note.empty()) s += "  (" + tp_note + ")\n";
+  char line[320];
+  std::snprintf(line, sizeof(line), "%4s %-13s %4s %4s %12s %12s %10s %10s %10s %12s  %s\n", "rank", "layout", "dp",
+                "tp", "memory_GB", "state_GB", "step_ms", "comm_ms", "tp_ms", "tokens/s", "verdict");
+  s += line;
+  int rank = 0;
+  for (const auto& r : rows) {
+    const std::string verdict = r.fits ? "fits" : "excluded: " + r.reason;
+    std::snprintf(line, sizeof(line), "%4s %-13s %4d %4d %12.3f %12.3f %10.3f %10.3f %10.3f %12.1f  %s\n",
+                  r.fits ? std::to_string(++rank).c_str() : "-", r.layout.c_str(), r.dp, r.tp, r.memory.total() / 1e9,
+                  r.memory.model_state / 1e9, r.predicted.step_s * 1e3, r.predicted.comm_s * 1e3, r.tp_comm_s * 1e3,
+                  r.predicted.tokens_per_s, verdict.c_str());
+    s += line;
+  }
+  if (rank == 0) s += "no layout fits the budget\n";
+  return s;
+}
+
+nlohmann::json Plan::to_json() const {
+  nlohmann::json rj = nlohmann::json::array();
+  for (const auto& r : rows)
+    rj.push_back({{"layout", r.layout},
+                  {"zero_stage", r.zero_stage},
+                  {"dp", r.dp},
+                  {"tp", r.tp},
+                  {"grad_accum", r.grad_accum},
+                  {"memory_bytes", {{"total", r.memory.total()}, {"model_state", r.memory.model_state},
+                                    {"gathered", r.memory.gathered}, {"communication", r.memory.communication},
+                                    {"activations", r.memory.activations}}},
+                  {"fits", r.fits},
+                  {"reason", r.reason},
+                  {"collectives", collectives_json(r.collectives)},
+                  {"tp_collectives", collectives_json(r.tp_collectives)},
+                  {"dp_comm_s", r.dp_comm_s},
+                  {"tp_comm_s", r.tp_comm_s},
+                  {"predicted", r.predicted.to_json()}});
+  return {{"format", "shardtrain-plan"},
+          {"params", params},
+          {"model", config.to_json()},
+          {"model_parameters", double(config.parameter_count())},
+          {"grad_accum", grad_accum},
+          {"compute_s", compute_s},
+          {"tensor_parallelism", {{"degrees", tp_degrees},
+                                  {"note", tp_note},
+                                  {"rule", "TP divides the ranks, n_head and 4 x d_model (validate_tensor_parallel)"},
+                                  {"collectives_per_micro_batch",
+                                   "4L+2 all-reduces of 4NC bytes, one all-reduce of 8N bytes, one all-gather of 4N x TP "
+                                   "bytes (N = micro_batch x seq_len, C = d_model); not overlapped"}}},
+          {"layouts", rj}};
+}
+
+namespace {
+
+// The planner's request for one layout of the plan: the trainers' (plan_training_layout) for the
+// same model, ranks, batch and device, so a row fits exactly when the trainers would run it.
+LayoutRequest layout_request(const PlanOptions& o, const ModelConfig& cfg, std::int64_t global, int tp, int stage) {
+  LayoutRequest r;
+  r.model = cfg;
+  r.world = o.ranks;
+  r.tp = tp;
+  r.zero_stage = stage;
+  r.capabilities = backend_capabilities(o.device);
+  r.micro_batch = o.micro_batch;
+  r.global_batch = global;
+  r.deterministic = o.deterministic;
+  r.memory_budget = o.memory_per_rank;
+  return r;
+}
+
+// The DP-axis collectives of ZeRO stage `stage` (0: DDP) for `local_params` parameters per rank in
+// `units` gather/scatter units, `accum` micro-batches per step.
+std::vector<StepCollective> dp_collectives(int stage, double local_params, double units, double accum) {
+  const double bucket = 4.0 * 1024 * 1024;  // ddp-train's default --bucket-mb 4
+  const double grad_bytes = 4 * local_params, per_unit = 4 * local_params / units;
+  switch (stage) {
+    case 0: {  // bucketed all-reduce of the gradients
+      const double calls = std::ceil(grad_bytes / bucket);
+      return {{CollectiveOp::kAllReduce, grad_bytes / calls, calls}};
+    }
+    case 1:  // reduce-scatter the gradients, all-gather the updated parameters
+      return {{CollectiveOp::kReduceScatter, per_unit, units}, {CollectiveOp::kAllGather, per_unit, units}};
+    case 2:  // gradients scattered after every micro-batch
+      return {{CollectiveOp::kReduceScatter, per_unit, units * accum}, {CollectiveOp::kAllGather, per_unit, units}};
+    default:  // parameters gathered for forward and again for backward, every micro-batch
+      return {{CollectiveOp::kAllGather, per_unit, 2 * units * accum},
+              {CollectiveOp::kReduceScatter, per_unit, units * accum}};
+  }
+}
+
+// GptModel's tensor-parallel collectives of one step (see PlanRow).
+std::vector<StepCollective> tp_collectives(const ModelConfig& cfg, int micro_batch, int tp, double accum) {
+  if (tp <= 1) return {};
+  const double N = double(micro_batch) * cfg.seq_len, C = cfg.d_model;
+  return {{CollectiveOp::kAllReduce, 4 * N * C, (4.0 * cfg.n_layer + 2) * accum},
+          {CollectiveOp::kAllReduce, 8 * N, accum},
+          {CollectiveOp::kAllGather, 4 * N * tp, accum}};
+}
+
+double comm_seconds(const std::vector<StepCollective>& cs, int world, const StepModel& m) {
+  double t = 0;
+  for (const auto& c : cs) t += c.calls * collective_seconds(c.op, c.bytes, world, m.busbw_Bps, m.alpha_s);
+  return t;
+}
+
+
+// The TP degrees the planner accepts on these ranks (DDP, no budget: the mesh alone); a device
+// without tensor-parallel ops accepts TP 1 only, and the note says why.
+void plan_tp_degrees(const PlanOptions& o, std::int64_t global, Plan& plan) {
+  const ModelConfig& cfg = plan.config;
+  std::string device_refusal;
+  for (int t = 1; t <= o.ranks; ++t) {
+    LayoutRequest mesh_only = layout_request(o, cfg, global, t, 0);
+    mesh_only.memory_budget = 0;
+    const LayoutDecision d = plan_layout(mesh_only);
+    if (d.accepted()) plan.tp_degrees.push_back(t);
+    else if (*d.refusal == LayoutRefusal::kTensorParallelDevice && device_refusal.empty()) device_refusal = d.message;
+  }
+  if (!device_refusal.empty()) {
+    plan.tp_note = std::string("only TP 1 on --device ") + (o.device == DeviceKind::kCuda ? "cuda" : "cpu") + ": " +
+                   device_refusal;
+  } else if (plan.tp_degrees.size() == 1) {
+    plan.tp_note = "no TP degree above 1 divides both the ranks and the assumed shape's " + std::to_string(cfg.n_head) +
+                   " heads, so only TP 1 is planned";
+  }
+}
+
+// What one layout (TP degree, ZeRO stage, and on several nodes the communication layout) fits and
+// costs: the planner's verdict, the memory, the collectives of both axes and the step they give.
+struct RowShape {
+  int tp = 1, stage = 0;
+  CommLayout comm_layout = CommLayout::kFlat;
+};
+PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, std::int64_t global, const RowShape& shape) {
+  static const char* const names[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  const ModelConfig& cfg = plan.config;
+  const int tp = shape.tp, stage = shape.stage, dp = o.ranks / tp, per_node = o.ranks / o.nodes;
+  const int accum = int(global / (std::int64_t(o.micro_batch) * dp));
+  const double local_params = double(ParameterRegistry(cfg, {tp, 0}).total());  // one TP rank's share
+  const double units = cfg.n_layer + 2.0;  // embeddings, blocks, head: ZeRO's gather/scatter unit
+  const double tokens = double(global) * o.seq_len;
+  PlanRow r;
+  r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "") +
+             (o.nodes > 1 ? std::string(", ") + comm_layout_name(shape.comm_layout) : "");
+  r.zero_stage = stage;
+  r.dp = dp;
+  r.tp = tp;
+  r.grad_accum = accum;
+  r.memory = estimate_memory(cfg, stage, o.ranks, o.micro_batch, accum, o.deterministic, tp, o.device);
+  const LayoutDecision d = plan_layout(layout_request(o, cfg, global, tp, stage));
+  r.fits = d.accepted();
+  if (!r.fits && *d.refusal == LayoutRefusal::kMemoryBudget)
+    r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
+  else if (!r.fits)
+    r.reason = d.message;  // a stage this device does not run
+  r.collectives = dp_collectives(stage, local_params, units, accum);
+  r.tp_collectives = tp_collectives(cfg, o.micro_batch, tp, accum);
+  if (o.nodes > 1 && per_node % tp == 0) {  // the DP group spans the nodes, each TP group inside one
+    const Topology dp_topology{o.nodes, per_node / tp};
+    r.dp_comm_s = 0;
+    for (const auto& c : r.collectives)
+      r.dp_comm_s += c.calls * collective_cost(link, c.op, c.bytes, dp_topology, shape.comm_layout).seconds;
+    StepModel tp_link = link;
+    if (link.intra.known()) tp_link.busbw_Bps = link.intra.busbw_Bps, tp_link.alpha_s = link.intra.alpha_s;
+    r.tp_comm_s = comm_seconds(r.tp_collectives, tp, tp_link);
+  } else {
+    r.dp_comm_s = comm_seconds(r.collectives, dp, link);
+    r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
+  }
+  StepTerms& t = r.predicted;
+  t.world = o.ranks;
+  t.compute_s = plan.compute_s;
+  t.comm_s = r.dp_comm_s + r.tp_comm_s;
+  t.exposed_comm_s = (1 - link.overlap) * r.dp_comm_s + r.tp_comm_s;
+  t.straggler_s = t.compute_s * link.straggler * std::log2(double(o.ranks));
+  t.step_s = t.compute_s + t.exposed_comm_s + t.straggler_s;
+  t.tokens_per_s = tokens / t.step_s;
+  t.speedup = t.tokens_per_s / (tokens / (plan.compute_s * o.ranks));  // one rank: all the compute, no comm
+  t.efficiency = t.speedup / o.ranks;
+  return r;
+}
+
+}  // namespace
+
+Plan plan_layouts(const PlanOptions& o) {
+  if (o.ranks < 1) throw UsageError("--ranks must be >= 1, got " + std::to_string(o.ranks));
+  if (!(o.memory_per_rank > 0)) throw UsageError("--memory-per-rank must be > 0 bytes, got " + number_text("%g", o.memory_per_rank));
+  if (o.micro_batch < 1) throw UsageError("--micro-batch must be >= 1");
+  if (!(o.peak_flops > 0)) throw UsageError("--peak-gflops must be > 0");
+  const std::int64_t global = o.global_batch > 0 ? o.global_batch : std::int64_t(o.micro_batch) * o.ranks;
+  if (global % (std::int64_t(o.micro_batch) * o.ranks) != 0)
+    throw UsageError("--global-batch " + std::to_string(global) + " is not a multiple of --micro-batch x --ranks");
+  Plan plan;
+  plan.params = o.params;
+  plan.config = model_for_parameter_count(o.params, o.vocab, o.seq_len);
+  plan.grad_accum = int(global / (std::int64_t(o.micro_batch) * o.ranks));
+  const double tokens = double(global) * o.seq_len;
+  // Per rank per step: the model's --compute-ms when given, else 3 x forward FLOPs at the peak.
+  // Tensor parallelism divides a DP rank's matrix products over its TP ranks, so the compute per
+  // rank is the same for every layout of the same ranks (the replicated LayerNorms and the
+  // softmax are a small share, ignored).
+  plan.compute_s = o.model.compute_s > 0 ? o.model.compute_s : plan.config.flops_per_token() * tokens / o.ranks / o.peak_flops;
+  plan_tp_degrees(o, global, plan);
+  StepModel link = o.model;
+  link.compute_s = plan.compute_s;
+  link.tokens_per_step = tokens;
+  link.collectives.clear();
+  link.validate();
+  if (o.nodes < 1 || o.ranks % o.nodes != 0)
+    throw UsageError("--nodes " + std::to_string(o.nodes) + " must divide --ranks " + std::to_string(o.ranks));
+  if (o.layouts.empty()) throw UsageError("plan: no --layout");
+  for (int tp : plan.tp_degrees)
+    for (int stage = 0; stage <= 3; ++stage)
+      for (CommLayout comm_layout : o.nodes > 1 ? o.layouts : std::vector<CommLayout>{CommLayout::kFlat})
+        plan.rows.push_back(plan_row(o, plan, link, global, {tp, stage, comm_layout}));
+  std::stable_sort(plan.rows.begin(), plan.rows.end(), [](const PlanRow& a, const PlanRow& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits) return a.predicted.tokens_per_s > b.predicted.tokens_per_s * (1 + 1e-12);
+    return a.memory.total() < b.memory.total();
+  });
+  return plan;
+}
+
+}  // namespace shardtrain::scaling

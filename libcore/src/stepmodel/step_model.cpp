@@ -1,0 +1,151 @@
+#include "shardtrain/stepmodel/step_model.hpp"
+
+#include <cmath>
+
+#include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/number_text.hpp"
+
+namespace shardtrain::scaling {
+namespace {
+
+double number(const nlohmann::json& j, const char* field, const std::string& where) {
+  if (!j.is_object() || !j.contains(field)) throw UsageError(where + ": missing field '" + field + "'");
+  if (!j.at(field).is_number()) throw UsageError(where + ": field '" + field + "' must be a number, got " + j.at(field).dump());
+  const double v = j.at(field).get<double>();
+  if (!std::isfinite(v)) throw UsageError(where + ": field '" + field + "' is not finite");
+  return v;
+}
+
+StepTerms terms_at(const StepModel& m, int w) {
+  StepTerms t;
+  t.world = w;
+  t.compute_s = m.scaling == Scaling::kWeak ? m.compute_s : m.compute_s / w;
+  for (const auto& c : m.collectives) t.comm_s += c.calls * collective_seconds(c.op, c.bytes, w, m.busbw_Bps, m.alpha_s);
+  t.exposed_comm_s = (1 - m.overlap) * t.comm_s;
+  t.straggler_s = t.compute_s * m.straggler * std::log2(double(w));
+  t.step_s = t.compute_s + t.exposed_comm_s + t.straggler_s;
+  const double tokens = m.scaling == Scaling::kWeak ? w * m.tokens_per_step : m.tokens_per_step;
+  t.tokens_per_s = tokens / t.step_s;
+  return t;
+}
+
+}  // namespace
+
+const char* scaling_name(Scaling s) { return s == Scaling::kWeak ? "weak" : "strong"; }
+
+bool is_modelled_op(CollectiveOp op) {
+  return op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllReduceCanonical ||
+         op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather || op == CollectiveOp::kBroadcast;
+}
+
+nlohmann::json collectives_json(const std::vector<StepCollective>& cs) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& c : cs) a.push_back({{"op", op_name(c.op)}, {"bytes", c.bytes}, {"calls", c.calls}});
+  return a;
+}
+
+void StepModel::validate() const {
+  auto bad = [](const std::string& field, const std::string& need, double v) {
+    throw UsageError("model: " + field + " must be " + need + ", got " + number_text("%g", v));
+  };
+  if (!(compute_s > 0) || !std::isfinite(compute_s))
+    bad("compute_s (--compute-ms, or fit with --runs)", "> 0", compute_s);
+  if (!(tokens_per_step > 0) || !std::isfinite(tokens_per_step)) bad("tokens_per_step", "> 0", tokens_per_step);
+  if (!(busbw_Bps > 0) || !std::isfinite(busbw_Bps)) bad("busbw_Bps (--busbw-GBps)", "> 0", busbw_Bps);
+  if (!(alpha_s >= 0) || !std::isfinite(alpha_s)) bad("alpha_s (--alpha-us)", ">= 0", alpha_s);
+  if (!(overlap >= 0 && overlap <= 1)) bad("overlap", "in [0, 1]", overlap);
+  if (!(straggler >= 0) || !std::isfinite(straggler)) bad("straggler", ">= 0", straggler);
+  for (const auto& c : collectives) {
+    if (!is_modelled_op(c.op)) throw UsageError(std::string("model: collective ") + op_name(c.op) + " is not modelled");
+    if (!(c.bytes >= 0) || !(c.calls >= 0)) throw UsageError(std::string("model: collective ") + op_name(c.op) +
+                                                             " needs bytes >= 0 and calls >= 0");
+  }
+}
+
+nlohmann::json StepModel::to_json() const {
+  nlohmann::json j = {{"format", "shardtrain-scaling-model"},
+          {"version", 1},
+          {"units", "seconds, bytes, bytes per second"},
+          {"compute_s", compute_s},
+          {"scaling", scaling_name(scaling)},
+          {"tokens_per_step", tokens_per_step},
+          {"collectives", collectives_json(collectives)},
+          {"busbw_Bps", busbw_Bps},
+          {"alpha_s", alpha_s},
+          {"overlap", overlap},
+          {"straggler", straggler},
+          {"inputs", inputs}};
+  if (intra.known()) j["intra_node"] = {{"busbw_Bps", intra.busbw_Bps}, {"alpha_s", intra.alpha_s}};
+  if (inter.known()) j["inter_node"] = {{"busbw_Bps", inter.busbw_Bps}, {"alpha_s", inter.alpha_s}};
+  return j;
+}
+
+StepModel StepModel::from_json(const nlohmann::json& j, const std::string& source) {
+  const std::string where = "model '" + source + "'";
+  if (!j.is_object() || j.value("format", "") != "shardtrain-scaling-model")
+    throw UsageError(where + ": not a scaling model (\"format\": \"shardtrain-scaling-model\" expected)");
+  StepModel m;
+  m.compute_s = number(j, "compute_s", where);
+  const std::string s = j.value("scaling", "");
+  if (s != "weak" && s != "strong") throw UsageError(where + ": field 'scaling' must be \"weak\" or \"strong\"");
+  m.scaling = s == "weak" ? Scaling::kWeak : Scaling::kStrong;
+  m.tokens_per_step = number(j, "tokens_per_step", where);
+  m.busbw_Bps = number(j, "busbw_Bps", where);
+  m.alpha_s = number(j, "alpha_s", where);
+  m.overlap = number(j, "overlap", where);
+  m.straggler = number(j, "straggler", where);
+  if (!j.contains("collectives") || !j["collectives"].is_array())
+    throw UsageError(where + ": missing array 'collectives'");
+  for (const auto& c : j["collectives"]) {
+    StepCollective sc;
+    const auto op = c.is_object() && c.contains("op") && c["op"].is_string() ? op_named(c["op"].get<std::string>())
+                                                                            : std::nullopt;
+    if (!op) throw UsageError(where + ": a collective has no known 'op'");
+    sc.op = *op;
+    sc.bytes = number(c, "bytes", where + " collective");
+    sc.calls = number(c, "calls", where + " collective");
+    m.collectives.push_back(sc);
+  }
+  if (j.contains("inputs")) m.inputs = j["inputs"];
+  for (auto [field, link] : {std::pair{"intra_node", &m.intra}, std::pair{"inter_node", &m.inter}}) {
+    if (!j.contains(field)) continue;
+    link->busbw_Bps = number(j[field], "busbw_Bps", where + " " + field);
+    link->alpha_s = number(j[field], "alpha_s", where + " " + field);
+  }
+  return m;
+}
+
+StepModel read_step_model(const std::string& path, const std::string& what) {
+  return StepModel::from_json(JsonFile::read(path, what).json(), path);
+}
+
+double ring_steps(CollectiveOp op, int world) {
+  if (world <= 1) return 0;
+  return op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllReduceCanonical ? 2.0 * (world - 1) : world - 1.0;
+}
+
+double collective_seconds(CollectiveOp op, double bytes, int world, double busbw_Bps, double alpha_s) {
+  if (world <= 1) return 0;
+  return bus_bandwidth_factor(op, world) * bytes / busbw_Bps + ring_steps(op, world) * alpha_s;
+}
+
+nlohmann::json StepTerms::to_json() const {
+  nlohmann::json j = {{"workers", world},          {"step_s", step_s},         {"compute_s", compute_s},
+                      {"comm_s", comm_s},          {"exposed_comm_s", exposed_comm_s}, {"straggler_s", straggler_s},
+                      {"tokens_per_s", tokens_per_s}, {"speedup", speedup},    {"efficiency", efficiency}};
+  if (intra_comm_s > 0 || inter_comm_s > 0) j["intra_comm_s"] = intra_comm_s, j["inter_comm_s"] = inter_comm_s;
+  return j;
+}
+
+StepTerms predict(const StepModel& model, int world) {
+  model.validate();
+  if (world < 1) throw UsageError("workers must be >= 1, got " + std::to_string(world));
+  StepTerms t = terms_at(model, world);
+  const StepTerms one = terms_at(model, 1);
+  t.speedup = t.tokens_per_s / one.tokens_per_s;
+  t.efficiency = t.speedup / world;
+  return t;
+}
+
+}  // namespace shardtrain::scaling
