@@ -328,6 +328,14 @@ def culprit(diagnosis, rank, cause, evidence):
     print(f"  hang-diagnose: culprit rank {c['rank']} ({c['cause']}): {c['evidence']}")
 
 
+@command(("verdict", str), ("host", str))
+def culprit_host(verdict, host):
+    """The resilient launcher's attempt verdict names host as its culprit's host."""
+    v = load(verdict)
+    expect(v.get("culprit_host") == host, f"culprit rank {v.get('culprit_rank')} host {v.get('culprit_host')}, expected host {host}")
+    print(f"  culprit rank {v.get('culprit_rank')} on host {v['culprit_host']}")
+
+
 def expected_blocked(dumps, kind, step, phase, culprit_rank):
     """The collective the job is blocked in, from the dumps alone: for a skipped collective the
     entry the culprit recorded as skipped; for a wrong count the culprit's uncompleted entry at

@@ -500,6 +500,7 @@ class EngineCommunicator final : public Communicator {
     e.root = r.root;
     e.step = step_.load();
     e.phase = current_phase_of_group();
+    e.part_of = r.part_of;
     work->step = e.step;
     work->phase = e.phase;
     work->record_id = core_->recorder->record(std::move(e));

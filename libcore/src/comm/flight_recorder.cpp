@@ -64,12 +64,18 @@ const char* flight_state_name(FlightState s) {
   return "unknown";
 }
 
+nlohmann::json CollectivePart::to_json() const {
+  return {{"group", group}, {"collective", collective}, {"op", op_name(op)}, {"numel", numel}};
+}
+
 nlohmann::json FlightEntry::to_json() const {
   auto t = [](double x) -> nlohmann::json { return x > 0 ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  return {{"id", id},       {"seq", seq},        {"op", op_name(op)},   {"group", group},
-          {"dtype", dtype_name(dtype)}, {"numel", numel}, {"bytes", bytes}, {"root", root},
-          {"step", step},   {"phase", phase_name(phase)}, {"state", flight_state_name(state)},
-          {"t_enqueue", t(t_enqueue)}, {"t_start", t(t_start)}, {"t_end", t(t_end)}};
+  nlohmann::json j = {{"id", id},       {"seq", seq},        {"op", op_name(op)},   {"group", group},
+                      {"dtype", dtype_name(dtype)}, {"numel", numel}, {"bytes", bytes}, {"root", root},
+                      {"step", step},   {"phase", phase_name(phase)}, {"state", flight_state_name(state)},
+                      {"t_enqueue", t(t_enqueue)}, {"t_start", t(t_start)}, {"t_end", t(t_end)}};
+  if (part_of) j["part_of"] = part_of->to_json();
+  return j;
 }
 
 FlightRecorder::FlightRecorder(FlightGroup group, std::size_t capacity) : capacity_(capacity), group_(std::move(group)) {

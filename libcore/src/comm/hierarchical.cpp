@@ -244,6 +244,12 @@ class HierarchicalCommunicator final : public Communicator {
       free_.resize(8);
     }
   }
+  // The record every stage of the call `r` carries (CollectivePart, flight_recorder.hpp): its
+  // number among this group's two-level collectives, the same on every rank (goes_hierarchical is).
+  std::shared_ptr<const CollectivePart> next_part(const Request& r) {
+    return std::make_shared<const CollectivePart>(CollectivePart{name(), ++collectives_, r.op, r.count});
+  }
+
   CollectiveHandle chain(std::vector<CollectiveHandle> stages, std::shared_ptr<std::vector<unsigned char>> space,
                          std::function<void()> finish = nullptr) {
     auto work = std::make_shared<ChainWork>(std::move(stages), std::move(space), std::move(finish));
@@ -283,29 +289,31 @@ class HierarchicalCommunicator final : public Communicator {
     auto space = scratch(b * es);
     auto* shard = space->data();
     auto* data = static_cast<unsigned char*>(r.recv);
+    const auto part = next_part(r);
     std::vector<CollectiveHandle> stages;
     if (tail > 0) {
       void* rest = data + b * L * es;
-      stages.push_back(group_.submit({CollectiveOp::kAllReduce, r.dtype, rest, rest, tail, -1, r.after}));
+      stages.push_back(group_.submit({CollectiveOp::kAllReduce, r.dtype, rest, rest, tail, -1, r.after, part}));
     }
     const std::size_t K = pipeline_chunks(b, es);
     for (std::size_t k = 0; k < K; ++k) {
       const std::size_t lo = b * k / K, n = b * (k + 1) / K - lo;  // this chunk: n elements of each shard
-      unsigned char* part = data + lo * L * es;                     // data[L lo, L (lo + n))
+      unsigned char* chunk = data + lo * L * es;                    // data[L lo, L (lo + n))
       unsigned char* piece = shard + lo * es;
-      auto rs = node_->submit({CollectiveOp::kReduceScatter, r.dtype, part, piece, n, -1, r.after});
-      auto ar = cross_->submit({CollectiveOp::kAllReduce, r.dtype, piece, piece, n, -1, rs});
-      stages.push_back(gather_->submit({CollectiveOp::kAllGather, r.dtype, piece, part, n, -1, ar}));
+      auto rs = node_->submit({CollectiveOp::kReduceScatter, r.dtype, chunk, piece, n, -1, r.after, part});
+      auto ar = cross_->submit({CollectiveOp::kAllReduce, r.dtype, piece, piece, n, -1, rs, part});
+      stages.push_back(gather_->submit({CollectiveOp::kAllGather, r.dtype, piece, chunk, n, -1, ar, part}));
     }
     return chain(std::move(stages), std::move(space));
   }
 
   // Uneven nodes: all-reduce inside the node, across nodes among the leaders, broadcast inside.
   CollectiveHandle leader_all_reduce(const Request& r) {
-    auto inside = node_->submit({CollectiveOp::kAllReduce, r.dtype, r.recv, r.recv, r.count, -1, r.after});
+    const auto part = next_part(r);
+    auto inside = node_->submit({CollectiveOp::kAllReduce, r.dtype, r.recv, r.recv, r.count, -1, r.after, part});
     CollectiveHandle ready = inside;
-    if (cross_) ready = cross_->submit({CollectiveOp::kAllReduce, r.dtype, r.recv, r.recv, r.count, -1, inside});
-    auto out = gather_->submit({CollectiveOp::kBroadcast, r.dtype, r.recv, r.recv, r.count, 0, ready});
+    if (cross_) ready = cross_->submit({CollectiveOp::kAllReduce, r.dtype, r.recv, r.recv, r.count, -1, inside, part});
+    auto out = gather_->submit({CollectiveOp::kBroadcast, r.dtype, r.recv, r.recv, r.count, 0, ready, part});
     return chain({out}, nullptr);
   }
 
@@ -331,8 +339,9 @@ class HierarchicalCommunicator final : public Communicator {
   CollectiveHandle reduce_scatter(const Request& r) {
     TwoLevelSpace s = two_level_space(r);
     shuffle(s.grouped, const_cast<unsigned char*>(static_cast<const unsigned char*>(r.send)), s.block, true);
-    auto inside = node_->submit({CollectiveOp::kReduceScatter, r.dtype, s.grouped, s.per_node, r.count * s.nodes, -1});
-    auto across = cross_->submit({CollectiveOp::kReduceScatter, r.dtype, s.per_node, r.recv, r.count, -1, inside});
+    const auto part = next_part(r);
+    auto inside = node_->submit({CollectiveOp::kReduceScatter, r.dtype, s.grouped, s.per_node, r.count * s.nodes, -1, {}, part});
+    auto across = cross_->submit({CollectiveOp::kReduceScatter, r.dtype, s.per_node, r.recv, r.count, -1, inside, part});
     return chain({across}, std::move(s.space));
   }
 
@@ -340,8 +349,9 @@ class HierarchicalCommunicator final : public Communicator {
   // blocks go back to rank order when the operation completes.
   CollectiveHandle all_gather(const Request& r) {
     TwoLevelSpace s = two_level_space(r);
-    auto across = cross_->submit({CollectiveOp::kAllGather, r.dtype, r.send, s.per_node, r.count, -1});
-    auto inside = gather_->submit({CollectiveOp::kAllGather, r.dtype, s.per_node, s.grouped, r.count * s.nodes, -1, across});
+    const auto part = next_part(r);
+    auto across = cross_->submit({CollectiveOp::kAllGather, r.dtype, r.send, s.per_node, r.count, -1, {}, part});
+    auto inside = gather_->submit({CollectiveOp::kAllGather, r.dtype, s.per_node, s.grouped, r.count * s.nodes, -1, across, part});
     auto* out = static_cast<unsigned char*>(r.recv);
     auto finish = [this, block = s.block, grouped = s.grouped, out] { shuffle(grouped, out, block, false); };
     return chain({inside}, std::move(s.space), finish);
@@ -351,6 +361,7 @@ class HierarchicalCommunicator final : public Communicator {
   NodePlacement placement_;
   HierarchyOptions options_;
   int my_node_ = 0, my_local_ = 0, L_ = 0;
+  std::uint64_t collectives_ = 0;  // two-level collectives submitted so far (CollectivePart::collective)
   // Operations not yet seen complete (their scratch must outlive their stages), and the buffers of
   // completed ones; declared before the sub-groups so that they are destroyed after them.
   std::deque<std::shared_ptr<ChainWork>> live_;

@@ -85,6 +85,10 @@ DumpEntry parse_entry(const json& j, const Reader& r) {
   e.t_enqueue = r.time(j, "t_enqueue");
   e.t_start = r.time(j, "t_start");
   e.t_end = r.time(j, "t_end");
+  if (j.contains("part_of") && !j.at("part_of").is_null()) {  // absent before two-level collectives recorded it
+    const json& p = j.at("part_of");
+    e.part_of = DumpPart{r.string(p, "group"), r.count(p, "collective"), r.string(p, "op"), r.count(p, "numel")};
+  }
   return e;
 }
 

@@ -35,31 +35,53 @@ bool in_flight_state(const std::string& state) {
   return state == "started" || state == "queued" || state == "timed_out";
 }
 
-// The job across ranks: the groups by name, in order of first appearance, and their members.
+// One group of the job: its name and its members. Ranks that split with one name but different
+// colours made different groups of that name (the node groups of a two-level collective, one per
+// node); a rank holds at most one group of a name.
+struct GroupKey {
+  std::string name;
+  std::vector<int> members;  // world ranks
+  bool operator==(const GroupKey&) const = default;
+};
+
+// The job across ranks: its groups in order of first appearance.
 class Job {
  public:
   explicit Job(const DumpSet& set) : set_(set) {
     for (const auto& d : set.dumps)
       for (const auto& g : d.groups)
-        if (std::find(names_.begin(), names_.end(), g.name) == names_.end()) names_.push_back(g.name);
+        if (GroupKey k{g.name, g.world_ranks}; std::find(groups_.begin(), groups_.end(), k) == groups_.end())
+          groups_.push_back(std::move(k));
   }
   const DumpSet& set() const { return set_; }
-  const std::vector<std::string>& group_names() const { return names_; }
-  std::vector<int> members(const std::string& name) const {
-    for (const auto& d : set_.dumps)
-      if (const DumpGroup* g = d.group(name)) return g->world_ranks;
-    return {};
+  const std::vector<GroupKey>& groups() const { return groups_; }
+  // Rank `rank`'s group named `name` (a group of its own dump).
+  GroupKey key_of(int rank, const std::string& name) const {
+    const DumpGroup* g = set_.dump_of(rank) ? set_.dump_of(rank)->group(name) : nullptr;
+    return {name, g ? g->world_ranks : std::vector<int>{}};
   }
   // nullptr when the rank left no dump or never created the group (it then joined nothing of it).
-  const DumpGroup* group(int rank, const std::string& name) const {
+  const DumpGroup* group(int rank, const GroupKey& key) const {
     const RankDump* d = set_.dump_of(rank);
-    return d ? d->group(name) : nullptr;
+    const DumpGroup* g = d ? d->group(key.name) : nullptr;
+    return g && g->world_ranks == key.members ? g : nullptr;
   }
 
  private:
   const DumpSet& set_;
-  std::vector<std::string> names_;
+  std::vector<GroupKey> groups_;
 };
+
+// Whether rank d's entry `e` is a later stage of a two-level collective, never issued (queued, or
+// timed out while queued) behind an earlier stage of it (its input) that d has not completed: d
+// then waits in that earlier stage, and is not behind its peers in this one.
+bool behind_own_stage(const RankDump& d, const DumpEntry& e) {
+  if (!e.part_of || e.t_start || !in_flight_state(e.state)) return false;
+  for (const auto& g : d.groups)
+    for (const auto& earlier : g.entries)
+      if (earlier.id < e.id && earlier.part_of == e.part_of && earlier.state != "completed") return true;
+  return false;
+}
 
 // Did `g` (this rank's record of the group) join `seq`? Issued to the transport and not skipped.
 bool joined(const DumpGroup* g, std::uint64_t seq) {
@@ -88,24 +110,31 @@ struct Block {
   BlockedCollective info;
   std::optional<double> began;  // earliest t_start/t_enqueue among the joiners
   double longest_wait = 0;      // longest wait (waited_until - began) over the joiners (0: unknown)
+  GroupKey key;
+  // No dumped member joined it and every one of them is queued behind an earlier stage of its own:
+  // a consequence of the block there, not a collective anyone waited in.
+  bool behind_own_stages = false;
   bool peer_missing() const { return !info.not_joined.empty() || !info.no_dump.empty(); }
 };
 
-std::optional<Block> blocked_in_group(const Job& job, const std::string& name) {
-  const std::vector<int> members = job.members(name);
+std::optional<Block> blocked_in_group(const Job& job, const GroupKey& key) {
+  const std::string& name = key.name;
+  const std::vector<int>& members = key.members;
   std::uint64_t seq = std::numeric_limits<std::uint64_t>::max(), max_enqueued = 0;
   // A dumped member without the group is left out: its dump lists live groups only, and the group
   // may already be retired there (a checkpoint writer's group after its last commit).
   for (int r : members) {
-    const DumpGroup* g = job.group(r, name);
+    const DumpGroup* g = job.group(r, key);
     if (!g) continue;
     seq = std::min(seq, first_incomplete(g));
     max_enqueued = std::max(max_enqueued, g->last_enqueued);
   }
   if (seq == std::numeric_limits<std::uint64_t>::max() || max_enqueued < seq) return std::nullopt;
   Block b;
+  b.key = key;
   b.info.group = name;
   b.info.seq = seq;
+  std::size_t queued_behind = 0;
   const DumpEntry* exemplar = nullptr;  // the op as a joiner recorded it, else as anyone did
   for (int r : members) {
     const RankDump* d = job.set().dump_of(r);
@@ -113,11 +142,12 @@ std::optional<Block> blocked_in_group(const Job& job, const std::string& name) {
       b.info.no_dump.push_back(r);
       continue;
     }
-    const DumpGroup* g = d->group(name);
+    const DumpGroup* g = job.group(r, key);
     if (!g) continue;
     const DumpEntry* e = g->find(seq);
     if (!joined(g, seq)) {
       b.info.not_joined.push_back(r);
+      queued_behind += e && behind_own_stage(*d, *e);
       if (!exemplar) exemplar = e;
       continue;
     }
@@ -128,12 +158,14 @@ std::optional<Block> blocked_in_group(const Job& job, const std::string& name) {
       b.longest_wait = std::max(b.longest_wait, waited_until(*e, d->dumped_at) - *e->t_begin());
     }
   }
+  b.behind_own_stages = b.info.joined.empty() && b.info.no_dump.empty() && queued_behind == b.info.not_joined.size();
   if (exemplar) {
     b.info.op = exemplar->op;
     b.info.numel = exemplar->numel;
     b.info.dtype = exemplar->dtype;
     b.info.step = exemplar->step;
     b.info.phase = exemplar->phase;
+    b.info.part_of = exemplar->part_of;
   }
   return b;
 }
@@ -141,7 +173,10 @@ std::optional<Block> blocked_in_group(const Job& job, const std::string& name) {
 std::string describe(const BlockedCollective& b) {
   const std::string what = b.group + " seq " + std::to_string(b.seq);
   if (b.op.empty()) return what + " (no ring holds its entry any more)";
-  return what + " " + b.op + " (step " + std::to_string(b.step) + ", " + b.phase + ")";
+  const std::string stage_of = b.part_of ? ", a stage of " + b.part_of->group + "'s two-level " + b.part_of->op + " no. " +
+                                               std::to_string(b.part_of->collective)
+                                         : "";
+  return what + " " + b.op + " (step " + std::to_string(b.step) + ", " + b.phase + stage_of + ")";
 }
 
 // The operation a rank is waiting in (started, queued or timed out, not completed), the earliest
@@ -162,6 +197,7 @@ std::optional<Wait> waiting_in(const RankDump& d, const std::string& except = ""
     if (g.last_enqueued < seq) continue;
     const DumpEntry* e = g.find(seq);
     if (e && !in_flight_state(e->state)) continue;  // skipped or aborted: not waiting there
+    if (e && behind_own_stage(d, *e)) continue;      // waiting in the earlier stage, found on its own
     const std::optional<double> begin = e ? e->t_begin() : std::nullopt;
     if (best && !(begin && (!best_begin || *begin < *best_begin))) continue;
     best = Wait{g.name, seq, e, begin ? (e ? waited_until(*e, d.dumped_at) : d.dumped_at) - *begin : 0};
@@ -219,7 +255,7 @@ class Diagnoser {
     for (const auto& d : job_.set().dumps) {
       if (d.reason == "timeout" || d.reason == "error") {
         triggered_ = true;
-        if (!d.timed_out_group.empty()) trigger_groups_.insert(d.timed_out_group);
+        if (!d.timed_out_group.empty()) trigger_groups_.push_back(job_.key_of(d.rank, d.timed_out_group));
         if (d.trigger.is_object() && d.trigger.contains("timeout_ms") && d.trigger["timeout_ms"].is_number())
           timeout_s_ = d.trigger["timeout_ms"].get<double>() / 1000.0;
       } else if (d.reason == "exit") {
@@ -267,19 +303,29 @@ class Diagnoser {
     // A rank without a dump while others wrote theirs ended abnormally (dumps come from failures
     // and signals): the job did not end well, as with a trigger.
     if (triggered_ || first_exit_ || !out_.missing_ranks.empty())
-      return b.peer_missing() || stalled || trigger_groups_.count(b.info.group) > 0;
+      return b.peer_missing() || stalled || triggered_in(b.key);
     return (b.peer_missing() && b.longest_wait > options_.min_wait_s) || stalled;
   }
 
+  bool triggered_in(const GroupKey& key) const {
+    return std::find(trigger_groups_.begin(), trigger_groups_.end(), key) != trigger_groups_.end();
+  }
+
+  // The blocked collective: the one whose joiners began waiting first, or the one a trigger names.
+  // The later stages of a two-level collective that wait behind a blocked earlier stage are not
+  // candidates while another block is.
   std::optional<Block> first_blocked() const {
     std::vector<Block> blocks;
-    for (const auto& name : job_.group_names())
-      if (std::optional<Block> b = blocked_in_group(job_, name); b && hangs(*b)) blocks.push_back(std::move(*b));
+    for (const auto& key : job_.groups())
+      if (std::optional<Block> b = blocked_in_group(job_, key); b && hangs(*b)) blocks.push_back(std::move(*b));
+    if (std::any_of(blocks.begin(), blocks.end(), [](const Block& b) { return !b.behind_own_stages; }))
+      blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [](const Block& b) { return b.behind_own_stages; }),
+                   blocks.end());
     if (blocks.empty()) return std::nullopt;
     auto earlier = [](const Block& a, const Block& b) { return a.began && (!b.began || *a.began < *b.began); };
     const Block* first = &*std::min_element(blocks.begin(), blocks.end(), earlier);
     for (const auto& b : blocks) {
-      if (!trigger_groups_.count(b.info.group)) continue;
+      if (!triggered_in(b.key)) continue;
       const bool close = !b.began || !first->began || *b.began - *first->began <= kCloseSeconds;
       if (close) first = &b;
       break;
@@ -397,7 +443,12 @@ class Diagnoser {
   // The chain of 4.: who each non-joiner was waiting for, until ranks that were not waiting.
   struct Chain {
     std::vector<Culprit> candidates;
+    std::vector<BlockedCollective> found_in;  // per candidate: the blocked collective it did not join
     std::vector<int> cycle;  // non-empty: the ranks that wait on each other
+    void add(Culprit c, const BlockedCollective& where) {
+      candidates.push_back(std::move(c));
+      found_in.push_back(where);
+    }
   };
 
   // `on_path`: the ranks of the blocks followed so far down this chain (joiners and non-joiners);
@@ -408,8 +459,9 @@ class Diagnoser {
     const std::string what = describe(b.info);
     if (!b.peer_missing())
       for (int r : b.info.joined)
-        chain.candidates.push_back(culprit(r, Cause::kStalledTransport,
-                                           "every member joined " + what + " but it did not complete: the transport stalled"));
+        chain.add(culprit(r, Cause::kStalledTransport,
+                          "every member joined " + what + " but it did not complete: the transport stalled"),
+                  b.info);
     for (int r : b.info.not_joined) {
       if (on_path.count(r)) {
         chain.cycle = path;
@@ -424,10 +476,10 @@ class Diagnoser {
       path.pop_back();
     }
     for (int r : b.info.no_dump)
-      chain.candidates.push_back(culprit(r, Cause::kNoDump,
-                                         "rank " + std::to_string(r) + " left no dump (killed or crashed before it could "
-                                         "write one) and never joined " + what + ", which rank(s) " +
-                                             rank_list(b.info.joined) + " waited in"));
+      chain.add(culprit(r, Cause::kNoDump,
+                        "rank " + std::to_string(r) + " left no dump (killed or crashed before it could write one) "
+                        "and never joined " + what + ", which rank(s) " + rank_list(b.info.joined) + " waited in"),
+                b.info);
   }
 
   void classify(int r, const Block& b, const std::set<int>& on_path, Chain& chain, std::vector<int>& path) {
@@ -438,33 +490,35 @@ class Diagnoser {
     const std::string waited = "while rank(s) " + rank_list(b.info.joined) + " waited in it" +
                                (b.longest_wait > 0 ? " for up to " + seconds(b.longest_wait) : "");
     if (e && e->state == "skipped")
-      return chain.candidates.push_back(culprit(r, Cause::kSkipped, who + " skipped " + what + " " + waited));
+      return chain.add(culprit(r, Cause::kSkipped, who + " skipped " + what + " " + waited), b.info);
     // A skip in another group of the rank (a TP group, say) blocks its queue there: that is why it
     // never reached this one.
     for (const auto& other : d.groups)
       for (const auto& s : other.entries)
         if (other.name != b.info.group && s.state == "skipped" && s.seq > other.last_completed)
-          return chain.candidates.push_back(culprit(r, Cause::kSkipped,
-                                                    who + " skipped " + other.name + " seq " + std::to_string(s.seq) +
-                                                        " " + describe(&s) + ", so it never joined " + what + " " +
-                                                        waited));
+          return chain.add(culprit(r, Cause::kSkipped,
+                                   who + " skipped " + other.name + " seq " + std::to_string(s.seq) + " " +
+                                       describe(&s) + ", so it never joined " + what + " " + waited),
+                           b.info);
     if (d.reason == "exit")
-      return chain.candidates.push_back(
-          culprit(r, Cause::kErrorExit, who + " exited with error (" + d.error_message() + ") before joining " + what));
+      return chain.add(
+          culprit(r, Cause::kErrorExit, who + " exited with error (" + d.error_message() + ") before joining " + what), b.info);
     if (const std::optional<Wait> w = waiting_in(d, b.info.group)) {
       out_.explanation.push_back(who + " did not join " + what + ": it was " + describe(*w) + ".");
-      if (const std::optional<Block> next = blocked_in_group(job_, w->group)) return follow(*next, on_path, chain, path);
+      if (const std::optional<Block> next = blocked_in_group(job_, job_.key_of(r, w->group)))
+        return follow(*next, on_path, chain, path);
     }
     if (g && g->last_enqueued >= b.info.seq)
-      return chain.candidates.push_back(
-          culprit(r, Cause::kStalledTransport, who + " submitted " + what + " but never issued it to the transport"));
-    chain.candidates.push_back(culprit(r, Cause::kOutsideCollective,
-                                       who + " never reached " + what + ": it was " + outside_collective(d) + "; " +
-                                           last_completed(r, b.info.group) + "; " + waited.substr(6)));
+      return chain.add(
+          culprit(r, Cause::kStalledTransport, who + " submitted " + what + " but never issued it to the transport"), b.info);
+    chain.add(culprit(r, Cause::kOutsideCollective,
+                      who + " never reached " + what + ": it was " + outside_collective(d) + "; " +
+                          last_completed(r, b.info.group) + "; " + waited.substr(6)),
+              b.info);
   }
 
   std::string last_completed(int r, const std::string& group) const {
-    const DumpGroup* g = job_.group(r, group);
+    const DumpGroup* g = job_.set().dump_of(r) ? job_.set().dump_of(r)->group(group) : nullptr;
     if (!g || g->last_completed == 0) return "it completed nothing in " + group;
     return "its last completed " + group + " seq " + std::to_string(g->last_completed) + " was " +
            describe(g->find(g->last_completed));
@@ -498,6 +552,18 @@ class Diagnoser {
                                         "stalled); no rank is behind"
                                       : "several ranks did not join, with no way to tell which came first");
     }
+    // The collective the culprit never joined, where the first one is not its own (a stage of a
+    // two-level collective on another node, whose ranks wait on it through the cross-node stage).
+    const BlockedCollective& culprits = chain.found_in.front();
+    const auto member = [&](const BlockedCollective& x, int r) {
+      return std::count(x.not_joined.begin(), x.not_joined.end(), r) + std::count(x.no_dump.begin(), x.no_dump.end(), r) > 0;
+    };
+    if (!member(info, chain.candidates.front().rank) && member(culprits, chain.candidates.front().rank)) {
+      out_.explanation.push_back("Rank " + std::to_string(chain.candidates.front().rank) + " is not a member of " +
+                                 describe(info) + "; the collective of its own that it never joined is " +
+                                 describe(culprits) + ".");
+      out_.blocked = culprits;
+    }
     Culprit c = chain.candidates.front();
     blame(c.cause == Cause::kErrorExit ? Verdict::kErrorExit : Verdict::kHang, std::move(c));
   }
@@ -507,7 +573,7 @@ class Diagnoser {
   Diagnosis out_;
   std::set<int> done_;                    // non-joiners classified so far
   bool triggered_ = false;                // a timeout or error dump
-  std::set<std::string> trigger_groups_;  // their timed_out_group
+  std::vector<GroupKey> trigger_groups_;  // their timed_out_group
   const RankDump* first_exit_ = nullptr;  // the earliest exit dump
   double timeout_s_ = options_.collective_timeout_s;
 };

@@ -13,7 +13,11 @@ namespace shardtrain::hang {
 
 // Every (group, seq, field) where two ranks' rings hold the entry with a different op, numel, dtype
 // or root. Entries are aligned by seq (never by position: rings that wrapped start at different
-// seqs); groups in order of first appearance, then seq, then field.
+// seqs); groups in order of first appearance, then seq, then field. Groups are matched by name
+// alone here, on purpose: the groups one split makes (a two-level collective's node groups, one per
+// node, all named "dp.node") run the same operations in the same order, so entry seq of one is the
+// same stage of the same call as entry seq of another, and the ranks of the other nodes outvote a
+// node of two.
 std::vector<Mismatch> find_mismatches(const DumpSet& set);
 
 // The value of m.field that the same collective had in earlier steps: the k-th entry of the group

@@ -198,6 +198,9 @@ json Diagnosis::to_json() const {
     j["blocked"] = {{"group", b.group}, {"seq", b.seq}, {"op", b.op}, {"numel", b.numel}, {"dtype", b.dtype},
                     {"step", b.step}, {"phase", b.phase}, {"joined", b.joined}, {"not_joined", b.not_joined},
                     {"no_dump", b.no_dump}};
+    if (b.part_of)
+      j["blocked"]["part_of"] = {{"group", b.part_of->group}, {"collective", b.part_of->collective},
+                                 {"op", b.part_of->op}, {"numel", b.part_of->numel}};
   } else {
     j["blocked"] = nullptr;
   }

@@ -334,6 +334,9 @@ class Communicator {
     std::size_t count;
     int root;
     CollectiveHandle after = {};
+    // The two-level collective this operation is a stage of (recorded in its flight-record entry);
+    // null: a collective of its own.
+    std::shared_ptr<const CollectivePart> part_of = nullptr;
   };
   virtual CollectiveHandle submit(const Request& request) = 0;
 };

@@ -38,6 +38,22 @@ namespace shardtrain {
 enum class FlightState : int { kQueued = 0, kStarted, kCompleted, kTimedOut, kSkipped, kAborted };
 const char* flight_state_name(FlightState s);
 
+// The collective a recorded operation is one stage of, when it is one: the node, cross-node and
+// node-gather stages (and the flat tail) of one two-level collective (hierarchical.hpp). `group` is
+// the communicator the caller submitted the call on, `collective` its number among that group's
+// two-level collectives (1, 2, ...: the same on every rank, which makes the same calls in the same
+// order), `op` and `numel` the call as the caller made it. The stages of one collective are the
+// entries with equal (group, collective); on a rank they are submitted in chain order (increasing
+// id), a later stage "queued" until the earlier one it takes its input from completes, so
+// hang-diagnose reads a rank queued in a later stage as waiting in the earlier one.
+struct CollectivePart {
+  std::string group;
+  std::uint64_t collective = 0;
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  std::uint64_t numel = 0;
+  nlohmann::json to_json() const;  // FORMATS.md "entries[].part_of"
+};
+
 struct FlightEntry {
   std::uint64_t id = 0;      // assigned by record(): increasing in submission order over all groups
                              // of the process (so of the rank), not consecutive within one group
@@ -53,6 +69,7 @@ struct FlightEntry {
   Phase phase = Phase::kSetup;  // at submission: the group's fixed phase, else the process-wide one
   double t_enqueue = 0, t_start = 0, t_end = 0;  // unix seconds; 0 = not reached
   FlightState state = FlightState::kQueued;
+  std::shared_ptr<const CollectivePart> part_of;  // null: a collective of its own (key left out)
   nlohmann::json to_json() const;
 };
 

@@ -28,8 +28,11 @@
 //   timeouts, statistics), chained by Request::after: every stage is submitted at once, in bucket
 //   order on every group, and each sub-group's communication thread starts a stage when its input is
 //   ready, so consecutive buckets pipeline (bucket k+1's reduce-scatter while k crosses the nodes).
-//   A stage's record stays "queued" until its input is ready (and its wait is not busy time), so
-//   hang-diagnose names the first stage a rank never joined, not the stages waiting behind it.
+//   A stage's record stays "queued" until its input is ready (and its wait is not busy time), and
+//   every stage's record (the flat tail's too) names the call it belongs to (CollectivePart: this
+//   group's name and the call's number among its two-level collectives), so hang-diagnose reads a
+//   rank queued behind its own earlier stage as waiting there, and names the first stage a rank
+//   never joined, not the stages waiting behind it.
 //   Sums: integer data gives exactly the flat result (integer addition is associative, so
 //   deterministic mode's exact 64-bit sums are bitwise those of W = 1 on any topology); floating
 //   point adds in another order than the flat algorithm (fast mode: equal within rounding), and

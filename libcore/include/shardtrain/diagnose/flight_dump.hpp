@@ -23,6 +23,17 @@
 
 namespace shardtrain::hang {
 
+// The two-level collective an entry is a stage of (FORMATS.md "entries[].part_of",
+// comm/flight_recorder.hpp CollectivePart): the caller's group, the collective's number among that
+// group's two-level collectives, and the call (op, numel) as the caller made it.
+struct DumpPart {
+  std::string group;
+  std::uint64_t collective = 0;
+  std::string op;
+  std::uint64_t numel = 0;
+  bool operator==(const DumpPart&) const = default;
+};
+
 // One recorded operation of one group (FORMATS.md "entries[]").
 struct DumpEntry {
   std::uint64_t id = 0, seq = 0;
@@ -31,11 +42,14 @@ struct DumpEntry {
   int root = -1;
   std::int64_t step = -1;
   std::optional<double> t_enqueue, t_start, t_end;
+  std::optional<DumpPart> part_of;  // absent: a collective of its own (and in records older than the key)
   // Issue time, else submission time: when the rank began to wait on it.
   std::optional<double> t_begin() const { return t_start ? t_start : t_enqueue; }
 };
 
-// One communicator group of one rank (FORMATS.md "groups[]").
+// One communicator group of one rank (FORMATS.md "groups[]"). Groups split with one name by
+// different ranks (the node groups of a two-level collective, one per node) are different groups
+// of that name: a group is its name and its world_ranks together.
 struct DumpGroup {
   std::string name;
   std::vector<int> world_ranks;

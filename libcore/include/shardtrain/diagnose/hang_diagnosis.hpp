@@ -3,20 +3,27 @@
 // doing instead, and which rank is to blame.
 //
 // Contract (the analysis, in order):
-//   1. Groups are matched across ranks by name, members from world_ranks; entries by seq. A ring
-//      may have lost old entries: the counters (last_enqueued/started/completed) still count.
+//   1. Groups are matched across ranks by name and members (world_ranks: the node groups of a
+//      two-level collective share a name, one group per node); entries by seq. A ring may have lost
+//      old entries: the counters (last_enqueued/started/completed) still count.
 //   2. Mismatches: at one group and seq, ranks that recorded a different op, numel, dtype or root.
 //   3. Blocked collective of a group: the lowest seq some dumped member enqueued that not every
 //      dumped member completed; a member joined it when its last_started >= seq. Across groups,
 //      the one whose joiners began waiting first (t_start, else t_enqueue); the group named by a
 //      timeout/error trigger wins when its time is within kCloseSeconds of that or unknown.
+//      A stage of a two-level collective (entries[].part_of) that a rank holds queued behind an
+//      earlier stage of the same collective is that rank waiting in the earlier stage: such blocks
+//      (no joiner, every member queued behind its own stage) give way to any other block, and
+//      step 4 follows a member there.
 //   4. Each member that did not join: skipped it (entry state skipped), waits in another group's
 //      operation (then that group's blocked collective is followed, a chain; coming back to a rank
 //      already seen is a cycle), exited on an error, or is outside any collective (from `now`).
 //      A member without a dump is a candidate of its own ("no dump: killed or crashed").
 //   5. Verdict: a mismatch names the minority rank (strict majority), else the rank that disagrees
 //      with the same collective in earlier steps (history), else ambiguous. A hang names the one
-//      candidate found by 4, or is ambiguous (several candidates, a cycle). Timing out does not make
+//      candidate found by 4, or is ambiguous (several candidates, a cycle). When the culprit is not
+//      a member of the collective of 3 (a node stage of a two-level collective on another node), the
+//      blocked collective reported is the one of its own groups it did not join, where 4 found it. Timing out does not make
 //      a rank guilty: the culprit is the rank the others waited for.
 //   6. No hang: nothing blocked (operations every member joined, in flight for less than the
 //      collective timeout, do not count) and no timeout/error dump. When every dump is a snapshot
@@ -99,6 +106,7 @@ struct BlockedCollective {
   std::uint64_t numel = 0;
   std::int64_t step = -1;
   std::vector<int> joined, not_joined, no_dump;
+  std::optional<DumpPart> part_of;  // a stage of this two-level collective (as the joined ranks recorded it)
 };
 
 // What one rank was doing at its dump.
