@@ -91,12 +91,13 @@ float decode_wide(std::int64_t high, std::int64_t low, int e) {
 }
 
 // The same from doubles when both lanes are below 2^53 (the usual case: N <= 2^13): a = high
-// 2^(e+40) and b = low 2^e are exact, TwoSum gives s = fl(a + b) and its error, and s is moved to
-// its odd neighbour toward the error when it was rounded to an even one (round to odd).
-float decode_lanes(std::int64_t high, std::int64_t low, int e) {
+// 2^(e+40) and b = low 2^e are exact (unit = 2^e >= 2^-149, products of power-of-two scalings stay
+// normal doubles), TwoSum gives s = fl(a + b) and its error, and s is moved to its odd neighbour
+// toward the error when it was rounded to an even one (round to odd). No libm call per element.
+float decode_lanes(std::int64_t high, std::int64_t low, int e, double unit) {
   constexpr std::int64_t kExact = std::int64_t(1) << 53;
   if (high >= kExact || high <= -kExact || low >= kExact || low <= -kExact) return decode_wide(high, low, e);
-  const double a = std::ldexp(double(high), e + ExactSum::kDigitBits), b = std::ldexp(double(low), e);
+  const double a = double(high) * (unit * kDigit), b = double(low) * unit;
   double s = a + b;
   const double bb = s - a;
   const double err = (a - (s - bb)) + (b - bb);
@@ -207,7 +208,9 @@ void ExactSum::decode(const std::uint64_t* summed, std::size_t first, std::size_
       continue;
     }
     const int e = kDigitBits * (top_[c] - 1) - kBias;  // the low digit's unit: 2^B
-    for (std::size_t i = 0; i < len; ++i) o[i] = decode_lanes(std::int64_t(s[2 * i]), std::int64_t(s[2 * i + 1]), e);
+    const double unit = std::ldexp(1.0, e);
+    for (std::size_t i = 0; i < len; ++i)
+      o[i] = decode_lanes(std::int64_t(s[2 * i]), std::int64_t(s[2 * i + 1]), e, unit);
   }
 }
 
