@@ -1,6 +1,8 @@
 #include "shardtrain/parallel/ddp.hpp"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
@@ -33,8 +35,9 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
       buckets_(plan_buckets(registry, bucket_bytes)) {
   if (mode != ReductionMode::kDeterministic) return;
   std::vector<std::size_t> segments;  // the sharding units, so chunks match ZeRO's (exact_sum.hpp)
-  for (const auto& u : registry.units()) segments.push_back(u.size());
-  exact_ = ExactSum(segments);
+  std::vector<std::string> names;
+  for (const auto& u : registry.units()) segments.push_back(u.size()), names.push_back("unit " + u.name);
+  exact_ = ExactSum(segments, std::move(names));
   if (exact_.size() != n_)
     throw Error(ExitCode::kInternal, "deterministic reduction: the sharding units do not cover the gradient buffer");
 }

@@ -5,14 +5,22 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "shardtrain/base/error.hpp"
 
 namespace shardtrain {
 namespace {
 
-constexpr std::int32_t kEmpty = INT32_MAX;      // grid_lo_ of a chunk without contributions
-constexpr std::int32_t kNonFinite = INT32_MAX;  // grid_hi_ once a non-finite value was seen
+__extension__ typedef __int128 Int128;  // GCC's and Clang's 128-bit integers (__extension__: no -Wpedantic)
+__extension__ typedef unsigned __int128 UInt128;
+
+constexpr std::int32_t kEmpty = -1;              // top_ of a chunk without a nonzero value
+constexpr std::int32_t kNonFinite = 1 << 20;     // top_ from here on: a NaN or Inf was seen
+constexpr int kBias = 149;                       // bit i of the fixed-point form is 2^(i - 149)
+constexpr double kDigit = 1099511627776.0;       // 2^40
+constexpr double kInvDigit = 1.0 / 1099511627776.0;
+static_assert(ExactSum::kDigitBits == 40, "kDigit is 2^kDigitBits");
 
 // Largest |x| of values[0..n) as its fp32 bit pattern without the sign: for finite values the
 // unsigned order of these patterns is the order of magnitudes, Inf is 0x7f800000 and NaN above,
@@ -27,124 +35,161 @@ std::uint32_t max_magnitude_bits(const float* values, std::size_t n) {
   return m;
 }
 
-// e with 2^e <= |x| < 2^(e+1), from a nonzero finite magnitude's bits.
-int exponent_of(std::uint32_t bits) {
-  if (bits >= 0x00800000u) return int(bits >> 23) - 127;
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return std::ilogb(x);  // subnormal
+// The digit holding the most significant bit of a nonzero finite magnitude's bits, at least 1
+// (digits 0 and 1 then hold every bit of the chunk: the window needs no digit below 0).
+std::int32_t top_digit(std::uint32_t bits) {
+  const int msb = bits >= 0x00800000u ? int(bits >> 23) + 22  // normal: floor(log2) + 149
+                                      : 31 - __builtin_clz(bits);  // subnormal: the mantissa's top bit
+  return std::max(1, msb / ExactSum::kDigitBits);
 }
 
-// words[i] = words[i] << s (mod 2^64; 0 for s >= 64).
-void shift_left(std::uint64_t* words, std::size_t n, int s) {
-  if (s == 0) return;
-  if (s >= 64) {
-    std::fill(words, words + n, 0);
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) words[i] <<= s;
+// The code of a non-finite chunk: its first non-finite element (offset in the chunk) and kind.
+std::int32_t non_finite_code(const float* values, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i])) return kNonFinite + std::int32_t(2 * i) + (std::isnan(values[i]) ? 1 : 0);
+  return kNonFinite;
 }
 
-// words[i] = (words[i] << word_shift) + (round(values[i] * scale) << value_shift), mod 2^64 (a shift
-// of 64 or more gives 0), with |values[i] * scale| <= 2^kBits. Adding and removing 1.5 x 2^52
-// rounds a double of magnitude below 2^51 to the nearest integer (ties to even, the default
-// rounding mode; this project never builds with -ffast-math) in a form the compiler vectorises.
-// The rounding happens on the contribution's own grid, before any shift, so it depends on the
-// value and its micro-batch only.
-void add_scaled(std::uint64_t* words, const float* values, std::size_t n, double scale, int word_shift,
-                int value_shift) {
-  constexpr double kRound = 6755399441055744.0;  // 1.5 x 2^52
-  if (word_shift >= 64) std::fill(words, words + n, 0), word_shift = 0;
-  if (value_shift >= 64) return;  // the contribution is 0 mod 2^64 on this grid
+// Moves element lanes [digit T, digit T - 1] up by `by` digits: truncating the kept sum to the
+// coarser window is the same as truncating every value to it (digits are cut at absolute positions).
+void raise_window(std::uint64_t* lanes, std::size_t n, std::int32_t by) {
   for (std::size_t i = 0; i < n; ++i) {
-    const double r = (double(values[i]) * scale + kRound) - kRound;
-    words[i] = (words[i] << word_shift) + (std::uint64_t(std::int64_t(r)) << value_shift);
+    lanes[2 * i + 1] = by == 1 ? lanes[2 * i] : 0;
+    lanes[2 * i] = 0;
   }
 }
 
-int ceil_log2(std::int64_t n) {
-  int b = 0;
-  while ((std::int64_t(1) << b) < n) ++b;
-  return b;
+// Adds values[0..n), each truncated toward zero to a multiple of 2^B, B = 40 (top - 1) - 149, as
+// its two digits: with s = |v| 2^-B (exact in double: a power-of-two scaling, s < 2^80), the high
+// digit trunc(s / 2^40) and the low trunc(s - high 2^40) (exact: s has 24 significant bits), both
+// below 2^40, with v's sign. trunc of a double vectorises; the digits depend on the value and the
+// window only.
+void add_digits(std::uint64_t* lanes, const float* values, std::size_t n, std::int32_t top) {
+  const double scale = std::ldexp(1.0, kBias - ExactSum::kDigitBits * (top - 1));
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = double(values[i]);
+    const double s = std::fabs(v) * scale;
+    const double high = std::trunc(s * kInvDigit);
+    const double low = std::trunc(s - high * kDigit);
+    lanes[2 * i] += std::uint64_t(std::int64_t(std::copysign(high, v)));
+    lanes[2 * i + 1] += std::uint64_t(std::int64_t(std::copysign(low, v)));
+  }
+}
+
+// fp32 of high x 2^(e + 40) + low x 2^e, rounded once (nearest, ties to even), exactly: the 128-bit
+// integer is cut to 53 bits rounded to odd (the dropped bits OR-ed into the last one), which
+// double rounding to fp32's at most 24 bits cannot get wrong.
+float decode_wide(std::int64_t high, std::int64_t low, int e) {
+  const Int128 q = (Int128(high) << ExactSum::kDigitBits) + low;
+  if (q == 0) return 0.0f;
+  const UInt128 u = q < 0 ? -UInt128(q) : UInt128(q);
+  int shift = 0;
+  while ((u >> shift) >= UInt128(1) << 53) ++shift;
+  const bool sticky = shift > 0 && (u & ((UInt128(1) << shift) - 1)) != 0;
+  const double d = std::ldexp(double(std::uint64_t(u >> shift) | (sticky ? 1u : 0u)), shift + e);
+  return float(q < 0 ? -d : d);
+}
+
+// The same from doubles when both lanes are below 2^53 (the usual case: N <= 2^13): a = high
+// 2^(e+40) and b = low 2^e are exact (unit = 2^e >= 2^-149, products of power-of-two scalings stay
+// normal doubles), TwoSum gives s = fl(a + b) and its error, and s is moved to its odd neighbour
+// toward the error when it was rounded to an even one (round to odd). No libm call per element.
+float decode_lanes(std::int64_t high, std::int64_t low, int e, double unit) {
+  constexpr std::int64_t kExact = std::int64_t(1) << 53;
+  if (high >= kExact || high <= -kExact || low >= kExact || low <= -kExact) return decode_wide(high, low, e);
+  const double a = double(high) * (unit * kDigit), b = double(low) * unit;
+  double s = a + b;
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (b - bb);
+  std::uint64_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  if (err != 0 && (bits & 1) == 0) {
+    bits += (err > 0) == (s > 0) ? 1 : std::uint64_t(-1);  // away from or toward zero, to the odd neighbour
+    std::memcpy(&s, &bits, sizeof s);
+  }
+  return float(s);  // beyond fp32's range: +-Inf (IEEE conversion)
 }
 
 }  // namespace
 
-ExactSum::ExactSum(const std::vector<std::size_t>& segments) {
+ExactSum::ExactSum(const std::vector<std::size_t>& segments, std::vector<std::string> names) : names_(std::move(names)) {
+  if (!names_.empty() && names_.size() != segments.size())
+    throw Error(ExitCode::kInternal, "ExactSum: " + std::to_string(names_.size()) + " names for " +
+                                         std::to_string(segments.size()) + " segments");
   chunk_first_.push_back(0);
   for (std::size_t len : segments) {
+    segment_first_.push_back(n_);
     for (std::size_t done = 0; done < len; done += kChunk) chunk_first_.push_back(n_ + std::min(len, done + kChunk));
     n_ += len;
   }
-  words_.assign(n_, 0);
-  grid_lo_.assign(chunk_first_.size() - 1, kEmpty);
-  grid_hi_.assign(chunk_first_.size() - 1, -kEmpty);
+  words_.assign(kLanes * n_, 0);
+  top_.assign(chunk_first_.size() - 1, kEmpty);
 }
 
 void ExactSum::clear() {
   std::fill(words_.begin(), words_.end(), 0);
-  std::fill(grid_lo_.begin(), grid_lo_.end(), kEmpty);
-  std::fill(grid_hi_.begin(), grid_hi_.end(), -kEmpty);
+  std::fill(top_.begin(), top_.end(), kEmpty);
 }
 
 void ExactSum::add(const float* values) {
-  for (std::size_t c = 0; c < grid_lo_.size(); ++c) {
+  for (std::size_t c = 0; c < top_.size(); ++c) {
+    if (top_[c] >= kNonFinite) continue;  // refused at agree() whatever else arrives
     const std::size_t first = chunk_first_[c], len = chunk_first_[c + 1] - first;
     const std::uint32_t m = max_magnitude_bits(values + first, len);
     if (m == 0) continue;  // all zero: contributes nothing
     if (m >= 0x7f800000u) {
-      grid_hi_[c] = kNonFinite;
+      top_[c] = non_finite_code(values + first, len);
       continue;
     }
-    const int k = exponent_of(m) + 1 - kBits;  // this contribution's grid: |value| / 2^k < 2^kBits
-    const double scale = std::ldexp(1.0, -k);  // exact power of two, a normal double for every fp32 k
-    std::uint64_t* w = words_.data() + first;
-    if (grid_lo_[c] == kEmpty) {
-      add_scaled(w, values + first, len, scale, 64, 0);
-      grid_lo_[c] = k;
-    } else if (k >= grid_lo_[c]) {  // coarser than the words: its integers move onto their grid
-      add_scaled(w, values + first, len, scale, 0, k - grid_lo_[c]);
-    } else {  // finer: the words move onto its grid
-      add_scaled(w, values + first, len, scale, grid_lo_[c] - k, 0);
-      grid_lo_[c] = k;
-    }
-    if (grid_hi_[c] != kNonFinite) grid_hi_[c] = std::max(grid_hi_[c], k);
+    std::uint64_t* lanes = words_.data() + kLanes * first;
+    const std::int32_t t = top_digit(m);
+    if (top_[c] != kEmpty && t > top_[c]) raise_window(lanes, len, t - top_[c]);
+    top_[c] = std::max(top_[c], t);
+    add_digits(lanes, values + first, len, top_[c]);
   }
 }
 
+std::string ExactSum::element_name(std::size_t i, const std::string& what) const {
+  if (names_.empty()) return "element " + std::to_string(i) + " of " + what;
+  const std::size_t s = std::size_t(std::upper_bound(segment_first_.begin(), segment_first_.end(), i) - segment_first_.begin()) - 1;
+  return "element " + std::to_string(i - segment_first_[s]) + " of " + names_[s] + " (" + what + ")";
+}
+
 void ExactSum::agree(Communicator& comm, std::int64_t micro_batches, const std::string& what) {
-  const std::size_t C = grid_lo_.size();
+  if (micro_batches > kMaxMicroBatches)
+    throw Error(ExitCode::kUsage, "deterministic gradient sum: " + std::to_string(micro_batches) +
+                                      " micro-batches per step, beyond the " + std::to_string(kMaxMicroBatches) +
+                                      " its 64-bit lanes add exactly; raise --micro-batch or lower --global-batch");
+  const std::size_t C = top_.size();
   const int W = comm.size();
-  std::vector<std::int32_t> mine(2 * C), all;
-  for (std::size_t c = 0; c < C; ++c) {
-    mine[2 * c] = grid_lo_[c];
-    mine[2 * c + 1] = grid_hi_[c];
-  }
+  std::vector<std::int32_t> all = top_;  // rank r's digits at [r C, (r + 1) C)
   if (W > 1) {
-    all.resize(mine.size() * std::size_t(W));
-    comm.all_gather(mine.data(), all.data(), mine.size());
-  } else {
-    all = mine;
+    all.resize(C * std::size_t(W));
+    comm.all_gather(top_.data(), all.data(), C);
   }
-  const int headroom = kSumBits - kBits - ceil_log2(std::max<std::int64_t>(micro_batches, 1));
+  std::size_t non_finite_chunks = 0, first_bad = 0;
+  std::int32_t first_code = 0;
   for (std::size_t c = 0; c < C; ++c) {
-    std::int32_t lo = kEmpty, hi = -kEmpty;
-    for (int r = 0; r < W; ++r) {
-      lo = std::min(lo, all[std::size_t(r) * 2 * C + 2 * c]);
-      hi = std::max(hi, all[std::size_t(r) * 2 * C + 2 * c + 1]);
+    std::int32_t top = kEmpty, bad = INT32_MAX;
+    for (int r = W - 1; r >= 0; --r) {  // the lowest rank holding a non-finite value names it, on every rank alike
+      const std::int32_t t = all[std::size_t(r) * C + c];
+      if (t >= kNonFinite) bad = t;
+      else top = std::max(top, t);
     }
-    if (lo != kEmpty && hi != kNonFinite && hi - lo > headroom) {
-      throw NumericalError("deterministic gradient sum: elements [" + std::to_string(chunk_first_[c]) + ", " +
-                           std::to_string(chunk_first_[c + 1]) + ") of " + what +
-                           ": the largest magnitude differs by 2^" + std::to_string(hi - lo) +
-                           " between micro-batches, beyond the 2^" + std::to_string(headroom) +
-                           " the exact 64-bit sum holds for " + std::to_string(micro_batches) +
-                           " micro-batches; lower --lr, check the data, or train without --deterministic");
+    if (bad != INT32_MAX) {
+      if (non_finite_chunks++ == 0) first_bad = c, first_code = bad;
+      continue;
     }
-    if (grid_lo_[c] != kEmpty && lo != kEmpty)
-      shift_left(words_.data() + chunk_first_[c], chunk_first_[c + 1] - chunk_first_[c], grid_lo_[c] - lo);
-    grid_lo_[c] = lo;
-    grid_hi_[c] = hi;
+    if (top_[c] != kEmpty && top > top_[c])
+      raise_window(words_.data() + kLanes * chunk_first_[c], chunk_first_[c + 1] - chunk_first_[c], top - top_[c]);
+    top_[c] = top;
+  }
+  if (non_finite_chunks > 0) {
+    const std::int32_t offset = (first_code - kNonFinite) / 2;
+    throw NumericalError("non-finite gradient: " + element_name(chunk_first_[first_bad] + std::size_t(offset), what) +
+                         " is " + ((first_code - kNonFinite) % 2 ? "NaN" : "Inf") + " in a micro-batch (" +
+                         std::to_string(non_finite_chunks) + " chunk" + (non_finite_chunks == 1 ? "" : "s") + " of " +
+                         std::to_string(kChunk) + " elements hold a NaN or Inf); lower --lr or check the data");
   }
 }
 
@@ -157,21 +202,21 @@ void ExactSum::decode(const std::uint64_t* summed, std::size_t first, std::size_
   for (; c + 1 < chunk_first_.size() && chunk_first_[c] < first + count; ++c) {
     const std::size_t lo = chunk_first_[c] - first, len = std::min(chunk_first_[c + 1], first + count) - chunk_first_[c];
     float* o = out + lo;
-    const std::uint64_t* s = summed + lo;
-    if (grid_hi_[c] == kNonFinite) {
-      std::fill(o, o + len, std::numeric_limits<float>::quiet_NaN());
-    } else if (grid_lo_[c] == kEmpty) {
+    const std::uint64_t* s = summed + kLanes * lo;
+    if (top_[c] == kEmpty) {
       std::fill(o, o + len, 0.0f);
-    } else {
-      const double scale = std::ldexp(1.0, grid_lo_[c]);  // exact; (double)int x scale rounds once, to 53 bits
-      for (std::size_t i = 0; i < len; ++i) o[i] = float(double(std::int64_t(s[i])) * scale);
+      continue;
     }
+    const int e = kDigitBits * (top_[c] - 1) - kBias;  // the low digit's unit: 2^B
+    const double unit = std::ldexp(1.0, e);
+    for (std::size_t i = 0; i < len; ++i)
+      o[i] = decode_lanes(std::int64_t(s[2 * i]), std::int64_t(s[2 * i + 1]), e, unit);
   }
 }
 
 void exact_all_reduce(Communicator& comm, ExactSum& sum, std::int64_t micro_batches, const std::string& what, float* out) {
   sum.agree(comm, micro_batches, what);
-  if (comm.size() > 1) comm.all_reduce(sum.words(), sum.size());
+  if (comm.size() > 1) comm.all_reduce(sum.words(), ExactSum::kLanes * sum.size());
   sum.decode(sum.words(), 0, sum.size(), out);
 }
 

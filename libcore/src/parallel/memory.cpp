@@ -6,6 +6,7 @@
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/gpt.hpp"
+#include "shardtrain/parallel/exact_sum.hpp"
 #include "shardtrain/parallel/shard_layout.hpp"
 
 namespace shardtrain {
@@ -105,10 +106,14 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
   const double working = double(u.front().padded + u.back().padded) + 2 * max_block;  // floats
   double max_unit = 0;
   for (const auto& unit : u) max_unit = std::max(max_unit, double(unit.padded));
-  // Deterministic mode's exact sums (exact_sum.hpp), 8 bytes per element: DDP's covers the whole
-  // gradient; ZeRO's live per unit from its first micro-batch to its reduce-scatter, so all of
-  // them with accumulation, about two units' worth without.
-  const double exact = !deterministic ? 0.0 : stage == 0 ? 8 * P : grad_accum > 1 ? 8 * Ppad : 8 * (max_unit + max_block);
+  // Deterministic mode's exact sums (exact_sum.hpp), two int64 lanes per element: DDP's covers the
+  // whole gradient; ZeRO's live per unit from its first micro-batch to its reduce-scatter, so all
+  // of them with accumulation, about two units' worth without.
+  const double lane_bytes = double(ExactSum::kLanes * sizeof(std::uint64_t));
+  const double exact = !deterministic ? 0.0
+                       : stage == 0   ? lane_bytes * P
+                       : grad_accum > 1 ? lane_bytes * Ppad
+                                        : lane_bytes * (max_unit + max_block);
   MemoryEstimate e;
   e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp, device));
   switch (stage) {
@@ -128,7 +133,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
       break;
     default:
       e.model_state = 16 * S;
-      e.communication = (deterministic ? 8 : 4) * double(layout.max_padded() / world);
+      e.communication = (deterministic ? lane_bytes : 4) * double(layout.max_padded() / world);
       e.gathered = 4 * working + 4 * working + exact;
       break;
   }

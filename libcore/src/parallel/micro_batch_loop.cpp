@@ -32,22 +32,26 @@ StepResult run_micro_batch_step(GptModel& model, StepHooks& hooks, const Optimiz
   std::vector<double> loss_sums;  // per micro-batch, in local order
   loss_sums.reserve(std::size_t(micro_batches));
   Stopwatch watch;
-  for (int m = 0; m < micro_batches; ++m) {
-    watch.restart();
-    set_phase(Phase::kForward);  // stamped on the flight records of the collectives below (ZeRO's gathers)
-    model.forward(tokens + std::size_t(m) * micro_batch * seq, micro_batch);
-    const double loss_sum = model.loss(dloss_scale);
-    backend.synchronize();
-    r.timing.forward_s += watch.lap();
-    set_phase(Phase::kBackward);
-    hooks.before_backward(m);
-    model.backward();
-    backend.synchronize();
-    hooks.after_backward(m);
-    r.timing.backward_s += watch.lap();
-    loss_sums.push_back(loss_sum);
+  try {  // deterministic mode's exact sum refuses a NaN or Inf gradient naming the element: add the step
+    for (int m = 0; m < micro_batches; ++m) {
+      watch.restart();
+      set_phase(Phase::kForward);  // stamped on the flight records of the collectives below (ZeRO's gathers)
+      model.forward(tokens + std::size_t(m) * micro_batch * seq, micro_batch);
+      const double loss_sum = model.loss(dloss_scale);
+      backend.synchronize();
+      r.timing.forward_s += watch.lap();
+      set_phase(Phase::kBackward);
+      hooks.before_backward(m);
+      model.backward();
+      backend.synchronize();
+      hooks.after_backward(m);
+      r.timing.backward_s += watch.lap();
+      loss_sums.push_back(loss_sum);
+    }
+    r.loss_sum = hooks.finish_reduction(loss_sums);
+  } catch (const NumericalError& e) {
+    throw NumericalError("step " + std::to_string(step) + ": " + e.what());
   }
-  r.loss_sum = hooks.finish_reduction(loss_sums);
 
   watch.restart();
   set_phase(Phase::kOptimizer);

@@ -271,8 +271,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   TrackedArray& unit_grad_buf_for(int u) { return unit_grad_bufs_[u]; }
 
   // Deterministic mode (exact_sum.hpp): the micro-batch's unit gradient joins the unit's exact
-  // sum; after the last micro-batch the group agrees the grids (blocking: a small all-gather) and
-  // the 64-bit words are reduce-scattered asynchronously; each rank decodes its shard.
+  // sum; after the last micro-batch the group agrees the digit windows (blocking: a small
+  // all-gather) and the 64-bit lanes are reduce-scattered asynchronously; each rank decodes its shard.
   void deterministic_backward_end(int u, bool last_micro) {
     const UnitShard& s = layout_.units()[u];
     if (!exact_[u]) {
@@ -291,13 +291,13 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       exact_[u].reset();
     };
     if (comm_.size() == 1) {
-      exact_[u]->decode(exact_[u]->words() + first, first, s.shard, grad_shard_ptr(u));
+      exact_[u]->decode(exact_[u]->words() + ExactSum::kLanes * first, first, s.shard, grad_shard_ptr(u));
       release();
       return;
     }
-    auto summed = std::make_shared<std::vector<std::uint64_t>>(s.shard);
-    tracker_.add(MemoryCategory::kCommunication, s.shard * sizeof(std::uint64_t));
-    auto handle = comm_.reduce_scatter_async(exact_[u]->words(), summed->data(), s.shard);
+    auto summed = std::make_shared<std::vector<std::uint64_t>>(ExactSum::kLanes * s.shard);
+    tracker_.add(MemoryCategory::kCommunication, summed->size() * sizeof(std::uint64_t));
+    auto handle = comm_.reduce_scatter_async(exact_[u]->words(), summed->data(), summed->size());
     pending_.push_back({handle, [this, u, first, summed, release]() {
                           exact_[u]->decode(summed->data(), first, layout_.units()[u].shard, grad_shard_ptr(u));
                           tracker_.sub(MemoryCategory::kCommunication, summed->size() * sizeof(std::uint64_t));

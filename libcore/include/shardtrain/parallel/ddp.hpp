@@ -8,8 +8,8 @@
 // finish() waits for the buckets still in flight; that wait is the exposed communication.
 //
 // Deterministic mode (contract 2 of docs/ARCHITECTURE.md): each micro-batch's gradient is computed alone (the buffer is
-// zeroed before it) and joins an exact fixed-point sum (exact_sum.hpp, one segment per sharding
-// unit, as ZeRO has them); finish() agrees the grids, all-reduces the 64-bit words and decodes
+// zeroed before it) and joins a reproducible integer sum (exact_sum.hpp, one segment per sharding
+// unit, as ZeRO has them); finish() agrees the digit windows, all-reduces the 64-bit lanes and decodes
 // them to fp32 once, and adds the loss sums in global micro-batch order. The result is bitwise
 // independent of the number of ranks and of the accumulation count, for any of either (and of
 // the ZeRO stage, which uses the same rule). No overlap with backward: the reduction runs after
