@@ -94,6 +94,21 @@ def recorder(rows, per_call):
               f"(pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)})")
 
 
+@command(("rows", str))
+def metrics(rows):
+    """bench-metrics.sh: rows "round mode median_step_s" (tab-separated; mode on = --metrics-port
+    served and scraped every second, off = none); the median step on and off and the median of
+    the on / off pair ratios, against the 1% asked for."""
+    rows = rows_of(rows, "\t")
+    on = [float(r[2]) for r in rows if r[1] == "on"]
+    off = [float(r[2]) for r in rows if r[1] == "off"]
+    ratios = [a / b for a, b in zip(on, off)]
+    cost = st.median(ratios) - 1
+    print(f"median step on {1e3 * st.median(on):.2f} ms, off {1e3 * st.median(off):.2f} ms; median pair ratio "
+          f"{100 * cost:+.2f}% (pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)}): "
+          + ("within 1%" if abs(cost) <= 0.01 else "NOT within 1%"))
+
+
 @command(("summary", str), ("evaluation", str))
 def release_gate(summary, evaluation):
     """bench-release-gate.sh: the training's time and throughput, release-gate eval's time as a

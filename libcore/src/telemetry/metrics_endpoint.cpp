@@ -15,14 +15,15 @@
 namespace shardtrain {
 namespace {
 
-// civetweb's own words for a failed start (e.g. "cannot bind to 127.0.0.1:9400: 98 (Address
-// already in use)"): its log callback has no user pointer before the server exists, so the last
-// message goes to one process-wide slot.
+// civetweb's own words for a failed start: its log callback has no user pointer before the
+// server exists, so the first message since the start began goes to one process-wide slot (the
+// first is the cause, e.g. "cannot bind to 127.0.0.1:9400: 98 (Address already in use)"; the
+// last only "Failed to setup server ports").
 std::mutex g_log_mu;
-std::string g_last_log;
+std::string g_first_log;
 int keep_log_message(const mg_connection*, const char* message) {
   std::lock_guard<std::mutex> lock(g_log_mu);
-  g_last_log = message ? message : "";
+  if (g_first_log.empty() && message) g_first_log = message;
   return 1;  // handled: civetweb prints nothing itself
 }
 
@@ -51,6 +52,10 @@ MetricsEndpoint::MetricsEndpoint(const std::string& bind, int port, std::weak_pt
   if (port < 1 || port > 65535) throw UsageError("--metrics-port: port " + std::to_string(port) + " is not in 1..65535");
   try {
     // Two HTTP threads: a Prometheus server and a person's curl at once, never the step loop's.
+    {
+      std::lock_guard<std::mutex> lock(g_log_mu);
+      g_first_log.clear();
+    }
     static const CivetCallbacks callbacks = [] {
       CivetCallbacks c;
       c.log_message = keep_log_message;
@@ -62,7 +67,7 @@ MetricsEndpoint::MetricsEndpoint(const std::string& bind, int port, std::weak_pt
     std::string why;
     {
       std::lock_guard<std::mutex> lock(g_log_mu);
-      why = g_last_log.empty() ? e.what() : g_last_log;
+      why = g_first_log.empty() ? e.what() : g_first_log;
     }
     throw UsageError("--metrics-port: cannot serve metrics on " + address_ + " (" + why +
                      "): choose a free --metrics-port, or another --metrics-bind");
