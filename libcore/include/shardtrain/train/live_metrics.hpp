@@ -20,6 +20,7 @@
 //   shardtrain_step_section_seconds{section="data"|"compute"|"comm_exposed"}   of the last step
 //   shardtrain_straggler_score{section, score="relative"|"individual"}, shardtrain_straggler_threshold
 //   shardtrain_collective_in_flight_age_seconds{comm_group, seq, op}   only while one is in flight
+//                                                    (never with --flight-entries 0: no recorder)
 //   shardtrain_collective_timeout_seconds
 //   shardtrain_checkpoint_step, shardtrain_checkpoint_age_seconds, shardtrain_checkpoint_save_seconds,
 //   shardtrain_checkpoint_bytes (this rank's), shardtrain_checkpoint_interval_steps (--ckpt-every)
