@@ -4,34 +4,17 @@
 // 2048-entry flight recorder; the step loop waits for it only when it publishes during a scrape).
 // scripts/bench-metrics.sh divides them by a measured step, beside its noisier on/off runs. Run:
 //   SHARDTRAIN_METRICS_BENCH=1 build/bench/shardtrain_bench "[metrics-bench]"
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
+#include "per_call_timing.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/train/live_metrics.hpp"
 
 using namespace shardtrain;
 
-namespace {
-
-// Median over 7 rounds of the nanoseconds per call of `body(i)`, `n` calls a round.
-template <typename F>
-double median_ns(int n, F body) {
-  std::vector<double> rounds;
-  for (int round = 0; round < 7; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) body(i);
-    rounds.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
-}
-
-}  // namespace
+using bench::median_ns_per_call;
 
 TEST_CASE("train: live metrics cost per step and per scrape", "[.bench][metrics-bench]") {
   if (!std::getenv("SHARDTRAIN_METRICS_BENCH")) {
@@ -57,13 +40,13 @@ TEST_CASE("train: live metrics cost per step and per scrape", "[.bench][metrics-
   record.step_s = 0.3, record.loss = 3.0, record.lr = 1e-3, record.grad_norm = 1.0;
   MemoryReport memory;
   memory.total = 1e9;
-  const double per_step = median_ns(100000, [&](int i) {
+  const double per_step = median_ns_per_call(100000, [&](int i) {
     record.step = i;
     metrics.record_step(record, 1000.0, 0.3);
     metrics.record_memory(memory);
   });
   std::size_t series = 0;
-  const double per_scrape = median_ns(200, [&](int) {
+  const double per_scrape = median_ns_per_call(200, [&](int) {
     const auto families = metrics.Collect();
     series = 0;
     for (const auto& f : families) series += f.metric.size();
