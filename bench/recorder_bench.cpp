@@ -4,34 +4,17 @@
 // multiplies them by a training step's collectives and phase changes to bound their share of a
 // step, beside its noisier on/off end-to-end runs. Run:
 //   SHARDTRAIN_RECORDER_BENCH=1 build/bench/shardtrain_bench "[recorder-bench]"
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
+#include "per_call_timing.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
 #include "shardtrain/comm/phase.hpp"
 
 using namespace shardtrain;
 
-namespace {
-
-// Median over 7 rounds of the nanoseconds per call of `body(i)`, `n` calls a round.
-template <typename F>
-double median_ns_per_call(int n, F body) {
-  std::vector<double> rounds;
-  for (int round = 0; round < 7; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) body(i);
-    rounds.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
-}
-
-}  // namespace
+using bench::median_ns_per_call;
 
 TEST_CASE("comm: flight recorder and phase marking cost per call", "[.bench][recorder-bench]") {
   if (!std::getenv("SHARDTRAIN_RECORDER_BENCH")) {

@@ -26,7 +26,9 @@ packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhd
           man-db          # the installed man pages (ctest install_prefix)
           patchelf xz-utils debootstrap   # the device bundle and its rehearsal (scripts/device-bundle.sh)
           ccache          # a rebuild after a checkout or in a second worktree compiles only what changed
-          jq)             # the scripts and tests read JSON fields with jq
+          jq              # the scripts and tests read JSON fields with jq
+          prometheus-cpp-dev  # the trainers' --metrics-port endpoint (libcore/src/telemetry/metrics_endpoint.cpp)
+          prometheus prometheus-alertmanager)  # the alert rules' check and the metrics proof (tests/scripts/metrics_alerts.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -100,6 +100,28 @@ def recorder(rows, per_call):
               f"(pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)})")
 
 
+@command(("rows", str), ("per_call", str))
+def metrics(rows, per_call):
+    """bench-metrics.sh: rows "round mode median_step_s" (tab-separated; mode on = --metrics-port
+    served and scraped every second, off = none) and the per-call costs of metrics_bench.cpp; the
+    modelled share of a step (a step's publishing, plus one scrape a second), the median step on
+    and off and the median of the on / off pair ratios, against the 1% asked for."""
+    rows = rows_of(rows, "\t")
+    costs = dict(line.split() for line in read_text(per_call).splitlines() if line.strip())
+    on = [float(r[2]) for r in rows if r[1] == "on"]
+    off = [float(r[2]) for r in rows if r[1] == "off"]
+    step = st.median(off)
+    modelled = (float(costs["metrics_ns_per_step"]) + float(costs["metrics_ns_per_scrape"]) * step) * 1e-9 / step
+    print(f"# per call: {float(costs['metrics_ns_per_step']) / 1e3:.1f} us a step's publishing, "
+          f"{float(costs['metrics_ns_per_scrape']) / 1e3:.1f} us a scrape ({costs['metrics_series']} series); "
+          f"modelled share of a {1e3 * step:.1f} ms step at one scrape a second: {100 * modelled:.4f}%")
+    ratios = [a / b for a, b in zip(on, off)]
+    cost = st.median(ratios) - 1
+    print(f"end to end: median step on {1e3 * st.median(on):.2f} ms, off {1e3 * st.median(off):.2f} ms; median pair ratio "
+          f"{100 * cost:+.2f}% (pairs {', '.join(f'{100 * (x - 1):+.1f}%' for x in ratios)}): "
+          + ("within 1%" if abs(cost) <= 0.01 else "NOT within 1%"))
+
+
 @command(("summary", str), ("evaluation", str))
 def release_gate(summary, evaluation):
     """bench-release-gate.sh: the training's time and throughput, release-gate eval's time as a

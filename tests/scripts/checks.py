@@ -1227,5 +1227,126 @@ def free_ports(count):
         s.close()
 
 
+@command(("count", int))
+def free_port_run(count):
+    """Prints a port P such that P .. P + count - 1 are free on loopback (a metrics endpoint's
+    ranks take consecutive ports)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        ss = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket()
+                ss.append(s)
+                s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        finally:
+            for s in ss:
+                s.close()
+        print(base)
+        return
+    raise Unusable(f"no {count} consecutive free loopback ports found")
+
+
+# ---- live metrics (tests/scripts/metrics_alerts.sh) ----
+
+def http_json(url):
+    """The JSON answer of a GET on url (a loopback server the test started)."""
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+def wait_for(what, seconds, probe):
+    """Calls probe() every 0.5 s until it returns a true value (returned) or seconds pass (Failed
+    naming what, with probe's last answer)."""
+    import time
+    deadline, last = time.monotonic() + seconds, None
+    while True:
+        try:
+            last = probe()
+        except OSError as e:
+            last = None
+            err = e
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            expect(False, f"{what}: not seen within {seconds} s (last answer {last if last is not None else err})")
+        time.sleep(0.5)
+
+
+@command(("run", str), ("world", int), ("base_port", int), ("host", str))
+def metrics_targets(run, world, base_port, host):
+    """The job's service-discovery file: one target per rank at 127.0.0.1:BASE+rank (one host),
+    labelled with its rank, the host, the run folder and the step log's data snapshot and code
+    version."""
+    targets = load(f"{run}/prometheus-targets.json")
+    expect(len(targets) == world, f"{len(targets)} targets, expected {world}")
+    ident = load_lines(f"{run}/steps.rank0.jsonl")[0]
+    for r, t in enumerate(targets):
+        lab = t["labels"]
+        expect(t["targets"] == [f"127.0.0.1:{base_port + r}"], f"rank {r}: targets {t['targets']}")
+        expect(lab["rank"] == str(r) and lab["host"] == host and lab["run_dir"] == os.path.realpath(run),
+               f"rank {r}: labels {lab}, expected host {host} and run_dir {os.path.realpath(run)}")
+        expect(lab["data_snapshot"] == ident["data_snapshot_id"] and lab["code_version"] == ident["code_version"],
+               f"rank {r}: labels {lab}, the step log says {ident['data_snapshot_id']} {ident['code_version']}")
+    print(f"  {run}/prometheus-targets.json: {world} targets on ports {base_port}..{base_port + world - 1}, host {host}")
+
+
+@command(("prometheus", str), ("run", str), ("world", int), ("host", str), ("seconds", int))
+def prom_series(prometheus, run, world, host, seconds):
+    """Prometheus (its HTTP API at PROMETHEUS) holds every rank's series of the run: each metric
+    of the step loop once per rank, every one labelled with the run's host."""
+    import urllib.parse
+    run = os.path.realpath(run)
+    names = ["shardtrain_step", "shardtrain_loss", "shardtrain_tokens_per_second", "shardtrain_learning_rate",
+             "shardtrain_grad_norm", "shardtrain_mfu_ratio", "shardtrain_last_step_timestamp_seconds"]
+
+    def probe():
+        found = {}
+        for n in names:
+            q = urllib.parse.quote(f'{n}{{run_dir="{run}"}}')
+            res = http_json(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]
+            found[n] = sorted((x["metric"].get("rank"), x["metric"].get("host")) for x in res)
+        want = [(str(r), host) for r in range(world)]
+        return found if all(v == want for v in found.values()) else None
+    found = wait_for(f"every rank's series of {run} in Prometheus", seconds, probe)
+    print(f"  Prometheus has {len(found)} metrics x ranks {[r for r, _ in found['shardtrain_step']]}, host {host}")
+
+
+def alerts_of(prometheus, alertmanager, name, labels):
+    """The alerts named `name` with `labels` firing in Prometheus, and those Alertmanager received."""
+    def match(lab):
+        return lab.get("alertname") == name and all(lab.get(k) == v for k, v in labels.items())
+    prom = [a for a in http_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
+            if a["state"] == "firing" and match(a["labels"])]
+    am = [a for a in http_json(f"{alertmanager}/api/v2/alerts") if match(a["labels"])]
+    return prom, am
+
+
+@command(("prometheus", str), ("alertmanager", str), ("name", str), ("labels", str), ("seconds", int))
+def alert_fires(prometheus, alertmanager, name, labels, seconds):
+    """The alert NAME with LABELS (JSON object) is firing in Prometheus and received by
+    Alertmanager within SECONDS; prints its labels and summary."""
+    want = json.loads(labels)
+    prom, am = wait_for(f"{name} {want} firing and in Alertmanager", seconds,
+                        lambda: (lambda p, a: (p, a) if p and a else None)(*alerts_of(prometheus, alertmanager, name, want)))
+    print(f"  {name} firing in Prometheus and received by Alertmanager: {am[0]['annotations'].get('summary')}")
+    print(f"  labels {json.dumps({k: v for k, v in am[0]['labels'].items() if k not in ('data_snapshot', 'code_version')})}")
+
+
+@command(("prometheus", str), ("alertmanager", str), ("run", str))
+def no_alerts(prometheus, alertmanager, run):
+    """No alert of the run (its run_dir label) is pending or firing in Prometheus, and none is in
+    Alertmanager."""
+    run = os.path.realpath(run)
+    prom = [a for a in http_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"] if a["labels"].get("run_dir") == run]
+    am = [a for a in http_json(f"{alertmanager}/api/v2/alerts") if a["labels"].get("run_dir") == run]
+    expect(not prom and not am, f"alerts of {run}: Prometheus {prom}, Alertmanager {am}")
+    print(f"  no alert of {run} in Prometheus or Alertmanager")
+
+
 if __name__ == "__main__":
     sys.exit(checks.main(sys.argv[1:]))

@@ -124,6 +124,17 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   return entries_locked();
 }
 
+std::optional<FlightEntry> FlightRecorder::oldest_unfinished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<FlightEntry> oldest;
+  for (const FlightEntry& e : ring_) {
+    const bool unfinished =
+        e.state == FlightState::kQueued || e.state == FlightState::kStarted || e.state == FlightState::kTimedOut;
+    if (unfinished && (!oldest || e.t_enqueue < oldest->t_enqueue)) oldest = e;
+  }
+  return oldest;
+}
+
 std::uint64_t FlightRecorder::dropped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_locked();
@@ -166,6 +177,13 @@ std::shared_ptr<FlightRecorder> register_flight_recorder(int world_rank, FlightG
   auto recorder = std::make_shared<FlightRecorder>(std::move(group), capacity);
   reg.items.push_back({world_rank, recorder, recorder.get()});
   return recorder;
+}
+
+std::optional<FlightEntry> oldest_in_flight(int world_rank) {
+  std::optional<FlightEntry> oldest;
+  for (const auto& recorder : registry().of_rank(world_rank))
+    if (auto e = recorder->oldest_unfinished(); e && (!oldest || e->t_enqueue < oldest->t_enqueue)) oldest = std::move(e);
+  return oldest;
 }
 
 void retire_flight_recorder(const FlightRecorder* recorder) {

@@ -98,7 +98,20 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                  "(to measure their cost; hang-diagnose then has nothing to read)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_metrics_options(app, o.telemetry);
   o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
+}
+
+// The live Prometheus endpoint (issue 49), a block of its own.
+void add_metrics_options(CLI::App& app, TelemetryOptions& t) {
+  app.add_option("--metrics-port", t.metrics_port,
+                 "Serve Prometheus metrics at http://BIND:PORT/metrics, rank r on PORT + its local rank, and write "
+                 "RUN_DIR/prometheus-targets.json for file-based discovery (0: off)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--metrics-bind", t.metrics_bind,
+                 "Address the metrics endpoints bind (0.0.0.0: every interface, targets named by host)")
+      ->capture_default_str();
 }
 
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {

@@ -1,5 +1,7 @@
 #include "checkpoint_saver.hpp"
 
+#include <utility>
+
 #include "shardtrain/base/stopwatch.hpp"
 #include "shardtrain/comm/phase.hpp"
 #include "shardtrain/model/hf_export.hpp"
@@ -59,17 +61,21 @@ double CheckpointSaver::save(std::int64_t completed, const data::SamplerState& s
     async_writer_->save(m, ckpt_tensors_, pieces);
   } else {
     ckpt_comm_->set_step(job_.comm->step());
-    ckpt::save_checkpoint(job_.ckpt_dir, m, ckpt_tensors_, pieces, *ckpt_comm_, save_options_);  // logs the commit
+    committed_ = ckpt::save_checkpoint(job_.ckpt_dir, m, ckpt_tensors_, pieces, *ckpt_comm_, save_options_);  // logs the commit
   }
   return stall.seconds();
 }
 
 void CheckpointSaver::poll() {
-  if (async_writer_) async_writer_->poll();
+  if (!async_writer_) return;
+  if (auto done = async_writer_->poll()) committed_ = std::move(done);
 }
 
 void CheckpointSaver::wait() {
-  if (async_writer_) async_writer_->wait();
+  if (!async_writer_) return;
+  if (auto done = async_writer_->wait()) committed_ = std::move(done);
 }
+
+std::optional<ckpt::SaveResult> CheckpointSaver::take_committed() { return std::exchange(committed_, std::nullopt); }
 
 }  // namespace shardtrain

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "job.hpp"
@@ -25,6 +26,9 @@ class CheckpointSaver {
   void poll();
   // At the end of the loop: waits for the background save in flight (rethrowing its failure).
   void wait();
+  // The save committed since the last call (a synchronous one at save(), a background one seen by
+  // poll() or wait()), once; nothing otherwise. For the live metrics.
+  std::optional<ckpt::SaveResult> take_committed();
 
  private:
   ckpt::CheckpointManifest manifest_after(std::int64_t completed, const data::SamplerState& state, double lr) const;
@@ -36,6 +40,7 @@ class CheckpointSaver {
   // Synchronous saves: the "ckpt" group (its own sequence numbers and flight record, phase ckpt),
   // as the asynchronous writer has; null with --async-ckpt.
   std::unique_ptr<Communicator> ckpt_comm_;
+  std::optional<ckpt::SaveResult> committed_;  // take_committed()'s
 };
 
 }  // namespace shardtrain

@@ -67,6 +67,8 @@ void validate_options(const TrainOptions& o) {
     throw UsageError("--straggler-threshold must be in (0, 1] (got " + std::to_string(t.straggler_threshold) + ")");
   if (t.straggler_window < 2)
     throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(t.straggler_window) + ")");
+  if (t.metrics_port < 0 || t.metrics_port > 65535)
+    throw UsageError("--metrics-port must be a port in 1..65535, or 0 for no metrics (got " + std::to_string(t.metrics_port) + ")");
   o.optimizer.validate();
 }
 

@@ -35,8 +35,9 @@ bool checkpoint_due(const TrainOptions& o, std::int64_t step, bool last_step) {
 
 }  // namespace
 
-StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu)
-    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu) {}
+StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu,
+                   LiveMetrics* metrics)
+    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu), metrics_(metrics) {}
 
 LoopRecords StepLoop::run(std::int64_t first_step) {
   // Step 0's communication columns count from here: the set-up's and the resume's collectives on
@@ -59,6 +60,8 @@ LoopRecords StepLoop::run(std::int64_t first_step) {
     }
   }
   saver_.wait();
+  if (metrics_)
+    if (auto c = saver_.take_committed()) metrics_->record_checkpoint(c->step, c->total_s, c->bytes_local);
   out_.train_s = train_clock.seconds();
   return std::move(out_);
 }
@@ -105,10 +108,12 @@ bool StepLoop::run_one_step(std::int64_t step) {
   }
   step_log_.append(rec);
   out_.records.push_back(rec);
+  std::optional<StragglerReport> stragglers;
   if ((step + 1) % o.telemetry.log_every == 0 || last || step == 0) {
     print_step_line(rec);
-    log_live_stragglers(job_, out_.records);  // collective: every rank logs at the same steps
+    stragglers = log_live_stragglers(job_, out_.records);  // collective: every rank logs at the same steps
   }
+  if (metrics_) publish(rec, stragglers);
   if (stop)
     log_line_rank0("stop signal: saved step " + std::to_string(step + 1) + " and stopping; resume with --resume auto");
   return stop;
@@ -139,6 +144,14 @@ bool StepLoop::every_rank_stops() {
   std::int32_t stop = StopSignals::received() != 0 ? 1 : 0;
   if (job_.world > 1) job_.comm->all_reduce(&stop, 1);
   return stop != 0;
+}
+
+void StepLoop::publish(const StepRecord& rec, const std::optional<StragglerReport>& stragglers) {
+  const double tok_s = double(job_.tokens_per_step()) / rec.step_s;
+  metrics_->record_step(rec, tok_s, mfu_.mfu(tok_s, job_.world));
+  metrics_->record_memory(job_.strategy->memory_report());
+  if (stragglers) metrics_->record_stragglers(*stragglers);
+  if (auto c = saver_.take_committed()) metrics_->record_checkpoint(c->step, c->total_s, c->bytes_local);
 }
 
 void StepLoop::print_step_line(const StepRecord& rec) const {

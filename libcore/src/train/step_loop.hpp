@@ -12,6 +12,7 @@
 
 #include "checkpoint_saver.hpp"
 #include "job.hpp"
+#include "shardtrain/train/live_metrics.hpp"
 #include "shardtrain/data/batch_loader.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
@@ -27,8 +28,9 @@ struct LoopRecords {
 
 class StepLoop {
  public:
-  // Everything is borrowed and must outlive the loop.
-  StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu);
+  // Everything is borrowed and must outlive the loop; `metrics` (--metrics-port) may be null.
+  StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu,
+           LiveMetrics* metrics = nullptr);
 
   // Collective: runs steps first_step .. options.steps - 1 (run_one_step each), stopping after a
   // step at which any rank received a stop signal; then waits for a background save in flight.
@@ -45,6 +47,8 @@ class StepLoop {
   void charge_communication(StepRecord& record);
   // Collective: whether a stop signal arrived on any rank, so that all save the same step.
   bool every_rank_stops();
+  // The finished step (and a checkpoint committed since the last) to the live metrics, if served.
+  void publish(const StepRecord& record, const std::optional<StragglerReport>& stragglers);
   // Rank 0's progress line of a step (every --log-every steps, the first and the last).
   void print_step_line(const StepRecord& record) const;
 
@@ -53,6 +57,7 @@ class StepLoop {
   CheckpointSaver& saver_;
   StepLog& step_log_;
   const MfuBasis mfu_;
+  LiveMetrics* metrics_;
   double comm_busy_before_ = 0, comm_cpu_before_ = 0;
   double tp_busy_before_ = 0, tp_wait_before_ = 0;
   std::map<int, PeerStats> peers_before_;  // the DP group's per-peer totals at the last step's end

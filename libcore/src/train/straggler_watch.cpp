@@ -60,18 +60,20 @@ NetworkStragglerReport gather_network_stragglers(Job& job, const std::vector<Ste
   return detect_network_stragglers(steps);
 }
 
-void log_live_stragglers(Job& job, const std::vector<StepRecord>& records) {
+std::optional<StragglerReport> log_live_stragglers(Job& job, const std::vector<StepRecord>& records) {
   const std::size_t window = std::size_t(job.options.telemetry.straggler_window);
-  if (records.size() < window) return;  // the same on every rank: one record per step
+  if (records.size() < window) return std::nullopt;  // the same on every rank: one record per step
   set_phase(Phase::kStepEnd);
   const std::size_t keep = std::min(records.size(), kLiveWindows * window);
   const std::vector<StepRecord> recent(records.end() - std::ptrdiff_t(keep), records.end());
-  const std::string names = format_straggler_names(gather_straggler_report(job, recent));
+  StragglerReport report = gather_straggler_report(job, recent);
+  const std::string names = format_straggler_names(report);
   if (!names.empty())
     log_line_rank0("step " + std::to_string(records.back().step + 1) + " " + names);
   const std::string network = format_network_stragglers(gather_network_stragglers(job, recent));
   if (!network.empty())
     log_line_rank0("step " + std::to_string(records.back().step + 1) + " " + network);
+  return report;
 }
 
 }  // namespace shardtrain

@@ -3,6 +3,7 @@
 // and every rank computes the same report. Used live by the step loop (at its log steps) and once
 // by the finish phase (the summary's "stragglers").
 #pragma once
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,9 @@ NetworkStragglerReport gather_network_stragglers(Job& job, const std::vector<Ste
 // every rank at the same steps; skipped on every rank (no collective) until `window` steps are
 // recorded. Profiles the last kLiveWindows windows of steps only, so its cost stays bounded in a
 // long run; rank 0 prints format_straggler_names() when a straggler is named, and
-// format_network_stragglers() of the same steps when a host's links are named.
+// format_network_stragglers() of the same steps when a host's links are named. Returns the
+// straggler report it logged from (for the live metrics), nothing when it skipped.
 inline constexpr int kLiveWindows = 10;
-void log_live_stragglers(Job& job, const std::vector<StepRecord>& records);
+std::optional<StragglerReport> log_live_stragglers(Job& job, const std::vector<StepRecord>& records);
 
 }  // namespace shardtrain

@@ -28,6 +28,7 @@
 #include "shardtrain/comm/phase.hpp"
 #include "shardtrain/comm/dump_watcher.hpp"
 #include "shardtrain/data/batch_loader.hpp"
+#include "live_metrics_server.hpp"
 #include "step_loop.hpp"
 
 namespace shardtrain {
@@ -78,6 +79,9 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
   // Each phase runs inside recording_errors, so an error is recorded while the groups it used live.
   return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
     const PhaseFaultGuard phase_faults(FaultInjection::parse(options.inject), job.rank);
+    // --metrics-port: bound here, at start (a port in use fails the job now), served until the
+    // job's end; the step loop publishes into it.
+    const std::optional<LiveMetricsServer> live = serve_live_metrics(job);
     set_phase(Phase::kResume);
     const ResumePoint start = resume(job);
     startup.resume_s = job_clock.seconds() - startup.setup_s;
@@ -97,7 +101,7 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
     startup.loop_setup_s = job_clock.seconds() - startup.setup_s - startup.resume_s;
     startup.to_first_step_s = startup.before_job_s + job_clock.seconds();
     return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
-      const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu).run(start.step);
+      const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu, live ? live->metrics.get() : nullptr).run(start.step);
       set_phase(Phase::kFinish);
       return finish_job(job, start, loop, step_log, mfu, job_clock, startup);
     });

@@ -105,6 +105,11 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;
   std::uint64_t dropped() const;
 
+  // The oldest entry (by t_enqueue) still queued, started or timed out: the operation this group
+  // is waiting on, or nothing when every recorded operation finished. O(capacity) under the lock;
+  // meant for a monitor's occasional look (a metrics scrape), not for every operation.
+  std::optional<FlightEntry> oldest_unfinished() const;
+
   // This group's object in a dump (FORMATS.md "groups[]"): identity, counters, capacity, dropped,
   // entries.
   nlohmann::json to_json() const;
@@ -130,6 +135,9 @@ class FlightRecorder {
 // (the first free one): names stay unique within a dump, and agree across ranks that create the
 // same groups in the same order.
 std::shared_ptr<FlightRecorder> register_flight_recorder(int world_rank, FlightGroup group, std::size_t capacity);
+// The oldest unfinished operation (FlightRecorder::oldest_unfinished) over every live group of
+// `world_rank`; nothing when none is in flight. Safe from any thread while the groups work.
+std::optional<FlightEntry> oldest_in_flight(int world_rank);
 // Takes a recorder out of the registry (its communicator is gone); unknown ones are ignored.
 void retire_flight_recorder(const FlightRecorder* recorder);
 

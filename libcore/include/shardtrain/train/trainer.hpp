@@ -113,6 +113,11 @@ struct TelemetryOptions {
   // Straggler scores (telemetry/straggler.hpp): live at each progress line and in the summary.
   double straggler_threshold = 0.75;  // a score below it names a straggler; in (0, 1]
   int straggler_window = 10;          // steps per window of the individual score; >= 2
+  // The live Prometheus endpoint of every rank (--metrics-port, --metrics-bind; train/live_metrics.hpp):
+  // rank r serves on metrics_port + its local rank (telemetry/scrape_targets.hpp), rank 0 writes
+  // RUN_DIR/prometheus-targets.json. 0: off.
+  int metrics_port = 0;
+  std::string metrics_bind = "127.0.0.1";
 };
 
 struct TrainOptions {
