@@ -33,12 +33,11 @@
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
-namespace {
 
 // Every check of the options alone, before anything is opened or allocated. What a layout may be
 // (--zero-stage, --tp, --precision, the device, --memory-budget) is the planner's, asked by
 // plan_training_layout as soon as the model and the world are known.
-void validate_options(const TrainOptions& o) {
+void validate_training_options(const TrainOptions& o) {
   const ScheduleOptions& sc = o.schedule;
   const ParallelismOptions& p = o.parallelism;
   const TelemetryOptions& t = o.telemetry;
@@ -67,8 +66,6 @@ void validate_options(const TrainOptions& o) {
     throw UsageError("--straggler-window must be at least 2 steps (got " + std::to_string(t.straggler_window) + ")");
   o.optimizer.validate();
 }
-
-}  // namespace
 
 namespace {
 
@@ -288,7 +285,7 @@ LayoutDecision plan_training_layout(const TrainOptions& o, const ModelConfig& mo
 }
 
 Job set_up_job(const TrainOptions& o) {
-  validate_options(o);
+  validate_training_options(o);
   std::optional<Baseline> baseline;
   if (!o.telemetry.baseline_summary.empty()) baseline = read_baseline(o.telemetry.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);
