@@ -33,7 +33,7 @@ READERS = {
     "trainer_cli": ["tool/train_cli.cpp"],
 }
 JSON_PUNCTUATION = ['"{"', '"}"', '"["', '"]"', '":"', '","', '"null"', '"true"', '"false"', '"-1"', '"0"',
-                    '"1e308"', '"-1e308"', '"9223372036854775807"', '"18446744073709551616"', '"\\u0000"']
+                    '"1e308"', '"-1e308"', '"9223372036854775807"', '"18446744073709551616"', '"\\\\u0000"']
 WORD = re.compile(r'"([A-Za-z_][A-Za-z0-9_./-]{1,40})"')
 POINTER = re.compile(r'"((?:/[A-Za-z_][A-Za-z0-9_]*)+)"')  # JsonFile field pointers: "/eval/holdout_loss"
 OPTION = re.compile(r'"(--[a-z][a-z0-9-]*)"')

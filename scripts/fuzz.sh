@@ -41,8 +41,8 @@ for t in "${targets[@]}"; do
   rc=0
   "$bin/fuzz-$t" "$corpus" "$here/testdata/fuzz/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 | awk '{print $2 " / " $4}')
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 | awk '{print $2 " / " $4}' || true)
   found=$(find "$findings" -type f | wc -l)
   [ "$rc" = 0 ] || [ "$found" -gt 0 ] || found="exit $rc (see $log)"
   printf '| %s | %s | %s | %s | %s |\n' "$t" "$seconds" "${execs:-?}" "${cov:-?}" "$found"
