@@ -134,11 +134,11 @@ nlohmann::json StepModel::to_json() const {
 
 StepModel StepModel::from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model '" + source + "'";
-  if (!j.is_object() || j.value("format", "") != "shardtrain-scaling-model")
+  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != "shardtrain-scaling-model")
     throw UsageError(where + ": not a scaling model (\"format\": \"shardtrain-scaling-model\" expected)");
   StepModel m;
   m.compute_s = number(j, "compute_s", where);
-  const std::string s = j.value("scaling", "");
+  const std::string s = j.contains("scaling") && j.at("scaling").is_string() ? j.at("scaling").get<std::string>() : "";
   if (s != "weak" && s != "strong") throw UsageError(where + ": field 'scaling' must be \"weak\" or \"strong\"");
   m.scaling = s == "weak" ? Scaling::kWeak : Scaling::kStrong;
   m.tokens_per_step = number(j, "tokens_per_step", where);
@@ -485,7 +485,7 @@ StepModel read_step_model(const std::string& path, const std::string& what) {
 std::vector<CollectiveSample> read_collectives(const std::string& path, const std::string& impl, std::string* impl_used) {
   const std::string where = "--collectives '" + path + "'";
   const nlohmann::json j = read_json(path, "--collectives");
-  if (!j.is_object() || j.value("format", "") != "shardtrain-collectives")
+  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != "shardtrain-collectives")
     throw UsageError(where + ": not a collectives sweep (\"format\": \"shardtrain-collectives\" expected)");
   if (!j.contains("rows") || !j["rows"].is_array()) throw UsageError(where + ": missing array 'rows'");
   std::set<std::string> impls;
@@ -508,7 +508,10 @@ std::vector<CollectiveSample> read_collectives(const std::string& path, const st
     if (!r.contains("op") || !r["op"].is_string() || !op_from_name(r["op"].get<std::string>(), &s.op) ||
         !is_payload_op(s.op))
       throw UsageError(where + ": a row's 'op' is not AllReduce, ReduceScatter, AllGather or Broadcast");
-    s.ranks = int(number(r, "ranks", where + " row"));
+    const double ranks = number(r, "ranks", where + " row");
+    if (ranks != std::floor(ranks) || ranks < 0 || ranks > 1e7)
+      throw UsageError(where + ": a row's 'ranks' is not a whole number of ranks in [0, 1e7]");  // int(1e30) is undefined
+    s.ranks = int(ranks);
     s.bytes = number(r, "bytes", where + " row");
     s.time_s = number(r, "time_s", where + " row");
     const double wrong = r.contains("wrong") ? number(r, "wrong", where + " row") : 0.0;
