@@ -115,13 +115,14 @@ SafetensorsFile read_safetensors(const std::string& path) {
     t.name = name;
     // Every number an integer >= 0 as JSON has it: nlohmann's get<> would cast a float (1e300) or a
     // negative number to the integer type without a word (undefined for a float out of range).
-    auto naturals = [&](const char* key) {
-      const nlohmann::json& v = entry.at(key);
-      if (!v.is_array()) throw UsageError(path + ": tensor '" + name + "' field " + key + " is not an array");
+    // (The tensor's name and entry are parameters: clang 14 cannot capture a structured binding.)
+    auto naturals = [&path](const nlohmann::json& tensor, const std::string& tensor_name, const char* key) {
+      const nlohmann::json& v = tensor.at(key);
+      if (!v.is_array()) throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " is not an array");
       std::vector<std::uint64_t> out;
       for (const nlohmann::json& x : v) {
         if (!x.is_number_unsigned() && !(x.is_number_integer() && x.get<std::int64_t>() >= 0))
-          throw UsageError(path + ": tensor '" + name + "' field " + key + " holds " + x.dump() +
+          throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " holds " + x.dump() +
                            ", not an integer >= 0");
         out.push_back(x.get<std::uint64_t>());
       }
@@ -130,8 +131,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     try {
       if (!entry.is_object()) throw UsageError(path + ": tensor '" + name + "' is not a JSON object");
       t.dtype = entry.at("dtype").get<std::string>();
-      const std::vector<std::uint64_t> dims = naturals("shape");
-      const std::vector<std::uint64_t> offsets = naturals("data_offsets");
+      const std::vector<std::uint64_t> dims = naturals(entry, name, "shape");
+      const std::vector<std::uint64_t> offsets = naturals(entry, name, "data_offsets");
       const std::size_t element = element_size(t.dtype);
       if (element == 0) throw UsageError(path + ": tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
       // The byte count, refused as soon as it passes the data section: a shape whose product wraps

@@ -307,7 +307,7 @@ class Prep {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line.begin(), line.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range 406 (a number past double)
       std::string what = e.what();
       auto pos = what.find("] ");
       reject("malformed_json", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));

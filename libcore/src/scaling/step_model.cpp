@@ -640,7 +640,9 @@ StepModel fit_model(const FitOptions& o) {
   const nlohmann::json sweep = read_json(o.collectives_path, "--collectives");
   for (auto [level, target] : {std::pair{"intra-node", &m.intra}, std::pair{"inter-node", &m.inter}}) {
     const bool present = std::any_of(sweep["rows"].begin(), sweep["rows"].end(),
-                                     [&](const nlohmann::json& r) { return r.value("impl", "") == level; });
+                                     [name = std::string(level)](const nlohmann::json& r) {  // clang 14: no binding captures
+                                       return r.is_object() && r.contains("impl") && r.at("impl") == name;
+                                     });
     if (!present) continue;
     const LinkFit f = fit_link(read_collectives(o.collectives_path, level));
     *target = {f.busbw_Bps, f.alpha_s};
