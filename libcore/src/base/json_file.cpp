@@ -24,6 +24,8 @@ JsonFile JsonFile::parse(const std::string& text, const std::string& path, const
     return JsonFile(nlohmann::json::parse(text), path, what);
   } catch (const nlohmann::json::parse_error& e) {
     throw UsageError(path + ": " + what + " is not valid JSON (at byte " + std::to_string(e.byte) + ": " + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {  // out_of_range 406: a number past double's range (1e400)
+    throw UsageError(path + ": " + what + " is not valid JSON (" + e.what() + ")");
   }
 }
 

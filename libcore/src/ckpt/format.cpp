@@ -205,7 +205,7 @@ CheckpointManifest CheckpointManifest::from_stored_text(const std::string& text,
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range 406 (a number past double)
     throw IoError(where + ": the manifest is not valid JSON (" + e.what() + ")");
   }
   return from_json(j, where);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -112,19 +113,39 @@ SafetensorsFile read_safetensors(const std::string& path) {
     }
     SafetensorsTensor t;
     t.name = name;
+    // Every number an integer >= 0 as JSON has it: nlohmann's get<> would cast a float (1e300) or a
+    // negative number to the integer type without a word (undefined for a float out of range).
+    // (The tensor's name and entry are parameters: clang 14 cannot capture a structured binding.)
+    auto naturals = [&path](const nlohmann::json& tensor, const std::string& tensor_name, const char* key) {
+      const nlohmann::json& v = tensor.at(key);
+      if (!v.is_array()) throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " is not an array");
+      std::vector<std::uint64_t> out;
+      for (const nlohmann::json& x : v) {
+        if (!x.is_number_unsigned() && !(x.is_number_integer() && x.get<std::int64_t>() >= 0))
+          throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " holds " + x.dump() +
+                           ", not an integer >= 0");
+        out.push_back(x.get<std::uint64_t>());
+      }
+      return out;
+    };
     try {
+      if (!entry.is_object()) throw UsageError(path + ": tensor '" + name + "' is not a JSON object");
       t.dtype = entry.at("dtype").get<std::string>();
-      t.shape = entry.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+      const std::vector<std::uint64_t> dims = naturals(entry, name, "shape");
+      const std::vector<std::uint64_t> offsets = naturals(entry, name, "data_offsets");
       const std::size_t element = element_size(t.dtype);
       if (element == 0) throw UsageError(path + ": tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
-      std::uint64_t numel = 1;
-      for (auto d : t.shape) {
-        if (d < 0) throw UsageError(path + ": tensor '" + name + "' has a negative dimension");
-        numel *= std::uint64_t(d);
+      // The byte count, refused as soon as it passes the data section: a shape whose product wraps
+      // around 2^64 would otherwise match a short range and read as a tensor of another shape.
+      std::uint64_t bytes = element;
+      for (std::uint64_t d : dims) {
+        if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()) || (d != 0 && bytes > data_size / d))
+          bytes = data_size + 1;  // larger than any range of the file
+        else
+          bytes *= d;
+        t.shape.push_back(std::int64_t(d));
       }
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
-          offsets[1] - offsets[0] != numel * element)
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != bytes)
         throw UsageError(path + ": tensor '" + name + "' has data_offsets outside the file or not matching its shape");
       ranges.push_back({offsets[0], offsets[1]});
       const char* begin = content.data() + 8 + n + offsets[0];

@@ -162,9 +162,14 @@ class Prep {
     for (const auto& path : o_.jsonl_inputs) read_jsonl(path);
     for (const auto& path : o_.text_inputs) read_text_path(path);
     for (const auto& path : o_.llmc_inputs) read_llmc(path);
-    if (writer_->num_documents() == 0)
-      throw UsageError("data-prep: no valid document in the input" +
+    if (writer_->num_documents() == 0) {
+      // Name the inputs: the user must know which files held nothing usable.
+      std::string inputs;
+      for (const auto* list : {&o_.jsonl_inputs, &o_.text_inputs, &o_.llmc_inputs})
+        for (const auto& path : *list) inputs += (inputs.empty() ? "" : ", ") + path;
+      throw UsageError("data-prep: no valid document in the input (" + inputs + ")" +
                        std::string(reject_count_ ? " (" + std::to_string(reject_count_) + " rejected)" : ""));
+    }
     writer_->set_string_attribute(kDataPrepAttribute, transformation_json().dump());
     DatasetHeader h = writer_->finish();
     if (rejects_.is_open()) {
@@ -302,7 +307,7 @@ class Prep {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line.begin(), line.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range 406 (a number past double)
       std::string what = e.what();
       auto pos = what.find("] ");
       reject("malformed_json", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
@@ -415,7 +420,10 @@ class Prep {
   }
 
   void read_llmc(const std::string& path) {
-    const auto [event, avail] = file_times(path);
+    // Plain variables, not a structured binding: the lambda below captures them (clang 14, the fuzz
+    // and sanitizer builds' compiler, cannot capture a binding).
+    const auto times = file_times(path);
+    const int64_t event = times.first, avail = times.second;
     const std::string owner = o_.text.owner.value_or(fs::path(path).filename().string());
     std::uint64_t k = 0;
     const LlmcShardInfo info = read_llmc_shard(path, uint32_t(separator_), [&](const std::vector<uint32_t>& tokens) {

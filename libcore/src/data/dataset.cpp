@@ -135,39 +135,50 @@ class Column {
 };
 
 template <class T>
-std::vector<T> read_column(hid_t file, const char* name, hid_t mem_type, std::size_t expect_rows,
-                           std::size_t width = 1) {
+std::vector<T> read_column(const std::string& path, hid_t file, const char* name, hid_t mem_type,
+                           std::size_t expect_rows, std::size_t width = 1) {
   Hid d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  if (!d.ok()) throw UsageError(std::string("dataset file lacks ") + name);
+  if (!d.ok()) throw UsageError(path + ": dataset file lacks /" + name);
   Hid space(H5Dget_space(d.get()), H5Sclose);
   hsize_t dims[2] = {0, 0};
+  // At most two dimensions: H5Sget_simple_extent_dims writes as many as the dataset has.
+  if (H5Sget_simple_extent_ndims(space.get()) > 2) throw UsageError(path + ": /" + name + " has more than 2 dimensions");
   int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  if (rank < 1 || dims[0] != expect_rows || (width > 1 && (rank != 2 || dims[1] != width)))
-    throw UsageError(std::string(name) + " has " + std::to_string(dims[0]) + " rows, expected " +
+  if (rank < 1 || dims[0] != expect_rows || (width > 1 && (rank != 2 || dims[1] != width)) ||
+      (width == 1 && rank != 1))
+    throw UsageError(path + ": /" + name + " has " + std::to_string(dims[0]) + " rows, expected " +
                      std::to_string(expect_rows));
   std::vector<T> out(expect_rows * width);
   if (expect_rows > 0)
     check(H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
-          std::string("cannot read ") + name);
+          path + ": cannot read /" + name);
   return out;
 }
 
-std::vector<std::string> read_string_column(hid_t file, const char* name, std::size_t expect_rows) {
+std::vector<std::string> read_string_column(const std::string& path, hid_t file, const char* name,
+                                            std::size_t expect_rows) {
   Hid d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  if (!d.ok()) throw UsageError(std::string("dataset file lacks ") + name);
+  if (!d.ok()) throw UsageError(path + ": dataset file lacks /" + name);
   Hid space(H5Dget_space(d.get()), H5Sclose);
   hsize_t n = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw UsageError(path + ": /" + name + " is not a column");
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
   if (n != expect_rows)
-    throw UsageError(std::string(name) + " has " + std::to_string(n) + " rows, expected " +
+    throw UsageError(path + ": /" + name + " has " + std::to_string(n) + " rows, expected " +
                      std::to_string(expect_rows));
+  // A column of another type (numbers where strings belong) fails the read below, and HDF5 would
+  // then write into ptrs whatever it converted: refuse it before, naming the column.
+  {
+    Hid stored(H5Dget_type(d.get()), H5Tclose);
+    if (H5Tget_class(stored.get()) != H5T_STRING) throw UsageError(path + ": /" + name + " is not a string column");
+  }
   std::vector<std::string> out;
   out.reserve(n);
   if (n == 0) return out;
   Hid mtype = vlen_string_type();
   std::vector<char*> ptrs(n, nullptr);
   check(H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
-        std::string("cannot read ") + name);
+        path + ": cannot read /" + name);
   for (char* p : ptrs) out.emplace_back(p ? p : "");
   H5Dvlen_reclaim(mtype.get(), space.get(), H5P_DEFAULT, ptrs.data());
   return out;
@@ -462,16 +473,39 @@ DatasetReader DatasetReader::open(const std::string& path) {
   m.header.num_tokens = uint64_t(need_i64("num_tokens"));
   m.header.snapshot_id = need_str("snapshot_id");
   m.header.created_by = read_attr_str(f, "created_by").value_or("");
+  if (const int64_t bits = need_i64("token_bits"); bits != 8 && bits != 16 && bits != 32)
+    throw UsageError(path + ": attribute token_bits is " + std::to_string(bits) + ", not 8, 16 or 32");
+  // The tokens the file holds, as HDF5 stores them: num_tokens must say the same, since every
+  // range check below and in read_tokens is against num_tokens (a larger one would send reads past
+  // the data and size their buffers by it).
+  m.tokens = Hid(H5Dopen2(f, "tokens", H5P_DEFAULT), H5Dclose);
+  if (!m.tokens.ok()) throw UsageError(path + ": missing /tokens");
+  {
+    Hid space(H5Dget_space(m.tokens.get()), H5Sclose);
+    hsize_t stored = 0;
+    if (H5Sget_simple_extent_ndims(space.get()) != 1) throw UsageError(path + ": /tokens is not one-dimensional");
+    // read_tokens_stored copies at token_bits: a wider stored type would be narrowed in silence.
+    Hid type(H5Dget_type(m.tokens.get()), H5Tclose);
+    if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) * 8 != std::size_t(m.header.token_bits))
+      throw UsageError(path + ": /tokens is not stored as " + std::to_string(m.header.token_bits) +
+                       "-bit integers, as attribute token_bits says");
+    H5Sget_simple_extent_dims(space.get(), &stored, nullptr);
+    if (need_i64("num_tokens") < 0 || stored != m.header.num_tokens)
+      throw UsageError(path + ": attribute num_tokens is " + std::to_string(need_i64("num_tokens")) + " but /tokens holds " +
+                       std::to_string(stored) + " tokens");
+  }
+  if (need_i64("num_documents") < 0)
+    throw UsageError(path + ": attribute num_documents is " + std::to_string(need_i64("num_documents")));
   const std::size_t D = m.header.num_documents;
-  auto ids = read_string_column(f, "documents/id", D);
-  auto versions = read_column<int64_t>(f, "documents/version", H5T_NATIVE_INT64, D);
-  auto offsets = read_column<uint64_t>(f, "documents/offset", H5T_NATIVE_UINT64, D);
-  auto lengths = read_column<uint64_t>(f, "documents/length", H5T_NATIVE_UINT64, D);
-  auto events = read_column<int64_t>(f, "documents/event_time", H5T_NATIVE_INT64, D);
-  auto avails = read_column<int64_t>(f, "documents/available_time", H5T_NATIVE_INT64, D);
-  auto owners = read_column<uint32_t>(f, "documents/owner", H5T_NATIVE_UINT32, D);
-  auto hashes = read_column<uint8_t>(f, "documents/token_sha256", H5T_NATIVE_UINT8, D, 32);
-  m.owners = read_string_column(f, "owners/name", [&] {
+  auto ids = read_string_column(path, f, "documents/id", D);
+  auto versions = read_column<int64_t>(path, f, "documents/version", H5T_NATIVE_INT64, D);
+  auto offsets = read_column<uint64_t>(path, f, "documents/offset", H5T_NATIVE_UINT64, D);
+  auto lengths = read_column<uint64_t>(path, f, "documents/length", H5T_NATIVE_UINT64, D);
+  auto events = read_column<int64_t>(path, f, "documents/event_time", H5T_NATIVE_INT64, D);
+  auto avails = read_column<int64_t>(path, f, "documents/available_time", H5T_NATIVE_INT64, D);
+  auto owners = read_column<uint32_t>(path, f, "documents/owner", H5T_NATIVE_UINT32, D);
+  auto hashes = read_column<uint8_t>(path, f, "documents/token_sha256", H5T_NATIVE_UINT8, D, 32);
+  m.owners = read_string_column(path, f, "owners/name", [&] {
     Hid d(H5Dopen2(f, "owners/name", H5P_DEFAULT), H5Dclose);
     if (!d.ok()) throw UsageError(path + ": missing /owners/name");
     Hid s(H5Dget_space(d.get()), H5Sclose);
@@ -490,7 +524,7 @@ DatasetReader DatasetReader::open(const std::string& path) {
     d.available_time = avails[i];
     d.owner = owners[i];
     std::memcpy(d.token_sha256.data(), hashes.data() + 32 * i, 32);
-    if (d.owner >= m.owners.size() || d.offset + d.length > m.header.num_tokens)
+    if (d.owner >= m.owners.size() || d.offset > m.header.num_tokens || d.length > m.header.num_tokens - d.offset)
       throw UsageError(path + ": document " + std::to_string(i) + " (" + d.id +
                        ") has an owner or token range outside the file's tables");
   }
@@ -501,13 +535,11 @@ DatasetReader DatasetReader::open(const std::string& path) {
       Hid s(H5Dget_space(d.get()), H5Sclose);
       H5Sget_simple_extent_dims(s.get(), &n, nullptr);
     }
-    auto paths = read_string_column(f, "sources/path", n);
-    auto shas = read_string_column(f, "sources/sha256", n);
-    auto bytes = read_column<uint64_t>(f, "sources/bytes", H5T_NATIVE_UINT64, n);
+    auto paths = read_string_column(path, f, "sources/path", n);
+    auto shas = read_string_column(path, f, "sources/sha256", n);
+    auto bytes = read_column<uint64_t>(path, f, "sources/bytes", H5T_NATIVE_UINT64, n);
     for (std::size_t i = 0; i < n; ++i) m.sources.push_back({paths[i], shas[i], bytes[i]});
   }
-  m.tokens = Hid(H5Dopen2(f, "tokens", H5P_DEFAULT), H5Dclose);
-  if (!m.tokens.ok()) throw UsageError(path + ": missing /tokens");
   return r;
 }
 

@@ -210,6 +210,8 @@ RankDump read_flight_dump(const std::string& file) {
     const bool truncated = e.byte >= text.size();
     throw UsageError(file + ": " + (truncated ? "truncated JSON (ends early)" : "malformed JSON") + ": " +
                      e.what());
+  } catch (const json::exception& e) {  // out_of_range 406: a number past double's range (1e400)
+    throw UsageError(file + ": malformed JSON: " + e.what());
   }
   return parse_flight_dump(j, file);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "shardtrain/base/json_file.hpp"
@@ -67,6 +68,14 @@ nlohmann::json file_identity(const fs::path& p) {
 
 ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) refuse(where, "not a JSON object");
+  // nlohmann's value(key, default) throws type_error for a field of another type (the tool's
+  // "internal error"): every optional field is checked for its type first, by name.
+  for (const char* key : {"model_type", "activation_function"})
+    if (j.contains(key) && !j[key].is_string()) refuse(where, std::string("'") + key + "' is not a string");
+  for (const char* key : {"tie_word_embeddings", "add_cross_attention", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"})
+    if (j.contains(key) && !j[key].is_boolean()) refuse(where, std::string("'") + key + "' is not true or false");
+  if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_number())
+    refuse(where, "'layer_norm_epsilon' is not a number");
   if (j.value("model_type", std::string()) != "gpt2")
     refuse(where, "model_type '" + j.value("model_type", std::string("(none)")) + "' is not gpt2");
   if (j.contains("architectures") && j["architectures"].is_array())
@@ -75,6 +84,11 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
         refuse(where, "architecture " + a.dump() + " is not GPT2LMHeadModel (a head this decoder does not have)");
   const auto num = [&](const char* key) -> int {
     if (!j.contains(key) || !j[key].is_number_integer()) refuse(where, std::string("'") + key + "' missing or not an integer");
+    // get<int> would keep the low 32 bits of a larger number: 4294967552 read as 256.
+    if (j[key].is_number_unsigned() ? j[key].get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
+                                    : j[key].get<std::int64_t>() < 0 || j[key].get<std::int64_t>() > std::numeric_limits<int>::max())
+      refuse(where, std::string("'") + key + "' " + j[key].dump() + " is outside [0, " +
+                        std::to_string(std::numeric_limits<int>::max()) + "]");
     return j[key].get<int>();
   };
   ModelConfig c;
@@ -83,7 +97,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
   c.d_model = num("n_embd");
   c.n_layer = num("n_layer");
   c.n_head = num("n_head");
-  if (j.contains("n_ctx") && j["n_ctx"].is_number_integer() && j["n_ctx"].get<int>() > c.seq_len)
+  if (j.contains("n_ctx") && j["n_ctx"].is_number_integer() && j["n_ctx"].get<std::int64_t>() > c.seq_len)
     refuse(where, "n_ctx " + j["n_ctx"].dump() + " is a context beyond the model's n_positions " + std::to_string(c.seq_len));
   const std::string act = j.value("activation_function", std::string("gelu_new"));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -133,12 +134,30 @@ std::string to_json_line(const StageRecord& r) {
 std::optional<StageRecord> stage_record_from_json_line(const std::string& line) {
   const auto j = nlohmann::json::parse(line, nullptr, false);
   if (!j.is_object() || !j.contains("stage") || !j["stage"].is_string()) return std::nullopt;
+  // A field of the wrong type or past int's range makes the line no stage record (never a JSON
+  // library exception, nor a double cast to int out of range).
+  auto integer = [&](const char* key, int fallback) -> std::optional<int> {
+    if (!j.contains(key)) return fallback;
+    const auto& v = j[key];
+    if (!v.is_number_integer()) return std::nullopt;
+    const std::int64_t x = v.get<std::int64_t>();
+    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) return std::nullopt;
+    return int(x);
+  };
+  auto number = [&](const char* key) -> std::optional<double> {
+    if (!j.contains(key)) return 0.0;
+    if (!j[key].is_number()) return std::nullopt;
+    return j[key].get<double>();
+  };
+  const auto ranks = integer("ranks", 1), exit_status = integer("exit_status", 1);
+  const auto start = number("start"), end = number("end");
+  if (!ranks || !exit_status || !start || !end) return std::nullopt;
   StageRecord r;
   r.stage = j["stage"].get<std::string>();
-  r.ranks = j.value("ranks", 1);
-  r.start = j.value("start", 0.0);
-  r.end = j.value("end", 0.0);
-  r.exit_status = j.value("exit_status", 1);
+  r.ranks = *ranks;
+  r.start = *start;
+  r.end = *end;
+  r.exit_status = *exit_status;
   if (j.contains("job_id") && j["job_id"].is_string()) r.job_id = j["job_id"].get<std::string>();
   return r;
 }

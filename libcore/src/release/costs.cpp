@@ -39,12 +39,13 @@ double CostTable::queue_wait_s_total() const {
 
 CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path) {
   const std::string what = path + ": the cost table";
-  if (!j.is_object() || j.value("format", "") != kCostsFormat)
+  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != kCostsFormat)
     throw UsageError(what + " is not one (\"format\" must be \"" + kCostsFormat + "\"; release-gate costs RUN_DIR writes it)");
   CostTable t;
   t.path = path;
   t.json = j;
   t.json.erase("path");  // to_json adds it back
+  if (j.contains("source") && !j.at("source").is_string()) throw UsageError(what + ": 'source' is not a string");
   t.source = j.value("source", "");
   if (!j.contains("storage_bytes") || !j["storage_bytes"].is_object()) throw UsageError(what + " has no object 'storage_bytes'");
   const auto& b = j["storage_bytes"];
@@ -63,6 +64,7 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
     c.stage = s["stage"];
     if (s.contains("job_id") && s["job_id"].is_string()) c.job_id = s["job_id"];
     else if (s.contains("job_id") && s["job_id"].is_number()) c.job_id = std::to_string(s["job_id"].get<long long>());
+    if (s.contains("state") && !s.at("state").is_string()) throw UsageError(sw + ": 'state' is not a string");
     c.state = s.value("state", "");
     c.cpus = optional_number(s, "cpus", sw);
     c.runs = optional_number(s, "runs", sw);

@@ -143,7 +143,7 @@ ReleasePolicy read_release_policy(const std::string& path) {
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const JsonFile whole = JsonFile::parse(bytes, path, "the release policy (--policy)");
   const nlohmann::json& j = whole.json();
-  if (!j.is_object() || j.value("format", "") != kPolicyFormat)
+  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != kPolicyFormat)
     throw UsageError(path + ": not a release policy (\"format\" must be \"" + kPolicyFormat + "\")");
   if (!j.contains("version") || !j["version"].is_string() || j["version"].get<std::string>().empty())
     throw UsageError(path + ": needs a non-empty string 'version'");
@@ -166,6 +166,8 @@ ReleasePolicy read_release_policy(const std::string& path) {
   for (const auto& item : j["rubric"]["items"]) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string())
       throw UsageError(r + ": every item needs a string 'name'");
+    if (item.contains("required") && !item["required"].is_boolean())
+      throw UsageError(r + " item " + item["name"].get<std::string>() + ": 'required' is not true or false");
     RubricItem ri{item["name"], number_field(item, "weight", r + " item " + item["name"].get<std::string>()),
                   item.value("required", false)};
     p.rubric.push_back(ri);

@@ -83,11 +83,11 @@ nlohmann::json StepModel::to_json() const {
 
 StepModel StepModel::from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model '" + source + "'";
-  if (!j.is_object() || j.value("format", "") != "shardtrain-scaling-model")
+  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != "shardtrain-scaling-model")
     throw UsageError(where + ": not a scaling model (\"format\": \"shardtrain-scaling-model\" expected)");
   StepModel m;
   m.compute_s = number(j, "compute_s", where);
-  const std::string s = j.value("scaling", "");
+  const std::string s = j.contains("scaling") && j.at("scaling").is_string() ? j.at("scaling").get<std::string>() : "";
   if (s != "weak" && s != "strong") throw UsageError(where + ": field 'scaling' must be \"weak\" or \"strong\"");
   m.scaling = s == "weak" ? Scaling::kWeak : Scaling::kStrong;
   m.tokens_per_step = number(j, "tokens_per_step", where);

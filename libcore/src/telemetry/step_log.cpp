@@ -63,6 +63,8 @@ bool is_torn_object(const std::string& line) {
     return parsed.is_discarded();  // parsed: not torn (a whole value)
   } catch (const nlohmann::json::parse_error& e) {
     return e.byte >= line.size();  // the error is at the end: everything before it was valid
+  } catch (const nlohmann::json::exception&) {
+    return false;  // out_of_range 406, a number past double (1e400): a whole line, and a bad one
   }
 }
 

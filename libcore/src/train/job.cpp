@@ -35,12 +35,11 @@
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain {
-namespace {
 
 // Every check of the options alone, before anything is opened or allocated. What a layout may be
 // (--zero-stage, --tp, --precision, the device, --memory-budget) is the planner's, asked by
 // plan_training_layout as soon as the model and the world are known.
-void validate_options(const TrainOptions& o) {
+void validate_training_options(const TrainOptions& o) {
   const ScheduleOptions& sc = o.schedule;
   const ParallelismOptions& p = o.parallelism;
   const TelemetryOptions& t = o.telemetry;
@@ -71,8 +70,6 @@ void validate_options(const TrainOptions& o) {
     throw UsageError("--metrics-port must be a port in 1..65535, or 0 for no metrics (got " + std::to_string(t.metrics_port) + ")");
   o.optimizer.validate();
 }
-
-}  // namespace
 
 namespace {
 
@@ -292,7 +289,7 @@ LayoutDecision plan_training_layout(const TrainOptions& o, const ModelConfig& mo
 }
 
 Job set_up_job(const TrainOptions& o) {
-  validate_options(o);
+  validate_training_options(o);
   std::optional<Baseline> baseline;
   if (!o.telemetry.baseline_summary.empty()) baseline = read_baseline(o.telemetry.baseline_summary);  // fail before training
   std::filesystem::create_directories(o.run_dir);

@@ -24,7 +24,8 @@ struct StageRecord {
   std::string job_id;  // "" -> null
 };
 std::string to_json_line(const StageRecord& record);
-// One line of stages.jsonl read back; nullopt for a line that is not such an object.
+// One line of stages.jsonl read back; nullopt for a line that is not such an object (a field of the
+// wrong type, or an integer past int, included).
 std::optional<StageRecord> stage_record_from_json_line(const std::string& line);
 // Appends `record` to FILE (its folder created when missing); IoError when it cannot.
 void append_stage_record(const std::string& file, const StageRecord& record);

@@ -140,6 +140,10 @@ struct TrainOptions {
 // or I/O.
 std::optional<RunSummary> run_training(const TrainOptions& options);
 
+// Every check of the options alone (UsageError naming the option and its range): the first thing
+// run_training does, before it opens a file, a communicator or a device. Pure.
+void validate_training_options(const TrainOptions& options);
+
 // The layout the trainers run `options` in on `world` ranks with `model` (options.model with the
 // dataset's vocabulary filled in): the layout planner's answer (parallel/layout_plan.hpp) to the
 // request run_training's set-up makes, which throws the refusal (LayoutRefused, exit 2) before
