@@ -1,6 +1,6 @@
 // Fuzz target: the collectives sweep (scale-bench collectives --json), through scaling::read_collectives.
 #include "fuzz_target.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/scaling/fit.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(collectives_sweep) {
   using namespace shardtrain;

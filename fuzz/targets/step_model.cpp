@@ -1,6 +1,6 @@
 // Fuzz target: the fitted step model (scale-bench fit), through scaling::read_step_model.
 #include "fuzz_target.hpp"
-#include "shardtrain/scaling/step_model.hpp"
+#include "shardtrain/stepmodel/step_model.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(step_model) {
   using namespace shardtrain;
