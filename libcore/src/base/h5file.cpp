@@ -40,14 +40,14 @@ void make_parent_groups(hid_t file, const std::string& name) {
 }
 
 template <typename T>
-void write_any(hid_t file, const std::string& path, const std::string& name, const std::vector<T>& data,
+void write_any(hid_t file, const std::string& path, const std::string& name, const T* data,
                const std::vector<std::int64_t>& dims) {
   make_parent_groups(file, name);
   std::vector<hsize_t> d(dims.begin(), dims.end());
   Handle space(H5Screate_simple(int(d.size()), d.data(), nullptr), H5Sclose);
   Handle ds(H5Dcreate2(file, name.c_str(), Type<T>::native(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok() || H5Dwrite(ds.get(), Type<T>::native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
+  if (!ds.ok() || H5Dwrite(ds.get(), Type<T>::native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw IoError(path + ": cannot write dataset '" + name + "' (disk full or read-only?)");
 }
 
@@ -115,6 +115,10 @@ std::vector<std::int32_t> H5File::read_ints(const std::string& d, std::vector<st
   return read_any<std::int32_t>(file_, path_, d, dims);
 }
 void H5File::write_floats(const std::string& d, const std::vector<float>& data, const std::vector<std::int64_t>& dims) {
+  write_any(file_, path_, d, data.data(), dims);
+}
+
+void H5File::write_floats(const std::string& d, const float* data, const std::vector<std::int64_t>& dims) {
   write_any(file_, path_, d, data, dims);
 }
 

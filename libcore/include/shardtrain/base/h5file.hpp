@@ -26,6 +26,8 @@ class H5File {
 
   // Writes a dataset (creating intermediate groups).
   void write_floats(const std::string& dataset, const std::vector<float>& data, const std::vector<std::int64_t>& dims);
+  // The same from host memory holding the product of `dims` floats (no copy of them is made).
+  void write_floats(const std::string& dataset, const float* data, const std::vector<std::int64_t>& dims);
 
   // Root-group (or object) scalar attributes.
   double read_attr_double(const std::string& name, const std::string& object = "/") const;

@@ -71,6 +71,7 @@ class GptModel {
   const ModelConfig& config() const { return config_; }
   const ParameterRegistry& registry() const { return registry_; }
   Backend& backend() { return backend_; }
+  const Backend& backend() const { return backend_; }
   int max_batch() const { return max_batch_; }
 
   // Flat buffers of registry().total() floats, device-resident.
