@@ -96,7 +96,10 @@ port=$(checks free-port-run 2)
 job control "$port" 250 30
 checks prom-series "$prom" "$WORK/runs/control" 2 "$host" 30
 checks metrics-targets "$WORK/runs/control" 2 "$port" "$host"
-curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q '^shardtrain_loss{' || fail "rank 1's endpoint serves no shardtrain_loss"
+# The page is read whole before it is searched: `curl | grep -q` under pipefail fails when grep
+# stops at its first match and curl, still writing, gets SIGPIPE (seen once in a fresh-clone run).
+page=$(curl -sf "http://127.0.0.1:$((port + 1))/metrics") || fail "rank 1's endpoint does not answer"
+grep -q '^shardtrain_loss{' <<<"$page" || fail "rank 1's endpoint serves no shardtrain_loss"
 while kill -0 "$job_pid" 2>/dev/null; do
   checks no-alerts "$prom" "$am" "$WORK/runs/control" >/dev/null || { kill "$job_pid"; fail "an alert of the control run"; }
   sleep 1
