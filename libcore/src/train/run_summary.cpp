@@ -120,14 +120,14 @@ nlohmann::json RunSummary::to_json() const {
 }
 
 nlohmann::json StartupTimes::to_json() const {
-  return {{"to_first_step_s", to_first_step_s}, {"before_job_s", before_job_s}, {"setup_s", setup_s},
+  return {{"to_first_step_s", to_first_step_s()}, {"before_job_s", before_job_s}, {"setup_s", setup_s},
           {"resume_s", resume_s}, {"loop_setup_s", loop_setup_s}};
 }
 
 StartupTimes StartupTimes::from_json(const JsonFile& f, const std::string& at) {
   json_fields::require_object(f, at);
-  return {f.number(field(at, "to_first_step_s")), f.number(field(at, "before_job_s")), f.number(field(at, "setup_s")),
-          f.number(field(at, "resume_s")), f.number(field(at, "loop_setup_s"))};
+  return {f.number(field(at, "before_job_s")), f.number(field(at, "setup_s")), f.number(field(at, "resume_s")),
+          f.number(field(at, "loop_setup_s"))};
 }
 
 RunSummary RunSummary::from_json(const JsonFile& f, const std::string& at) {
@@ -233,7 +233,7 @@ std::string summary_paragraph(const RunSummary& s) {
   if (s.startup) {
     char buf[160];
     std::snprintf(buf, sizeof(buf), " The first step began %.1f s after launch (set-up %.1f s, resume %.1f s, "
-                  "library choice and peak %.1f s).", s.startup->to_first_step_s, s.startup->setup_s,
+                  "library choice and peak %.1f s).", s.startup->to_first_step_s(), s.startup->setup_s,
                   s.startup->resume_s, s.startup->loop_setup_s);
     startup = buf;
   }

@@ -99,7 +99,6 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
     StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
     const MfuBasis mfu = announce_job(job);
     startup.loop_setup_s = job_clock.seconds() - startup.setup_s - startup.resume_s;
-    startup.to_first_step_s = startup.before_job_s + job_clock.seconds();
     return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
       const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu, live ? live->metrics.get() : nullptr).run(start.step);
       set_phase(Phase::kFinish);

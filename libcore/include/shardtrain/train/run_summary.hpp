@@ -68,11 +68,13 @@ struct ReplicaChecks {
 // went (each phase as the trainer runs it; docs/FORMATS.md). Absent in summaries written before
 // the field existed (optional when read).
 struct StartupTimes {
-  double to_first_step_s = 0;  // the process's start (the kernel's start time) -> the first step begins
   double before_job_s = 0;     // the process's start -> the job's set-up: loading the program, MPI_Init
   double setup_s = 0;          // the job: communicator, data, layout, backend, the model initialised
   double resume_s = 0;         // the checkpoint read back (about 0 for a fresh start)
   double loop_setup_s = 0;     // the GEMM library chosen, the matmul peak measured, the step log opened
+  // The process's start (the kernel's start time) -> the first step begins: the phases' sum
+  // ("to_first_step_s" in JSON, written for readers; from_json derives it again).
+  double to_first_step_s() const { return before_job_s + setup_s + resume_s + loop_setup_s; }
   nlohmann::json to_json() const;
   static StartupTimes from_json(const JsonFile& file, const std::string& at = "");
   bool operator==(const StartupTimes&) const = default;
