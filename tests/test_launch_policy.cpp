@@ -466,6 +466,7 @@ TEST_CASE("launch watch: a command that outlives its job's recorded failure is e
   in.world_size = 3;
   in.settle_s = 2.0;
   in.grace_s = 1.0;
+  in.complete_grace_s = 0.25;
   in.now = 100;
   SECTION("no failure recorded: a slow job is never ended") {
     in.now = 1e9;
@@ -474,15 +475,15 @@ TEST_CASE("launch watch: a command that outlives its job's recorded failure is e
     CHECK_FALSE(d.failed_at);
     CHECK_FALSE(d.end_at);
   }
-  SECTION("every rank recorded: ended once the grace has passed since the last record, not before") {
+  SECTION("every rank recorded: ended once the short grace has passed since the last record, not before") {
     in.failure_seen = {{0, 100.0}, {1, 100.4}, {2, 100.8}};
-    in.now = 101.7;
+    in.now = 101.0;
     WatchDecision d = decide_watch(in);
     CHECK(d.complete);
     CHECK_FALSE(d.end);
     CHECK(*d.failed_at == 100.0);
-    CHECK(*d.end_at == Approx(101.8));
-    in.now = 101.8;
+    CHECK(*d.end_at == Approx(101.05));
+    in.now = 101.05;
     CHECK(decide_watch(in).end);
   }
   SECTION("some ranks recorded: the others get the ranks' teardown grace to write theirs first") {

@@ -19,7 +19,7 @@ WatchDecision decide_watch(const WatchInput& in) {
   }
   d.failed_at = first;
   d.complete = in.world_size > 0 && int(in.failure_seen.size()) >= in.world_size;
-  d.end_at = d.complete ? last + in.grace_s : first + in.settle_s + in.grace_s;
+  d.end_at = d.complete ? last + in.complete_grace_s : first + in.settle_s + in.grace_s;
   d.end = in.now >= *d.end_at;
   return d;
 }

@@ -8,7 +8,10 @@
 // The decision (decide_watch) is a pure function of what the launcher has seen:
 //   - no rank has recorded a failure: keep waiting (a slow job is not a failed one);
 //   - every rank of the attempt has recorded one: the records are complete; end the command once
-//     `grace_s` has passed since the last of them was seen and it is still running;
+//     `complete_grace_s` has passed since the last of them was seen and it is still running. Short:
+//     nothing more will be recorded, and the command cannot end itself sooner than the ranks'
+//     teardown grace (2 s) anyway, so waiting longer only delays the verdict (multinode_box bounds
+//     the partition verdict at the collective timeout + 3 s);
 //   - some ranks have: the others may still be writing theirs (they get the ranks' own teardown
 //     grace, `settle_s`, to do so, and the job ends itself after it): end the command once
 //     settle_s + grace_s have passed since the first was seen.
@@ -32,6 +35,7 @@ struct WatchInput {
   double now = 0;                    // unix s
   double settle_s = 2.0;             // the ranks' teardown grace (CommOptions::teardown_grace)
   double grace_s = 1.0;              // how long the command may outlive the settled failure
+  double complete_grace_s = 0.25;    // ... once every rank has recorded it
 };
 
 struct WatchDecision {
