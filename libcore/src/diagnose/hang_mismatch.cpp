@@ -39,6 +39,10 @@ std::vector<Mismatch> find_mismatches(const DumpSet& set) {
       for (const char* field : kComparedFields) {
         Mismatch m{name, seq, field, {}};
         for (const auto& [rank, e] : recorded) m.values[rank] = field_value(*e, field);
+        const DumpEntry& first = *std::min_element(recorded.begin(), recorded.end())->second;
+        m.op = first.op;
+        m.phase = first.phase;
+        m.step = first.step;
         const bool all_equal = std::all_of(m.values.begin(), m.values.end(),
                                            [&](const auto& kv) { return kv.second == m.values.begin()->second; });
         if (!all_equal) out.push_back(std::move(m));

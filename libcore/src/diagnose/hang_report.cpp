@@ -85,6 +85,11 @@ DiagnosisSummary Diagnosis::summary() const {
     } else {
       s.group = m.group;
       s.seq = m.seq;
+      if (!m.op.empty()) {
+        s.op = m.op;
+        s.step = m.step;
+        s.phase = m.phase;
+      }
     }
   } else {
     at_blocked();

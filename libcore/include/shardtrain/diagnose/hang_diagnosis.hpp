@@ -124,6 +124,10 @@ struct Mismatch {
   std::uint64_t seq = 0;
   std::string field;  // op, numel, dtype or root
   std::map<int, nlohmann::json> values;  // world rank -> its value
+  // Where it happened, as the lowest world rank that recorded it wrote it: the verdict names these
+  // even when the first blocked collective is another one (a two-level collective's later stage).
+  std::string op, phase;
+  std::int64_t step = -1;
 };
 
 // The diagnosis in the fields a program decides on (contract 7). Unknown fields are empty.
