@@ -2,7 +2,10 @@
 // (micro_batch_loop.hpp); this file supplies its hooks: sharded gradient buffers, per-unit
 // reduce-scatter (of fp32 sums in fast mode, of exact fixed-point sums in deterministic mode)
 // launched from the model's unit hooks, the sharded norm,
-// AdamW on the shards and the all-gather of the updated shards.
+// AdamW on the shards and the all-gather of the updated shards. Stages 1-2 launch that all-gather
+// per unit at the end of the step and wait for unit u's at the next forward's begin of unit u,
+// so it overlaps the step's end (logging, data) and the next forward instead of being exposed;
+// everything that reads the full parameters outside the forward settles it first.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -65,7 +68,19 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     gather_handle_.resize(U);
     unit_grad_.resize(U);
     exact_.resize(U);
+    param_gather_.resize(U);
     model_.set_unit_storage(this);
+  }
+  ~ZeroStrategy() override {
+    // The engine may still be writing into full_params_: never free it under an all-gather.
+    for (auto& h : param_gather_) {
+      if (!h.valid()) continue;
+      try {
+        h.wait();
+      } catch (...) {
+        // The job is ending on a communication failure already reported.
+      }
+    }
   }
 
   std::string describe() const override {
@@ -100,6 +115,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   // Under TP a shard of a local tensor maps to its logical runs; a replicated tensor's shards are
   // the same on every TP rank and written by TP rank 0 only.
   std::vector<ckpt::PieceView> checkpoint_pieces() override {
+    settle_full_params();
     // comm_ is the data-parallel group; under TP the world rank is dp_rank x T + tp_rank (job.hpp).
     const TensorParallelPlace& place = model_.place();
     const StateLayout layout{comm_.size() * place.size, stage_, place.size};
@@ -125,6 +141,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     // memory accounting. Stage 3 gathers every unit (collective on all ranks). Under TP, DP rank 0
     // of every TP position assembles its local model, and its TP group gathers the shards into the
     // unsplit model on world rank 0.
+    settle_full_params();
     std::unique_ptr<GptModel> full;
     std::vector<float> local;  // TP: this rank's local parameters, host
     if (comm_.rank() == 0) {
@@ -152,6 +169,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   std::vector<float> replicated_parameters() override {
     if (params_sharded_) return {};
+    settle_full_params();
     std::vector<float> flat(model_.registry().total());
     for (const auto& s : layout_.units())
       backend_.download_bytes(flat.data() + s.begin, full_params_.data() + s.padded_offset, s.size() * sizeof(float));
@@ -207,7 +225,10 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   void forward_begin(int u) override {
     poll_pending();
-    if (!params_sharded_) return;
+    if (!params_sharded_) {
+      wait_full_params(u);
+      return;
+    }
     ensure_gathered(u);
     if (u + 1 < int(layout_.units().size())) launch_gather(u + 1);  // prefetch the next unit
   }
@@ -366,11 +387,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
                             exp_avg_sq_.data() + so, hi - lo, args);
     });
   }
-  void share_updated_parameters() override {
-    const Stopwatch watch;
-    gather_full_params();
-    exposed_s_ += watch.seconds();
-  }
+  // Stages 1-2: launched, not waited (see the top of the file); the next forward waits per unit.
+  void share_updated_parameters() override { launch_full_param_gathers(); }
   double exposed_seconds() const override { return exposed_s_; }
 
   // ---- communication ----
@@ -407,18 +425,33 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
       gather_handle_[u] = CollectiveHandle();
     }
   }
-  // Stages 1-2: every rank's updated slices back into the full padded parameters.
-  void gather_full_params() {
-    if (params_sharded_) return;
-    std::vector<CollectiveHandle> handles;
+  // Stages 1-2: every rank's updated slices back into the full padded parameters, one all-gather
+  // per unit in forward order (unit u's lands in param_gather_[u]).
+  void launch_full_param_gathers() {
+    if (params_sharded_ || comm_.size() == 1) return;
+    settle_full_params();  // the staging buffer is reused
     for (std::size_t u = 0; u < layout_.units().size(); ++u) {
       const UnitShard& s = layout_.units()[u];
-      if (comm_.size() == 1) break;
       float* stage = gather_staging_.data() + s.shard_offset;
       backend_.copy_bytes(stage, param_shard_ptr(u), s.shard * sizeof(float));
-      handles.push_back(comm_.all_gather_async(stage, full_params_.data() + s.padded_offset, s.shard));
+      param_gather_[u] = comm_.all_gather_async(stage, full_params_.data() + s.padded_offset, s.shard);
     }
-    for (auto& h : handles) h.wait();
+  }
+  // Waits for unit u's all-gather of updated parameters, if one is in flight (exposed time).
+  void wait_full_params(std::size_t u) {
+    if (!param_gather_[u].valid()) return;
+    const Stopwatch watch;
+    param_gather_[u].wait();
+    param_gather_[u] = CollectiveHandle();
+    exposed_s_ += watch.seconds();
+  }
+  void settle_full_params() {
+    for (std::size_t u = 0; u < param_gather_.size(); ++u) wait_full_params(u);
+  }
+  // Blocking (initialise, restore): launched and settled at once.
+  void gather_full_params() {
+    launch_full_param_gathers();
+    settle_full_params();
   }
 
   Backend& backend_;
@@ -439,6 +472,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   TrackedArray full_params_, param_shard_, full_grads_, grad_shard_, exp_avg_, exp_avg_sq_, gather_staging_;
   std::vector<TrackedArray> gathered_;                 // stage 3: gathered units
   std::vector<CollectiveHandle> gather_handle_;        // stage 3: all-gathers in flight
+  std::vector<CollectiveHandle> param_gather_;         // stages 1-2: updated parameters' all-gathers in flight
   std::vector<float*> unit_grad_;                      // the unit gradient buffer of this micro-batch
   std::map<int, TrackedArray> unit_grad_bufs_;         // stages 2-3: transient unsharded unit gradients
   std::vector<std::unique_ptr<ExactSum>> exact_;       // deterministic: per unit, first micro-batch to reduce-scatter
