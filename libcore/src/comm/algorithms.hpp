@@ -70,6 +70,8 @@ class Driver {
   // size() entries, the own rank's zero. The engine adds them to its stats after each operation
   // and zeroes them (no allocation per operation).
   std::vector<PeerStats>& peer_stats() { return peer_stats_; }
+  // Bytes of scratch space held (communicator.hpp CommStats::scratch_bytes).
+  std::size_t scratch_bytes() const { return scratch_.bytes() + header_scratch_.bytes(); }
 
  private:
   template <typename T>

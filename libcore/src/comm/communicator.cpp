@@ -63,6 +63,7 @@ nlohmann::json CommStats::to_json() const {
   j["total_busy_s"] = total_busy_s();
   j["total_cpu_s"] = total_cpu_s();
   j["wait_s"] = wait_s;
+  j["scratch_bytes"] = scratch_bytes;
   j["allreduce_algorithm"] = all_reduce_algorithm;
   if (levels.empty()) return j;
   nlohmann::json by_name = nlohmann::json::object();
@@ -97,6 +98,8 @@ CommStats CommStats::from_json(const JsonFile& f, const std::string& at) {
   }
   c.group_size = json_fields::small_integer(f, field(at, "group_size"));
   c.wait_s = f.number(field(at, "wait_s"));
+  // Absent in summaries written before the field existed: nothing known, 0.
+  if (f.has(field(at, "scratch_bytes"))) c.scratch_bytes = json_fields::count(f, field(at, "scratch_bytes"));
   c.all_reduce_algorithm = f.string(field(at, "allreduce_algorithm"));
   if (!f.has(field(at, "levels"))) return c;
   json_fields::require_object(f, field(at, "levels"));

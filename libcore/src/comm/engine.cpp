@@ -645,6 +645,7 @@ class EngineCommunicator final : public Communicator {
         s.busy_s += busy;
         s.cpu_s += thread_cpu_seconds() - cpu0;
         s.bytes += transfer_bytes(w->request(), core_->size);
+        core_->stats.scratch_bytes = driver_.scratch_bytes() + staging_->scratch_bytes();
         for (std::size_t q = 0; q < driver_.peer_stats().size(); ++q) {
           PeerStats& mine = driver_.peer_stats()[q];
           if (mine.bytes == 0) continue;

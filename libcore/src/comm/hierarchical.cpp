@@ -190,6 +190,7 @@ class HierarchicalCommunicator final : public Communicator {
     for (Communicator* c : levels()) {
       CommLevel level{c->name(), c == cross_.get(), c->stats()};
       s.wait_s += level.stats.wait_s;
+      s.scratch_bytes += level.stats.scratch_bytes;
       s.levels.push_back(std::move(level));
     }
     return s;

@@ -23,6 +23,8 @@ class ScratchBuffer {
   // leaked on purpose (never freed or reused; one buffer per failed communicator at most) and
   // the next get() allocates anew.
   void abandon();
+  // Bytes it holds now (grow-only between abandons: the largest get() so far).
+  std::size_t bytes() const { return device_ ? device_bytes_ : host_.size(); }
 
  private:
   DeviceMemory* device_;

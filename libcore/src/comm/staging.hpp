@@ -30,6 +30,8 @@ class Staging {
 
   // Operations that needed a staging copy so far (for tests and accounting).
   std::size_t staged_operations() const { return staged_operations_; }
+  // Bytes of staging space held on the transport's side.
+  std::size_t scratch_bytes() const { return send_region_.bytes() + recv_region_.bytes(); }
 
  private:
   bool on_device(const void* ptr) const;

@@ -24,7 +24,7 @@ struct RunMeasurements {
   double throughput = 0;                    // tokens per second at that median
   CommStats comm_stats;                     // the data-parallel group's
   CommStats tp_comm_stats;                  // the tensor-parallel group's (TP > 1)
-  double bare_busbw = 0;                    // bytes/s of the library all-reduce (yardstick group; the gradient size, at most 64 MiB)
+  double bare_busbw = 0;                    // bytes/s of the library all-reduce (yardstick group; the gradient size, at most 16 MiB)
   std::string params_path;
   MemoryReport memory;                      // this rank's peaks (strategy->memory_report())
   std::vector<MemoryReport> memory_by_rank; // every rank's peaks (ZeRO shards differ by rank through padding)
@@ -90,6 +90,12 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
   m.params_path = job.options.run_dir + "/params.h5";
   strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, m.params_path); });
   m.memory = strategy->memory_report();
+  // The comm engines' scratch space (CommStats::scratch_bytes, about half the largest all-reduce):
+  // host memory of the process that no strategy allocates, held from the first step's large
+  // collectives to the end, so inside the peak of the sum as well.
+  const double scratch = double(m.comm_stats.scratch_bytes) + double(m.tp_comm_stats.scratch_bytes);
+  m.memory.peak[std::size_t(MemoryCategory::kCommunication)] += scratch;
+  m.memory.total += scratch;
   m.memory.resident_peak = process_memory().resident_peak_bytes;  // after params.h5: the run's whole peak
   m.memory.process_baseline = job.resident_before_state;
   m.memory_by_rank = memory_by_rank(*job.comm, m.memory);

@@ -187,6 +187,10 @@ class JsonFile;  // base/json_file.hpp
 struct CommStats {
   std::array<OpStats, kNumCollectiveOps> per_op{};  // this group's own operations
   double wait_s = 0;  // time callers spent blocked in wait() (the "exposed" communication), levels included
+  // Bytes of scratch space the engine holds for the algorithms' receive buffers and staging copies
+  // (grow-only: about half the largest all-reduce's bytes once it ran), levels included. Host memory
+  // the caller did not allocate: the run summary counts it as communication memory.
+  std::uint64_t scratch_bytes = 0;
   int group_size = 1;
   // What all_reduce on float data runs: "halving", the transport's library_name() ("mpi"), or
   // "hierarchical" (hierarchical.hpp).

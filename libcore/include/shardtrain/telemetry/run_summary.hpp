@@ -68,13 +68,15 @@ ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, i
 
 // Collective over `comm`: bus bandwidth (nccl-tests definition, algbw x 2(n-1)/n) of a blocking
 // all_reduce of min(n, kYardstickMaxFloats) floats, best of 3 after a warm-up; 0 on a group of
-// one. The cap: from tens of MiB on, a link's bus bandwidth no longer grows with the size, and a
-// whole model's gradient (0.5 GB at GPT-2 small) held at the end of a run, with the library's own
-// receive buffer beside it, was the largest memory no category named. A yardstick for the
+// one. The cap, 16 MiB (four of the default 4 MiB gradient buckets): the yardstick runs at the end
+// of the run with the whole state still allocated, so its buffer and the library's own receive
+// buffer beside it add to the resident peak without a category naming them: a whole gradient
+// (0.5 GB at GPT-2 small) did, then 2 x 64 MiB (a third of what the summary could not name on 2
+// ranks at 124M). A yardstick for the
 // trainer's own gradient all-reduce: pass a communicator of its own made with
 // CommOptions::all_reduce = AllReduceAlgorithm::kLibrary, so it times the library's all-reduce
 // (MPI_Iallreduce), still with a sequence number and the collective timeout.
-inline constexpr std::size_t kYardstickMaxFloats = std::size_t(16) << 20;  // 64 MiB
+inline constexpr std::size_t kYardstickMaxFloats = std::size_t(4) << 20;  // 16 MiB
 double bare_allreduce_busbw(Communicator& comm, std::size_t n);
 
 // A count for humans: 3290624 -> "3.29M", 24576 -> "24.6k".
