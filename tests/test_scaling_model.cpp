@@ -31,6 +31,7 @@
 #include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/tool/train_cli.hpp"
 #include "shardtrain/tool/tool.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shardtrain;
@@ -563,26 +564,67 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   // page says; the one JSON-file reader, base/json_file.hpp), 0 for good input.
   const std::string model = (dir / "model.json").string();
   write_text(dir / "model.json", seed_lab_model().to_json().dump());
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "1,2"}) == 0);
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "0"}) == 2);
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "x"}) == 2);
-  CHECK(run_scale_bench({"predict", "--model", (dir / "missing.json").string()}) == 3);
-  CHECK(run_scale_bench({"predict", "--model", (dir / "broken.json").string()}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "1,2"}) == 0);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "0"}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "x"}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", (dir / "missing.json").string()}) == 3);
+  CHECK(run_scale_bench({"predict", "--step-model", (dir / "broken.json").string()}) == 2);
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5"}) == 2);  // no compute
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5", "--compute-ms", "120",
                          "--grad-bytes", "1e9", "--buckets", "25"}) == 0);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 3);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "other.json").string(), "--overlap=-0.5", "-o",
                          (dir / "o.json").string()}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--model", model}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--step-model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--step-model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model}) == 0);
   // --device takes the names of backend.hpp's kDeviceKindNames, as the trainers' --device does.
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model,
                          "--device", "cuda"}) == 0);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model,
                          "--device", "gpu"}) == 2);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// scale-bench run as a process (its stdout, its one error line and exit code are the interface).
+test::ToolRun scale_bench_process(const std::vector<std::string>& args) { return test::run_built_tool("scale-bench", args); }
+
+std::size_t lines_of(const std::string& text) { return std::size_t(std::count(text.begin(), text.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("scale-bench --step-model FILE is the step model file, --model FILE, the old form, is refused in one line", "[scaling-model]") {
+  const std::string dir = test::temp_dir("step_model_rename");
+  const std::string file = dir + "/model.json";
+  write_text(file, seed_lab_model().to_json().dump());
+  CHECK(scale_bench_process({"predict", "--step-model", file, "--workers", "1,2"}).status == 0);
+  CHECK(scale_bench_process({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", file}).status == 0);
+  // Scripts written before the rename: each subcommand that took the file says what to write now.
+  const std::vector<std::vector<std::string>> old_forms = {
+      {"predict", "--model", file, "--workers", "1,2"},
+      {"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", file},
+      {"report", "--model", file, "--out", dir + "/report", dir},
+      {"run", "--workers", "1", "--out", dir + "/run", "--model", file, "--", "--steps", "1"}};
+  for (const auto& args : old_forms) {
+    INFO(args[0]);
+    const test::ToolRun r = scale_bench_process(args);
+    CHECK(r.status == 2);
+    CHECK(lines_of(r.err) == 1);
+    CHECK_THAT(r.err, Catch::Contains("scale-bench " + args[0] + ": --model names a model shape now") &&
+                          Catch::Contains("--step-model " + file));
+    CHECK(r.out.empty());
+  }
+  CHECK_FALSE(fs::exists(dir + "/report"));
+  CHECK_FALSE(fs::exists(dir + "/run"));
+  // run and report take no shape of their own: the trainer does (after --), a report reads it.
+  test::ToolRun r = scale_bench_process({"run", "--workers", "1", "--out", dir + "/run", "--model", "gpt2-small", "--", "--steps", "1"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("give it after --"));
+  r = scale_bench_process({"report", "--model", "gpt2-small", dir});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--step-model FILE"));
 }
 
 TEST_CASE("plan: the assumed shape has a head count tensor parallelism can split", "[scaling-model]") {

@@ -20,14 +20,15 @@
 #include "shardtrain/stepmodel/step_model.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 #include "choice_option.hpp"
+#include "model_option.hpp"
 
 namespace shardtrain::scale_bench {
 namespace {
 
 // The model parameters any of predict and plan may take on the command line; each one given
-// overrides the model file's.
+// overrides the step model file's.
 struct ModelOverrides {
-  std::string model_path, example;
+  std::string step_model_path, example;
   double busbw_GBps = 0, alpha_us = 0, compute_ms = 0, overlap = 0, straggler = 0, tokens_per_step = 0;
   double grad_bytes = 0, buckets = 1;
   double intra_busbw_GBps = 0, intra_alpha_us = 0, inter_busbw_GBps = 0, inter_alpha_us = 0;
@@ -36,7 +37,7 @@ struct ModelOverrides {
 
   void add(CLI::App* a, bool with_workload) {
     app = a;
-    a->add_option("--model", model_path, "Model file written by 'scale-bench fit'");
+    a->add_option("--step-model", step_model_path, "Step model file written by 'scale-bench fit'");
     a->add_option("--busbw-GBps", busbw_GBps, "Bus bandwidth (nccl-tests definition), GB/s (10^9 bytes/s)");
     a->add_option("--alpha-us", alpha_us, "Latency of one ring step, microseconds");
     a->add_option("--compute-ms", compute_ms,
@@ -49,7 +50,7 @@ struct ModelOverrides {
     a->add_option("--inter-busbw-GBps", inter_busbw_GBps, "Link between nodes: bus bandwidth, GB/s (two-level model)");
     a->add_option("--inter-alpha-us", inter_alpha_us, "Link between nodes: latency of one ring step, microseconds");
     if (!with_workload) return;
-    a->add_option("--example", example, "Start from a built-in model instead of --model: seed-lab")
+    a->add_option("--example", example, "Start from a built-in model instead of --step-model: seed-lab")
         ->check(CLI::IsMember({"seed-lab"}));
     a->add_option("--scaling", scaling, "weak (each rank keeps its batch) or strong (the batch is divided)")
         ->check(CLI::IsMember({"weak", "strong"}));
@@ -60,10 +61,10 @@ struct ModelOverrides {
 
   scaling::StepModel build() const {
     scaling::StepModel m;
-    if (!model_path.empty() && !example.empty()) throw UsageError("give --model or --example, not both");
+    if (!step_model_path.empty() && !example.empty()) throw UsageError("give --step-model or --example, not both");
     if (!example.empty()) m = scaling::seed_lab_model();
-    if (!model_path.empty()) {
-      m = scaling::read_step_model(model_path, "the --model step model");
+    if (!step_model_path.empty()) {
+      m = scaling::read_step_model(step_model_path, "the --step-model step model");
     }
     nlohmann::json given = nlohmann::json::object();
     auto set = [&](const char* flag, double value, double scale, double& field) {
@@ -91,7 +92,7 @@ struct ModelOverrides {
       given["--buckets"] = buckets;
     }
     if (!given.empty()) m.inputs["command_line"] = given;
-    if (!model_path.empty()) m.inputs["model_file"] = model_path;
+    if (!step_model_path.empty()) m.inputs["model_file"] = step_model_path;
     return m;
   }
 };
@@ -141,7 +142,7 @@ Subcommand add_predict_command(CLI::App& parent) {
   struct State {
     ModelOverrides model;
     std::string workers = "1,2,4,8,16";
-    std::string topologies, layouts = "flat,hierarchical,auto";
+    std::string topologies, layouts = "flat,hierarchical,auto", refused_model;
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -155,7 +156,11 @@ Subcommand add_predict_command(CLI::App& parent) {
                     "priced on the two links (--intra-*/--inter-* or the model file's) per --layout");
   c.app->add_option("--layout", st->layouts, "With --topology: flat, hierarchical, auto (comma separated)")->capture_default_str();
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
-  c.run = [st]() -> int {
+  add_refused_model_option(c.app, st->refused_model);
+  CLI::App* app = c.app;
+  c.run = [st, app]() -> int {
+    refuse_model_option(*app, st->refused_model, "scale-bench predict",
+                        "predict takes no named shape; the step model file is --step-model FILE");
     const scaling::StepModel m = st->model.build();
     if (!st->topologies.empty()) {
       const auto topologies = scaling::parse_topologies(st->topologies);
@@ -181,7 +186,7 @@ Subcommand add_plan_command(CLI::App& parent) {
     scaling::PlanOptions o;
     std::string memory;
     double peak_gflops = 100;
-    std::string layouts = "flat,hierarchical";
+    std::string layouts = "flat,hierarchical", refused_model;
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -206,7 +211,11 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--layout", st->layouts, "With --nodes > 1: flat, hierarchical, auto (comma separated)")->capture_default_str();
   st->model.add(c.app, false);
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
-  c.run = [st]() -> int {
+  add_refused_model_option(c.app, st->refused_model);
+  CLI::App* app = c.app;
+  c.run = [st, app]() -> int {
+    refuse_model_option(*app, st->refused_model, "scale-bench plan",
+                        "plan takes no named shape (--params N sizes the model); the step model file is --step-model FILE");
     st->o.memory_per_rank = scaling::parse_bytes(st->memory, "--memory-per-rank");
     st->o.peak_flops = st->peak_gflops * 1e9;
     st->o.model = st->model.build();
@@ -215,7 +224,7 @@ Subcommand add_plan_command(CLI::App& parent) {
     for (std::string item; std::getline(in, item, ',');) st->o.layouts.push_back(scaling::parse_comm_layout(item));
     if (!st->model.app->count("--compute-ms")) st->o.model.compute_s = 0;  // a model file's compute is for its own workload
     if (!(st->o.model.busbw_Bps > 0))
-      throw UsageError("plan needs the link: --model FILE, or --busbw-GBps and --alpha-us");
+      throw UsageError("plan needs the link: --step-model FILE, or --busbw-GBps and --alpha-us");
     const scaling::Plan plan = scaling::plan_layouts(st->o);
     if (st->json) print_json(plan.to_json());
     else std::fputs(plan.text().c_str(), stdout);
