@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/scaling/fit.hpp"
@@ -588,12 +589,67 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
 
 namespace {
 
+// GPT-2 small as published (the Hugging Face gpt2 config: n_layer 12, n_embd 768, n_head 12,
+// n_positions 1024, vocab_size 50257, the LM head tied): 124,439,808 parameters, and its training
+// FLOPs per token by 6N + 12 L T C (docs/ARCHITECTURE.md), worked here from those numbers.
+constexpr double kGpt2SmallParams = 124439808;
+constexpr double kGpt2SmallFlopsPerToken = 6 * kGpt2SmallParams + 12.0 * 12 * 1024 * 768;
+
 // scale-bench run as a process (its stdout, its one error line and exit code are the interface).
 test::ToolRun scale_bench_process(const std::vector<std::string>& args) { return test::run_built_tool("scale-bench", args); }
 
 std::size_t lines_of(const std::string& text) { return std::size_t(std::count(text.begin(), text.end(), '\n')); }
 
 }  // namespace
+
+TEST_CASE("plan --model NAME: the named shape exactly, --vocab and --seq-len beside it override it", "[scaling-model]") {
+  const auto plan = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "plan");
+    for (const char* a : {"--ranks", "2", "--memory-per-rank", "80GB", "--busbw-GBps", "10", "--alpha-us", "5"}) args.push_back(a);
+    return scale_bench_process(args);
+  };
+  test::ToolRun r = plan({"--model", "gpt2-small", "--json"});
+  REQUIRE(r.status == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["model_name"] == "gpt2-small");
+  CHECK(j["model"] == nlohmann::json{{"vocab", 50257}, {"seq_len", 1024}, {"d_model", 768}, {"n_layer", 12}, {"n_head", 12}});
+  CHECK(j["model_parameters"].get<double>() == kGpt2SmallParams);
+  CHECK(j["params"].get<double>() == kGpt2SmallParams);
+  // The parameter registry (the trainers' tensors) of the shape planned counts the same.
+  CHECK(double(ParameterRegistry(ModelConfig::from_json(j["model"])).total()) == kGpt2SmallParams);
+  // Each of the 2 ranks computes its sequence of 1,024 tokens at the default 100 GFLOP/s.
+  CHECK(j["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 1024 / 100e9).epsilon(1e-12));
+  // --params could only approximate it: the shape it assumes for the same count is another one.
+  CHECK(model_for_parameter_count(kGpt2SmallParams, 50257, 1024) != ModelConfig::from_json(j["model"]));
+  // The table says which shape it planned.
+  r = plan({"--model", "gpt2-small"});
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("plan: gpt2-small (n_layer 12, d_model 768, n_head 12, vocab 50257, seq_len 1024: "
+                                    "124439808 parameters)"));
+  // GPT-2 XL: 48 layers of 1600, 25 heads: 1,557,611,200 parameters (the published 1.5B).
+  r = plan({"--model", "gpt2-xl", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["model_parameters"].get<double>() == 1557611200.0);
+  // --vocab and --seq-len given beside --model override its fields, as on the trainers.
+  r = plan({"--seq-len", "256", "--model", "gpt2-small", "--vocab", "50304", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["model"] ==
+        nlohmann::json{{"vocab", 50304}, {"seq_len", 256}, {"d_model", 768}, {"n_layer", 12}, {"n_head", 12}});
+  // Exactly one of --model and --params; an unknown name lists the names.
+  r = plan({"--model", "gpt2-small", "--params", "1e9"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--model NAME or --params N, not both"));
+  r = plan({});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("plan needs the model: --model NAME") && Catch::Contains("or --params N"));
+  r = plan({"--model", "gpt3"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--model: 'gpt3' is not a known model") &&
+                        Catch::Contains("gpt2-small, gpt2-medium, gpt2-large, gpt2-xl") && Catch::Contains("--params N"));
+  CHECK(lines_of(r.err) == 1);
+  // --params alone as before.
+  CHECK(plan({"--params", "1e9"}).status == 0);
+}
 
 TEST_CASE("scale-bench --step-model FILE is the step model file, --model FILE, the old form, is refused in one line", "[scaling-model]") {
   const std::string dir = test::temp_dir("step_model_rename");

@@ -1,8 +1,8 @@
-// --model NAME on every tool that takes a shape (ddp-train, fsdp-train): one reading of the command
-// line over model/config.hpp's table and rule (kModelPresets, kModelShapeOptions,
-// apply_model_preset), so the tools cannot drift apart; and scale-bench's refusal of --model FILE,
-// the step model file's option before issue 46. Header-only: the tools' targets (tool_train,
-// tool_scale_bench) each include it.
+// --model NAME on every tool that takes a shape (ddp-train, fsdp-train, scale-bench plan): one
+// reading of the command line over model/config.hpp's table and rule (kModelPresets,
+// kModelShapeOptions, apply_model_preset), so the tools cannot drift apart; and scale-bench's
+// refusal of --model FILE, the step model file's option before issue 46. Header-only: the tools'
+// targets (tool_train, tool_scale_bench) each include it.
 #pragma once
 #include <filesystem>
 #include <string>

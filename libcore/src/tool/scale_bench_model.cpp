@@ -12,6 +12,7 @@
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/scaling/fit.hpp"
 #include "shardtrain/scaling/option_text.hpp"
 #include "shardtrain/scaling/plan.hpp"
@@ -24,6 +25,10 @@
 
 namespace shardtrain::scale_bench {
 namespace {
+
+// The per-rank FLOP rate that turns a shape's FLOPs into compute time when --compute-ms is not
+// given (plan), GFLOP/s.
+constexpr double kDefaultPeakGflops = 100;
 
 // The model parameters any of predict and plan may take on the command line; each one given
 // overrides the step model file's.
@@ -184,9 +189,9 @@ Subcommand add_plan_command(CLI::App& parent) {
   struct State {
     ModelOverrides model;
     scaling::PlanOptions o;
-    std::string memory;
-    double peak_gflops = 100;
-    std::string layouts = "flat,hierarchical", refused_model;
+    std::string memory, shape_name;
+    double peak_gflops = kDefaultPeakGflops;
+    std::string layouts = "flat,hierarchical";
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -195,14 +200,17 @@ Subcommand add_plan_command(CLI::App& parent) {
                                         "ZeRO stage 0-3 over the DP axis) with its memory per rank by the trainers'\n"
                                         "formulas, whether it fits the budget and its predicted throughput (the TP\n"
                                         "collectives included), ranked.");
-  c.app->add_option("--params", st->o.params, "Parameters of the model (a GPT-2 shape is assumed)")->required();
+  c.app->add_option("--model", st->shape_name,
+                    "The model, a named shape: " + model_preset_names() + " (GPT-2's sizes, as the trainers' --model), "
+                    "planned exactly; --vocab and --seq-len given beside it override its fields");
+  c.app->add_option("--params", st->o.params, "Instead of --model: parameters of a model of another size (a GPT-2 shape is assumed)");
   c.app->add_option("--ranks", st->o.ranks, "Ranks W = DP x TP (every TP degree dividing W is planned)")->required();
   c.app->add_option("--memory-per-rank", st->memory, "Memory budget per rank: bytes, or 8GB, 80GiB, ...")->required();
   c.app->add_option("--micro-batch", st->o.micro_batch, "Sequences per micro-batch")->capture_default_str();
-  c.app->add_option("--seq-len", st->o.seq_len, "Context length")->capture_default_str();
+  c.app->add_option("--seq-len", st->o.seq_len, "Context length (with --model: its own unless given)")->capture_default_str();
   add_choice_option<DeviceKind>(*c.app, "--device", st->o.device, choices_of<DeviceKind>(kDeviceKindNames),
                                 "cpu or cuda: sizes the activations as that backend keeps them");
-  c.app->add_option("--vocab", st->o.vocab, "Vocabulary size")->capture_default_str();
+  c.app->add_option("--vocab", st->o.vocab, "Vocabulary size (with --model: its own unless given)")->capture_default_str();
   c.app->add_option("--global-batch", st->o.global_batch, "Sequences per optimizer step (default: micro-batch x ranks)");
   c.app->add_option("--peak-gflops", st->peak_gflops, "Per-rank FLOP rate for the compute time, GFLOP/s")->capture_default_str();
   c.app->add_flag("--deterministic", st->o.deterministic, "Plan for --deterministic reductions (exact-sum buffers)");
@@ -211,11 +219,22 @@ Subcommand add_plan_command(CLI::App& parent) {
   c.app->add_option("--layout", st->layouts, "With --nodes > 1: flat, hierarchical, auto (comma separated)")->capture_default_str();
   st->model.add(c.app, false);
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
-  add_refused_model_option(c.app, st->refused_model);
   CLI::App* app = c.app;
   c.run = [st, app]() -> int {
-    refuse_model_option(*app, st->refused_model, "scale-bench plan",
-                        "plan takes no named shape (--params N sizes the model); the step model file is --step-model FILE");
+    refuse_step_model_file(st->shape_name, "scale-bench plan");
+    const bool named = app->count("--model") > 0, sized = app->count("--params") > 0;
+    if (named && sized)
+      throw UsageError("plan: give --model NAME or --params N, not both (--params sizes a model of no named shape)");
+    if (!named && !sized)
+      throw UsageError("plan needs the model: --model NAME (" + model_preset_names() + ") or --params N");
+    if (named) {
+      ModelConfig shape;
+      shape.vocab = st->o.vocab;
+      shape.seq_len = st->o.seq_len;
+      apply_model_option(*app, st->shape_name, shape, "or give the size with --params N");
+      st->o.shape = shape;
+      st->o.shape_name = st->shape_name;
+    }
     st->o.memory_per_rank = scaling::parse_bytes(st->memory, "--memory-per-rank");
     st->o.peak_flops = st->peak_gflops * 1e9;
     st->o.model = st->model.build();
