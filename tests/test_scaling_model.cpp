@@ -651,6 +651,57 @@ TEST_CASE("plan --model NAME: the named shape exactly, --vocab and --seq-len bes
   CHECK(plan({"--params", "1e9"}).status == 0);
 }
 
+TEST_CASE("predict --model NAME: one DDP step of the shape wherever the command line gives no workload", "[scaling-model]") {
+  const auto predict = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "predict");
+    for (const char* a : {"--busbw-GBps", "10", "--alpha-us", "5", "--workers", "1,2"}) args.push_back(a);
+    return scale_bench_process(args);
+  };
+  const auto model_of = [](const test::ToolRun& r) { return nlohmann::json::parse(r.out)["model"]; };
+  test::ToolRun r = predict({"--model", "gpt2-small", "--json"});
+  REQUIRE(r.status == 0);
+  nlohmann::json m = model_of(r);
+  // The gradients: 4 bytes per parameter, all-reduced once per step as DDP does.
+  REQUIRE(m["collectives"].size() == 1);
+  CHECK(m["collectives"][0]["op"] == "AllReduce");
+  CHECK(m["collectives"][0]["calls"].get<double>() == 1);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == 4 * kGpt2SmallParams);
+  // One sequence of GPT-2's context, and its FLOPs at the default 100 GFLOP/s.
+  CHECK(m["tokens_per_step"].get<double>() == 1024);
+  CHECK(m["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 1024 / 100e9).epsilon(1e-12));
+  CHECK(m["inputs"]["workload"]["model"] == "gpt2-small");
+  // W = 2 prices that all-reduce by the ring: 2(W-1)/W x bytes / busbw + 2(W-1) x alpha.
+  const nlohmann::json row2 = nlohmann::json::parse(r.out)["rows"][1];
+  CHECK(row2["comm_s"].get<double>() == Approx(4 * kGpt2SmallParams / 10e9 + 2 * 5e-6).epsilon(1e-12));
+  // --buckets splits the same bytes; --micro-batch and --peak-gflops size the tokens and compute.
+  r = predict({"--model", "gpt2-small", "--buckets", "4", "--micro-batch", "4", "--peak-gflops", "1000", "--json"});
+  REQUIRE(r.status == 0);
+  m = model_of(r);
+  CHECK(m["collectives"][0]["calls"].get<double>() == 4);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == kGpt2SmallParams);
+  CHECK(m["tokens_per_step"].get<double>() == 4096);
+  CHECK(m["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 4096 / 1000e9).epsilon(1e-12));
+  // Explicit options override the shape's workload.
+  r = predict({"--model", "gpt2-small", "--grad-bytes", "1e6", "--tokens-per-step", "10", "--compute-ms", "120", "--json"});
+  REQUIRE(r.status == 0);
+  m = model_of(r);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == 1e6);
+  CHECK(m["tokens_per_step"].get<double>() == 10);
+  CHECK(m["compute_s"].get<double>() == Approx(0.12));
+  // The table says what --model set.
+  r = predict({"--model", "gpt2-medium"});
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("workload of one step at W=1, --model gpt2-medium") && Catch::Contains("354823168 parameters") &&
+                        Catch::Contains("gradients 4 x parameters = 1419292672 bytes"));
+  // Refusals: the shape's sizing options without a shape, a rate that prices nothing, a bad batch.
+  r = predict({"--micro-batch", "2", "--compute-ms", "1"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("add --model NAME"));
+  CHECK(predict({"--model", "gpt2-small", "--compute-ms", "1", "--peak-gflops", "5"}).status == 2);
+  CHECK(predict({"--model", "gpt2-small", "--micro-batch", "0"}).status == 2);
+  CHECK(predict({"--model", "gpt2-tiny"}).status == 2);
+}
+
 TEST_CASE("scale-bench --step-model FILE is the step model file, --model FILE, the old form, is refused in one line", "[scaling-model]") {
   const std::string dir = test::temp_dir("step_model_rename");
   const std::string file = dir + "/model.json";
@@ -681,6 +732,10 @@ TEST_CASE("scale-bench --step-model FILE is the step model file, --model FILE, t
   r = scale_bench_process({"report", "--model", "gpt2-small", dir});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("--step-model FILE"));
+  // A path that does not exist is no file to point at: the unknown-name error, listing the names.
+  r = scale_bench_process({"predict", "--model", dir + "/missing.json"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("is not a known model") && Catch::Contains("gpt2-small"));
 }
 
 TEST_CASE("plan: the assumed shape has a head count tensor parallelism can split", "[scaling-model]") {

@@ -1,5 +1,5 @@
-// --model NAME on every tool that takes a shape (ddp-train, fsdp-train, scale-bench plan): one
-// reading of the command line over model/config.hpp's table and rule (kModelPresets,
+// --model NAME on every tool that takes a shape (ddp-train, fsdp-train, scale-bench plan and
+// predict): one reading of the command line over model/config.hpp's table and rule (kModelPresets,
 // kModelShapeOptions, apply_model_preset), so the tools cannot drift apart; and scale-bench's
 // refusal of --model FILE, the step model file's option before issue 46. Header-only: the tools'
 // targets (tool_train, tool_scale_bench) each include it.

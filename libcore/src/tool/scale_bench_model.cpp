@@ -12,6 +12,7 @@
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/number_text.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/scaling/fit.hpp"
 #include "shardtrain/scaling/option_text.hpp"
@@ -27,26 +28,32 @@ namespace shardtrain::scale_bench {
 namespace {
 
 // The per-rank FLOP rate that turns a shape's FLOPs into compute time when --compute-ms is not
-// given (plan), GFLOP/s.
+// given (plan and predict --model), GFLOP/s.
 constexpr double kDefaultPeakGflops = 100;
 
 // The model parameters any of predict and plan may take on the command line; each one given
-// overrides the step model file's.
+// overrides the step model file's. predict also takes a named shape (--model NAME) whose workload
+// fills what the command line did not give.
 struct ModelOverrides {
-  std::string step_model_path, example;
+  std::string step_model_path, example, shape_name;
   double busbw_GBps = 0, alpha_us = 0, compute_ms = 0, overlap = 0, straggler = 0, tokens_per_step = 0;
   double grad_bytes = 0, buckets = 1;
   double intra_busbw_GBps = 0, intra_alpha_us = 0, inter_busbw_GBps = 0, inter_alpha_us = 0;
+  int micro_batch = 1;
+  double peak_gflops = kDefaultPeakGflops;
   std::string scaling;
   CLI::App* app = nullptr;
+  bool workload = false;  // predict's options (--example, --model, --tokens-per-step, ...), not plan's
 
   void add(CLI::App* a, bool with_workload) {
     app = a;
+    workload = with_workload;
     a->add_option("--step-model", step_model_path, "Step model file written by 'scale-bench fit'");
     a->add_option("--busbw-GBps", busbw_GBps, "Bus bandwidth (nccl-tests definition), GB/s (10^9 bytes/s)");
     a->add_option("--alpha-us", alpha_us, "Latency of one ring step, microseconds");
     a->add_option("--compute-ms", compute_ms,
-                  with_workload ? "Compute of one step on one rank at W=1, milliseconds"
+                  with_workload ? "Compute of one step on one rank at W=1, milliseconds (with --model: default from its "
+                                  "FLOPs and --peak-gflops)"
                                 : "Compute of one step on one rank at --ranks, milliseconds (default: from FLOPs and --peak-gflops)");
     a->add_option("--overlap", overlap, "Share of communication hidden behind backward, in [0, 1]");
     a->add_option("--straggler", straggler, "Straggler coefficient s: the step waits compute x s x log2 W more");
@@ -57,12 +64,22 @@ struct ModelOverrides {
     if (!with_workload) return;
     a->add_option("--example", example, "Start from a built-in model instead of --step-model: seed-lab")
         ->check(CLI::IsMember({"seed-lab"}));
+    a->add_option("--model", shape_name,
+                  "A named shape: " + model_preset_names() + " (GPT-2's sizes, as the trainers' --model); the workload "
+                  "of one DDP step of it wherever not given: --grad-bytes 4 x parameters (float32 gradients, one "
+                  "all-reduce in --buckets calls), --tokens-per-step seq_len x --micro-batch, --compute-ms its FLOPs "
+                  "(6N + 12 L T C per token) at --peak-gflops");
+    a->add_option("--micro-batch", micro_batch, "With --model: sequences per step on one rank at W=1")->capture_default_str();
+    a->add_option("--peak-gflops", peak_gflops, "With --model and no --compute-ms: the per-rank FLOP rate, GFLOP/s")
+        ->capture_default_str();
     a->add_option("--scaling", scaling, "weak (each rank keeps its batch) or strong (the batch is divided)")
         ->check(CLI::IsMember({"weak", "strong"}));
     a->add_option("--tokens-per-step", tokens_per_step, "Tokens of one step at W=1");
     a->add_option("--grad-bytes", grad_bytes, "Replace the model's collectives by one all-reduce of this many bytes per step ...");
     a->add_option("--buckets", buckets, "... issued as this many equal all-reduce calls (default 1)");
   }
+
+  bool given(const char* option) const { return option_given(*app, option); }
 
   scaling::StepModel build() const {
     scaling::StepModel m;
@@ -71,9 +88,9 @@ struct ModelOverrides {
     if (!step_model_path.empty()) {
       m = scaling::read_step_model(step_model_path, "the --step-model step model");
     }
-    nlohmann::json given = nlohmann::json::object();
+    nlohmann::json options = nlohmann::json::object();
     auto set = [&](const char* flag, double value, double scale, double& field) {
-      if (app->count(flag)) field = value * scale, given[flag] = value;
+      if (given(flag)) field = value * scale, options[flag] = value;
     };
     set("--busbw-GBps", busbw_GBps, 1e9, m.busbw_Bps);
     set("--alpha-us", alpha_us, 1e-6, m.alpha_s);
@@ -84,21 +101,80 @@ struct ModelOverrides {
     set("--intra-alpha-us", intra_alpha_us, 1e-6, m.intra.alpha_s);
     set("--inter-busbw-GBps", inter_busbw_GBps, 1e9, m.inter.busbw_Bps);
     set("--inter-alpha-us", inter_alpha_us, 1e-6, m.inter.alpha_s);
-    if (app->get_option_no_throw("--tokens-per-step")) set("--tokens-per-step", tokens_per_step, 1, m.tokens_per_step);
-    if (app->get_option_no_throw("--scaling") && app->count("--scaling")) {
+    set("--tokens-per-step", tokens_per_step, 1, m.tokens_per_step);
+    if (given("--scaling")) {
       m.scaling = scaling == "weak" ? scaling::Scaling::kWeak : scaling::Scaling::kStrong;
-      given["--scaling"] = scaling;
+      options["--scaling"] = scaling;
     }
-    if (app->get_option_no_throw("--grad-bytes") && (app->count("--grad-bytes") || app->count("--buckets"))) {
-      if (!app->count("--grad-bytes")) throw UsageError("--buckets needs --grad-bytes");
+    if (given("--grad-bytes") || given("--buckets")) {
+      if (!given("--grad-bytes") && shape_name.empty()) throw UsageError("--buckets needs --grad-bytes (or --model NAME)");
       if (!(grad_bytes >= 0) || !(buckets >= 1)) throw UsageError("--grad-bytes must be >= 0 and --buckets >= 1");
-      m.collectives = {{CollectiveOp::kAllReduce, grad_bytes / buckets, buckets}};
-      given["--grad-bytes"] = grad_bytes;
-      given["--buckets"] = buckets;
+      if (given("--grad-bytes")) {
+        m.collectives = {{CollectiveOp::kAllReduce, grad_bytes / buckets, buckets}};
+        options["--grad-bytes"] = grad_bytes;
+      }
+      options["--buckets"] = buckets;
     }
-    if (!given.empty()) m.inputs["command_line"] = given;
+    if (!shape_name.empty()) apply_shape(m);
+    else if (workload && (given("--micro-batch") || given("--peak-gflops")))
+      throw UsageError("--micro-batch and --peak-gflops size the workload of a named shape: add --model NAME (" +
+                       model_preset_names() + ")");
+    if (!options.empty()) m.inputs["command_line"] = options;
     if (!step_model_path.empty()) m.inputs["model_file"] = step_model_path;
     return m;
+  }
+
+  // predict --model NAME: one DDP step of the shape on one rank at W=1, in every part of the
+  // workload the command line did not give: the gradients' all-reduce (4 bytes per parameter, one
+  // all-reduce per step as the trainers' DDP does, in --buckets equal calls), seq_len x micro-batch
+  // tokens, and their FLOPs (ModelConfig::flops_per_token, the trainers' MFU numerator) at
+  // --peak-gflops. What came from where goes into the model's inputs ("workload").
+  void apply_shape(scaling::StepModel& m) const {
+    const ModelConfig cfg = model_preset(shape_name, "--model", "or give the workload with --grad-bytes, --tokens-per-step and --compute-ms");
+    if (micro_batch < 1) throw UsageError("--micro-batch must be >= 1, got " + std::to_string(micro_batch));
+    if (!(peak_gflops > 0)) throw UsageError("--peak-gflops must be > 0");
+    if (given("--peak-gflops") && given("--compute-ms"))
+      throw UsageError("--peak-gflops prices --model's FLOPs when --compute-ms is not given: drop one of them");
+    const double params = double(cfg.parameter_count());
+    const double tokens = double(cfg.seq_len) * micro_batch;
+    nlohmann::json w = {{"model", shape_name}, {"config", cfg.to_json()}, {"parameters", params}, {"micro_batch", micro_batch}};
+    if (!given("--grad-bytes")) {
+      m.collectives = {{CollectiveOp::kAllReduce, 4 * params / buckets, buckets}};
+      w["grad_bytes"] = 4 * params;
+      w["grad_bytes_from"] = "4 x parameters (float32 gradients), one all-reduce per step in --buckets calls";
+    }
+    if (!given("--tokens-per-step")) {
+      m.tokens_per_step = tokens;
+      w["tokens_per_step_from"] = "seq_len x --micro-batch";
+    }
+    if (!given("--compute-ms")) {
+      m.compute_s = cfg.flops_per_token() * tokens / (peak_gflops * 1e9);
+      w["flops_per_token"] = cfg.flops_per_token();
+      w["peak_gflops"] = peak_gflops;
+      w["compute_from"] = "flops_per_token (6N + 12 L T C) x seq_len x --micro-batch / --peak-gflops";
+    }
+    m.inputs["workload"] = w;
+  }
+
+  // One line of what --model set ("" without it), printed above predict's tables.
+  std::string workload_line(const scaling::StepModel& m) const {
+    if (shape_name.empty()) return "";
+    const ModelConfig cfg = model_preset(shape_name);
+    const double params = double(cfg.parameter_count());
+    std::string s = "workload of one step at W=1, --model " + shape_name + " (n_layer " + std::to_string(cfg.n_layer) +
+                    ", d_model " + std::to_string(cfg.d_model) + ", n_head " + std::to_string(cfg.n_head) + ", vocab " +
+                    std::to_string(cfg.vocab) + ", seq_len " + std::to_string(cfg.seq_len) + ": " +
+                    number_text("%.0f", params) + " parameters): ";
+    s += given("--grad-bytes") ? "--grad-bytes as given"
+                               : "gradients 4 x parameters = " + number_text("%.0f", 4 * params) + " bytes in " +
+                                     number_text("%g", buckets) + (buckets == 1 ? " all-reduce" : " all-reduce calls");
+    s += given("--tokens-per-step") ? "; --tokens-per-step as given"
+                                    : "; " + number_text("%g", m.tokens_per_step) + " tokens (seq_len x micro-batch " +
+                                          std::to_string(micro_batch) + ")";
+    s += given("--compute-ms") ? "; --compute-ms as given"
+                               : "; compute " + number_text("%.0f", cfg.flops_per_token()) +
+                                     " FLOPs per token (6N + 12 L T C) at " + number_text("%g", peak_gflops) + " GFLOP/s";
+    return s + "\n";
   }
 };
 
@@ -147,7 +223,7 @@ Subcommand add_predict_command(CLI::App& parent) {
   struct State {
     ModelOverrides model;
     std::string workers = "1,2,4,8,16";
-    std::string topologies, layouts = "flat,hierarchical,auto", refused_model;
+    std::string topologies, layouts = "flat,hierarchical,auto";
     bool json = false;
   };
   auto st = std::make_shared<State>();
@@ -161,12 +237,10 @@ Subcommand add_predict_command(CLI::App& parent) {
                     "priced on the two links (--intra-*/--inter-* or the model file's) per --layout");
   c.app->add_option("--layout", st->layouts, "With --topology: flat, hierarchical, auto (comma separated)")->capture_default_str();
   c.app->add_flag("--json", st->json, "Print JSON instead of the table");
-  add_refused_model_option(c.app, st->refused_model);
-  CLI::App* app = c.app;
-  c.run = [st, app]() -> int {
-    refuse_model_option(*app, st->refused_model, "scale-bench predict",
-                        "predict takes no named shape; the step model file is --step-model FILE");
+  c.run = [st]() -> int {
+    refuse_step_model_file(st->model.shape_name, "scale-bench predict");
     const scaling::StepModel m = st->model.build();
+    if (!st->json) std::fputs(st->model.workload_line(m).c_str(), stdout);
     if (!st->topologies.empty()) {
       const auto topologies = scaling::parse_topologies(st->topologies);
       std::vector<scaling::CommLayout> layouts;
