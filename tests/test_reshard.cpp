@@ -23,6 +23,7 @@
 #include "shardtrain/model/hf_tokenizer.hpp"
 #include "shardtrain/model/train_state.hpp"
 #include "shardtrain/parallel/state_layout.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 
@@ -254,4 +255,44 @@ TEST_CASE("Hugging Face import: a GPT-2 config maps onto the decoder or is refus
   refused("model_type", 2, "'model_type' is not a string");
   refused("scale_attn_weights", "yes", "'scale_attn_weights' is not true or false");
   refused("layer_norm_epsilon", "1e-5", "'layer_norm_epsilon' is not a number");
+}
+
+TEST_CASE("Hugging Face import: --model NAME checks config.json's shape, naming the field, both values and the file",
+          "[reshard][hf]") {
+  // GPT-2 small's config.json as the Hugging Face hub publishes it (the fields this reader takes).
+  const nlohmann::json small = {{"model_type", "gpt2"}, {"vocab_size", 50257}, {"n_positions", 1024}, {"n_embd", 768},
+                                {"n_layer", 12},        {"n_head", 12},         {"activation_function", "gelu_new"},
+                                {"layer_norm_epsilon", 1e-5}};
+  CHECK_NOTHROW(require_hf_shape(model_config_from_hf(small, "config.json"), "gpt2-small", "hub/config.json"));
+  nlohmann::json six = small;  // distilgpt2's shape: GPT-2 small with 6 layers
+  six["n_layer"] = 6;
+  CHECK_THROWS_WITH(require_hf_shape(model_config_from_hf(six, "config.json"), "gpt2-small", "distil/config.json"),
+                    Catch::Contains("distil/config.json") && Catch::Contains("n_layer 6 there, 12 in gpt2-small") &&
+                        !Catch::Contains("n_embd"));
+  CHECK_THROWS_WITH(require_hf_shape(model_config_from_hf(small, "config.json"), "gpt2-medium", "hub/config.json"),
+                    Catch::Contains("n_embd 768 there, 1024 in gpt2-medium") &&
+                        Catch::Contains("n_layer 12 there, 24 in gpt2-medium") &&
+                        Catch::Contains("n_head 12 there, 16 in gpt2-medium") && !Catch::Contains("vocab_size"));
+  CHECK_THROWS_WITH(require_hf_shape(model_config_from_hf(small, "config.json"), "gpt3", "hub/config.json"),
+                    Catch::Contains("'gpt3' is not a known model"));
+
+  // Through the tool: exit 2 before the weights are read (an empty model.safetensors here) and
+  // before anything is written.
+  const std::string dir = test::temp_dir("hf_model_check");
+  std::filesystem::create_directories(dir + "/hf");
+  std::ofstream(dir + "/hf/config.json") << six.dump();
+  std::ofstream(dir + "/hf/model.safetensors").flush();
+  test::ToolRun r = test::run_built_tool(
+      "ckpt-reshard", {"--import", "hf", dir + "/hf", "--out", dir + "/ckpt", "--model", "gpt2-small"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains(dir + "/hf/config.json") && Catch::Contains("n_layer 6 there, 12 in gpt2-small"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/ckpt"));
+  // Without --model the same folder passes the shape and is refused for its (empty) weights.
+  r = test::run_built_tool("ckpt-reshard", {"--import", "hf", dir + "/hf", "--out", dir + "/ckpt"});
+  CHECK(r.status != 0);
+  CHECK_THAT(r.err, !Catch::Contains("is not the shape"));
+  // --model is a check of an import only.
+  r = test::run_built_tool("ckpt-reshard", {"--inspect", dir + "/hf", "--model", "gpt2-small"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--model goes with --import hf DIR"));
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/model/parameters.hpp"
 #include "shardtrain/parallel/memory.hpp"
 #include "shardtrain/scaling/fit.hpp"
@@ -31,6 +32,7 @@
 #include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/tool/train_cli.hpp"
 #include "shardtrain/tool/tool.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace shardtrain;
@@ -563,26 +565,177 @@ TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing"
   // page says; the one JSON-file reader, base/json_file.hpp), 0 for good input.
   const std::string model = (dir / "model.json").string();
   write_text(dir / "model.json", seed_lab_model().to_json().dump());
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "1,2"}) == 0);
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "0"}) == 2);
-  CHECK(run_scale_bench({"predict", "--model", model, "--workers", "x"}) == 2);
-  CHECK(run_scale_bench({"predict", "--model", (dir / "missing.json").string()}) == 3);
-  CHECK(run_scale_bench({"predict", "--model", (dir / "broken.json").string()}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "1,2"}) == 0);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "0"}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", model, "--workers", "x"}) == 2);
+  CHECK(run_scale_bench({"predict", "--step-model", (dir / "missing.json").string()}) == 3);
+  CHECK(run_scale_bench({"predict", "--step-model", (dir / "broken.json").string()}) == 2);
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5"}) == 2);  // no compute
   CHECK(run_scale_bench({"predict", "--busbw-GBps", "450", "--alpha-us", "5", "--compute-ms", "120",
                          "--grad-bytes", "1e9", "--buckets", "25"}) == 0);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "missing.json").string(), "-o", (dir / "o.json").string()}) == 3);
   CHECK(run_scale_bench({"fit", "--collectives", (dir / "other.json").string(), "--overlap=-0.5", "-o",
                          (dir / "o.json").string()}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--model", model}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--model", model}) == 2);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model}) == 0);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "0", "--memory-per-rank", "80GB", "--step-model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "-8GB", "--step-model", model}) == 2);
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model}) == 0);
   // --device takes the names of backend.hpp's kDeviceKindNames, as the trainers' --device does.
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model,
                          "--device", "cuda"}) == 0);
-  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", model,
+  CHECK(run_scale_bench({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", model,
                          "--device", "gpu"}) == 2);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// GPT-2 small as published (the Hugging Face gpt2 config: n_layer 12, n_embd 768, n_head 12,
+// n_positions 1024, vocab_size 50257, the LM head tied): 124,439,808 parameters, and its training
+// FLOPs per token by 6N + 12 L T C (docs/ARCHITECTURE.md), worked here from those numbers.
+constexpr double kGpt2SmallParams = 124439808;
+constexpr double kGpt2SmallFlopsPerToken = 6 * kGpt2SmallParams + 12.0 * 12 * 1024 * 768;
+
+// scale-bench run as a process (its stdout, its one error line and exit code are the interface).
+test::ToolRun scale_bench_process(const std::vector<std::string>& args) { return test::run_built_tool("scale-bench", args); }
+
+std::size_t lines_of(const std::string& text) { return std::size_t(std::count(text.begin(), text.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("plan --model NAME: the named shape exactly, --vocab and --seq-len beside it override it", "[scaling-model]") {
+  const auto plan = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "plan");
+    for (const char* a : {"--ranks", "2", "--memory-per-rank", "80GB", "--busbw-GBps", "10", "--alpha-us", "5"}) args.push_back(a);
+    return scale_bench_process(args);
+  };
+  test::ToolRun r = plan({"--model", "gpt2-small", "--json"});
+  REQUIRE(r.status == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["model_name"] == "gpt2-small");
+  CHECK(j["model"] == nlohmann::json{{"vocab", 50257}, {"seq_len", 1024}, {"d_model", 768}, {"n_layer", 12}, {"n_head", 12}});
+  CHECK(j["model_parameters"].get<double>() == kGpt2SmallParams);
+  CHECK(j["params"].get<double>() == kGpt2SmallParams);
+  // The parameter registry (the trainers' tensors) of the shape planned counts the same.
+  CHECK(double(ParameterRegistry(ModelConfig::from_json(j["model"])).total()) == kGpt2SmallParams);
+  // Each of the 2 ranks computes its sequence of 1,024 tokens at the default 100 GFLOP/s.
+  CHECK(j["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 1024 / 100e9).epsilon(1e-12));
+  // --params could only approximate it: the shape it assumes for the same count is another one.
+  CHECK(model_for_parameter_count(kGpt2SmallParams, 50257, 1024) != ModelConfig::from_json(j["model"]));
+  // The table says which shape it planned.
+  r = plan({"--model", "gpt2-small"});
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("plan: gpt2-small (n_layer 12, d_model 768, n_head 12, vocab 50257, seq_len 1024: "
+                                    "124439808 parameters)"));
+  // GPT-2 XL: 48 layers of 1600, 25 heads: 1,557,611,200 parameters (the published 1.5B).
+  r = plan({"--model", "gpt2-xl", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["model_parameters"].get<double>() == 1557611200.0);
+  // --vocab and --seq-len given beside --model override its fields, as on the trainers.
+  r = plan({"--seq-len", "256", "--model", "gpt2-small", "--vocab", "50304", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["model"] ==
+        nlohmann::json{{"vocab", 50304}, {"seq_len", 256}, {"d_model", 768}, {"n_layer", 12}, {"n_head", 12}});
+  // Exactly one of --model and --params; an unknown name lists the names.
+  r = plan({"--model", "gpt2-small", "--params", "1e9"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--model NAME or --params N, not both"));
+  r = plan({});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("plan needs the model: --model NAME") && Catch::Contains("or --params N"));
+  r = plan({"--model", "gpt3"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--model: 'gpt3' is not a known model") &&
+                        Catch::Contains("gpt2-small, gpt2-medium, gpt2-large, gpt2-xl") && Catch::Contains("--params N"));
+  CHECK(lines_of(r.err) == 1);
+  // --params alone as before.
+  CHECK(plan({"--params", "1e9"}).status == 0);
+}
+
+TEST_CASE("predict --model NAME: one DDP step of the shape wherever the command line gives no workload", "[scaling-model]") {
+  const auto predict = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "predict");
+    for (const char* a : {"--busbw-GBps", "10", "--alpha-us", "5", "--workers", "1,2"}) args.push_back(a);
+    return scale_bench_process(args);
+  };
+  const auto model_of = [](const test::ToolRun& r) { return nlohmann::json::parse(r.out)["model"]; };
+  test::ToolRun r = predict({"--model", "gpt2-small", "--json"});
+  REQUIRE(r.status == 0);
+  nlohmann::json m = model_of(r);
+  // The gradients: 4 bytes per parameter, all-reduced once per step as DDP does.
+  REQUIRE(m["collectives"].size() == 1);
+  CHECK(m["collectives"][0]["op"] == "AllReduce");
+  CHECK(m["collectives"][0]["calls"].get<double>() == 1);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == 4 * kGpt2SmallParams);
+  // One sequence of GPT-2's context, and its FLOPs at the default 100 GFLOP/s.
+  CHECK(m["tokens_per_step"].get<double>() == 1024);
+  CHECK(m["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 1024 / 100e9).epsilon(1e-12));
+  CHECK(m["inputs"]["workload"]["model"] == "gpt2-small");
+  // W = 2 prices that all-reduce by the ring: 2(W-1)/W x bytes / busbw + 2(W-1) x alpha.
+  const nlohmann::json row2 = nlohmann::json::parse(r.out)["rows"][1];
+  CHECK(row2["comm_s"].get<double>() == Approx(4 * kGpt2SmallParams / 10e9 + 2 * 5e-6).epsilon(1e-12));
+  // --buckets splits the same bytes; --micro-batch and --peak-gflops size the tokens and compute.
+  r = predict({"--model", "gpt2-small", "--buckets", "4", "--micro-batch", "4", "--peak-gflops", "1000", "--json"});
+  REQUIRE(r.status == 0);
+  m = model_of(r);
+  CHECK(m["collectives"][0]["calls"].get<double>() == 4);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == kGpt2SmallParams);
+  CHECK(m["tokens_per_step"].get<double>() == 4096);
+  CHECK(m["compute_s"].get<double>() == Approx(kGpt2SmallFlopsPerToken * 4096 / 1000e9).epsilon(1e-12));
+  // Explicit options override the shape's workload.
+  r = predict({"--model", "gpt2-small", "--grad-bytes", "1e6", "--tokens-per-step", "10", "--compute-ms", "120", "--json"});
+  REQUIRE(r.status == 0);
+  m = model_of(r);
+  CHECK(m["collectives"][0]["bytes"].get<double>() == 1e6);
+  CHECK(m["tokens_per_step"].get<double>() == 10);
+  CHECK(m["compute_s"].get<double>() == Approx(0.12));
+  // The table says what --model set.
+  r = predict({"--model", "gpt2-medium"});
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("workload of one step at W=1, --model gpt2-medium") && Catch::Contains("354823168 parameters") &&
+                        Catch::Contains("gradients 4 x parameters = 1419292672 bytes"));
+  // Refusals: the shape's sizing options without a shape, a rate that prices nothing, a bad batch.
+  r = predict({"--micro-batch", "2", "--compute-ms", "1"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("add --model NAME"));
+  CHECK(predict({"--model", "gpt2-small", "--compute-ms", "1", "--peak-gflops", "5"}).status == 2);
+  CHECK(predict({"--model", "gpt2-small", "--micro-batch", "0"}).status == 2);
+  CHECK(predict({"--model", "gpt2-tiny"}).status == 2);
+}
+
+TEST_CASE("scale-bench --step-model FILE is the step model file, --model FILE, the old form, is refused in one line", "[scaling-model]") {
+  const std::string dir = test::temp_dir("step_model_rename");
+  const std::string file = dir + "/model.json";
+  write_text(file, seed_lab_model().to_json().dump());
+  CHECK(scale_bench_process({"predict", "--step-model", file, "--workers", "1,2"}).status == 0);
+  CHECK(scale_bench_process({"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--step-model", file}).status == 0);
+  // Scripts written before the rename: each subcommand that took the file says what to write now.
+  const std::vector<std::vector<std::string>> old_forms = {
+      {"predict", "--model", file, "--workers", "1,2"},
+      {"plan", "--params", "1e9", "--ranks", "8", "--memory-per-rank", "80GB", "--model", file},
+      {"report", "--model", file, "--out", dir + "/report", dir},
+      {"run", "--workers", "1", "--out", dir + "/run", "--model", file, "--", "--steps", "1"}};
+  for (const auto& args : old_forms) {
+    INFO(args[0]);
+    const test::ToolRun r = scale_bench_process(args);
+    CHECK(r.status == 2);
+    CHECK(lines_of(r.err) == 1);
+    CHECK_THAT(r.err, Catch::Contains("scale-bench " + args[0] + ": --model names a model shape now") &&
+                          Catch::Contains("--step-model " + file));
+    CHECK(r.out.empty());
+  }
+  CHECK_FALSE(fs::exists(dir + "/report"));
+  CHECK_FALSE(fs::exists(dir + "/run"));
+  // run and report take no shape of their own: the trainer does (after --), a report reads it.
+  test::ToolRun r = scale_bench_process({"run", "--workers", "1", "--out", dir + "/run", "--model", "gpt2-small", "--", "--steps", "1"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("give it after --"));
+  r = scale_bench_process({"report", "--model", "gpt2-small", dir});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--step-model FILE"));
+  // A path that does not exist is no file to point at: the unknown-name error, listing the names.
+  r = scale_bench_process({"predict", "--model", dir + "/missing.json"});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("is not a known model") && Catch::Contains("gpt2-small"));
 }
 
 TEST_CASE("plan: the assumed shape has a head count tensor parallelism can split", "[scaling-model]") {

@@ -4,12 +4,15 @@
 // handling (bench/scale_launch.hpp).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
 #include "shardtrain/scaling/report.hpp"
 #include "shardtrain/bench/scale_launch.hpp"
+#include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/train/run_summary.hpp"
 
 using namespace shardtrain;
@@ -282,6 +285,26 @@ TEST_CASE("scale-bench run: --workers and the weak-scaling batch", "[scaling-rep
   CHECK_THROWS_AS(train_args_for(o, 3), UsageError);     // 6 x 3 / 4 = 4.5 samples
   o.train_args = {"--steps", "5"};
   CHECK_THROWS_WITH(train_args_for(o, 2), Catch::Contains("give --global-batch"));
+}
+
+TEST_CASE("scale-bench run: TRAIN-ARGS after -- reach the trainer, --model NAME among them", "[scaling-report]") {
+  // Parsed only (the subcommand's body, which launches, is not called): run's own options end at
+  // --, so the trainer's --model NAME is no clash with run's --step-model FILE.
+  CLI::App app{"scale-bench"};
+  const scale_bench::Subcommand run = scale_bench::add_run_command(app);
+  std::vector<std::string> args = {"run", "--workers", "1,2", "--step-model", "m.json", "--",
+                                   "--model", "gpt2-small", "--global-batch", "2"};
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  app.parse(args);
+  REQUIRE(run.app->parsed());
+  CHECK(run.app->get_option("--step-model")->as<std::string>() == "m.json");
+  CHECK(run.app->count("--model") == 0);
+  ScaleRunOptions o;
+  o.workers = parse_workers(run.app->get_option("--workers")->as<std::string>());
+  o.train_args = run.app->get_option("train-args")->results();
+  CHECK(o.train_args == std::vector<std::string>{"--model", "gpt2-small", "--global-batch", "2"});
+  CHECK(launch_argv(o, 2, "/bin", 2) == std::vector<std::string>{"mpirun", "-np", "2", "/bin/ddp-train", "--model",
+                                                                 "gpt2-small", "--global-batch", "4", "--run-dir", "./w2"});
 }
 
 TEST_CASE("communication by link: a hierarchical run's intra- and inter-node time per step", "[scaling-report]") {

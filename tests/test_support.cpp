@@ -10,8 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
+
+#include <sys/wait.h>
 
 namespace shardtrain::test {
 namespace {
@@ -55,6 +59,28 @@ std::string testdata_path(const std::string& relative) {
 }
 
 std::string tool_path(const std::string& name) { return std::string(SHARDTRAIN_BIN_DIR) + "/" + name; }
+
+ToolRun run_built_tool(const std::string& name, const std::vector<std::string>& args) {
+  const auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string dir = temp_dir("tool-run");
+  std::string cmd = quoted(tool_path(name));
+  for (const auto& a : args) cmd += " " + quoted(a);
+  cmd += " > " + quoted(dir + "/out.txt") + " 2> " + quoted(dir + "/err.txt");
+  const int raw = std::system(cmd.c_str());
+  const auto read = [&](const char* file) {
+    std::ifstream in(dir + "/" + file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ToolRun r;
+  r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read("out.txt");
+  r.err = read("err.txt");
+  return r;
+}
 
 std::string temp_dir(const std::string& tag) {
   std::string pattern =

@@ -30,6 +30,13 @@ std::string testdata_path(const std::string& relative);
 std::string missing_requirement(const std::string& tag);
 // Built tool binaries (build/bin).
 std::string tool_path(const std::string& name);
+// A built tool run to its end with `args` (each quoted for the shell): its exit status (-1 when a
+// signal ended it), standard output and standard error.
+struct ToolRun {
+  int status = -1;
+  std::string out, err;
+};
+ToolRun run_built_tool(const std::string& name, const std::vector<std::string>& args);
 // A fresh empty temporary folder, removed at process exit.
 std::string temp_dir(const std::string& tag);
 // Collective over MPI_COMM_WORLD: rank 0 makes a temp_dir(tag), every rank returns its path.

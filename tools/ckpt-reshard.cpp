@@ -1,6 +1,7 @@
 // ckpt-reshard: rewrite a checkpoint for another world size / ZeRO stage, consolidate it into one
 // HDF5 file, export the weights as GPT-2 safetensors, or inspect it. Options + one call into
 // libcore (tool/ckpt_reshard.hpp). See ckpt-reshard(1).
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/tool/ckpt_reshard.hpp"
 #include "shardtrain/tool/tool.hpp"
 
@@ -18,6 +19,9 @@ int main(int argc, char** argv) {
                                           "fp32/bf16/fp16) as a step-0 checkpoint with fresh optimizer state: "
                                           "--import hf DIR --out CKPT_DIR [--world W --zero-stage S --tp T]")
       ->expected(2);
+  app.add_option("--model", o.model, "With --import: the shape the folder must have, a named one (" +
+                                         shardtrain::model_preset_names() + "); config.json differing from it "
+                                         "in any field: exit 2 naming the field, both values and the file");
   app.add_option("--out", o.out, "Output: the new checkpoint directory (reshard), the .h5 file (--consolidate) or the "
                                  "export folder (--export). Must not exist");
   app.add_option("--world", o.world, "Reshard: the target world size W (rank files rank_00000.h5 .. W-1)")

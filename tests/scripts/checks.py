@@ -1064,7 +1064,7 @@ def scale_svgs(series):
 
 @command(("report_dir", str), ("prediction", str))
 def model_prediction(report_dir, prediction):
-    """scale-bench report --model: every point's predicted E is the model's (scale-bench predict
+    """scale-bench report --step-model: every point's predicted E is the model's (scale-bench predict
     --json rows, 1e-9), and the efficiency plot draws the prediction."""
     points = load(f"{report_dir}/report.json")["points"]
     model = {row["workers"]: row["efficiency"] for row in load(prediction)["rows"]}

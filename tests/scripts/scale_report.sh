@@ -62,9 +62,13 @@ expect_usage "--workers 1,,2" run --workers 1,,2 --out "$WORK/bad" -- "${args[@]
 [ ! -e "$WORK/bad/report.json" ] || fail "a refused report wrote report.json"
 pass "bad inputs exit 2 naming the folder or the option"
 
-# --model: the model's E(W) beside every measured point, and its curve in the efficiency plot.
+# --step-model: the model's E(W) beside every measured point, and its curve in the efficiency plot.
 "$BIN_DIR/scale-bench" predict --example seed-lab --json >"$WORK/seed.json"
 jq -e .model "$WORK/seed.json" >"$WORK/model.json"
-"$BIN_DIR/scale-bench" report --out "$WORK/predicted" --model "$WORK/model.json" "$out/w1" "$out/w2" "$out/w4" >/dev/null
+"$BIN_DIR/scale-bench" report --out "$WORK/predicted" --step-model "$WORK/model.json" "$out/w1" "$out/w2" "$out/w4" >/dev/null
 checks model-prediction "$WORK/predicted" "$WORK/seed.json" || fail "the report does not show the model's prediction"
-pass "--model fills the predicted column and draws the model's curve"
+pass "--step-model fills the predicted column and draws the model's curve"
+# The option's name before issue 46 (--model now names a shape): one line saying what to write.
+expect_usage "--step-model $WORK/model.json" report --out "$WORK/old" --model "$WORK/model.json" "$out/w1" "$out/w2"
+[ ! -e "$WORK/old" ] || fail "a refused report wrote $WORK/old"
+pass "report --model FILE, the old form, exits 2 naming --step-model"

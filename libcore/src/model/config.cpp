@@ -37,11 +37,16 @@ double ModelConfig::flops_per_token() const {
   return 6.0 * double(parameter_count()) + 12.0 * n_layer * double(seq_len) * d_model;
 }
 
-ModelConfig model_preset(const std::string& name, const char* option) {
+ModelConfig model_preset(const std::string& name, const char* option, const std::string& otherwise) {
   for (const auto& [preset, config] : kModelPresets)
     if (name == preset) return config;
   throw UsageError(std::string(option) + ": '" + name + "' is not a known model; choose one of " + model_preset_names() +
-                   ", or give the shape with --vocab, --seq-len, --d-model, --layers and --heads");
+                   (otherwise.empty() ? "" : ", " + otherwise));
+}
+
+void apply_model_preset(const ModelConfig& preset, ModelConfig& model, const std::function<bool(const char* option)>& given) {
+  for (const auto& [option, field] : kModelShapeOptions)
+    if (!given(option)) model.*field = preset.*field;
 }
 
 std::string model_preset_names() {

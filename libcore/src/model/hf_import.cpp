@@ -119,7 +119,24 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
   return c;
 }
 
-std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, int data_parallel) {
+void require_hf_shape(const ModelConfig& config, const std::string& model_name, const std::string& config_path) {
+  const ModelConfig preset = model_preset(model_name);
+  const std::pair<const char*, int ModelConfig::*> fields[] = {{"vocab_size", &ModelConfig::vocab},
+                                                               {"n_positions", &ModelConfig::seq_len},
+                                                               {"n_embd", &ModelConfig::d_model},
+                                                               {"n_layer", &ModelConfig::n_layer},
+                                                               {"n_head", &ModelConfig::n_head}};
+  std::string differences;
+  for (const auto& [name, field] : fields)
+    if (config.*field != preset.*field)
+      differences += (differences.empty() ? "" : "; ") + std::string(name) + " " + std::to_string(config.*field) +
+                     " there, " + std::to_string(preset.*field) + " in " + model_name;
+  if (!differences.empty())
+    throw UsageError(config_path + " is not the shape of --model " + model_name + ": " + differences +
+                     " (import without --model to take the folder's own shape)");
+}
+
+std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, int data_parallel, const std::string& model_name) {
   const fs::path dir(folder);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw UsageError(folder + ": no such folder (a Hugging Face model folder)");
@@ -132,6 +149,7 @@ std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, in
                                                                              : ""));
   const nlohmann::json config_json = JsonFile::read(config_path.string(), "the Hugging Face config").json();
   const ModelConfig config = model_config_from_hf(config_json, config_path.string());
+  if (!model_name.empty()) require_hf_shape(config, model_name, config_path.string());
   ckpt::SafetensorsFile file = ckpt::read_safetensors(weights_path.string());
   std::map<std::string, const ckpt::SafetensorsTensor*> by_name;
   for (const auto& t : file.tensors) {

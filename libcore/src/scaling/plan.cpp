@@ -73,8 +73,9 @@ ModelConfig model_for_parameter_count(double params, int vocab, int seq_len) {
 }
 
 std::string Plan::text() const {
-  std::string s = "plan: " + number_text("%.4g", params) + " parameters as a GPT-2 shaped model (n_layer " +
-                  std::to_string(config.n_layer) + ", d_model " + std::to_string(config.d_model) + ", n_head " +
+  const std::string what = model_name.empty() ? number_text("%.4g", params) + " parameters as a GPT-2 shaped model"
+                                              : model_name;
+  std::string s = "plan: " + what + " (n_layer " + std::to_string(config.n_layer) + ", d_model " + std::to_string(config.d_model) + ", n_head " +
                   std::to_string(config.n_head) + ", vocab " + std::to_string(config.vocab) + ", seq_len " +
                   std::to_string(config.seq_len) + ": " + number_text("%.0f", double(config.parameter_count())) +
                   " parameters), gradient accumulation " + std::to_string(grad_accum) + " at TP 1, compute " +
@@ -123,6 +124,7 @@ nlohmann::json Plan::to_json() const {
                   {"predicted", r.predicted.to_json()}});
   return {{"format", "shardtrain-plan"},
           {"params", params},
+          {"model_name", model_name.empty() ? nlohmann::json() : nlohmann::json(model_name)},
           {"model", config.to_json()},
           {"model_parameters", double(config.parameter_count())},
           {"grad_accum", grad_accum},
@@ -224,7 +226,7 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
   const int accum = int(global / (std::int64_t(o.micro_batch) * dp));
   const double local_params = double(ParameterRegistry(cfg, {tp, 0}).total());  // one TP rank's share
   const double units = cfg.n_layer + 2.0;  // embeddings, blocks, head: ZeRO's gather/scatter unit
-  const double tokens = double(global) * o.seq_len;
+  const double tokens = double(global) * cfg.seq_len;
   PlanRow r;
   r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "") +
              (o.nodes > 1 ? std::string(", ") + comm_layout_name(shape.comm_layout) : "");
@@ -277,10 +279,17 @@ Plan plan_layouts(const PlanOptions& o) {
   if (global % (std::int64_t(o.micro_batch) * o.ranks) != 0)
     throw UsageError("--global-batch " + std::to_string(global) + " is not a multiple of --micro-batch x --ranks");
   Plan plan;
-  plan.params = o.params;
-  plan.config = model_for_parameter_count(o.params, o.vocab, o.seq_len);
+  if (o.shape) {
+    o.shape->validate();
+    plan.config = *o.shape;
+    plan.model_name = o.shape_name;
+    plan.params = double(plan.config.parameter_count());
+  } else {
+    plan.config = model_for_parameter_count(o.params, o.vocab, o.seq_len);
+    plan.params = o.params;
+  }
   plan.grad_accum = int(global / (std::int64_t(o.micro_batch) * o.ranks));
-  const double tokens = double(global) * o.seq_len;
+  const double tokens = double(global) * plan.config.seq_len;
   // Per rank per step: the model's --compute-ms when given, else 3 x forward FLOPs at the peak.
   // Tensor parallelism divides a DP rank's matrix products over its TP ranks, so the compute per
   // rank is the same for every layout of the same ranks (the replicated LayerNorms and the

@@ -533,7 +533,7 @@ std::string report_markdown(const ScalingReport& report) {
 // The model's E(W) beside each measured point (scale-bench fit's model file: its compute, link,
 // collectives, overlap and straggler), and the note that says where it came from.
 static void add_predictions(ScalingReport& report, const std::string& model_path) {
-  const scaling::StepModel model = scaling::read_step_model(model_path, "the --model step model (scale-bench fit)");
+  const scaling::StepModel model = scaling::read_step_model(model_path, "the --step-model step model (scale-bench fit)");
   for (std::size_t i = 0; i < report.runs.size(); ++i) {
     const ScalingRun& run = report.runs[i];
     report.points[i].predicted_efficiency = scaling::predict(model, run.world_size).efficiency;
@@ -555,13 +555,13 @@ static void add_predictions(ScalingReport& report, const std::string& model_path
 ScalingReport write_scaling_report(const std::vector<std::string>& run_dirs, const ScalingReportOptions& options) {
   require_gnuplot();  // before any work: a missing plotter is a one-line error, not half a report
   if (!options.model_path.empty() && !std::ifstream(options.model_path))  // a typo is not "no prediction"
-    throw IoError(options.model_path + ": cannot read the --model file");
+    throw IoError(options.model_path + ": cannot read the --step-model file");
   std::vector<ScalingRun> runs;
   for (const auto& dir : run_dirs) runs.push_back(read_scaling_run(dir));
   ScalingReport report = build_scaling_report(std::move(runs));
   report.model_path = options.model_path;
   if (options.model_path.empty()) {
-    report.prediction_note = "No --model given: the predicted column is empty.";
+    report.prediction_note = "No --step-model given: the predicted column is empty.";
   } else {
     add_predictions(report, options.model_path);
   }

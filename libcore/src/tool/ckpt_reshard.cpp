@@ -15,6 +15,7 @@
 #include "shardtrain/data/dataset.hpp"
 #include "shardtrain/release/registry.hpp"
 #include "shardtrain/ckpt/format.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/model/hf_export.hpp"
 #include "shardtrain/model/hf_import.hpp"
 #include "shardtrain/parallel/reshard.hpp"
@@ -36,8 +37,12 @@ void check_ckpt_reshard_options(const CkptReshardOptions& o) {
     if (o.world > 0 && o.world % o.tp != 0)
       throw UsageError("ckpt-reshard: --world " + std::to_string(o.world) + " is not a multiple of --tp " + std::to_string(o.tp));
     if (o.dtype != "fp32") throw UsageError("ckpt-reshard: --dtype goes with --export (an import is float32)");
+    if (!o.model.empty()) model_preset(o.model);  // an unknown name before any file is read
     return;
   }
+  if (!o.model.empty())
+    throw UsageError("ckpt-reshard: --model goes with --import hf DIR (a check of config.json's shape); a checkpoint "
+                     "records its own shape (--inspect shows it)");
   if (o.source.empty()) throw UsageError("ckpt-reshard: no CKPT given (a step_<N> folder, a --ckpt-dir or a consolidated file)");
   if (!o.inspect && o.out.empty()) throw UsageError("ckpt-reshard: --out is required (it must not exist)");
   if (o.json && !o.inspect) throw UsageError("ckpt-reshard: --json goes with --inspect");
@@ -133,7 +138,7 @@ int import_hf(const CkptReshardOptions& o, Communicator& comm) {
     throw UsageError("ckpt-reshard: run --import as one process (it writes every rank file of --world itself)");
   const std::string staging = o.out + ".import.h5";
   std::filesystem::remove(staging, ec);
-  const auto source = import_hf_gpt2(o.import_dir, (o.world > 0 ? o.world : 1) / o.tp);  // refusals before anything is written
+  const auto source = import_hf_gpt2(o.import_dir, (o.world > 0 ? o.world : 1) / o.tp, o.model);  // refusals before anything is written
   const std::string identity = source->manifest().extra["imported_from"]["files"].dump();
   struct Remove {
     const std::string& path;

@@ -9,12 +9,13 @@
 #include "shardtrain/scaling/report.hpp"
 #include "shardtrain/tool/scale_bench.hpp"
 #include "shardtrain/bench/scale_launch.hpp"
+#include "model_option.hpp"
 
 namespace shardtrain::scale_bench {
 
 Subcommand add_run_command(CLI::App& parent) {
   struct Args {
-    std::string workers;
+    std::string workers, refused_model;
     ScaleRunOptions options;
   };
   auto args = std::make_shared<Args>();
@@ -29,9 +30,16 @@ Subcommand add_run_command(CLI::App& parent) {
       ->capture_default_str();
   c.app->add_option("--out", args->options.out_dir, "Folder of the run folders w<W>, their logs and the report")
       ->capture_default_str();
-  c.app->add_option("--model", args->options.model_path, "Scaling model file for the predicted column (see report)");
-  c.app->add_option("train-args", args->options.train_args, "After --: the training tool's options (no --run-dir)");
-  c.run = [args] {
+  c.app->add_option("--step-model", args->options.model_path,
+                    "Step model file of 'scale-bench fit' for the predicted column (see report)");
+  c.app->add_option("train-args", args->options.train_args,
+                    "After --: the training tool's options (no --run-dir), the shape among them (--model gpt2-small)");
+  add_refused_model_option(c.app, args->refused_model);
+  CLI::App* app = c.app;
+  c.run = [args, app] {
+    refuse_model_option(*app, args->refused_model, "scale-bench run",
+                        "the shape is the training tool's: give it after -- (scale-bench run ... -- --model NAME ...); "
+                        "the step model file is --step-model FILE");
     args->options.workers = parse_workers(args->workers);
     run_scaling_series(args->options);
     std::cout << "scale-bench run: report in " << args->options.out_dir << "/report.md" << std::endl;
@@ -43,6 +51,7 @@ Subcommand add_run_command(CLI::App& parent) {
 Subcommand add_report_command(CLI::App& parent) {
   struct Args {
     std::vector<std::string> run_dirs;
+    std::string refused_model;
     ScalingReportOptions options;
   };
   auto args = std::make_shared<Args>();
@@ -50,8 +59,12 @@ Subcommand add_report_command(CLI::App& parent) {
   c.app = parent.add_subcommand("report", "Scaling report of run folders: report.json, report.md, SVG plots.");
   c.app->add_option("run-dirs", args->run_dirs, "Run folders (each with summary.json), one per W")->required();
   c.app->add_option("--out", args->options.out_dir, "Output folder")->capture_default_str();
-  c.app->add_option("--model", args->options.model_path, "Scaling model file for the predicted column");
-  c.run = [args] {
+  c.app->add_option("--step-model", args->options.model_path, "Step model file of 'scale-bench fit' for the predicted column");
+  add_refused_model_option(c.app, args->refused_model);
+  CLI::App* app = c.app;
+  c.run = [args, app] {
+    refuse_model_option(*app, args->refused_model, "scale-bench report",
+                        "a report takes each run's shape from its summary; the step model file is --step-model FILE");
     const ScalingReport report = write_scaling_report(args->run_dirs, args->options);
     if (!args->options.model_path.empty()) std::cerr << "scale-bench report: " << report.prediction_note << std::endl;
     if (report.has_base) std::cout << report.formula << "\n";

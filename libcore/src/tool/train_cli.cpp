@@ -10,6 +10,7 @@
 #include "shardtrain/stepmodel/step_model.hpp"
 #include "shardtrain/tool/tool.hpp"
 #include "choice_option.hpp"
+#include "model_option.hpp"
 
 namespace shardtrain {
 
@@ -140,15 +141,7 @@ void finish_training_options(TrainOptions& o, const TrainingCli& cli) {
 }
 
 void apply_model_preset(const CLI::App& app, const std::string& name, ModelConfig& model) {
-  if (name.empty()) return;
-  const ModelConfig preset = model_preset(name);
-  const std::pair<const char*, int ModelConfig::*> fields[] = {{"--vocab", &ModelConfig::vocab},
-                                                               {"--seq-len", &ModelConfig::seq_len},
-                                                               {"--d-model", &ModelConfig::d_model},
-                                                               {"--layers", &ModelConfig::n_layer},
-                                                               {"--heads", &ModelConfig::n_head}};
-  for (const auto& [flag, field] : fields)
-    if (app.count(flag) == 0) model.*field = preset.*field;
+  apply_model_option(app, name, model, "or give the shape with --vocab, --seq-len, --d-model, --layers and --heads");
 }
 
 void choose_hierarchy_by_model(ParallelismOptions& p, const std::string& path) {

@@ -13,7 +13,7 @@ struct ScaleRunOptions {
   bool strong = false;                   // strong: TRAIN-ARGS as given; weak: --global-batch x W / workers[0]
   std::string tool = "ddp-train";        // ddp-train or fsdp-train, from this binary's folder
   std::string out_dir = ".";
-  std::string model_path;                // passed to the report (--model)
+  std::string model_path;                // passed to the report (--step-model)
   std::vector<std::string> train_args;   // after "--"; must not hold --run-dir
 };
 

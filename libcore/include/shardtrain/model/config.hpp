@@ -1,6 +1,7 @@
 // Model configuration of the GPT-2 style decoder, validated at construction.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -42,9 +43,24 @@ inline constexpr std::pair<const char*, ModelConfig> kModelPresets[] = {
     {"gpt2-medium", {.vocab = 50257, .seq_len = 1024, .d_model = 1024, .n_layer = 24, .n_head = 16}},
     {"gpt2-large", {.vocab = 50257, .seq_len = 1024, .d_model = 1280, .n_layer = 36, .n_head = 20}},
     {"gpt2-xl", {.vocab = 50257, .seq_len = 1024, .d_model = 1600, .n_layer = 48, .n_head = 25}}};
-// The preset called `name`; throws UsageError naming `option` and the known names otherwise.
-ModelConfig model_preset(const std::string& name, const char* option = "--model");
+// The preset called `name`; throws UsageError naming `option` and the known names otherwise, then
+// `otherwise` when given (what else the tool takes: "or give the shape with --vocab, ...").
+ModelConfig model_preset(const std::string& name, const char* option = "--model", const std::string& otherwise = "");
 // "gpt2-small, gpt2-medium, gpt2-large, gpt2-xl"
 std::string model_preset_names();
+
+// The options that set one field of the shape each, by the trainers' names; given beside --model
+// NAME, each overrides the preset's value of its field. A tool that takes a shape uses these names
+// for those of the fields it has (scale-bench plan: --vocab and --seq-len).
+inline constexpr std::pair<const char*, int ModelConfig::*> kModelShapeOptions[] = {
+    {"--vocab", &ModelConfig::vocab},
+    {"--seq-len", &ModelConfig::seq_len},
+    {"--d-model", &ModelConfig::d_model},
+    {"--layers", &ModelConfig::n_layer},
+    {"--heads", &ModelConfig::n_head}};
+// --model NAME under the explicit shape options: `preset`'s value in every field of `model` whose
+// option (kModelShapeOptions) `given` says the command line did not give. The one rule of every
+// tool that takes --model NAME (the trainers, scale-bench plan and predict).
+void apply_model_preset(const ModelConfig& preset, ModelConfig& model, const std::function<bool(const char* option)>& given);
 
 }  // namespace shardtrain

@@ -26,8 +26,16 @@ namespace shardtrain {
 
 // Reads and checks `folder`; returns the state as a tensor source (in memory) whose manifest has
 // layout world 1, DDP, micro batch 1 and global batch `data_parallel` (placeholders a fine-tune
-// replaces; the global batch so that a resharder can lay it out for that many DP ranks).
-std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, int data_parallel = 1);
+// replaces; the global batch so that a resharder can lay it out for that many DP ranks). With
+// `model_name` (ckpt-reshard --import hf DIR --model NAME), config.json's shape must be that
+// preset's (require_hf_shape), checked before the weights are read.
+std::unique_ptr<ckpt::TensorSource> import_hf_gpt2(const std::string& folder, int data_parallel = 1,
+                                                   const std::string& model_name = "");
+
+// `config` (read from `config_path`) is the shape of kModelPresets' `model_name`, else UsageError
+// naming the file and every field that differs by config.json's own name (vocab_size,
+// n_positions, n_embd, n_layer, n_head) with both values; an unknown name is model_preset's error.
+void require_hf_shape(const ModelConfig& config, const std::string& model_name, const std::string& config_path);
 
 // The ModelConfig of a GPT-2 config.json, after the checks above (UsageError naming `where`).
 ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string& where);

@@ -1,8 +1,9 @@
-// scale-bench plan: every DP x TP layout and ZeRO stage of a GPT-2 shaped model of a given size on
-// a given number of ranks, whether the layout planner (parallel/layout_plan.hpp) accepts it under
+// scale-bench plan: every DP x TP layout and ZeRO stage of a named GPT-2 shape (kModelPresets), or
+// a GPT-2 shaped model of a given size, on a given number of ranks, whether the layout planner (parallel/layout_plan.hpp) accepts it under
 // the memory budget, and its step priced by the step model (stepmodel/step_model.hpp, two_level.hpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ namespace shardtrain::scaling {
 ModelConfig model_for_parameter_count(double params, int vocab, int seq_len);
 
 struct PlanOptions {
+  // The model: `shape` exactly when given (a named shape, scale-bench plan --model NAME, its name in
+  // `shape_name`; then `params`, `seq_len` and `vocab` are ignored: the shape's own count and fields
+  // hold), else the GPT-2 shape of about `params` parameters at `vocab` and `seq_len`
+  // (model_for_parameter_count).
+  std::optional<ModelConfig> shape;
+  std::string shape_name;
   double params = 0;
   int ranks = 1;
   double memory_per_rank = 0;  // bytes
@@ -65,7 +72,8 @@ struct PlanRow {
 };
 struct Plan {
   ModelConfig config;
-  double params = 0;
+  std::string model_name;  // the named shape planned ("gpt2-small"), "" when sized by --params
+  double params = 0;       // asked for: --params, or the named shape's own count
   int grad_accum = 1;  // at tp = 1
   double compute_s = 0;
   std::vector<int> tp_degrees;  // the tensor-parallel degrees planned (1 first)

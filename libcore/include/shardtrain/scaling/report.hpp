@@ -118,8 +118,8 @@ struct ScalingPoint {
   std::optional<double> throughput_deviation;       // |log - summary| / summary
   std::optional<double> efficiency_deviation;       // |log E - E| / E
   bool within_tolerance = true;                     // both deviations <= kRecomputeTolerance (when known)
-  std::optional<double> predicted_efficiency;       // the --model file's E(W) (scaling_model.hpp); empty without one
-  // With a --model that has both links and a hierarchical run on uniform nodes: the model's intra-
+  std::optional<double> predicted_efficiency;       // the --step-model file's E(W) (scaling_model.hpp); empty without one
+  // With a --step-model that has both links and a hierarchical run on uniform nodes: the model's intra-
   // and inter-node seconds per step for that topology and layout (predict_on), beside the measured.
   std::optional<double> predicted_intra_node_s, predicted_inter_node_s;
   std::string slowest_section;                      // where the slowest rank loses most (W = 1: its largest)
@@ -136,7 +136,7 @@ struct ScalingReport {
   std::vector<ScalingPoint> points;    // one per run, same order
   bool has_base = false;               // a W = 1 run exists: E and S are computed
   std::string formula;                 // "E(2) = 17,683 / (2 x 9,157) = 0.966" (empty without a base)
-  std::string model_path;              // --model as given ("" when none)
+  std::string model_path;              // --step-model as given ("" when none)
   std::string prediction_note;         // the model used for the predicted column, or why it is empty
 };
 
@@ -160,7 +160,7 @@ void require_gnuplot();
 
 struct ScalingReportOptions {
   std::string out_dir = ".";
-  std::string model_path;  // --model: a scale-bench fit model file; predicted E per W
+  std::string model_path;  // --step-model: a scale-bench fit model file; predicted E per W
 };
 // The whole subcommand: reads the run folders, builds, writes report.json, report.md and the
 // plots into out_dir, and returns the report.

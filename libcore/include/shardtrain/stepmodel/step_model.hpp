@@ -76,8 +76,8 @@ struct StepModel {
   // Throws UsageError naming `source` and the missing or mistyped field.
   static StepModel from_json(const nlohmann::json& j, const std::string& source);
 };
-// A model file (scale-bench fit's output, --model, --step-model) through JsonFile and from_json:
-// the one reader of the format. `what` says what the file was given as ("the --model step model").
+// A model file (scale-bench fit's output, --step-model) through JsonFile and from_json: the one
+// reader of the format. `what` says what the file was given as ("the --step-model step model").
 StepModel read_step_model(const std::string& path, const std::string& what);
 
 // Ring steps of one call of `op` over `world` ranks: the latency term's multiplier k above.

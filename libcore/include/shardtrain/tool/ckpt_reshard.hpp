@@ -6,7 +6,7 @@
 //                                          (safetensors: the same; --out may also be FILE.safetensors)
 //   inspect      ckpt/inspect.hpp          --inspect CKPT [--json]
 //   import       model/hf_import.hpp       --import hf DIR --out CKPT_DIR [--world W --zero-stage S --tp T]
-//                                          (then parallel/reshard.hpp writes it for that layout)
+//                                          [--model NAME] (then parallel/reshard.hpp writes it for that layout)
 // Exit codes: 0 done (inspect: every checksum verified), 1 inspect found a corrupt checkpoint, 2 a
 // refusal (bad options, a source failing validation, an existing output, a target the state cannot
 // be split into, a model that cannot be split --tp ways, a dtype loss on moments), 3 I/O failure while writing.
@@ -28,6 +28,7 @@ struct CkptReshardOptions {
   std::string dtype = "fp32";  // fp32 | bf16 (export only: the state is copied bit for bit)
   std::string import_format;  // "" or "hf"
   std::string import_dir;     // --import hf DIR
+  std::string model;          // --model NAME beside --import: config.json must have that preset's shape
   bool inspect = false;
   bool json = false;
 };
