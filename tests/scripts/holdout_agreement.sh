@@ -3,8 +3,10 @@
 # eval.holdout_loss) and release-gate eval's (evaluation.json scores.loss) for the same checkpoint,
 # data, cutoff and sample count are the same number, bit for bit: both score the samples of
 # data::spread_holdout_samples through train/evaluation.hpp's loop and model/token_loss.hpp.
-# Checked for a 2-rank DDP run and a 2-rank ZeRO-3 run (the trainer gathers the full model for the
-# evaluation), at a sample count that does not divide evenly over the owner slices.
+# Checked for a 2-rank DDP run, a 2-rank ZeRO-3 run (the trainer gathers the full model for the
+# evaluation) and a 2-rank ZeRO-1 run (rank 0 scores with the strategy's own model, which reads the
+# replicated parameters where they lie), at a sample count that does not divide evenly over the
+# owner slices.
 # Usage: holdout_agreement.sh BIN_DIR WORK_DIR
 BIN_DIR=$1 WORK=$2
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,3 +35,4 @@ check() {  # check NAME TOOL [options...]
 }
 check ddp ddp-train
 check zero3 fsdp-train --zero-stage 3
+check zero1 fsdp-train --zero-stage 1

@@ -142,6 +142,12 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     // of every TP position assembles its local model, and its TP group gathers the shards into the
     // unsplit model on world rank 0.
     settle_full_params();
+    // Stages 1-2 unsplit: the strategy's own model already reads the full parameters where they lie
+    // (no copy, no second set of activations); its forward issues no collective at these stages.
+    if (!params_sharded_ && !tp_) {
+      if (comm_.rank() == 0) fn(model_);
+      return;
+    }
     std::unique_ptr<GptModel> full;
     std::vector<float> local;  // TP: this rank's local parameters, host
     if (comm_.rank() == 0) {
@@ -165,6 +171,43 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     }
     if (!local.empty()) full = gather_tensor_parallel_model(*tp_, backend_, model_.config(), local, micro_batch_);
     if (full) fn(*full);
+  }
+
+  // One unit at a time (not with_full_model's whole model): stages 1-2 hand over the full
+  // parameters where they lie, stage 3 gathers each unit into a buffer of the unit's size.
+  void for_each_full_parameter(const std::function<void(const ParameterInfo&, const float*)>& fn) override {
+    if (tp_) return TrainingStrategy::for_each_full_parameter(fn);  // the TP gather assembles a model
+    settle_full_params();
+    const bool host = backend_.device() == DeviceKind::kCpu;
+    const auto& tensors = model_.registry().tensors();
+    const auto& units = layout_.units();
+    DeviceArray<float> gathered;
+    std::vector<float> tensor;
+    std::size_t next = 0;  // the registry's tensors in order; each lies inside one unit
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const UnitShard& s = units[u];
+      const float* unit = nullptr;
+      if (!params_sharded_) {
+        unit = full_params_.data() + s.padded_offset;
+      } else {
+        gathered = DeviceArray<float>(backend_, s.padded);
+        comm_.all_gather(param_shard_.data() + s.shard_offset, gathered.data(), s.shard);
+        unit = gathered.data();
+      }
+      for (; next < tensors.size() && tensors[next].offset < s.end; ++next) {
+        if (comm_.rank() != 0) continue;
+        const ParameterInfo& t = tensors[next];
+        if (t.offset < s.begin || t.offset + t.numel > s.end)
+          throw Error(ExitCode::kInternal, "ZeRO: tensor " + t.name + " is not inside unit " + std::to_string(u));
+        const float* values = unit + (t.offset - s.begin);
+        if (!host) {
+          tensor.resize(t.numel);
+          backend_.download_bytes(tensor.data(), values, t.numel * sizeof(float));
+          values = tensor.data();
+        }
+        fn(t, values);
+      }
+    }
   }
 
   std::vector<float> replicated_parameters() override {

@@ -88,7 +88,7 @@ RunMeasurements measure_run(Job& job, const LoopRecords& loop) {
     m.bare_busbw = bare_allreduce_busbw(*make_mpi_communicator(MPI_COMM_WORLD, yardstick), strategy->registry().total());
   }
   m.params_path = job.options.run_dir + "/params.h5";
-  strategy->with_full_model([&](GptModel& model) { write_parameters_file(model, m.params_path); });
+  write_parameters_file(*strategy, m.params_path);
   m.memory = strategy->memory_report();
   // The comm engines' scratch space (CommStats::scratch_bytes, about half the largest all-reduce):
   // host memory of the process that no strategy allocates, held from the first step's large

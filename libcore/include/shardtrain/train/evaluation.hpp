@@ -20,6 +20,7 @@
 
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/gpt.hpp"
+#include "shardtrain/parallel/strategy.hpp"
 
 namespace shardtrain {
 
@@ -48,8 +49,9 @@ struct HoldoutLoss {
 };
 std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);
 
-// Writes the model's parameters as logical tensors params/<name> (their logical shapes) to an
-// HDF5 file, atomically (temporary name + rename): the input equiv-check compares.
-void write_parameters_file(const GptModel& model, const std::string& path);
+// Collective: rank 0 writes the model's parameters as logical tensors params/<name> (their logical
+// shapes) to an HDF5 file, atomically (temporary name + rename): the input equiv-check compares.
+// The tensors come from TrainingStrategy::for_each_full_parameter (no whole model beside the state).
+void write_parameters_file(TrainingStrategy& strategy, const std::string& path);
 
 }  // namespace shardtrain
