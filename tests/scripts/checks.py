@@ -248,6 +248,20 @@ def memory_accounted(summary, tolerance):
               f"baseline {m['process_baseline'] / 1e9:.3f} GB, unaccounted {m['unaccounted'] / 1e9:+.3f} GB ({100 * gap:+.1f}%)")
         expect(abs(gap) <= tolerance, f"rank {rank}: {100 * gap:+.1f}% of the resident peak unaccounted, beyond {100 * tolerance:.0f}%")
 
+
+@command(("plan", str), ("layout", str), ("summary", str), ("tolerance", float))
+def plan_predicts_resident(plan, layout, summary, tolerance):
+    """scale-bench plan --json's resident prediction for LAYOUT is within tolerance (a fraction) of
+    every rank's measured resident peak in the run's summary."""
+    rows = [r for r in load(plan)["layouts"] if r["layout"] == layout]
+    expect(len(rows) == 1, f"the plan has {len(rows)} rows named {layout}")
+    predicted = rows[0]["memory_bytes"]["resident"]
+    for rank, m in enumerate(load(summary)["memory_bytes_by_rank"]):
+        gap = (predicted - m["resident_peak"]) / m["resident_peak"]
+        print(f"  rank {rank}: plan predicts {predicted / 1e9:.3f} GB resident for {layout}, measured "
+              f"{m['resident_peak'] / 1e9:.3f} GB ({100 * gap:+.1f}%)")
+        expect(abs(gap) <= tolerance, f"rank {rank}: the plan is {100 * gap:+.1f}% off the resident peak, beyond {100 * tolerance:.0f}%")
+
 # ---- flight records and hang-diagnose (ddp_faults.sh, hang_matrix.sh, tp_equivalence.sh) ----
 
 @command(("run", str), ("group", str), ("behind", int), ("ahead", int))

@@ -94,6 +94,8 @@ void TrackedArray::reset() {
 
 // ---------------------------------------------------------------- the estimate --------------------
 
+double process_overhead_bytes(DeviceKind device) { return device == DeviceKind::kCpu ? 0.4e9 : 0.0; }
+
 MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, int micro_batch, int grad_accum,
                                bool deterministic, int tp, DeviceKind device) {
   const ParameterRegistry registry(model, {tp, 0});  // every TP rank's local model has this size
@@ -117,23 +119,32 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
   MemoryEstimate e;
   e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp, device));
   switch (stage) {
-    case 0:
+    case 0: {
       e.model_state = 16 * P;
       e.gathered = exact;
+      // The comm engine's halving/doubling receive space (CommStats::scratch_bytes), kept from the
+      // first step: half the largest all-reduce, the bucket that holds the largest tensor (the
+      // tied embedding: at GPT-2 small 77 MB, the default 4 MiB buckets being smaller). Fast mode:
+      // deterministic mode's canonical all-reduce is not sized here.
+      double largest = 0;
+      for (const auto& t : registry.tensors()) largest = std::max(largest, double(t.numel));
+      if (world > 1 && !deterministic) e.communication = 4 * (largest / 2 + 1);
       break;
+    }
+    // Stages 1-3 stage their collectives only between ranks: one rank has no communication buffers.
     case 1:
       e.model_state = 8 * Ppad + 8 * S;
-      e.communication = 8 * S;
+      e.communication = world > 1 ? 8 * S : 0.0;
       e.gathered = exact;
       break;
     case 2:
       e.model_state = 4 * Ppad + 12 * S;
-      e.communication = 8 * S;
+      e.communication = world > 1 ? 8 * S : 0.0;
       e.gathered = 4 * working + exact;
       break;
     default:
       e.model_state = 16 * S;
-      e.communication = (deterministic ? lane_bytes : 4) * double(layout.max_padded() / world);
+      e.communication = world > 1 ? (deterministic ? lane_bytes : 4) * double(layout.max_padded() / world) : 0.0;
       e.gathered = 4 * working + 4 * working + exact;
       break;
   }

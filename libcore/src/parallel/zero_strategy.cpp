@@ -63,7 +63,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     else grad_shard_ = TrackedArray(backend, S, tracker_, MemoryCategory::kGradients);
     exp_avg_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
     exp_avg_sq_ = TrackedArray(backend, S, tracker_, MemoryCategory::kOptimizer);
-    if (!params_sharded_) gather_staging_ = TrackedArray(backend, S, tracker_, MemoryCategory::kCommunication);
+    // The all-gather of updated shards stages them here; one rank has nothing to gather.
+    if (!params_sharded_ && comm.size() > 1) gather_staging_ = TrackedArray(backend, S, tracker_, MemoryCategory::kCommunication);
     gathered_.resize(U);
     gather_handle_.resize(U);
     unit_grad_.resize(U);

@@ -88,15 +88,15 @@ std::string Plan::text() const {
        "8N and an all-gather of 4N x TP (N = micro-batch x seq_len), not overlapped\n";
   if (!tp_note.empty()) s += "  (" + tp_note + ")\n";
   char line[320];
-  std::snprintf(line, sizeof(line), "%4s %-13s %4s %4s %12s %12s %10s %10s %10s %12s  %s\n", "rank", "layout", "dp",
-                "tp", "memory_GB", "state_GB", "step_ms", "comm_ms", "tp_ms", "tokens/s", "verdict");
+  std::snprintf(line, sizeof(line), "%4s %-13s %4s %4s %12s %12s %12s %10s %10s %10s %12s  %s\n", "rank", "layout",
+                "dp", "tp", "memory_GB", "resident_GB", "state_GB", "step_ms", "comm_ms", "tp_ms", "tokens/s", "verdict");
   s += line;
   int rank = 0;
   for (const auto& r : rows) {
     const std::string verdict = r.fits ? "fits" : "excluded: " + r.reason;
-    std::snprintf(line, sizeof(line), "%4s %-13s %4d %4d %12.3f %12.3f %10.3f %10.3f %10.3f %12.1f  %s\n",
+    std::snprintf(line, sizeof(line), "%4s %-13s %4d %4d %12.3f %12.3f %12.3f %10.3f %10.3f %10.3f %12.1f  %s\n",
                   r.fits ? std::to_string(++rank).c_str() : "-", r.layout.c_str(), r.dp, r.tp, r.memory.total() / 1e9,
-                  r.memory.model_state / 1e9, r.predicted.step_s * 1e3, r.predicted.comm_s * 1e3, r.tp_comm_s * 1e3,
+                  r.resident / 1e9, r.memory.model_state / 1e9, r.predicted.step_s * 1e3, r.predicted.comm_s * 1e3, r.tp_comm_s * 1e3,
                   r.predicted.tokens_per_s, verdict.c_str());
     s += line;
   }
@@ -114,7 +114,7 @@ nlohmann::json Plan::to_json() const {
                   {"grad_accum", r.grad_accum},
                   {"memory_bytes", {{"total", r.memory.total()}, {"model_state", r.memory.model_state},
                                     {"gathered", r.memory.gathered}, {"communication", r.memory.communication},
-                                    {"activations", r.memory.activations}}},
+                                    {"activations", r.memory.activations}, {"resident", r.resident}}},
                   {"fits", r.fits},
                   {"reason", r.reason},
                   {"collectives", collectives_json(r.collectives)},
@@ -235,6 +235,7 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
   r.tp = tp;
   r.grad_accum = accum;
   r.memory = estimate_memory(cfg, stage, o.ranks, o.micro_batch, accum, o.deterministic, tp, o.device);
+  r.resident = r.memory.total() + process_overhead_bytes(o.device);
   const LayoutDecision d = plan_layout(layout_request(o, cfg, global, tp, stage));
   r.fits = d.accepted();
   if (!r.fits && *d.refusal == LayoutRefusal::kMemoryBudget)

@@ -62,7 +62,8 @@ struct PlanRow {
   int zero_stage = 0;
   int dp = 1, tp = 1;
   int grad_accum = 1;  // micro-batches per DP rank per step
-  MemoryEstimate memory;
+  MemoryEstimate memory;  // what --memory-budget holds against the budget (the trainers' answer)
+  double resident = 0;    // the process's predicted resident peak: memory + process_overhead_bytes
   bool fits = false;
   std::string reason;  // why it is excluded ("" when it fits): the bytes over the budget, or the planner's refusal
   StepTerms predicted;  // comm_s = dp_comm_s + tp_comm_s
