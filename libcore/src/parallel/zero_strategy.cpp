@@ -159,14 +159,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     DeviceArray<float> tmp;
     for (std::size_t u = 0; u < units.size(); ++u) {
       const UnitShard& s = units[u];
-      const float* src;
-      if (!params_sharded_) {
-        src = full_params_.data() + s.padded_offset;
-      } else {
-        tmp = DeviceArray<float>(backend_, s.padded);
-        comm_.all_gather(param_shard_.data() + s.shard_offset, tmp.data(), s.shard);
-        src = tmp.data();
-      }
+      const float* src = full_unit(u, tmp);
       if (full) backend_.copy_bytes(full->params().data() + s.begin, src, s.size() * sizeof(float));
       if (!local.empty()) backend_.download_bytes(local.data() + s.begin, src, s.size() * sizeof(float));
     }
@@ -187,14 +180,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     std::size_t next = 0;  // the registry's tensors in order; each lies inside one unit
     for (std::size_t u = 0; u < units.size(); ++u) {
       const UnitShard& s = units[u];
-      const float* unit = nullptr;
-      if (!params_sharded_) {
-        unit = full_params_.data() + s.padded_offset;
-      } else {
-        gathered = DeviceArray<float>(backend_, s.padded);
-        comm_.all_gather(param_shard_.data() + s.shard_offset, gathered.data(), s.shard);
-        unit = gathered.data();
-      }
+      const float* unit = full_unit(u, gathered);
       for (; next < tensors.size() && tensors[next].offset < s.end; ++next) {
         if (comm_.rank() != 0) continue;
         const ParameterInfo& t = tensors[next];
@@ -232,6 +218,15 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
  private:
   // ---- layout helpers ----
+  // Unit u's full (padded) parameters: stages 1-2 where they lie, stage 3 all-gathered into
+  // `gathered` (collective: every rank calls it for the same unit).
+  const float* full_unit(std::size_t u, DeviceArray<float>& gathered) {
+    const UnitShard& s = layout_.units()[u];
+    if (!params_sharded_) return full_params_.data() + s.padded_offset;
+    gathered = DeviceArray<float>(backend_, s.padded);
+    comm_.all_gather(param_shard_.data() + s.shard_offset, gathered.data(), s.shard);
+    return gathered.data();
+  }
   // fn(unit, tensor, lo, hi) over the intersections of this rank's shards with every tensor.
   void for_each_owned(const std::function<void(std::size_t, const ParameterInfo&, std::size_t, std::size_t)>& fn) {
     const auto& tensors = model_.registry().tensors();
