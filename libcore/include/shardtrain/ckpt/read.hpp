@@ -5,7 +5,9 @@
 //      itself) and, with verify_files, the recorded SHA-256 (a flipped byte names the file);
 //   3. the model config equals the expected one (ReadOptions::expected_model) and the caller's
 //      predicate, if any, accepts the manifest;
-//   4. every tensor of /tensors is covered exactly once by the pieces in the rank files.
+//   4. every tensor of /tensors is covered exactly once by the pieces in the rank files, each
+//      piece a 1-D run of the tensor's type named by its offset; the index's shape and dtype
+//      attributes agree with the tensor's dataset;
 // Reading a whole tensor also checks its sum64 checksum (format.hpp).
 // Every failure throws IoError (missing/unreadable/truncated/corrupt file) or UsageError (an
 // incompatible checkpoint: another model config, another format version), naming the file.
