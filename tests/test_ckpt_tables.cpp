@@ -151,6 +151,12 @@ TEST_CASE("ckpt: an index or a piece table that disagrees with itself is refused
     });
     CHECK(contains(refusal({}), index + ": /tensors/wte: checkpoint: checksum 'sum64:not-hex' is not of the form"));
   }
+  SECTION("a checksum of the index that the verified pieces do not add up to") {
+    edit(index, [](hid_t f) { set_string(f, "/tensors/ln_f.weight", "checksum", "sum64:0123456789abcdef"); });
+    CHECK(contains(refusal({}), index + ": /tensors/ln_f.weight records checksum sum64:0123456789abcdef, the pieces"));
+    // Without the hashes the pieces prove nothing, so only a whole read sees it (as before).
+    CHECK(ck::validate_checkpoint(folder, unhashed).empty());
+  }
   SECTION("a piece stored as another type (float32 values as float64)") {
     edit(rank_file, [](hid_t f) { restore_as(f, "/pieces/wte/00000000000000000000", H5T_IEEE_F64LE, 0, 37 * 16); });
     restamp(folder);  // the file grew

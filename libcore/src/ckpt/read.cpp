@@ -278,6 +278,30 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
       throw IoError(folder_ + ": tensor '" + t.spec.name + "' has elements [" + std::to_string(next) + ", " +
                     std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
   }
+
+  // 5. With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
+  // pieces do not add up to the index's sum64 has a corrupt index (the one file no hash covers
+  // whole): refused here, where a resume can still fall back, rather than at the first read.
+  if (options.verify_files) verify_checksums(index);
+}
+
+void CheckpointReader::verify_checksums(const std::string& index) const {
+  constexpr std::int64_t kChunk = 1 << 20;  // elements read at a time: bounded memory for any tensor
+  std::vector<unsigned char> buffer;
+  for (const auto& t : tensors_) {
+    const std::int64_t esize = std::int64_t(dtype_size(t.spec.dtype));
+    buffer.resize(std::size_t(std::min(kChunk, std::max<std::int64_t>(t.spec.numel(), 1)) * esize));
+    std::uint64_t sum = 0;
+    for (std::int64_t at = 0; at < t.spec.numel(); at += kChunk) {
+      const std::int64_t n = std::min(kChunk, t.spec.numel() - at);
+      read_range(t.spec.name, at, n, buffer.data());
+      sum += piece_checksum(buffer.data(), n, t.spec.dtype, at);
+    }
+    if (sum != t.checksum)
+      throw IoError(index + ": /tensors/" + t.spec.name + " records checksum " + format_checksum(t.checksum) +
+                    ", the pieces its rank files hold (their SHA-256 verified) add up to " + format_checksum(sum) +
+                    " (corrupt index); resume from an earlier checkpoint");
+  }
 }
 
 const TensorInfo* TensorSource::find(const std::string& name) const {
