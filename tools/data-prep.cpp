@@ -11,6 +11,7 @@
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/tool/numbers.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
@@ -41,9 +42,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--synthetic", synthetic, "Generate a corpus instead of reading input: 'markov'")
       ->check(CLI::IsMember({"markov"}));
-  app.add_option("--symbols", markov.symbols, "--synthetic: Markov states, 2 to 65535 (vocab = symbols + 1; 50256: GPT-2's 50257)")->capture_default_str();
-  app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1, 0 to 64 (and below --symbols)")
-      ->capture_default_str();
+  // Both ranges are checked by the generator, whose refusal names them ("--symbols must be in [2,
+  // 65535]"): negative values go to that check rather than run_tool's general one (tool/numbers.hpp).
+  shardtrain::allow_negative(app.add_option("--symbols", markov.symbols, "--synthetic: Markov states, 2 to 65535 (vocab = symbols + 1; 50256: GPT-2's 50257)")->capture_default_str());
+  shardtrain::allow_negative(app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1, 0 to 64 (and below --symbols)")
+      ->capture_default_str());
   app.add_option("--seed", markov.seed, "--synthetic: seed")->capture_default_str();
   app.add_option("--documents", markov.documents, "--synthetic: documents")->capture_default_str();
   app.add_option("--doc-tokens", markov.tokens_per_document, "--synthetic: tokens per document")->capture_default_str();
