@@ -11,6 +11,7 @@
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/synthetic.hpp"
+#include "shardtrain/tool/numbers.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
@@ -39,15 +40,22 @@ int main(int argc, char** argv) {
   app.add_option("--skip-bad", skip_bad, "Write rejected lines with reasons to FILE and continue");
   app.add_option("--progress-interval", o.progress_interval_s, "Seconds between progress lines on stderr (0: none)")
       ->capture_default_str();
-  app.add_option("--synthetic", synthetic, "Generate a corpus instead of reading input: 'markov'")
+  CLI::Option* synthetic_option = app.add_option("--synthetic", synthetic, "Generate a corpus instead of reading input: 'markov'")
       ->check(CLI::IsMember({"markov"}));
-  app.add_option("--symbols", markov.symbols, "--synthetic: Markov states, 2 to 65535 (vocab = symbols + 1; 50256: GPT-2's 50257)")->capture_default_str();
-  app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1, 0 to 64 (and below --symbols)")
-      ->capture_default_str();
-  app.add_option("--seed", markov.seed, "--synthetic: seed")->capture_default_str();
-  app.add_option("--documents", markov.documents, "--synthetic: documents")->capture_default_str();
-  app.add_option("--doc-tokens", markov.tokens_per_document, "--synthetic: tokens per document")->capture_default_str();
-  app.add_option("--synthetic-jsonl", synthetic_jsonl, "--synthetic: also write the corpus as data-prep JSONL");
+  // The generator's options need --synthetic (without it they were ignored, whatever their value).
+  // Its ranges are checked by the generator, whose refusal names them ("--symbols must be in [2,
+  // 65535]"): negative values go to that check rather than run_tool's general one (tool/numbers.hpp).
+  shardtrain::allow_negative(app.add_option("--symbols", markov.symbols, "--synthetic: Markov states, 2 to 65535 (vocab = symbols + 1; 50256: GPT-2's 50257)")->capture_default_str())
+      ->needs(synthetic_option);
+  shardtrain::allow_negative(app.add_option("--successors", markov.extra_successors, "--synthetic: random successors per state besides i+1, 0 to 64 (and below --symbols)")
+      ->capture_default_str())
+      ->needs(synthetic_option);
+  app.add_option("--seed", markov.seed, "--synthetic: seed")->capture_default_str()->needs(synthetic_option);
+  app.add_option("--documents", markov.documents, "--synthetic: documents")->capture_default_str()->needs(synthetic_option);
+  app.add_option("--doc-tokens", markov.tokens_per_document, "--synthetic: tokens per document")->capture_default_str()
+      ->needs(synthetic_option);
+  app.add_option("--synthetic-jsonl", synthetic_jsonl, "--synthetic: also write the corpus as data-prep JSONL")
+      ->needs(synthetic_option);
   shardtrain::add_version_flag(app);
 
   return shardtrain::run_tool(app, argc, argv, {}, [&] {

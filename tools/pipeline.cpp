@@ -24,22 +24,26 @@ int main(int argc, char** argv) {
                "error or a job that cannot run here. `pipeline cycles --help`: continual release cycles.",
                "pipeline"};
   // An option given again wins, as in a shell script's option loop: a user adds `--np 64` to a
-  // saved command line and gets 64, not a refusal.
+  // saved command line and gets 64, not a refusal. The numbers are kept as the text given (each
+  // stage's command line passes them on) and typed INT, so run_tool checks them as numbers
+  // (tool/numbers.hpp) before anything runs.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   pipeline::PipelineArgs a;
   app.add_option("--input", a.input, "The documents (JSONL) for data-prep");
   app.add_option("--cutoff", a.cutoff, "The training cutoff (RFC 3339)");
   app.add_option("--name", a.name, "The run's name: everything goes under ROOT/run/NAME");
-  app.add_option("--np", a.np, "Ranks of the main run and the twin")->capture_default_str();
-  app.add_option("--steps", a.steps, "Steps of the main run")->capture_default_str();
-  app.add_option("--base-steps", a.base_steps, "Steps of the baseline, the twin and the scale points (default 40, or --steps if smaller)");
+  app.add_option("--np", a.np, "Ranks of the main run and the twin")->type_name("INT")->capture_default_str();
+  app.add_option("--steps", a.steps, "Steps of the main run")->type_name("INT")->capture_default_str();
+  app.add_option("--base-steps", a.base_steps, "Steps of the baseline, the twin and the scale points (default 40, or --steps if smaller)")
+      ->type_name("INT");
   app.add_option("--scale-points", a.scale_points,
                  "More world sizes for the scaling report, e.g. 4,8 (1 and --np are already in it; under Slurm a W "
                  "the cluster cannot hold is left out, said so)");
-  app.add_option("--seq-len", a.seq_len, "Context length")->capture_default_str();
+  app.add_option("--seq-len", a.seq_len, "Context length")->type_name("INT")->capture_default_str();
   app.add_option("--model", a.model, "Model and batch options of every training run")->capture_default_str();
   app.add_option("--device", a.device, "cpu or cuda")->capture_default_str();
   app.add_option("--check-replicas", a.check_replicas, "The main run's replica check interval (replica_checks)")
+      ->type_name("INT")
       ->capture_default_str();
   app.add_option("--registry", a.registry, "The release registry (default ROOT/run/registry)");
   app.add_option("--policy", a.policy, "The release policy (default HOME/scripts/release-policy.json)");
@@ -78,16 +82,19 @@ int main(int argc, char** argv) {
   pipeline::CyclesArgs c;
   cycles->add_option("--input", c.input, "The documents (JSONL), each with its availability time");
   cycles->add_option("--snapshots", c.snapshots, "The snapshot times T1,T2,... (RFC 3339, each after the one before)");
-  cycles->add_option("--holdout-s", c.holdout_s, "Seconds of hold-out before each snapshot: cutoff C_k = T_k - HOLDOUT");
+  cycles->add_option("--holdout-s", c.holdout_s, "Seconds of hold-out before each snapshot: cutoff C_k = T_k - HOLDOUT")
+      ->type_name("INT");
   cycles->add_option("--work", c.work, "The folder of the cycles (cycle-<k>/, costs.json); its cycle folders are started over");
   cycles->add_option("--registry", c.registry, "The release registry (default WORK/registry)");
   cycles->add_option("--policy", c.policy, "The release policy (default HOME/scripts/release-policy.json)");
   cycles->add_option("--bin", c.bin, "Where the tools are (default: this program's folder)");
   cycles->add_option("--home", c.home, "The clone holding scripts/release-policy.json (default $SHARDTRAIN_HOME, else found above this program)");
-  cycles->add_option("--np", c.np, "Ranks of each training run")->capture_default_str();
-  cycles->add_option("--steps", c.steps, "Training steps of a fine-tune")->capture_default_str();
-  cycles->add_option("--first-steps", c.first_steps, "Training steps from scratch: cycle 1's, or with a baseline in service (default --steps)");
+  cycles->add_option("--np", c.np, "Ranks of each training run")->type_name("INT")->capture_default_str();
+  cycles->add_option("--steps", c.steps, "Training steps of a fine-tune")->type_name("INT")->capture_default_str();
+  cycles->add_option("--first-steps", c.first_steps, "Training steps from scratch: cycle 1's, or with a baseline in service (default --steps)")
+      ->type_name("INT");
   cycles->add_option("--baseline-order", c.baseline_order, "The n-gram order of a baseline registered while nothing is in service")
+      ->type_name("INT")
       ->capture_default_str();
   cycles->add_option("--prep-args", c.prep_args, "data-prep options, e.g. \"--vocab 17 --tokenizer markov16\"");
   cycles->add_option("--train-args", c.train_args, "ddp-train's model and batch options");

@@ -58,7 +58,7 @@ expect_exit 2 "sbatch not found: run on a Slurm login node, or use --local" \
 expect_exit 2 "not a folder" "$1/release-gate" costs "$WORK/none"
 # The continual cycles (their options, graph and plans are unit-tested: test_pipeline_cycles.cpp).
 expect_exit 2 "--input, --snapshots, --holdout-s and --work are required" "$1/pipeline" cycles --input a
-expect_exit 2 "--holdout-s must be a positive whole number" "$1/pipeline" cycles --input a --snapshots b --work c --holdout-s x
+expect_exit 2 "--holdout-s must be a positive whole number" "$1/pipeline" cycles --input a --snapshots b --work c --holdout-s 0
 expect_exit 2 "--snapshots: 'soon' is not a time" "$1/pipeline" cycles --input a --snapshots soon --work "$WORK/cy" --holdout-s 1
 expect_exit 2 "not expected: .*--bogus" "$1/pipeline" cycles --bogus 1
 expect_exit 2 "--np is an option of the release chain, not of 'cycles'" "$1/pipeline" --np 2 cycles --input a

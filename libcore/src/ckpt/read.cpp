@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "internal.hpp"
@@ -52,6 +54,58 @@ std::string describe_difference(const nlohmann::json& have, const nlohmann::json
     add("model", have.dump(), want.dump());
   }
   return out.str();
+}
+
+// The number of elements of `shape`; nullopt for a negative dimension or a product past 2^63 - 1.
+std::optional<std::int64_t> checked_numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  return n;
+}
+
+template <typename T>
+std::string list_text(const std::vector<T>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+// Whether elements stored as HDF5 type `type` read back exactly as `dtype`: the same class, size
+// and signedness (any byte order: HDF5 converts that exactly). Anything else HDF5 would convert by
+// rounding or clamping, silently, or not at all.
+bool stores_exactly(hid_t type, DType dtype) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t size = H5Tget_size(type);
+  if (size != dtype_size(dtype)) return false;
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kFloat64: return cls == H5T_FLOAT;
+    case DType::kInt32:
+    case DType::kInt64: return cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_2;
+    case DType::kUInt64:
+    case DType::kUInt8: return cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_NONE;
+  }
+  return false;
+}
+
+// "4-byte floats", "8-byte signed integers", "strings", ...: what a dataset stores, for messages.
+std::string stored_type_text(hid_t type) {
+  const std::string size = std::to_string(H5Tget_size(type)) + "-byte ";
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: return size + "floats";
+    case H5T_INTEGER: return size + (H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed") + " integers";
+    case H5T_STRING: return "strings";
+    default: return "values of another kind (HDF5 type class " + std::to_string(int(H5Tget_class(type))) + ")";
+  }
+}
+
+// The extent of a dataspace (empty for a scalar or null one, or when unreadable).
+std::vector<hsize_t> extent_of(hid_t space) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::size_t(rank > 0 ? rank : 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return dims;
 }
 
 }  // namespace
@@ -110,44 +164,102 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
     if (!why.empty()) throw UsageError(index + ": " + why);
   }
 
-  // 4. Tensors and their pieces.
+  // 4. Tensors and their pieces. The index records each tensor's shape twice (the shape attribute and
+  // its dataset's extent) and its type three times (the dtype attribute, its dataset's type and the
+  // pieces' type): a disagreement is corruption, never a value read as another shape or type.
   for (const auto& name : detail::list_group(idx.get(), "/tensors")) {
     const std::string obj = "/tensors/" + name;
+    const std::string where = index + ": " + obj;
     TensorInfo info;
+    info.spec.name = name;
+    std::string dtype, checksum;
+    std::int64_t numel = 0;
     try {
-      info.spec.name = name;
       info.spec.shape = detail::read_int_array_attr(idx.get(), obj, "shape", index);
-      info.spec.dtype = dtype_from_name(detail::read_string_attr(idx.get(), obj, "dtype", index));
-      info.checksum = parse_checksum(detail::read_string_attr(idx.get(), obj, "checksum", index));
-      if (detail::read_int_attr(idx.get(), obj, "numel", index) != info.spec.numel())
-        throw UsageError(index + ": " + obj + " numel disagrees with its shape");
+      dtype = detail::read_string_attr(idx.get(), obj, "dtype", index);
+      checksum = detail::read_string_attr(idx.get(), obj, "checksum", index);
+      numel = detail::read_int_attr(idx.get(), obj, "numel", index);
     } catch (const UsageError& e) {
       throw IoError(std::string(e.what()) + " (corrupt index)");
     }
+    try {
+      info.spec.dtype = dtype_from_name(dtype);
+      info.checksum = parse_checksum(checksum);
+    } catch (const UsageError& e) {
+      throw IoError(where + ": " + e.what() + " (corrupt index)");
+    }
+    const std::optional<std::int64_t> shape_numel = checked_numel(info.spec.shape);
+    if (!shape_numel)
+      throw IoError(where + ": shape " + list_text(info.spec.shape) +
+                    " has a negative dimension or more than 2^63 elements (corrupt index)");
+    if (numel != *shape_numel) throw IoError(where + " numel disagrees with its shape (corrupt index)");
+    H5Id ds(H5Dopen2(idx.get(), obj.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) throw IoError(where + ": not a readable dataset (corrupt index)");
+    H5Id space(H5Dget_space(ds.get()), H5Sclose);
+    std::vector<hsize_t> extent(info.spec.shape.begin(), info.spec.shape.end());
+    if (extent.empty()) extent.push_back(1);  // a scalar is stored as (1,)
+    if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || extent_of(space.get()) != extent)
+      throw IoError(where + ": its shape attribute " + list_text(info.spec.shape) + " disagrees with its dataset's extent " +
+                    list_text(space.ok() ? extent_of(space.get()) : std::vector<hsize_t>{}) + " (corrupt index)");
+    H5Id type(H5Dget_type(ds.get()), H5Tclose);
+    if (!type.ok() || !stores_exactly(type.get(), info.spec.dtype))
+      throw IoError(where + ": its dtype attribute says " + dtype + ", its dataset stores " +
+                    (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) + " (corrupt index)");
     by_name_[name] = tensors_.size();
     tensors_.push_back(std::move(info));
   }
+  // Each piece's dataset is named by its offset and carries it again as an attribute, with the
+  // tensor's element count; it must be a 1-D run of the tensor's type whose bytes are all stored
+  // (the writer allocates them whole), inside the tensor. So the cover check below cannot overflow,
+  // and a tensor's elements are bounded by the bytes really in the rank files.
   for (const auto& f : manifest_.files) {
     const std::string path = (fs::path(folder_) / f.name).string();
     const hid_t h = files_->get(f.name);
     for (const auto& tensor : detail::list_group(h, "/pieces")) {
       auto it = by_name_.find(tensor);
       if (it == by_name_.end())
-        throw IoError(path + ": holds pieces of '" + tensor + "', which the index does not list (mixed-up folder?)");
+        throw IoError(path + ": holds pieces of '" + tensor + "', which " + index +
+                      " does not list (mixed-up folder, or a corrupt index?)");
+      const TensorSpec& spec = tensors_[it->second].spec;
+      const std::int64_t esize = std::int64_t(dtype_size(spec.dtype));
       for (const auto& piece : detail::list_group(h, "/pieces/" + tensor)) {
         const std::string dname = "/pieces/" + tensor + "/" + piece;
+        const std::string where = path + ": " + dname;
         H5Id ds(H5Dopen2(h, dname.c_str(), H5P_DEFAULT), H5Dclose);
         if (!ds.ok()) throw IoError(path + ": cannot open " + dname + " (corrupt file)");
         H5Id space(H5Dget_space(ds.get()), H5Sclose);
         PieceLocation loc;
         loc.file = f.name;
         loc.dataset = dname;
+        std::int64_t tensor_numel = 0;
         try {
           loc.offset = detail::read_int_attr(ds.get(), ".", "offset", path);
+          tensor_numel = detail::read_int_attr(ds.get(), ".", "tensor_numel", path);
         } catch (const UsageError& e) {
-          throw IoError(e.what());
+          throw IoError(std::string(e.what()) + " (" + dname + ", corrupt file)");
         }
+        if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || H5Sget_simple_extent_ndims(space.get()) != 1)
+          throw IoError(where + ": not a 1-D run of elements (corrupt file)");
         loc.count = H5Sget_simple_extent_npoints(space.get());
+        if (loc.count < 1 || loc.count > std::numeric_limits<std::int64_t>::max() / esize)
+          throw IoError(where + ": " + std::to_string(loc.count) + " elements (corrupt file)");
+        H5Id type(H5Dget_type(ds.get()), H5Tclose);
+        if (!type.ok() || !stores_exactly(type.get(), spec.dtype))
+          throw IoError(where + ": stores " + (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) +
+                        ", the index says '" + tensor + "' is " + dtype_name(spec.dtype) + " (corrupt file)");
+        if (dname != detail::piece_dataset_name(tensor, loc.offset))
+          throw IoError(where + ": its offset attribute " + std::to_string(loc.offset) +
+                        " disagrees with its name (corrupt file)");
+        if (tensor_numel != spec.numel())
+          throw IoError(where + ": a piece of a " + std::to_string(tensor_numel) + "-element '" + tensor + "', " + index +
+                        " says " + std::to_string(spec.numel()) + " elements (mixed-up folder?)");
+        if (loc.offset < 0 || loc.offset > spec.numel() || loc.count > spec.numel() - loc.offset)
+          throw IoError(where + ": elements [" + std::to_string(loc.offset) + ", +" + std::to_string(loc.count) +
+                        ") lie outside the tensor's " + std::to_string(spec.numel()) + " (corrupt file)");
+        const hsize_t stored = H5Dget_storage_size(ds.get());
+        if (stored != hsize_t(loc.count * esize))
+          throw IoError(where + ": " + std::to_string(stored) + " bytes stored for its " + std::to_string(loc.count) +
+                        " elements of " + std::to_string(esize) + " bytes (corrupt file)");
         tensors_[it->second].pieces.push_back(loc);
       }
     }
@@ -165,6 +277,30 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
     if (next != t.spec.numel())
       throw IoError(folder_ + ": tensor '" + t.spec.name + "' has elements [" + std::to_string(next) + ", " +
                     std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
+  }
+
+  // 5. With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
+  // pieces do not add up to the index's sum64 has a corrupt index (the one file no hash covers
+  // whole): refused here, where a resume can still fall back, rather than at the first read.
+  if (options.verify_files) verify_checksums(index);
+}
+
+void CheckpointReader::verify_checksums(const std::string& index) const {
+  constexpr std::int64_t kChunk = 1 << 20;  // elements read at a time: bounded memory for any tensor
+  std::vector<unsigned char> buffer;
+  for (const auto& t : tensors_) {
+    const std::int64_t esize = std::int64_t(dtype_size(t.spec.dtype));
+    buffer.resize(std::size_t(std::min(kChunk, std::max<std::int64_t>(t.spec.numel(), 1)) * esize));
+    std::uint64_t sum = 0;
+    for (std::int64_t at = 0; at < t.spec.numel(); at += kChunk) {
+      const std::int64_t n = std::min(kChunk, t.spec.numel() - at);
+      read_range(t.spec.name, at, n, buffer.data());
+      sum += piece_checksum(buffer.data(), n, t.spec.dtype, at);
+    }
+    if (sum != t.checksum)
+      throw IoError(index + ": /tensors/" + t.spec.name + " records checksum " + format_checksum(t.checksum) +
+                    ", the pieces its rank files hold (their SHA-256 verified) add up to " + format_checksum(sum) +
+                    " (corrupt index); resume from an earlier checkpoint");
   }
 }
 
@@ -212,9 +348,9 @@ void CheckpointReader::read_range(const std::string& name, std::int64_t offset, 
     if (!ds.ok()) throw IoError(path + ": cannot open " + p->dataset + " (corrupt file)");
     H5Id fspace(H5Dget_space(ds.get()), H5Sclose);
     const hsize_t start = hsize_t(lo - p->offset), n = hsize_t(hi - lo);
-    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr);
     H5Id mspace(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    if (H5Dread(ds.get(), detail::memory_type(t.spec.dtype), mspace.get(), fspace.get(), H5P_DEFAULT,
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+        H5Dread(ds.get(), detail::memory_type(t.spec.dtype), mspace.get(), fspace.get(), H5P_DEFAULT,
                 static_cast<char*>(out) + (lo - offset) * esize) < 0)
       throw IoError(path + ": reading " + p->dataset + " failed (truncated or corrupt file); resume from an earlier checkpoint");
   }

@@ -85,7 +85,11 @@ nlohmann::json CommStats::to_json() const {
   return j;
 }
 
+// Both defaulted here, where CommLevel is complete, not in the header: clang 14 (the sanitizer and
+// fuzz builds) crashed defaulting CommLevel's inline, through std::vector<CommLevel> inside the
+// CommStats it holds. Defaulted, so every field is compared, a new one too.
 bool CommStats::operator==(const CommStats&) const = default;
+bool CommLevel::operator==(const CommLevel&) const = default;
 
 CommStats CommStats::from_json(const JsonFile& f, const std::string& at) {
   using json_fields::field;

@@ -16,8 +16,9 @@ void OptimizerConfig::validate() const {
   if (warmup_steps < 0) bad("--warmup must be >= 0 (got " + std::to_string(warmup_steps) + ")");
   if (decay_steps < warmup_steps)
     bad("--decay-steps (" + std::to_string(decay_steps) + ") must be >= --warmup (" + std::to_string(warmup_steps) + ")");
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) bad("beta1 and beta2 must be in [0, 1)");
-  if (!(eps > 0)) bad("eps must be positive");
+  if (!(beta1 >= 0 && beta1 < 1)) bad("--beta1 must be in [0, 1) (got " + std::to_string(beta1) + ")");
+  if (!(beta2 >= 0 && beta2 < 1)) bad("--beta2 must be in [0, 1) (got " + std::to_string(beta2) + ")");
+  if (!(eps > 0)) bad("--eps must be positive (got " + std::to_string(eps) + ")");
   if (weight_decay < 0) bad("--weight-decay must be >= 0");
   if (grad_clip < 0) bad("--grad-clip must be >= 0 (0 disables clipping)");
 }

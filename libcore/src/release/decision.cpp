@@ -152,9 +152,11 @@ BaselineRecord register_baseline(const BaselineOptions& o) {
   if (const auto pointer = registry.pointer(); pointer && pointer->baseline && pointer->baseline->name == o.name)
     throw UsageError("baseline '" + o.name + "' is in service in " + o.registry + " (put back by " +
                      pointer->rollback.value_or("?") + "); register the new one under another name");
+  // The options first, so a refusal is the only line (not after a progress line that repeats the value).
+  check_ngram_order(o.order);
+  if (o.plan.seq_len < 1) throw UsageError("--seq-len must be at least 1 (got " + std::to_string(o.plan.seq_len) + ")");
   log_line("release-gate: fitting an order-" + std::to_string(o.order) + " n-gram on the training selection of " +
            o.plan.data_path + " (available by " + o.plan.cutoff + ")");
-  check_ngram_order(o.order);
   data::TrainingData selection = open_selection(o.plan);  // read once, for fitting and scoring
   const NgramModel model = fit_ngram(o.plan, selection, o.order);
   BaselineRecord baseline;

@@ -6,6 +6,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/log.hpp"
 #include "shardtrain/comm/mpi.hpp"
+#include "shardtrain/tool/numbers.hpp"
 
 namespace shardtrain {
 
@@ -14,6 +15,12 @@ void add_version_flag(CLI::App& app) {
 }
 
 int run_tool(CLI::App& app, int argc, char** argv, ToolOptions options, const std::function<int()>& body) {
+  check_numbers_strictly(app);
+  // A refused command line is one line, as every other error of the tools: CLI11's own message
+  // (it names the option) and where to look, instead of its two.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + " (see --help)\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

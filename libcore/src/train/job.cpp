@@ -44,6 +44,7 @@ void validate_training_options(const TrainOptions& o) {
   const ParallelismOptions& p = o.parallelism;
   const TelemetryOptions& t = o.telemetry;
   if (sc.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(sc.steps) + ")");
+  if (o.model.seq_len < 1) throw UsageError("--seq-len must be at least 1 (got " + std::to_string(o.model.seq_len) + ")");
   if (t.log_every < 1) throw UsageError("--log-every must be at least 1");
   if (o.evaluation.every < 0) throw UsageError("--eval-every must be >= 0");
   if (t.check_replicas < 0) throw UsageError("--check-replicas must be >= 0");

@@ -5,7 +5,11 @@
 //      itself) and, with verify_files, the recorded SHA-256 (a flipped byte names the file);
 //   3. the model config equals the expected one (ReadOptions::expected_model) and the caller's
 //      predicate, if any, accepts the manifest;
-//   4. every tensor of /tensors is covered exactly once by the pieces in the rank files.
+//   4. every tensor of /tensors is covered exactly once by the pieces in the rank files, each
+//      piece a 1-D run of the tensor's type named by its offset; the index's shape and dtype
+//      attributes agree with the tensor's dataset;
+//   5. with verify_files, every tensor's pieces add up to the index's sum64 (the index is the one
+//      file no SHA-256 covers whole: this ties its tensor table to the verified rank files).
 // Reading a whole tensor also checks its sum64 checksum (format.hpp).
 // Every failure throws IoError (missing/unreadable/truncated/corrupt file) or UsageError (an
 // incompatible checkpoint: another model config, another format version), naming the file.
@@ -23,8 +27,9 @@
 namespace shardtrain::ckpt {
 
 struct ReadOptions {
-  // Re-hash every rank file with SHA-256 at open (about 1.5 GB/s plus the read). Turn off on ranks
-  // that open a checkpoint another rank just validated (find_resume_checkpoint_collective).
+  // Re-hash every rank file with SHA-256 at open (about 1.5 GB/s plus the read) and add up every
+  // tensor's sum64 against the index (a second read, from the page cache). Turn off on ranks that
+  // open a checkpoint another rank just validated (find_resume_checkpoint_collective).
   bool verify_files = true;
   // When set, manifest.model must equal it (JSON equality); the error lists the differing keys.
   std::optional<nlohmann::json> expected_model;
@@ -93,6 +98,8 @@ class CheckpointReader final : public TensorSource {
   std::vector<float> read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const;
 
  private:
+  // Step 5 of the validation (verify_files): every tensor's pieces add up to its sum64 in the index.
+  void verify_checksums(const std::string& index) const;
   struct OpenFiles;
   std::string folder_;
   CheckpointManifest manifest_;

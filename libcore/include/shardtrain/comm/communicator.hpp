@@ -221,14 +221,14 @@ struct CommStats {
   // nodes, ranks_per_node, hierarchical_from_bytes), the derived ones (bandwidths, totals, the
   // levels' busy seconds) recomputed from them. `peers` is not in the JSON and stays empty.
   static CommStats from_json(const JsonFile& f, const std::string& at);
-  bool operator==(const CommStats&) const;  // every field (defaulted where CommLevel is complete)
+  bool operator==(const CommStats&) const;  // every field (defaulted in communicator.cpp)
 };
 // One sub-group of a hierarchical communicator.
 struct CommLevel {
   std::string name;         // the sub-group's name ("dp.node", "dp.cross", ...)
   bool inter_node = false;  // its ranks are on different nodes
   CommStats stats;
-  bool operator==(const CommLevel&) const = default;
+  bool operator==(const CommLevel&) const;  // defaulted in communicator.cpp
 };
 
 class Communicator {
