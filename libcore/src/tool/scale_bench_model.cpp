@@ -88,6 +88,11 @@ struct ModelOverrides {
     if (!step_model_path.empty()) {
       m = scaling::read_step_model(step_model_path, "the --step-model step model");
     }
+    // Refused here, naming the option: the model's own check would name its field instead.
+    if (given("--overlap") && !(overlap >= 0 && overlap <= 1))
+      throw UsageError("--overlap " + number_text("%g", overlap) + " is not in [0, 1] (the share of communication hidden)");
+    if (given("--tokens-per-step") && !(tokens_per_step > 0))
+      throw UsageError("--tokens-per-step must be > 0 (tokens of one step at W=1)");
     nlohmann::json options = nlohmann::json::object();
     auto set = [&](const char* flag, double value, double scale, double& field) {
       if (given(flag)) field = value * scale, options[flag] = value;
