@@ -368,8 +368,12 @@ inbox -- timeout 240 salloc -N3 -n3 -w "node[1-3]" --no-kill "$BIN_DIR/run-resil
   mpirun -np 3 "$BIN_DIR/ddp-train" "${lost_opts[@]}" --run-dir "$WORK/cut" >"$WORK/cut.log" 2>&1 &
 job_pid=$!
 until_step_300 "$WORK/cut" "$WORK/cut.log" "$job_pid"
-t_cut=$(date +%s.%N)
-bash "$box" partition "$B" node3
+# The cut's time is the box's own, printed right after the link went down: taken before the
+# command, it also counted the command's start-up (ip netns exec under load: up to a second).
+cut_line=$(bash "$box" partition "$B" node3 2>&1) || fail "box.sh partition: $cut_line"
+echo "$cut_line" >&2
+cut_at=$(awk '/link down/ { print $2; exit }' <<<"$cut_line")
+[[ $cut_at == 20*Z ]] && t_cut=$(date -u -d "$cut_at" +%s.%N) || fail "no time in box.sh's partition line: $cut_line"
 rc=0
 wait "$job_pid" || rc=$?
 ((rc == 0)) || { cat "$WORK/cut.log" >&2; fail "the job did not survive the partition (exit $rc)"; }

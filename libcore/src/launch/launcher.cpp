@@ -179,7 +179,7 @@ void note_lost_host(const std::string& run_dir, const std::string& host, const c
 // Rule 2c of attempt_verdict.hpp: a job across hosts whose attempt failed for anything but a lost
 // node gets its hosts probed (slurmd's port inside a Slurm job; nothing to probe elsewhere), so a
 // partitioned node is named rather than the healthy rank that timed out waiting for it first.
-constexpr double kProbeTimeoutS = 0.5;  // a node on the job's network answers in well under a millisecond
+constexpr double kProbeTimeoutS = 0.25;  // a node on the job's network answers in well under a millisecond (the kernel completes the connect)
 // The hosts come from the attempt's own table (attempt_placement: a launch that failed before its
 // ranks started leaves the previous job's, whose lost node would be blamed, and excluded, again).
 AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evidence) {
