@@ -1,4 +1,4 @@
-// Backend-independent pieces of backend.hpp (precision names), and the backend selection for builds
+// Backend-independent pieces of backend.hpp (precision names, host_floats), and the backend selection for builds
 // without the CUDA backend; the CUDA build defines those in cuda/cuda_backend.cu instead.
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/backend/capabilities.hpp"
@@ -14,6 +14,13 @@ namespace {
                    "; use --tp 1 on this device or --device cpu");
 }
 }  // namespace
+
+const float* Backend::host_floats(const float* device_src, std::size_t n, std::vector<float>& scratch) {
+  if (device() == DeviceKind::kCpu) return device_src;
+  scratch.resize(n);
+  download_bytes(scratch.data(), device_src, n * sizeof(float));
+  return scratch.data();
+}
 
 void Backend::embedding_forward_slice(float*, const int32_t*, const float*, const float*, std::size_t, std::size_t,
                                       std::size_t, std::size_t, std::size_t) {

@@ -8,19 +8,10 @@ namespace shardtrain {
 
 void TrainingStrategy::for_each_full_parameter(const std::function<void(const ParameterInfo&, const float*)>& fn) {
   with_full_model([&](GptModel& model) {
-    // On the CPU the parameters are host memory and are handed over where they lie; from a
-    // device, one tensor at a time.
-    const bool host = model.backend().device() == DeviceKind::kCpu;
+    // On the CPU the parameters are handed over where they lie; from a device, one tensor at a time.
     std::vector<float> tensor;
-    for (const auto& t : model.registry().tensors()) {
-      const float* values = model.params().data() + t.offset;
-      if (!host) {
-        tensor.resize(t.numel);
-        model.params().download(tensor.data(), t.numel, t.offset);
-        values = tensor.data();
-      }
-      fn(t, values);
-    }
+    for (const auto& t : model.registry().tensors())
+      fn(t, model.backend().host_floats(model.params().data() + t.offset, t.numel, tensor));
   });
 }
 

@@ -172,7 +172,6 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   void for_each_full_parameter(const std::function<void(const ParameterInfo&, const float*)>& fn) override {
     if (tp_) return TrainingStrategy::for_each_full_parameter(fn);  // the TP gather assembles a model
     settle_full_params();
-    const bool host = backend_.device() == DeviceKind::kCpu;
     const auto& tensors = model_.registry().tensors();
     const auto& units = layout_.units();
     DeviceArray<float> gathered;
@@ -186,13 +185,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
         const ParameterInfo& t = tensors[next];
         if (t.offset < s.begin || t.offset + t.numel > s.end)
           throw Error(ExitCode::kInternal, "ZeRO: tensor " + t.name + " is not inside unit " + std::to_string(u));
-        const float* values = unit + (t.offset - s.begin);
-        if (!host) {
-          tensor.resize(t.numel);
-          backend_.download_bytes(tensor.data(), values, t.numel * sizeof(float));
-          values = tensor.data();
-        }
-        fn(t, values);
+        fn(t, backend_.host_floats(unit + (t.offset - s.begin), t.numel, tensor));
       }
     }
   }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace shardtrain {
 
@@ -99,6 +100,9 @@ class Backend {
   virtual void release_bytes(void* ptr) = 0;
   virtual void upload_bytes(void* device_dst, const void* host_src, std::size_t bytes) = 0;
   virtual void download_bytes(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+  // `n` floats of this backend's memory, readable on the host: `device_src` itself where the
+  // backend's memory is host memory (the CPU), else downloaded into `scratch` (resized to n).
+  const float* host_floats(const float* device_src, std::size_t n, std::vector<float>& scratch);
   virtual void copy_bytes(void* device_dst, const void* device_src, std::size_t bytes) = 0;
   virtual void fill(float* x, std::size_t n, float value) = 0;
   // Blocks until all queued work is complete.
