@@ -22,6 +22,13 @@ namespace shardtrain {
 
 namespace {
 
+// config.json's names of the shape's fields (read by model_config_from_hf, compared by require_hf_shape).
+constexpr std::pair<const char*, int ModelConfig::*> kHfShapeFields[] = {{"vocab_size", &ModelConfig::vocab},
+                                                                    {"n_positions", &ModelConfig::seq_len},
+                                                                    {"n_embd", &ModelConfig::d_model},
+                                                                    {"n_layer", &ModelConfig::n_layer},
+                                                                    {"n_head", &ModelConfig::n_head}};
+
 [[noreturn]] void refuse(const std::string& where, const std::string& why) {
   throw UsageError(where + ": " + why + "; ckpt-reshard --import hf reads GPT-2 models as shardtrain's decoder "
                    "implements them (see ckpt-reshard(1))");
@@ -92,11 +99,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
     return j[key].get<int>();
   };
   ModelConfig c;
-  c.vocab = num("vocab_size");
-  c.seq_len = num("n_positions");
-  c.d_model = num("n_embd");
-  c.n_layer = num("n_layer");
-  c.n_head = num("n_head");
+  for (const auto& [key, field] : kHfShapeFields) c.*field = num(key);
   if (j.contains("n_ctx") && j["n_ctx"].is_number_integer() && j["n_ctx"].get<std::int64_t>() > c.seq_len)
     refuse(where, "n_ctx " + j["n_ctx"].dump() + " is a context beyond the model's n_positions " + std::to_string(c.seq_len));
   const std::string act = j.value("activation_function", std::string("gelu_new"));
@@ -121,13 +124,8 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
 
 void require_hf_shape(const ModelConfig& config, const std::string& model_name, const std::string& config_path) {
   const ModelConfig preset = model_preset(model_name);
-  const std::pair<const char*, int ModelConfig::*> fields[] = {{"vocab_size", &ModelConfig::vocab},
-                                                               {"n_positions", &ModelConfig::seq_len},
-                                                               {"n_embd", &ModelConfig::d_model},
-                                                               {"n_layer", &ModelConfig::n_layer},
-                                                               {"n_head", &ModelConfig::n_head}};
   std::string differences;
-  for (const auto& [name, field] : fields)
+  for (const auto& [name, field] : kHfShapeFields)
     if (config.*field != preset.*field)
       differences += (differences.empty() ? "" : "; ") + std::string(name) + " " + std::to_string(config.*field) +
                      " there, " + std::to_string(preset.*field) + " in " + model_name;
