@@ -37,15 +37,19 @@ std::vector<Mismatch> find_mismatches(const DumpSet& set) {
     for (const auto& [seq, recorded] : by_seq) {
       if (recorded.size() < 2) continue;
       for (const char* field : kComparedFields) {
-        Mismatch m{name, seq, field, {}};
+        Mismatch m;
+        m.group = name;
+        m.seq = seq;
+        m.field = field;
         for (const auto& [rank, e] : recorded) m.values[rank] = field_value(*e, field);
+        const bool all_equal = std::all_of(m.values.begin(), m.values.end(),
+                                           [&](const auto& kv) { return kv.second == m.values.begin()->second; });
+        if (all_equal) continue;
         const DumpEntry& first = *std::min_element(recorded.begin(), recorded.end())->second;
         m.op = first.op;
         m.phase = first.phase;
         m.step = first.step;
-        const bool all_equal = std::all_of(m.values.begin(), m.values.end(),
-                                           [&](const auto& kv) { return kv.second == m.values.begin()->second; });
-        if (!all_equal) out.push_back(std::move(m));
+        out.push_back(std::move(m));
       }
     }
   }

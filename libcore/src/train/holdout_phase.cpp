@@ -17,7 +17,7 @@ HoldoutEvaluation evaluate_current_model(Job& job) {
   HoldoutEvaluation evaluation;
   // Nothing to score (no hold-out split): no full model either (ZeRO-3 would gather one on rank 0).
   // The same answer on every rank: the dataset is the same.
-  if (data::spread_holdout_samples(job.data.holdout_slices(), job.options.evaluation.samples).empty()) return evaluation;
+  if (job.data.num_holdout_samples() == 0) return evaluation;
   job.strategy->with_full_model(
       [&](GptModel& model) {
         evaluation.result = evaluate_holdout(model, job.data, job.options.evaluation.samples);
