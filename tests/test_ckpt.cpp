@@ -255,6 +255,52 @@ TEST_CASE("ckpt: pieces that do not cover a tensor fail the save on every rank",
   comm->barrier();
 }
 
+TEST_CASE("ckpt: the ranks validate a resume candidate together, each hashing its share of the files",
+          "[mpi][ckpt]") {
+  const auto [rank, world, dir, comm] = mpi_case("ckpt-resume-shared");
+  const auto state = make_state(17);
+  for (const std::int64_t step : {1, 2, 3}) save_state(dir, state, step, *comm);
+  comm->barrier();
+  const std::string step2 = dir + "/step_00000002", step3 = dir + "/step_00000003";
+  ck::ReadOptions unverified;
+  unverified.verify_files = false;
+  // Step 3: a flipped byte in the data of the last rank file, the one only the last rank hashes.
+  // Step 2: its index records another sum64 for ln_f.weight, which only the shares' sums added up
+  // across the ranks can show (every rank file is intact).
+  const std::string last_file = ck::CheckpointReader(step3, unverified).manifest().files.back().name;
+  if (rank == 0) {
+    const ck::CheckpointReader before(step3, unverified);
+    std::string flipped;
+    for (const auto& t : before.tensors())
+      for (const auto& p : t.pieces)
+        if (flipped.empty() && p.file == last_file && p.count > 0) {
+          flip_byte(step3 + "/" + p.file, piece_file_offset(step3 + "/" + p.file, p.dataset));
+          flipped = p.dataset;
+        }
+    REQUIRE_FALSE(flipped.empty());
+    edit(step2 + "/index.h5", [](hid_t f) { set_string(f, "/tensors/ln_f.weight", "checksum", "sum64:0123456789abcdef"); });
+  }
+  comm->barrier();
+  const auto chosen = ck::find_resume_checkpoint_collective(dir, *comm);
+  REQUIRE(chosen);
+  CHECK(*chosen == dir + "/step_00000001");
+
+  // What each share sees alone: only the last rank's share holds the damaged file; no share alone
+  // can tell step 2's index from a good one.
+  ck::ReadOptions mine;
+  mine.share = {rank, world};
+  if (rank == world - 1)
+    CHECK_THROWS_WITH(ck::CheckpointReader(step3, mine), Catch::Contains(last_file) && Catch::Contains("SHA-256"));
+  else
+    CHECK_NOTHROW(ck::CheckpointReader(step3, mine));
+  if (world > 1) {
+    const ck::CheckpointReader share2(step2, mine);
+    CHECK(share2.share_piece_sums().size() == share2.tensors().size());
+  }
+  CHECK_THROWS_WITH(ck::CheckpointReader(step2), Catch::Contains("/tensors/ln_f.weight records checksum"));
+  comm->barrier();
+}
+
 TEST_CASE("ckpt: rank 0's resume choice, or its refusal, reaches every rank", "[mpi][ckpt]") {
   const auto [rank, world, dir, comm] = mpi_case("ckpt-resume-collective");
   CHECK_FALSE(ck::find_resume_checkpoint_collective(dir, *comm));  // nothing saved yet

@@ -23,29 +23,6 @@ using namespace shardtrain::test::ckpt_fixture;
 
 namespace {
 
-// Runs `change` on the open file (read-write), with HDF5's error printing off.
-template <typename F>
-void edit(const std::string& path, F change) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  REQUIRE(file >= 0);
-  change(file);
-  H5Fclose(file);
-}
-
-void set_string(hid_t file, const std::string& object, const std::string& name, const std::string& value) {
-  H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
-  const hid_t type = H5Tcopy(H5T_C_S1);
-  H5Tset_size(type, value.size());
-  const hid_t space = H5Screate(H5S_SCALAR);
-  const hid_t attr = H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  REQUIRE(attr >= 0);
-  H5Awrite(attr, type, value.data());
-  H5Aclose(attr);
-  H5Sclose(space);
-  H5Tclose(type);
-}
-
 void set_ints(hid_t file, const std::string& object, const std::string& name, const std::vector<std::int64_t>& values,
               bool scalar = false) {
   H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -72,8 +74,11 @@ std::vector<std::string> leftovers(const std::string& ckpt_dir) {
 // `latest` names if it is a valid checkpoint, else the newest valid committed step folder; nullopt
 // when none is valid. Logs nothing itself: each skipped candidate, the choice or the lack of one go
 // to `note` (when given) as the log lines of find_resume_checkpoint, as they happen.
+// `validate` judges one candidate ("" valid, else why not); validate_checkpoint by default.
+using Validator = std::function<std::string(const std::string& path)>;
 std::optional<std::string> pick_checkpoint(const std::string& ckpt_dir, const ReadOptions& options,
-                                           const std::function<void(const std::string&)>& note = {}) {
+                                           const std::function<void(const std::string&)>& note = {},
+                                           const Validator& validate = {}) {
   auto say = [&](const std::string& line) {
     if (note) note(line);
   };
@@ -81,7 +86,7 @@ std::optional<std::string> pick_checkpoint(const std::string& ckpt_dir, const Re
   auto try_folder = [&](const std::string& name, const char* why) -> bool {
     tried.insert(name);
     const std::string path = (fs::path(ckpt_dir) / name).string();
-    const std::string error = validate_checkpoint(path, options);
+    const std::string error = validate ? validate(path) : validate_checkpoint(path, options);
     if (error.empty()) {
       say("resume: using checkpoint " + path + " (" + why + ")");
       return true;
@@ -121,9 +126,10 @@ std::optional<std::string> pick_checkpoint(const std::string& ckpt_dir, const Re
         " is valid (see the lines above): starting fresh");
   return std::nullopt;
 }
-}  // namespace
 
-std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
+// find_resume_checkpoint with each candidate judged by `validate` (validate_checkpoint when empty).
+std::optional<std::string> find_resume_checkpoint_with(const std::string& ckpt_dir, const ReadOptions& options,
+                                                       const Validator& validate) {
   std::error_code ec;
   if (!fs::exists(ckpt_dir, ec)) {
     log_line("resume: no checkpoint folder " + ckpt_dir + " yet: starting fresh");
@@ -135,24 +141,80 @@ std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, c
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
       log_line("resume: ignoring " + (fs::path(ckpt_dir) / name).string() +
                ": an interrupted save (never committed); it is removed at the next save or prune");
-  const auto name = pick_checkpoint(ckpt_dir, options, log_line);
+  const auto name = pick_checkpoint(ckpt_dir, options, log_line, validate);
   if (!name) return std::nullopt;
   return (fs::path(ckpt_dir) / *name).string();
 }
 
+// One candidate judged by every rank of `comm` at once, each its share of the hashing and the piece
+// sums (ReadOptions::share); the shares' sums are added up and checked on every rank. Returns, the
+// same on every rank, "" when the candidate is valid, else the first rank's error in rank order.
+std::string validate_together(const std::string& path, const ReadOptions& options, Communicator& comm) {
+  ReadOptions mine = options;
+  mine.share = {comm.rank(), comm.size()};
+  std::optional<CheckpointReader> reader;
+  std::string report;  // "+" and the share's sums as 16 hex digits each, or "-" and the error
+  try {
+    reader.emplace(path, mine);
+    report = "+";
+    char hex[17];
+    for (const std::uint64_t sum : reader->share_piece_sums()) {
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(sum));
+      report += hex;
+    }
+  } catch (const std::exception& e) {
+    report = "-" + std::string(e.what());
+  }
+  const std::vector<std::string> reports = all_gather_strings(report, comm);
+  for (const auto& r : reports)
+    if (r.rfind("-", 0) == 0) return r.substr(1);
+  std::vector<std::uint64_t> totals(reader->tensors().size(), 0);
+  for (const auto& r : reports) {
+    if (r.size() != 1 + 16 * totals.size())
+      return path + ": the ranks read indexes of different tensor counts (the checkpoint changed under them)";
+    for (std::size_t i = 0; i < totals.size(); ++i) totals[i] += std::stoull(r.substr(1 + 16 * i, 16), nullptr, 16);
+  }
+  try {
+    reader->check_piece_sums(totals);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
+  return find_resume_checkpoint_with(ckpt_dir, options, {});
+}
+
 std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
                                                              const ReadOptions& options) {
-  // Rank 0's answer: "-" = none, "+<path>" = found, else an encoded error (any failure is a UsageError).
+  // Rank 0 walks the candidates (its view of the folder decides their order) and sends each one as
+  // "?<path>" before judging it with the others; then its answer: "-" = none, "+<path>" = found, else
+  // an encoded error (any failure is a UsageError). The other ranks judge what they are sent.
+  const bool together = options.verify_files && comm.size() > 1;
   std::string answer;
   if (comm.rank() == 0) {
+    const Validator judge = [&](const std::string& path) {
+      std::string ask = "?" + path;
+      broadcast_string(ask, comm);
+      return validate_together(path, options, comm);
+    };
     try {
-      auto found = find_resume_checkpoint(ckpt_dir, options);
+      auto found = find_resume_checkpoint_with(ckpt_dir, options, together ? judge : Validator());
       answer = found ? "+" + *found : "-";
     } catch (const std::exception& e) {
       answer = encode_error(UsageError(e.what()));
     }
+    broadcast_string(answer, comm);
+  } else {
+    for (;;) {
+      broadcast_string(answer, comm);
+      if (answer.rfind("?", 0) != 0) break;
+      validate_together(answer.substr(1), options, comm);
+    }
   }
-  broadcast_string(answer, comm);
   if (answer == "-") return std::nullopt;
   if (answer.rfind("+", 0) != 0) throw_encoded(answer);
   return answer.substr(1);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "internal.hpp"
@@ -136,8 +137,10 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   }
   manifest_ = CheckpointManifest::from_stored_text(text, manifest_sha256_, index);
 
-  // 2. Files: present, sizes, checksums.
-  for (const auto& f : manifest_.files) {
+  // 2. Files: present, sizes, checksums (of this process's share when several validate together).
+  std::set<std::string> share_files;
+  for (std::size_t i = 0; i < manifest_.files.size(); ++i) {
+    const auto& f = manifest_.files[i];
     const std::string path = (fs::path(folder_) / f.name).string();
     if (!fs::exists(path, ec))
       throw IoError(path + ": missing rank file (the checkpoint is incomplete); resume from an earlier checkpoint");
@@ -146,7 +149,8 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
     if (size != f.bytes)
       throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest records " + std::to_string(f.bytes) +
                     " (truncated or overwritten); resume from an earlier checkpoint");
-    if (options.verify_files) {
+    if (options.verify_files && options.share.holds(i)) {
+      share_files.insert(f.name);
       const std::string sha = detail::sha256_file(path);
       if (sha != f.sha256)
         throw IoError(path + ": SHA-256 " + sha.substr(0, 16) + "... differs from the manifest's " + f.sha256.substr(0, 16) +
@@ -282,25 +286,49 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   // 5. With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
   // pieces do not add up to the index's sum64 has a corrupt index (the one file no hash covers
   // whole): refused here, where a resume can still fall back, rather than at the first read.
-  if (options.verify_files) verify_checksums(index);
+  // With a share, the other shares' sums are the caller's to add (check_piece_sums).
+  if (!options.verify_files) return;
+  if (options.share.count > 1) {
+    share_sums_ = piece_sums([&](const std::string& file) { return share_files.count(file) > 0; });
+  } else {
+    check_piece_sums(piece_sums([](const std::string&) { return true; }));
+  }
 }
 
-void CheckpointReader::verify_checksums(const std::string& index) const {
+std::vector<std::uint64_t> CheckpointReader::piece_sums(
+    const std::function<bool(const std::string& file)>& in_share) const {
   constexpr std::int64_t kChunk = 1 << 20;  // elements read at a time: bounded memory for any tensor
   std::vector<unsigned char> buffer;
+  std::vector<std::uint64_t> sums;
+  sums.reserve(tensors_.size());
   for (const auto& t : tensors_) {
     const std::int64_t esize = std::int64_t(dtype_size(t.spec.dtype));
     buffer.resize(std::size_t(std::min(kChunk, std::max<std::int64_t>(t.spec.numel(), 1)) * esize));
     std::uint64_t sum = 0;
-    for (std::int64_t at = 0; at < t.spec.numel(); at += kChunk) {
-      const std::int64_t n = std::min(kChunk, t.spec.numel() - at);
-      read_range(t.spec.name, at, n, buffer.data());
-      sum += piece_checksum(buffer.data(), n, t.spec.dtype, at);
+    for (const auto& p : t.pieces) {
+      if (!in_share(p.file)) continue;
+      for (std::int64_t at = p.offset; at < p.offset + p.count; at += kChunk) {
+        const std::int64_t n = std::min(kChunk, p.offset + p.count - at);
+        read_range(t.spec.name, at, n, buffer.data());
+        sum += piece_checksum(buffer.data(), n, t.spec.dtype, at);
+      }
     }
-    if (sum != t.checksum)
+    sums.push_back(sum);
+  }
+  return sums;
+}
+
+void CheckpointReader::check_piece_sums(const std::vector<std::uint64_t>& totals) const {
+  const std::string index = (fs::path(folder_) / kIndexFile).string();
+  if (totals.size() != tensors_.size())
+    throw IoError(index + ": " + std::to_string(totals.size()) + " piece sums for " +
+                  std::to_string(tensors_.size()) + " tensors (the validating ranks read different indexes)");
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const TensorInfo& t = tensors_[i];
+    if (totals[i] != t.checksum)
       throw IoError(index + ": /tensors/" + t.spec.name + " records checksum " + format_checksum(t.checksum) +
-                    ", the pieces its rank files hold (their SHA-256 verified) add up to " + format_checksum(sum) +
-                    " (corrupt index); resume from an earlier checkpoint");
+                    ", the pieces its rank files hold (their SHA-256 verified) add up to " +
+                    format_checksum(totals[i]) + " (corrupt index); resume from an earlier checkpoint");
   }
 }
 

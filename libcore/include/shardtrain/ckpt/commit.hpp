@@ -30,10 +30,13 @@ std::vector<std::string> list_checkpoints(const std::string& ckpt_dir);
 // Read-only (never deletes). Throws UsageError only if ckpt_dir exists and is not a folder.
 std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options = {});
 
-// Collective over `comm`: rank 0 runs find_resume_checkpoint (each file hashed once, by rank 0) and
-// broadcasts the answer (two broadcasts: its length, its bytes). Every rank returns the same folder,
-// or throws the same UsageError. Use with ReadOptions{verify_files=false} when opening it on the
-// other ranks.
+// Collective over `comm`: find_resume_checkpoint with rank 0 walking the candidates (its view of the
+// folder decides their order and it alone logs) and every rank judging each candidate with it: with
+// verify_files, each rank hashes its share of the rank files and adds up their pieces
+// (ReadOptions::share), the shares' sums are added up on every rank, so W ranks validate a
+// W-file checkpoint in about 1/W of the time one rank takes. Every rank returns the same folder,
+// or throws the same UsageError. Use with ReadOptions{verify_files=false} when opening the folder
+// afterwards: every byte of it has been verified once.
 std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
                                                              const ReadOptions& options = {});
 

@@ -29,8 +29,17 @@ namespace shardtrain::ckpt {
 struct ReadOptions {
   // Re-hash every rank file with SHA-256 at open (about 1.5 GB/s plus the read) and add up every
   // tensor's sum64 against the index (a second read, from the page cache). Turn off on ranks that
-  // open a checkpoint another rank just validated (find_resume_checkpoint_collective).
+  // open a checkpoint the ranks just validated (find_resume_checkpoint_collective).
   bool verify_files = true;
+  // With verify_files, the part of that verification this process does when `count` processes
+  // validate one checkpoint together (find_resume_checkpoint_collective): it hashes the rank files
+  // i of the manifest with i % count == index and adds up only the pieces those files hold; step 5
+  // is then the caller's (CheckpointReader::share_piece_sums, check_piece_sums). {0, 1}: all of it
+  // here, step 5 included.
+  struct Share {
+    int index = 0, count = 1;
+    bool holds(std::size_t file_index) const { return int(file_index % std::size_t(count)) == index; }
+  } share;
   // When set, manifest.model must equal it (JSON equality); the error lists the differing keys.
   std::optional<nlohmann::json> expected_model;
   // When set, called with the manifest; a non-empty return is the reason to refuse it (UsageError).
@@ -97,14 +106,23 @@ class CheckpointReader final : public TensorSource {
   std::vector<float> read_floats(const std::string& name) const;
   std::vector<float> read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const;
 
+  // Opened with a share of the verification (ReadOptions::share, count > 1): per tensor (the order of
+  // tensors()), the sum64 terms of the pieces in this share's rank files. The shares' vectors added
+  // element by element (mod 2^64) are the tensors' whole sums; empty for a reader opened otherwise.
+  const std::vector<std::uint64_t>& share_piece_sums() const { return share_sums_; }
+  // Step 5 with every share's sums added up (`totals`, the order of tensors()): throws the IoError
+  // of a corrupt index for the first tensor whose total differs from its sum64 in the index.
+  void check_piece_sums(const std::vector<std::uint64_t>& totals) const;
+
  private:
-  // Step 5 of the validation (verify_files): every tensor's pieces add up to its sum64 in the index.
-  void verify_checksums(const std::string& index) const;
+  // The sum64 terms of the pieces in the rank files `in_share` accepts, per tensor (step 5's data).
+  std::vector<std::uint64_t> piece_sums(const std::function<bool(const std::string& file)>& in_share) const;
   struct OpenFiles;
   std::string folder_;
   CheckpointManifest manifest_;
   std::string manifest_sha256_;
   std::vector<TensorInfo> tensors_;
+  std::vector<std::uint64_t> share_sums_;
   std::map<std::string, std::size_t> by_name_;
   std::unique_ptr<OpenFiles> files_;
 };
