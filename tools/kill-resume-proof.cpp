@@ -10,6 +10,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/launch/kill_resume_proof.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
@@ -34,7 +35,12 @@ int main(int argc, char** argv) {
                  "The kills to make instead of a seeded plan: lines 'RANK STEP step|during-save -|CAPACITY'");
   app.add_option("--ckpt-every", o.ckpt_every, "Checkpoint interval in steps")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--d-model", o.d_model, "Model width")->check(CLI::PositiveNumber)->capture_default_str();
+  auto* d_model =
+      app.add_option("--d-model", o.d_model, "Model width")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--model", o.model,
+                 "A named shape instead of the small default (" + shardtrain::model_preset_names() +
+                     "): its vocabulary in the synthetic corpus, one thread per rank")
+      ->excludes(d_model);
   app.add_option("--pace-ms", o.pace_ms,
                  "Each step lasts at least this long (a delay in rank 0's data phase, no effect on the numbers), so "
                  "every kill lands at its planned step on a loaded machine; 0: none")
@@ -56,6 +62,7 @@ int main(int argc, char** argv) {
         throw shardtrain::UsageError("--shrink takes world sizes like 3,2 (got '" + shrink + "')");
       o.shape.shrink.push_back(std::stoi(w));
     }
+    if (!o.model.empty()) shardtrain::model_preset(o.model);  // an unknown name: exit 2 before any run
     if (o.bin_dir.empty()) o.bin_dir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
     return launch::run_kill_resume_proof(o);
   });

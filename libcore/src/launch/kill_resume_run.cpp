@@ -22,6 +22,7 @@
 #include "shardtrain/equiv/equivalence.hpp"
 #include "shardtrain/launch/kill_resume_proof.hpp"
 #include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/model/config.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain::launch {
@@ -292,15 +293,23 @@ int run_kill_resume_proof(const ProofOptions& o) {
   fs::remove_all(work, ec);
   fs::create_directories(work);
   const std::string bin = o.bin_dir;
-  if (run_child({bin + "/data-prep", "--synthetic", "markov", "--documents", "20", "--doc-tokens", "4000", "-o",
-                 work + "/markov.h5"},
-                work + "/data-prep.log") != 0)
+  std::vector<std::string> data_prep = {bin + "/data-prep", "--synthetic", "markov", "--documents", "20",
+                                        "--doc-tokens", "4000", "-o", work + "/markov.h5"};
+  std::vector<std::string> shape_args = {"--seq-len", "32", "--d-model", std::to_string(o.d_model), "--layers", "2",
+                                         "--heads", "2"};
+  if (!o.model.empty()) {  // a corpus over the whole vocabulary, so every embedding row can be touched
+    data_prep.insert(data_prep.end(), {"--symbols", std::to_string(model_preset(o.model).vocab - 1)});
+    shape_args = {"--model", o.model, "--threads", "1"};
+  }
+  if (run_child(data_prep, work + "/data-prep.log") != 0)
     throw IoError("data-prep failed (" + work + "/data-prep.log)");
-  const std::vector<std::string> train_unpaced = {
-      "mpirun", "-np", std::to_string(shape.world), "--oversubscribe", bin + "/ddp-train", "--data", work + "/markov.h5",
-      "--seq-len", "32", "--d-model", std::to_string(o.d_model), "--layers", "2", "--heads", "2", "--global-batch",
-      std::to_string(shape.global_batch), "--micro-batch", "1", "--steps", std::to_string(shape.steps), "--deterministic",
-      "--ckpt-every", std::to_string(o.ckpt_every), "--keep", "100", "--peak-gflops", "100", "--log-every", "1000"};
+  std::vector<std::string> train_unpaced = {"mpirun", "-np", std::to_string(shape.world), "--oversubscribe",
+                                            bin + "/ddp-train", "--data", work + "/markov.h5"};
+  train_unpaced.insert(train_unpaced.end(), shape_args.begin(), shape_args.end());
+  train_unpaced.insert(train_unpaced.end(),
+                       {"--global-batch", std::to_string(shape.global_batch), "--micro-batch", "1", "--steps",
+                        std::to_string(shape.steps), "--deterministic", "--ckpt-every", std::to_string(o.ckpt_every),
+                        "--keep", "100", "--peak-gflops", "100", "--log-every", "1000"});
   const std::vector<std::string> train = paced(train_unpaced, o.pace_ms);
   auto with_run_dir = [](std::vector<std::string> argv, const std::string& dir) {
     argv.insert(argv.end(), {"--run-dir", dir});

@@ -72,6 +72,10 @@ struct ProofOptions {
   KillPlanShape shape;
   std::string plan_file;   // "" : draw from shape
   int ckpt_every = 3, d_model = 64;
+  // A named shape (gpt2-small, ...: model/config.hpp's presets) instead of the small default
+  // (2 layers, d_model above, context 32); "" : the small default. The synthetic corpus then spans
+  // the preset's vocabulary, and the ranks run one thread each.
+  std::string model;
   // Each step takes at least this long (a delay injected into rank 0's data phase; no effect on
   // the numbers): the killer polls every 2 ms, and a step of the tiny job takes about as long, so
   // on a loaded machine a kill could land a few steps after its planned one. 0: no pacing.
