@@ -12,7 +12,9 @@
 //   - cold read: read(2) of that file in 64 MiB blocks after its pages were dropped from the page
 //     cache (posix_fadvise DONTNEED on the clean, fsync'd file; mincore confirms < 1% stayed).
 // Loads are measured warm (the checkpoint just written, in the page cache, as a restart on the same
-// node finds it) and cold (its files' pages dropped the same way: a restart on another node).
+// node finds it) and cold (its files' pages dropped the same way: a restart on another node), each
+// after the validation a resume does (the ranks together), the one it did before (rank 0 alone),
+// and none.
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -160,19 +162,30 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
   comm->barrier();
   if (rank == 0) fs::create_directories(dir);
   comm->barrier();
-  std::vector<double> dd_s, dd_read_s, save_s, load_s, open_s, cold_open_s, load_fast_s, cold_load_s, cold_load_fast_s;
+  std::vector<double> dd_s, dd_read_s, save_s, load_s, open_s, cold_open_s, load_fast_s, cold_load_s, cold_load_fast_s,
+      load_alone_s, cold_load_alone_s;
   ck::SaveResult r;
   std::vector<float> back(flat.size());
-  // Every rank loads the whole state (as DDP ranks do), validating the files' SHA-256 or not (the
-  // validating rank and the others); `bytes_equal` checks the load returned what was saved.
-  auto load = [&](bool verify, std::vector<double>* validation_s = nullptr) {
+  // Every rank loads the whole state (as DDP ranks do) after the checkpoint is validated the way a
+  // resume validates it now (kTogether: find_resume_checkpoint_collective, each rank its share of
+  // the files), the way it did before (kRank0Alone: rank 0 hashes every file while the others
+  // wait), or not at all (kNone); `bytes_equal` checks the load returned what was saved.
+  enum class Validation { kNone, kRank0Alone, kTogether };
+  auto load = [&](Validation validation, std::vector<double>* validation_s = nullptr) {
     comm->barrier();
     const double t0 = now();
+    if (validation == Validation::kTogether) {
+      const auto chosen = ck::find_resume_checkpoint_collective(dir, *comm);
+      REQUIRE((chosen && *chosen == r.path));
+    } else if (validation == Validation::kRank0Alone && rank == 0) {
+      ck::CheckpointReader validated(r.path);
+    }
+    comm->barrier();
+    if (validation_s) validation_s->push_back(now() - t0);
     ck::ReadOptions options;
-    options.verify_files = verify;
+    options.verify_files = false;
     {
       ck::CheckpointReader reader(r.path, options);
-      if (validation_s) validation_s->push_back(now() - t0);
       for (std::size_t i = 0; i < specs.size(); ++i)
         reader.read(specs[i].name, back.data() + (static_cast<const float*>(ptrs[i]) - flat.data()));
     }
@@ -207,12 +220,15 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     r = ck::save_checkpoint(dir, manifest, specs, pieces, *comm, ck::SaveOptions{true, 1});
     save_s.push_back(now() - t0);
 
-    load_s.push_back(load(true, &open_s));
-    load_fast_s.push_back(load(false));
+    load_s.push_back(load(Validation::kTogether, &open_s));
+    load_alone_s.push_back(load(Validation::kRank0Alone));
+    load_fast_s.push_back(load(Validation::kNone));
     drop_checkpoint();
-    cold_load_s.push_back(load(true, &cold_open_s));
+    cold_load_s.push_back(load(Validation::kTogether, &cold_open_s));
     drop_checkpoint();
-    cold_load_fast_s.push_back(load(false));
+    cold_load_alone_s.push_back(load(Validation::kRank0Alone));
+    drop_checkpoint();
+    cold_load_fast_s.push_back(load(Validation::kNone));
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -258,20 +274,22 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     std::printf("%-34s %10.3f   (first, allocating: %.3f)  = %.1f%% of the sync save\n", "async stall (2nd/3rd save)",
                 stalls.back(), stalls.front(), 100.0 * stalls.back() / median(save_s));
     read_row("dd read, cold", median(dd_read_s));
-    read_row("load, warm (validate SHA-256+read)", median(load_s));
+    read_row("load, warm (validated together)", median(load_s));
     std::printf("%-34s %10.3f\n", "  of which validation", median(open_s));
+    read_row("load, warm (rank 0 validates)", median(load_alone_s));
     read_row("load, warm (no file re-hash)", median(load_fast_s));
-    read_row("load, cold (validate SHA-256+read)", median(cold_load_s));
+    read_row("load, cold (validated together)", median(cold_load_s));
     std::printf("%-34s %10.3f\n", "  of which validation", median(cold_open_s));
+    read_row("load, cold (rank 0 validates)", median(cold_load_alone_s));
     read_row("load, cold (no file re-hash)", median(cold_load_fast_s));
     std::printf("{\"ranks\":%d,\"bytes\":%zu,\"dd_gbps\":%.3f,\"save_gbps\":%.3f,\"save_vs_dd\":%.3f,"
                 "\"async_stall_s\":%.3f,\"sync_save_s\":%.3f,\"stall_vs_sync\":%.3f,\"dd_read_cold_gbps\":%.3f,"
                 "\"load_gbps\":%.3f,\"load_noverify_gbps\":%.3f,\"cold_load_gbps\":%.3f,\"cold_load_noverify_gbps\":%.3f,"
-                "\"cold_load_vs_dd_read\":%.3f}\n",
+                "\"cold_load_vs_dd_read\":%.3f,\"load_rank0_alone_gbps\":%.3f,\"cold_load_rank0_alone_gbps\":%.3f}\n",
                 world, total_bytes, dd_bw, gb / median(save_s), (gb / median(save_s)) / dd_bw, stalls.back(),
                 median(save_s), stalls.back() / median(save_s), dd_read_bw, gb / median(load_s),
                 gb / median(load_fast_s), gb / median(cold_load_s), gb / median(cold_load_fast_s),
-                (gb / median(cold_load_s)) / dd_read_bw);
+                (gb / median(cold_load_s)) / dd_read_bw, gb / median(load_alone_s), gb / median(cold_load_alone_s));
     std::fflush(stdout);
     if (env) fs::remove_all(dir);
   }
