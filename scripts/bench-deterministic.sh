@@ -8,12 +8,24 @@
 # earlier build, e.g. one of main before a change to exact_sum.cpp), each round also runs that
 # build's --deterministic, and the rows end with its median step and this build's / its ratio.
 #
-# Usage: [PREVIOUS_BIN=DIR] scripts/bench-deterministic.sh [ROUNDS]     (default 3)
+# MODEL=gpt2-small runs GPT-2 small's shape instead (--model gpt2-small, micro-batch 1, global batch 2:
+# grad_accum 1; a synthetic corpus at its vocabulary), STEPS steps each (default 4; 30 at the
+# foundation configuration).
+#
+# Usage: [PREVIOUS_BIN=DIR] [MODEL=gpt2-small] [STEPS=N] scripts/bench-deterministic.sh [ROUNDS]     (default 3)
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
-common=("${foundation[@]}" --steps 30 --global-batch 16)
+case "${MODEL:-}" in
+  "") common=("${foundation[@]}" --steps "${STEPS:-30}" --global-batch 16) ;;
+  gpt2-small)
+    "$build/bin/data-prep" --synthetic markov --symbols 50256 --documents 4 --doc-tokens 3000 -o "$tmp/gpt2-vocab.h5" \
+      >/dev/null
+    common=(--data "$tmp/gpt2-vocab.h5" --model gpt2-small --micro-batch 1 --global-batch 2 --threads 1 --log-every 1000
+            --steps "${STEPS:-4}") ;;
+  *) echo "bench-deterministic.sh: MODEL is gpt2-small or unset (the foundation configuration), not '$MODEL'" >&2; exit 2 ;;
+esac
 med() { json "$1/summary.json" .median_step_s; }
-printf '# W=2 step time, fast vs --deterministic (median step after warm-up, s)\n'
+printf '# W=2 step time, fast vs --deterministic (median step after warm-up, s); configuration: %s\n' "${MODEL:-foundation}"
 previous="${PREVIOUS_BIN:-}"
 [ -z "$previous" ] || [ -x "$previous/ddp-train" ] || { echo "bench-deterministic.sh: PREVIOUS_BIN=$previous has no ddp-train" >&2; exit 2; }
 printf '%-6s %9s %9s %7s %9s %9s %12s %12s' round fast determ ratio exp_fast exp_det bytes_fast bytes_det
@@ -38,4 +50,4 @@ for r in $(seq 1 "$rounds"); do
 done
 figures deterministic "$tmp/rows"
 echo "# exp_*: exposed communication share of the median step; bytes_*: all bytes the rank-0 communicator"
-echo "# moved over the run (30 steps plus set-up): deterministic mode sends two int64 lanes per element plus per-chunk digits."
+echo "# moved over the run (the steps plus set-up): deterministic mode sends two int64 lanes per element plus per-chunk digits."

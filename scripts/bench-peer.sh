@@ -8,7 +8,11 @@
 # (default 5) rounds runs the three, ours first in odd rounds and last in even ones, so a drift of
 # the machine's load does not favour one side; the medians of the rounds close the table.
 #
-# Usage: scripts/bench-peer.sh [ROUNDS]
+# MODEL=gpt2-small runs both at GPT-2 small's shape instead (12 layers, d_model 768, 12 heads, context
+# 1024, vocabulary 50,257, micro-batch 1; ours on a synthetic corpus at that vocabulary, the peer on
+# random tokens of it), STEPS steps each (default 6 there, 20 at the foundation configuration).
+#
+# Usage: [MODEL=gpt2-small] [STEPS=N] scripts/bench-peer.sh [ROUNDS]
 # Columns: tokens/s (median step after warm-up) of shardtrain, of the eager peer and of the compiled
 # peer; the ratios; our MFU (over the 1024^3 peak of the chosen GEMM library) and our MFU over the
 # chosen library's measured rate at the model's own shapes (the summary's gemm); the library chosen.
@@ -23,14 +27,28 @@ core=0
 processor="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 isa="$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2)"
 torch_version="$("$peer_py" -c 'import torch; print(torch.__version__)')"
-peer_args=(--layers 4 --d 256 --heads 4 --seq 256 --micro 8 --steps 20 --threads 1 --sdpa 1)
+case "${MODEL:-}" in
+  "")
+    steps="${STEPS:-20}"
+    ours_args=("${foundation[@]}" --global-batch 8)
+    peer_args=(--layers 4 --d 256 --heads 4 --seq 256 --micro 8 --threads 1 --sdpa 1) ;;
+  gpt2-small)
+    steps="${STEPS:-6}"
+    "$build/bin/data-prep" --synthetic markov --symbols 50256 --documents 4 --doc-tokens 3000 -o "$tmp/gpt2-vocab.h5" \
+      >/dev/null
+    ours_args=(--data "$tmp/gpt2-vocab.h5" --model gpt2-small --micro-batch 1 --global-batch 1 --threads 1
+               --log-every 1000)
+    peer_args=(--layers 12 --d 768 --heads 12 --seq 1024 --micro 1 --vocab 50257 --threads 1 --sdpa 1) ;;
+  *) echo "bench-peer.sh: MODEL is gpt2-small or unset (the foundation configuration), not '$MODEL'" >&2; exit 2 ;;
+esac
+peer_args+=(--steps "$steps")
 
 # SHARDTRAIN_GEMM_CACHE=off: every run of ours measures the GEMM libraries afresh, so "MFU at the
 # model's shapes" is over a rate measured in the same minute as the run (a cached rate from a
 # start-up on a busier or quieter machine would be the wrong denominator).
 ours() {  # round -> "tokens/s mfu mfu_at_shapes library"
-  SHARDTRAIN_GEMM_CACHE=off taskset -c "$core" "$build/bin/ddp-train" "${foundation[@]}" --global-batch 8 --steps 20 --run-dir "$tmp/run$1" \
-    >/dev/null 2>&1
+  SHARDTRAIN_GEMM_CACHE=off taskset -c "$core" "$build/bin/ddp-train" "${ours_args[@]}" --steps "$steps" \
+    --run-dir "$tmp/run$1" >/dev/null 2>&1
   json "$tmp/run$1/summary.json" \
     "'%s %s %s %s' % (d['throughput_tokens_per_s'], d['mfu'], d['throughput_tokens_per_s'] * d['flops_per_token'] / d['gemm']['model_shapes_flops_per_s'] if d['gemm']['model_shapes_flops_per_s'] else 0, d['gemm']['library'])"
 }
@@ -42,6 +60,7 @@ theirs() {  # compile 0|1 -> tokens/s
 
 printf '# one-rank training throughput, tokens/s (median step after warm-up), all on core %s of %s (%s, %s CPUs)\n' \
   "$core" "$processor" "$isa" "$(nproc)"
+printf '# configuration: %s, %s steps each\n' "${MODEL:-foundation}" "$steps"
 printf '# peer: PyTorch %s eager + scaled_dot_product_attention, and the same under torch.compile; load average at start: %s\n' \
   "$torch_version" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-6s %11s %11s %11s %9s %9s %7s %10s %s\n' round shardtrain eager+sdpa compile x_eager x_compile mfu mfu_shapes gemm
