@@ -2,7 +2,7 @@
 # root, a build and the bundled data (set up when missing), a scratch folder removed at exit, the
 # foundation benchmark configuration, a JSON field reader, arithmetic, and the figures module.
 #   here, build, peer, tmp, foundation=(...), json FILE 'JQ FILTER', calc 'EXPR', figures NAME ARGS,
-#   need_torch_peer, kill_after_step
+#   use_gpt2_small, need_torch_peer, kill_after_step
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)"
 build="${BUILD_DIR:-$here/build}"
@@ -15,6 +15,19 @@ trap 'rm -rf "$tmp"' EXIT
 # The foundation benchmark configuration (issue 2): one thread per rank, micro-batch 8.
 foundation=(--data "$here/data/fortunes.h5" --layers 4 --d-model 256 --heads 4 --seq-len 256 --micro-batch 8
             --threads 1 --log-every 1000)
+# GPT-2 small's shape for the scripts that take MODEL=gpt2-small (sets gpt2_small=(...): a synthetic
+# corpus at GPT-2's vocabulary made in $tmp, --model gpt2-small, micro-batch 1, one thread); any other
+# non-empty MODEL stops the script (exit 2). Returns 1 when MODEL is unset (the foundation configuration).
+use_gpt2_small() {
+  case "${MODEL:-}" in
+    "") return 1 ;;
+    gpt2-small) ;;
+    *) echo "$(basename "$0"): MODEL is gpt2-small or unset (the foundation configuration), not '$MODEL'" >&2; exit 2 ;;
+  esac
+  "$build/bin/data-prep" --synthetic markov --symbols 50256 --documents 4 --doc-tokens 3000 -o "$tmp/gpt2-vocab.h5" \
+    >/dev/null
+  gpt2_small=(--data "$tmp/gpt2-vocab.h5" --model gpt2-small --micro-batch 1 --threads 1 --log-every 1000)
+}
 # json FILE FILTER: the value of a jq filter over FILE (e.g. '.median_step_s * 1000'); fails on null.
 json() { jq -er "$2" "$1"; }
 # calc EXPR: a floating-point expression of numbers the script read (awk's arithmetic), e.g. calc "$a / $b".

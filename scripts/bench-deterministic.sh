@@ -15,15 +15,11 @@
 # Usage: [PREVIOUS_BIN=DIR] [MODEL=gpt2-small] [STEPS=N] scripts/bench-deterministic.sh [ROUNDS]     (default 3)
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
-case "${MODEL:-}" in
-  "") common=("${foundation[@]}" --steps "${STEPS:-30}" --global-batch 16) ;;
-  gpt2-small)
-    "$build/bin/data-prep" --synthetic markov --symbols 50256 --documents 4 --doc-tokens 3000 -o "$tmp/gpt2-vocab.h5" \
-      >/dev/null
-    common=(--data "$tmp/gpt2-vocab.h5" --model gpt2-small --micro-batch 1 --global-batch 2 --threads 1 --log-every 1000
-            --steps "${STEPS:-4}") ;;
-  *) echo "bench-deterministic.sh: MODEL is gpt2-small or unset (the foundation configuration), not '$MODEL'" >&2; exit 2 ;;
-esac
+if use_gpt2_small; then
+  common=("${gpt2_small[@]}" --global-batch 2 --steps "${STEPS:-4}")
+else
+  common=("${foundation[@]}" --steps "${STEPS:-30}" --global-batch 16)
+fi
 med() { json "$1/summary.json" .median_step_s; }
 printf '# W=2 step time, fast vs --deterministic (median step after warm-up, s); configuration: %s\n' "${MODEL:-foundation}"
 previous="${PREVIOUS_BIN:-}"

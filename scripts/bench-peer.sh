@@ -27,20 +27,15 @@ core=0
 processor="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 isa="$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo AVX2)"
 torch_version="$("$peer_py" -c 'import torch; print(torch.__version__)')"
-case "${MODEL:-}" in
-  "")
-    steps="${STEPS:-20}"
-    ours_args=("${foundation[@]}" --global-batch 8)
-    peer_args=(--layers 4 --d 256 --heads 4 --seq 256 --micro 8 --threads 1 --sdpa 1) ;;
-  gpt2-small)
-    steps="${STEPS:-6}"
-    "$build/bin/data-prep" --synthetic markov --symbols 50256 --documents 4 --doc-tokens 3000 -o "$tmp/gpt2-vocab.h5" \
-      >/dev/null
-    ours_args=(--data "$tmp/gpt2-vocab.h5" --model gpt2-small --micro-batch 1 --global-batch 1 --threads 1
-               --log-every 1000)
-    peer_args=(--layers 12 --d 768 --heads 12 --seq 1024 --micro 1 --vocab 50257 --threads 1 --sdpa 1) ;;
-  *) echo "bench-peer.sh: MODEL is gpt2-small or unset (the foundation configuration), not '$MODEL'" >&2; exit 2 ;;
-esac
+if use_gpt2_small; then
+  steps="${STEPS:-6}"
+  ours_args=("${gpt2_small[@]}" --global-batch 1)
+  peer_args=(--layers 12 --d 768 --heads 12 --seq 1024 --micro 1 --vocab 50257 --threads 1 --sdpa 1)
+else
+  steps="${STEPS:-20}"
+  ours_args=("${foundation[@]}" --global-batch 8)
+  peer_args=(--layers 4 --d 256 --heads 4 --seq 256 --micro 8 --threads 1 --sdpa 1)
+fi
 peer_args+=(--steps "$steps")
 
 # SHARDTRAIN_GEMM_CACHE=off: every run of ours measures the GEMM libraries afresh, so "MFU at the
@@ -49,8 +44,8 @@ peer_args+=(--steps "$steps")
 ours() {  # round -> "tokens/s mfu mfu_at_shapes library"
   SHARDTRAIN_GEMM_CACHE=off taskset -c "$core" "$build/bin/ddp-train" "${ours_args[@]}" --steps "$steps" \
     --run-dir "$tmp/run$1" >/dev/null 2>&1
-  json "$tmp/run$1/summary.json" \
-    "'%s %s %s %s' % (d['throughput_tokens_per_s'], d['mfu'], d['throughput_tokens_per_s'] * d['flops_per_token'] / d['gemm']['model_shapes_flops_per_s'] if d['gemm']['model_shapes_flops_per_s'] else 0, d['gemm']['library'])"
+  json "$tmp/run$1/summary.json" '"\(.throughput_tokens_per_s) \(.mfu) \(if .gemm.model_shapes_flops_per_s then
+    .throughput_tokens_per_s * .flops_per_token / .gemm.model_shapes_flops_per_s else 0 end) \(.gemm.library)"'
 }
 theirs() {  # compile 0|1 -> tokens/s
   (cd "$tmp" && taskset -c "$core" "$peer_py" "$peer" "${peer_args[@]}" --compile "$1" 2>"$tmp/peer.err" |

@@ -9,17 +9,23 @@
 #      throughput and per-rank peak bytes (the strategies' memory reports) side by side.
 # Prints one row per round and the medians. ROUNDS defaults to 3; PART=1 or PART=2 runs one part.
 #
-# Usage: [PART=1|2] scripts/bench-tp.sh [ROUNDS]
+# MODEL=gpt2-small runs part (1) at GPT-2 small's shape (micro-batch 1, global batch 2, STEPS steps, default 4).
+#
+# Usage: [PART=1|2] [MODEL=gpt2-small] [STEPS=N] scripts/bench-tp.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-3}"
-common=("${foundation[@]}" --steps 30 --global-batch 16)
+if use_gpt2_small; then  # MODEL=gpt2-small: part (1) at GPT-2 small's shape, global batch 2, STEPS (default 4)
+  common=("${gpt2_small[@]}" --steps "${STEPS:-4}" --global-batch 2)
+else
+  common=("${foundation[@]}" --steps "${STEPS:-30}" --global-batch 16)
+fi
 tps() { json "$1/summary.json" .throughput_tokens_per_s; }
 med_ms() { json "$1/summary.json" "1000 * .per_rank_medians.$2.max"; }  # med_ms RUN COLUMN: the larger rank median, ms
 peak() {  # the largest per-rank total of the memory report, bytes
   json "$1/summary.json" '[.memory_bytes_by_rank[] | [.model_state, .gathered, .communication, .activations | . // 0] | add] | max'
 }
 if [ "${PART:-all}" != 2 ]; then
-printf '# (1) foundation configuration, W = 2: tokens/s (median step after warm-up)\n'
+printf '# (1) %s configuration, W = 2: tokens/s (median step after warm-up)\n' "${MODEL:-foundation}"
 printf '%-6s %10s %10s %7s %9s %9s %8s\n' round dp2_tp1 dp1_tp2 ratio tp_comm tp_exp step
 for r in $(seq 1 "$rounds"); do
   mpirun -np 2 --bind-to core "$build/bin/ddp-train" "${common[@]}" --run-dir "$tmp/dp_$r" >/dev/null 2>&1

@@ -5,10 +5,17 @@
 # ratio to DDP, per-rank exposed communication (median comm_exposed_s of each rank's step log),
 # and rank 0's measured peak model-state bytes. Repeats ROUNDS times (default 2).
 #
-# Usage: scripts/bench-zero.sh [ROUNDS]
+# MODEL=gpt2-small runs GPT-2 small's shape instead (--model gpt2-small, micro-batch 1, global batch 2),
+# STEPS steps each (default 4; 30 at the foundation configuration).
+#
+# Usage: [MODEL=gpt2-small] [STEPS=N] scripts/bench-zero.sh [ROUNDS]
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 rounds="${1:-2}"
-common=("${foundation[@]}" --global-batch 16 --steps 30)
+if use_gpt2_small; then
+  common=("${gpt2_small[@]}" --global-batch 2 --steps "${STEPS:-4}")
+else
+  common=("${foundation[@]}" --global-batch 16 --steps "${STEPS:-30}")
+fi
 printf '# W=2, tokens/s (median step after warm-up); ratio = tp / tp_DDP; exposed = median comm_exposed_s per rank\n'
 printf '%-6s %-6s %10s %7s %18s %14s\n' round layout tok_s ratio exposed_s_r0/r1 model_state_MB
 for r in $(seq 1 "$rounds"); do
