@@ -265,8 +265,9 @@ TEST_CASE("ckpt: the ranks validate a resume candidate together, each hashing it
   ck::ReadOptions unverified;
   unverified.verify_files = false;
   // Step 3: a flipped byte in the data of the last rank file, the one only the last rank hashes.
-  // Step 2: its index records another sum64 for ln_f.weight, which only the shares' sums added up
-  // across the ranks can show (every rank file is intact).
+  // Step 2, as a writer before the manifest's tensor-table digest left it: its index records another
+  // sum64 for ln_f.weight, which only the shares' sums added up across the ranks can show (every
+  // rank file is intact).
   const std::string last_file = ck::CheckpointReader(step3, unverified).manifest().files.back().name;
   if (rank == 0) {
     const ck::CheckpointReader before(step3, unverified);
@@ -278,6 +279,7 @@ TEST_CASE("ckpt: the ranks validate a resume candidate together, each hashing it
           flipped = p.dataset;
         }
     REQUIRE_FALSE(flipped.empty());
+    restamp(step2, [](nlohmann::json& manifest) { manifest.erase("tensor_table_sha256"); });
     edit(step2 + "/index.h5", [](hid_t f) { set_string(f, "/tensors/ln_f.weight", "checksum", "sum64:0123456789abcdef"); });
   }
   comm->barrier();
@@ -295,7 +297,10 @@ TEST_CASE("ckpt: the ranks validate a resume candidate together, each hashing it
     CHECK_NOTHROW(ck::CheckpointReader(step3, mine));
   if (world > 1) {
     const ck::CheckpointReader share2(step2, mine);
+    CHECK(share2.piece_sums_owed());
     CHECK(share2.share_piece_sums().size() == share2.tensors().size());
+    // A checkpoint with the digest owes no sums: step 1 (intact) is tied to its manifest already.
+    CHECK_FALSE(ck::CheckpointReader(dir + "/step_00000001", mine).piece_sums_owed());
   }
   CHECK_THROWS_WITH(ck::CheckpointReader(step2), Catch::Contains("/tensors/ln_f.weight records checksum"));
   comm->barrier();

@@ -8,12 +8,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "shardtrain/ckpt/ckpt.hpp"
 #include "shardtrain/base/hash.hpp"
+#include "shardtrain/base/sha256.hpp"
 #include "test_support.hpp"
 
 namespace shardtrain::test::ckpt_fixture {
@@ -169,6 +172,34 @@ inline void set_string(hid_t file, const std::string& object, const std::string&
   H5Aclose(attr);
   H5Sclose(space);
   H5Tclose(type);
+}
+
+// Records the rank files' new sizes and SHA-256 in the manifest (stored again with its own
+// SHA-256), as the writer would have: a buggy writer's checkpoint is consistent. `also` changes the
+// manifest further before it is stored (e.g. drops a field an older writer did not write).
+inline void restamp(const std::string& folder, const std::function<void(nlohmann::json&)>& also = {}) {
+  const std::string index = folder + "/index.h5";
+  edit(index, [&](hid_t f) {
+    const hid_t attr = H5Aopen(f, "manifest", H5P_DEFAULT);
+    const hid_t type = H5Aget_type(attr);
+    std::string text(H5Tget_size(type), '\0');
+    H5Aread(attr, type, text.data());
+    H5Tclose(type);
+    H5Aclose(attr);
+    text.resize(text.find_last_not_of('\0') + 1);
+    nlohmann::json manifest = nlohmann::json::parse(text);
+    for (auto& file : manifest["files"]) {
+      const std::string path = folder + "/" + file["name"].get<std::string>();
+      std::ifstream in(path, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      file["bytes"] = bytes.size();
+      file["sha256"] = shardtrain::to_hex(shardtrain::sha256(bytes.data(), bytes.size()));
+    }
+    if (also) also(manifest);
+    text = manifest.dump();
+    set_string(f, "/", "manifest", text);
+    set_string(f, "/", "manifest_sha256", shardtrain::to_hex(shardtrain::sha256(text.data(), text.size())));
+  });
 }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -52,32 +53,6 @@ void restore_as(hid_t file, const std::string& piece, hid_t stored, std::int64_t
   H5Sclose(space);
   set_ints(file, piece, "offset", {offset}, true);
   set_ints(file, piece, "tensor_numel", {tensor_numel}, true);
-}
-
-// Records the rank files' new sizes and SHA-256 in the manifest (stored again with its own
-// SHA-256), as the writer would have: a buggy writer's checkpoint is consistent.
-void restamp(const std::string& folder) {
-  const std::string index = folder + "/index.h5";
-  edit(index, [&](hid_t f) {
-    const hid_t attr = H5Aopen(f, "manifest", H5P_DEFAULT);
-    const hid_t type = H5Aget_type(attr);
-    std::string text(H5Tget_size(type), '\0');
-    H5Aread(attr, type, text.data());
-    H5Tclose(type);
-    H5Aclose(attr);
-    text.resize(text.find_last_not_of('\0') + 1);
-    nlohmann::json manifest = nlohmann::json::parse(text);
-    for (auto& file : manifest["files"]) {
-      const std::string path = folder + "/" + file["name"].get<std::string>();
-      std::ifstream in(path, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      file["bytes"] = bytes.size();
-      file["sha256"] = shardtrain::to_hex(shardtrain::sha256(bytes.data(), bytes.size()));
-    }
-    text = manifest.dump();
-    set_string(f, "/", "manifest", text);
-    set_string(f, "/", "manifest_sha256", shardtrain::to_hex(shardtrain::sha256(text.data(), text.size())));
-  });
 }
 
 }  // namespace
@@ -128,7 +103,17 @@ TEST_CASE("ckpt: an index or a piece table that disagrees with itself is refused
     });
     CHECK(contains(refusal({}), index + ": /tensors/wte: checkpoint: checksum 'sum64:not-hex' is not of the form"));
   }
-  SECTION("a checksum of the index that the verified pieces do not add up to") {
+  SECTION("a checksum of the index that the manifest's digest of the tensor table does not cover") {
+    edit(index, [](hid_t f) { set_string(f, "/tensors/ln_f.weight", "checksum", "sum64:0123456789abcdef"); });
+    CHECK(contains(refusal({}), index + ": its tensor table (the names, types, shapes and checksums of " +
+                                    std::to_string(state.specs.size()) +
+                                    " tensors) does not match the manifest's tensor_table_sha256 (corrupt index)"));
+    // One digest of the table, not a pass over the data: the ranks that do not re-hash refuse it too.
+    CHECK(contains(refusal(unhashed), "tensor_table_sha256"));
+  }
+  SECTION("the same in a checkpoint written before the digest: the verified pieces do not add up to it") {
+    restamp(folder, [](nlohmann::json& manifest) { manifest.erase("tensor_table_sha256"); });
+    REQUIRE(ck::validate_checkpoint(folder).empty());
     edit(index, [](hid_t f) { set_string(f, "/tensors/ln_f.weight", "checksum", "sum64:0123456789abcdef"); });
     CHECK(contains(refusal({}), index + ": /tensors/ln_f.weight records checksum sum64:0123456789abcdef, the pieces"));
     // Without the hashes the pieces prove nothing, so only a whole read sees it (as before).
@@ -159,4 +144,61 @@ TEST_CASE("ckpt: an index or a piece table that disagrees with itself is refused
     CHECK(contains(refusal(unhashed), rank_file + ": /pieces/ln_f.weight/00000000000000000010: elements [10, +16) lie "
                                                   "outside the tensor's 16"));
   }
+}
+
+namespace {
+// A string attribute of `object`, read with the plain HDF5 API (trailing NULs dropped).
+std::string plain_string_attr(hid_t file, const std::string& object, const std::string& name) {
+  const hid_t attr = H5Aopen_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(attr >= 0);
+  const hid_t type = H5Aget_type(attr);
+  std::string text(H5Tget_size(type), '\0');
+  H5Aread(attr, type, text.data());
+  H5Tclose(type);
+  H5Aclose(attr);
+  return text.substr(0, text.find_last_not_of('\0') + 1);
+}
+std::vector<std::int64_t> plain_ints_attr(hid_t file, const std::string& object, const std::string& name) {
+  const hid_t attr = H5Aopen_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(attr >= 0);
+  const hid_t space = H5Aget_space(attr);
+  std::vector<std::int64_t> values(std::size_t(H5Sget_simple_extent_npoints(space)));
+  H5Aread(attr, H5T_NATIVE_INT64, values.data());
+  H5Sclose(space);
+  H5Aclose(attr);
+  return values;
+}
+}  // namespace
+
+TEST_CASE("ckpt: the manifest's tensor_table_sha256 is the digest docs/FORMATS.md describes", "[ckpt]") {
+  // Rebuilt here from the index's attributes with the plain HDF5 API and the documented line format,
+  // not with the reader or tensor_table_sha256().
+  const auto self = test_communicator(MPI_COMM_SELF);
+  const std::string dir = temp_dir("ckpt-table-digest");
+  const auto state = make_state(5);
+  save_state(dir, state, 1, *self);
+  const std::string index = dir + "/step_00000001/index.h5";
+  const hid_t file = H5Fopen(index.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  std::vector<std::string> names;
+  for (const auto& spec : state.specs) names.push_back(spec.name);
+  std::sort(names.begin(), names.end());
+  std::string table;
+  for (const auto& name : names) {
+    const std::string object = "/tensors/" + name;
+    std::string dims;
+    for (const std::int64_t d : plain_ints_attr(file, object, "shape")) {
+      if (!dims.empty()) dims += ',';
+      dims += std::to_string(d);
+    }
+    table += name + " " + plain_string_attr(file, object, "dtype") + " " + dims + " " +
+             std::to_string(plain_ints_attr(file, object, "numel").at(0)) + " " +
+             plain_string_attr(file, object, "checksum") + "\n";
+  }
+  const auto manifest = nlohmann::json::parse(plain_string_attr(file, "/", "manifest"));
+  H5Fclose(file);
+  INFO(table);
+  CHECK(manifest.at("tensor_table_sha256").get<std::string>() ==
+        shardtrain::to_hex(shardtrain::sha256(table.data(), table.size())));
+  CHECK(table.find("scalar.gain float32  1 sum64:") != std::string::npos);  // a scalar: no dimensions
 }

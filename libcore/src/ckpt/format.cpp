@@ -154,7 +154,19 @@ nlohmann::json CheckpointManifest::to_json() const {
       {"files", files_json},
       {"extra", extra},
       {"history", history},
+      {"tensor_table_sha256", tensor_table_sha256},
   };
+}
+
+std::string tensor_table_sha256(std::vector<TensorTableRow> rows) {
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.spec.name < b.spec.name; });
+  std::string text;
+  for (const auto& r : rows) {
+    text.append(r.spec.name).append(" ").append(dtype_name(r.spec.dtype)).append(" ");
+    for (std::size_t i = 0; i < r.spec.shape.size(); ++i) text.append(i ? "," : "").append(std::to_string(r.spec.shape[i]));
+    text.append(" ").append(std::to_string(r.spec.numel())).append(" ").append(format_checksum(r.checksum)).append("\n");
+  }
+  return to_hex(sha256(text.data(), text.size()));
 }
 
 void CheckpointManifest::record_rewrite(const std::string& operation, const std::string& source) {
@@ -263,6 +275,11 @@ CheckpointManifest CheckpointManifest::from_json(const nlohmann::json& j, const 
   if (j.contains("history")) {
     if (!j.at("history").is_array()) throw UsageError(where + ": manifest field 'history' is not an array");
     m.history = j.at("history");
+  }
+  if (j.contains("tensor_table_sha256")) {
+    if (!j.at("tensor_table_sha256").is_string())
+      throw UsageError(where + ": manifest field 'tensor_table_sha256' is not a string");
+    m.tensor_table_sha256 = j.at("tensor_table_sha256").get<std::string>();
   }
   return m;
 }

@@ -283,12 +283,26 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
                     std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
   }
 
-  // 5. With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
+  // With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
   // pieces do not add up to the index's sum64 has a corrupt index (the one file no hash covers
   // whole): refused here, where a resume can still fall back, rather than at the first read.
-  // With a share, the other shares' sums are the caller's to add (check_piece_sums).
+  // 5. The index's tensor table against the manifest's digest of it; a checkpoint written before the
+  // digest: with verify_files, every tensor's pieces add up to the index's sum64 (with a share, the
+  // other shares' sums are the caller's to add: check_piece_sums).
+  if (!manifest_.tensor_table_sha256.empty()) {
+    std::vector<TensorTableRow> rows;
+    rows.reserve(tensors_.size());
+    for (const auto& t : tensors_) rows.push_back({t.spec, t.checksum});
+    if (tensor_table_sha256(std::move(rows)) != manifest_.tensor_table_sha256)
+      throw IoError(index + ": its tensor table (the names, types, shapes and checksums of " +
+                    std::to_string(tensors_.size()) +
+                    " tensors) does not match the manifest's tensor_table_sha256 (corrupt index); resume from an "
+                    "earlier checkpoint");
+    return;
+  }
   if (!options.verify_files) return;
   if (options.share.count > 1) {
+    piece_sums_owed_ = true;
     share_sums_ = piece_sums([&](const std::string& file) { return share_files.count(file) > 0; });
   } else {
     check_piece_sums(piece_sums([](const std::string&) { return true; }));

@@ -212,7 +212,20 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
   const std::string what_to_do = " (disk full, quota or permission?): free space and save again";
   H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) throw IoError(path + ": cannot create the index" + what_to_do);
-  const std::string manifest_text = manifest.to_json().dump();
+  // Each tensor's sum64 is the sum of its pieces' (format.hpp); the manifest records the digest of
+  // the table written below.
+  std::map<std::string, std::uint64_t> sums;
+  std::vector<TensorTableRow> rows;
+  for (const auto& t : tensors) {
+    std::uint64_t sum = 0;
+    if (t.numel() > 0)
+      for (const auto& p : pieces.at(t.name)) sum += p.checksum;
+    sums[t.name] = sum;
+    rows.push_back({t, sum});
+  }
+  CheckpointManifest stored = manifest;
+  stored.tensor_table_sha256 = tensor_table_sha256(rows);
+  const std::string manifest_text = stored.to_json().dump();
   bool ok = detail::write_string_attr(file.get(), "/", "format", kFormatName) &&
             detail::write_int_attr(file.get(), "/", "format_version", kFormatVersion) &&
             detail::write_int_attr(file.get(), "/", "step", manifest.step) &&
@@ -241,10 +254,8 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
       const double nan = std::numeric_limits<double>::quiet_NaN();
       H5Pset_fill_value(dcpl.get(), H5T_NATIVE_DOUBLE, &nan);
     }
-    std::uint64_t sum = 0;
     if (t.numel() > 0) {
       for (const auto& p : list) {
-        sum += p.checksum;
         const hsize_t src_n = hsize_t(p.count);
         const std::string src_dataset = vds_escape(detail::piece_dataset_name(t.name, p.offset));
         for (const auto& blk : blocks_of_range(shape, p.offset, p.offset + p.count)) {
@@ -266,7 +277,7 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
     ok = detail::write_int_array_attr(dset.get(), ".", "shape", t.shape) &&
          detail::write_string_attr(dset.get(), ".", "dtype", dtype_name(t.dtype)) &&
          detail::write_int_attr(dset.get(), ".", "numel", t.numel()) &&
-         detail::write_string_attr(dset.get(), ".", "checksum", format_checksum(sum));
+         detail::write_string_attr(dset.get(), ".", "checksum", format_checksum(sums.at(t.name)));
     if (!ok) throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
   }
   group.reset();

@@ -124,6 +124,15 @@ struct CheckpointLayout {
 // Everything about the training state except the tensors (contract 5). The trainer fills the
 // "trainer" fields; the writer fills format_version, files, writers, created and code_version (if
 // empty). All fields are required on read (a missing one names itself); `extra` carries anything else.
+// One tensor as the index's tensor table records it: its spec and its sum64 over the whole tensor.
+struct TensorTableRow {
+  TensorSpec spec;
+  std::uint64_t checksum = 0;
+};
+// SHA-256 (hex) of the rows sorted by name, one line each: "<name> <dtype> <d0,d1,...> <numel>
+// sum64:<16 hex digits>\n". What CheckpointManifest::tensor_table_sha256 records.
+std::string tensor_table_sha256(std::vector<TensorTableRow> rows);
+
 struct CheckpointManifest {
   int format_version = kFormatVersion;
   std::int64_t step = 0;          // optimizer steps completed: a resume runs step `step` next
@@ -151,6 +160,11 @@ struct CheckpointManifest {
   //  "created", "code_version"} describing the checkpoint it was rewritten FROM. Optional on read
   // (absent in checkpoints a trainer wrote: an empty array).
   nlohmann::json history = nlohmann::json::array();
+  // SHA-256 (hex) of the index's tensor table (tensor_table_sha256 below), set by the writer: it ties
+  // the index, the one file no file hash covers, to this manifest, so validation compares one digest
+  // instead of adding up every piece. Layout-independent (the same for any layout of one state).
+  // Optional on read: empty in checkpoints written before it (validation then adds up the pieces).
+  std::string tensor_table_sha256;
 
   // Appends the history entry describing this manifest as the source of `operation` at `source`.
   void record_rewrite(const std::string& operation, const std::string& source);

@@ -8,8 +8,10 @@
 //   4. every tensor of /tensors is covered exactly once by the pieces in the rank files, each
 //      piece a 1-D run of the tensor's type named by its offset; the index's shape and dtype
 //      attributes agree with the tensor's dataset;
-//   5. with verify_files, every tensor's pieces add up to the index's sum64 (the index is the one
-//      file no SHA-256 covers whole: this ties its tensor table to the verified rank files).
+//   5. the index's tensor table (names, types, shapes, sum64s) has the manifest's
+//      tensor_table_sha256 (the index is the one file no file hash covers: this ties it to the
+//      manifest); in a checkpoint written before that digest, with verify_files, every tensor's
+//      pieces add up to the index's sum64 instead (tying the table to the verified rank files).
 // Reading a whole tensor also checks its sum64 checksum (format.hpp).
 // Every failure throws IoError (missing/unreadable/truncated/corrupt file) or UsageError (an
 // incompatible checkpoint: another model config, another format version), naming the file.
@@ -110,6 +112,9 @@ class CheckpointReader final : public TensorSource {
   // tensors()), the sum64 terms of the pieces in this share's rank files. The shares' vectors added
   // element by element (mod 2^64) are the tensors' whole sums; empty for a reader opened otherwise.
   const std::vector<std::uint64_t>& share_piece_sums() const { return share_sums_; }
+  // True when the caller owes step 5 (check_piece_sums with every share's sums): opened with a
+  // share of the verification, of a checkpoint whose manifest has no tensor_table_sha256.
+  bool piece_sums_owed() const { return piece_sums_owed_; }
   // Step 5 with every share's sums added up (`totals`, the order of tensors()): throws the IoError
   // of a corrupt index for the first tensor whose total differs from its sum64 in the index.
   void check_piece_sums(const std::vector<std::uint64_t>& totals) const;
@@ -123,6 +128,7 @@ class CheckpointReader final : public TensorSource {
   std::string manifest_sha256_;
   std::vector<TensorInfo> tensors_;
   std::vector<std::uint64_t> share_sums_;
+  bool piece_sums_owed_ = false;
   std::map<std::string, std::size_t> by_name_;
   std::unique_ptr<OpenFiles> files_;
 };
