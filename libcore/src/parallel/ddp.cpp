@@ -34,24 +34,34 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
       micro_batches_(micro_batches_per_rank),
       buckets_(plan_buckets(registry, bucket_bytes)) {
   if (mode != ReductionMode::kDeterministic) return;
-  std::vector<std::size_t> segments;  // the sharding units, so chunks match ZeRO's (exact_sum.hpp)
-  std::vector<std::string> names;
-  for (const auto& u : registry.units()) segments.push_back(u.size()), names.push_back("unit " + u.name);
-  exact_ = ExactSum(segments, std::move(names));
-  if (exact_.size() != n_)
+  // One sum per sharding unit, so chunks match ZeRO's (exact_sum.hpp) and each unit can be reduced
+  // as soon as backward completes it.
+  units_ = registry.units();
+  std::size_t covered = 0;
+  for (const auto& u : units_) {
+    if (u.begin != covered)
+      throw Error(ExitCode::kInternal, "deterministic reduction: the sharding units do not cover the gradient buffer");
+    unit_sums_.emplace_back(std::vector<std::size_t>{u.size()}, std::vector<std::string>{"unit " + u.name});
+    covered = u.end;
+  }
+  if (covered != n_)
     throw Error(ExitCode::kInternal, "deterministic reduction: the sharding units do not cover the gradient buffer");
 }
 
 void GradientReducer::start_step() {
   exposed_s_ = 0;
   in_flight_.clear();
+  lanes_in_flight_.clear();
   if (mode_ == ReductionMode::kFast) backend_.fill(grads_, n_, 0.0f);
-  else exact_.clear();
+  else
+    for (auto& sum : unit_sums_) sum.clear();
 }
 
 void GradientReducer::before_backward(int micro_batch) {
   if (mode_ == ReductionMode::kDeterministic) {
     backend_.fill(grads_, n_, 0.0f);
+    last_micro_batch_ = micro_batch == micro_batches_ - 1;
+    units_pending_ = units_.size();
     return;
   }
   overlap_active_ = micro_batch == micro_batches_ - 1 && comm_.size() > 1;
@@ -60,6 +70,23 @@ void GradientReducer::before_backward(int micro_batch) {
 
 void GradientReducer::gradient_ready(std::size_t ready_from) {
   if (mode_ == ReductionMode::kFast && overlap_active_) launch_ready_buckets(ready_from);
+  if (mode_ == ReductionMode::kDeterministic && last_micro_batch_ && comm_.size() > 1) reduce_ready_units(ready_from);
+}
+
+void GradientReducer::reduce_ready_units(std::size_t ready_from) {
+  const auto ready = [&] { return units_pending_ > 0 && units_[units_pending_ - 1].begin >= ready_from; };
+  if (!ready()) return;
+  backend_.synchronize();  // the units' gradients must be complete in memory before they are read
+  const std::int64_t micro_batches = std::int64_t(micro_batches_) * comm_.size();
+  while (ready()) {
+    const std::size_t u = --units_pending_;
+    ExactSum& sum = unit_sums_[u];
+    sum.add(grads_ + units_[u].begin);
+    const Stopwatch watch;  // blocking: the all-gather of the chunks' digits
+    sum.agree(comm_, micro_batches, "the gradient");
+    exposed_s_ += watch.seconds();
+    if (comm_.size() > 1) lanes_in_flight_.push_back(comm_.all_reduce_async(sum.words(), ExactSum::kLanes * sum.size()));
+  }
 }
 
 void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
@@ -73,17 +100,21 @@ void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
 }
 
 void GradientReducer::after_backward(int /*micro_batch*/) {
-  if (mode_ == ReductionMode::kFast) return;
+  if (mode_ == ReductionMode::kFast || last_micro_batch_) return;  // the last one: reduce_ready_units
   backend_.synchronize();  // the micro-batch's gradient must be complete in memory
-  exact_.add(grads_);
+  for (std::size_t u = 0; u < units_.size(); ++u) unit_sums_[u].add(grads_ + units_[u].begin);
 }
 
 double GradientReducer::finish(const std::vector<double>& micro_batch_loss_sums) {
   const bool deterministic = mode_ == ReductionMode::kDeterministic;
   if (!deterministic && comm_.size() > 1) launch_ready_buckets(0);
+  if (deterministic) reduce_ready_units(0);  // the units backward completed last (on one rank: all)
   const Stopwatch watch;
   if (deterministic) {
-    exact_all_reduce(comm_, exact_, std::int64_t(micro_batches_) * comm_.size(), "the gradient", grads_);
+    for (auto& h : lanes_in_flight_) h.wait();
+    lanes_in_flight_.clear();
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      unit_sums_[u].decode(unit_sums_[u].words(), 0, units_[u].size(), grads_ + units_[u].begin);
   } else {
     for (auto& h : in_flight_) h.wait();
     in_flight_.clear();

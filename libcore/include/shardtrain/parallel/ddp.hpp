@@ -8,12 +8,15 @@
 // finish() waits for the buckets still in flight; that wait is the exposed communication.
 //
 // Deterministic mode (contract 2 of docs/ARCHITECTURE.md): each micro-batch's gradient is computed alone (the buffer is
-// zeroed before it) and joins a reproducible integer sum (exact_sum.hpp, one segment per sharding
-// unit, as ZeRO has them); finish() agrees the digit windows, all-reduces the 64-bit lanes and decodes
-// them to fp32 once, and adds the loss sums in global micro-batch order. The result is bitwise
-// independent of the number of ranks and of the accumulation count, for any of either (and of
-// the ZeRO stage, which uses the same rule). No overlap with backward: the reduction runs after
-// the last micro-batch (docs/PERFORMANCE.md "Deterministic mode" for its cost).
+// zeroed before it) and joins a reproducible integer sum (exact_sum.hpp), one per sharding unit,
+// as ZeRO has them. During the LAST micro-batch's backward, as soon as backward has completed a
+// unit's gradient, the unit's sum takes it, agrees its digit windows with the group (a small
+// blocking all-gather) and all-reduces its 64-bit lanes asynchronously, so the lanes of one unit
+// travel while backward computes the next; finish() adds the units backward completed last,
+// waits for every unit's lanes, decodes them to fp32 once, and adds the loss sums in global
+// micro-batch order. The result is bitwise independent of the number of ranks and of the
+// accumulation count, for any of either (and of the ZeRO stage, which uses the same rule), and of
+// when each unit was reduced (docs/PERFORMANCE.md "Deterministic mode" for its cost).
 //
 // Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
 // global mean's gradient: no division after the all-reduce.
@@ -60,7 +63,8 @@ class GradientReducer {
   void before_backward(int micro_batch);
   // Backward has completed the gradients of [ready_from, end) (the model's hook).
   void gradient_ready(std::size_t ready_from);
-  // Deterministic mode: the micro-batch's gradient joins the exact sum.
+  // Deterministic mode: the micro-batch's gradient joins the exact sums (the last micro-batch's:
+  // what gradient_ready has not added yet is added in finish()).
   void after_backward(int micro_batch);
   // Waits for (or runs) the reduction and sums this rank's micro-batch loss sums (in local
   // order) over the ranks (reduce_loss_sums, exact_sum.hpp); returns the global loss sum.
@@ -72,6 +76,9 @@ class GradientReducer {
 
  private:
   void launch_ready_buckets(std::size_t ready_from);
+  // Deterministic mode, last micro-batch: every unit not yet taken whose gradient lies in
+  // [ready_from, end) joins its sum, agrees its windows and has its lanes all-reduced (W > 1).
+  void reduce_ready_units(std::size_t ready_from);
 
   Backend& backend_;
   Communicator& comm_;
@@ -86,8 +93,13 @@ class GradientReducer {
   std::size_t next_bucket_ = 0;
   std::vector<CollectiveHandle> in_flight_;
 
-  // Deterministic mode: the exact sum of this rank's micro-batch gradients.
-  ExactSum exact_;
+  // Deterministic mode: per sharding unit (registry order), the exact sum of this rank's
+  // micro-batch gradients and, once the last micro-batch has reached it, its lanes' all-reduce.
+  std::vector<ParameterUnit> units_;
+  std::vector<ExactSum> unit_sums_;
+  std::vector<CollectiveHandle> lanes_in_flight_;
+  std::size_t units_pending_ = 0;  // last micro-batch: units [0, units_pending_) not yet reduced
+  bool last_micro_batch_ = false;
 
   double exposed_s_ = 0;
 };
