@@ -283,12 +283,11 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
                     std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
   }
 
-  // With the rank files' SHA-256 verified, their pieces hold what was written, so a tensor whose
-  // pieces do not add up to the index's sum64 has a corrupt index (the one file no hash covers
-  // whole): refused here, where a resume can still fall back, rather than at the first read.
-  // 5. The index's tensor table against the manifest's digest of it; a checkpoint written before the
-  // digest: with verify_files, every tensor's pieces add up to the index's sum64 (with a share, the
-  // other shares' sums are the caller's to add: check_piece_sums).
+  // 5. The index (the one file no file hash covers) against the manifest: its tensor table against
+  // the manifest's digest of it; in a checkpoint written before the digest, with verify_files, every
+  // tensor's pieces (their files' SHA-256 verified) must add up to the index's sum64 (with a share,
+  // the other shares' sums are the caller's to add: check_piece_sums). Refused here, where a resume
+  // can still fall back, rather than at the first read.
   if (!manifest_.tensor_table_sha256.empty()) {
     std::vector<TensorTableRow> rows;
     rows.reserve(tensors_.size());

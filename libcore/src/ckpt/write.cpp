@@ -214,13 +214,11 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
   if (!file.ok()) throw IoError(path + ": cannot create the index" + what_to_do);
   // Each tensor's sum64 is the sum of its pieces' (format.hpp); the manifest records the digest of
   // the table written below.
-  std::map<std::string, std::uint64_t> sums;
-  std::vector<TensorTableRow> rows;
+  std::vector<TensorTableRow> rows;  // in the order of `tensors`
   for (const auto& t : tensors) {
     std::uint64_t sum = 0;
     if (t.numel() > 0)
       for (const auto& p : pieces.at(t.name)) sum += p.checksum;
-    sums[t.name] = sum;
     rows.push_back({t, sum});
   }
   CheckpointManifest stored = manifest;
@@ -241,7 +239,7 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
   H5Id group(H5Gcreate2(file.get(), "/tensors", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!group.ok()) throw IoError(path + ": cannot create /tensors" + what_to_do);
 
-  for (const auto& t : tensors) {
+  for (const auto& [t, sum] : rows) {
     const auto& list = pieces.at(t.name);
     std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
     if (shape.empty()) shape.push_back(1);  // a scalar is stored as (1,)
@@ -277,7 +275,7 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
     ok = detail::write_int_array_attr(dset.get(), ".", "shape", t.shape) &&
          detail::write_string_attr(dset.get(), ".", "dtype", dtype_name(t.dtype)) &&
          detail::write_int_attr(dset.get(), ".", "numel", t.numel()) &&
-         detail::write_string_attr(dset.get(), ".", "checksum", format_checksum(sums.at(t.name)));
+         detail::write_string_attr(dset.get(), ".", "checksum", format_checksum(sum));
     if (!ok) throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
   }
   group.reset();
