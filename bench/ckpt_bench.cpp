@@ -12,9 +12,10 @@
 //   - cold read: read(2) of that file in 64 MiB blocks after its pages were dropped from the page
 //     cache (posix_fadvise DONTNEED on the clean, fsync'd file; mincore confirms < 1% stayed).
 // Loads are measured warm (the checkpoint just written, in the page cache, as a restart on the same
-// node finds it) and cold (its files' pages dropped the same way: a restart on another node), each
-// after the validation a resume does (the ranks together), the one it did before (rank 0 alone),
-// and none.
+// node finds it) and cold (its files' pages dropped the same way: a restart on another node): as a
+// resume loads now (restore_resume_checkpoint_collective: validated while read, each rank hashing
+// its share of the files in the same pass that fills the state), after the ranks validated it
+// together first (the resume before), after rank 0 validated it alone (before that), and unvalidated.
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -163,17 +164,31 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
   if (rank == 0) fs::create_directories(dir);
   comm->barrier();
   std::vector<double> dd_s, dd_read_s, save_s, load_s, open_s, cold_open_s, load_fast_s, cold_load_s, cold_load_fast_s,
-      load_alone_s, cold_load_alone_s;
+      load_alone_s, cold_load_alone_s, load_while_s, cold_load_while_s;
   ck::SaveResult r;
   std::vector<float> back(flat.size());
-  // Every rank loads the whole state (as DDP ranks do) after the checkpoint is validated the way a
-  // resume validates it now (kTogether: find_resume_checkpoint_collective, each rank its share of
-  // the files), the way it did before (kRank0Alone: rank 0 hashes every file while the others
-  // wait), or not at all (kNone); `bytes_equal` checks the load returned what was saved.
-  enum class Validation { kNone, kRank0Alone, kTogether };
+  // Every rank loads the whole state (as DDP ranks do, in one read_batch) validated the way a
+  // resume validates it now (kWhileReading: restore_resume_checkpoint_collective), before it
+  // (kTogether: find_resume_checkpoint_collective, each rank its share of the files, then the
+  // load), before that (kRank0Alone: rank 0 hashes every file while the others wait), or not at all
+  // (kNone), the last three reading tensor by tensor as the resume did; the memcmp checks the load
+  // returned what was saved.
+  enum class Validation { kNone, kRank0Alone, kTogether, kWhileReading };
+  std::vector<ck::ReadRequest> whole_state;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    whole_state.push_back({specs[i].name, 0, specs[i].numel(), back.data() + (static_cast<const float*>(ptrs[i]) - flat.data())});
   auto load = [&](Validation validation, std::vector<double>* validation_s = nullptr) {
     comm->barrier();
     const double t0 = now();
+    if (validation == Validation::kWhileReading) {
+      const auto restored = ck::restore_resume_checkpoint_collective(
+          dir, *comm, {}, [&](const ck::CheckpointReader& reader) { reader.read_batch(whole_state); });
+      REQUIRE((restored.folder && *restored.folder == r.path && !restored.restored_then_refused));
+      comm->barrier();
+      const double t = now() - t0;
+      CHECK(std::memcmp(back.data(), flat.data(), total_bytes) == 0);
+      return t;
+    }
     if (validation == Validation::kTogether) {
       const auto chosen = ck::find_resume_checkpoint_collective(dir, *comm);
       REQUIRE((chosen && *chosen == r.path));
@@ -185,7 +200,7 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     ck::ReadOptions options;
     options.verify_files = false;
     {
-      ck::CheckpointReader reader(r.path, options);
+      ck::CheckpointReader reader(r.path, options);  // as the resume before read: tensor by tensor
       for (std::size_t i = 0; i < specs.size(); ++i)
         reader.read(specs[i].name, back.data() + (static_cast<const float*>(ptrs[i]) - flat.data()));
     }
@@ -220,9 +235,12 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     r = ck::save_checkpoint(dir, manifest, specs, pieces, *comm, ck::SaveOptions{true, 1});
     save_s.push_back(now() - t0);
 
+    load_while_s.push_back(load(Validation::kWhileReading));
     load_s.push_back(load(Validation::kTogether, &open_s));
     load_alone_s.push_back(load(Validation::kRank0Alone));
     load_fast_s.push_back(load(Validation::kNone));
+    drop_checkpoint();
+    cold_load_while_s.push_back(load(Validation::kWhileReading));
     drop_checkpoint();
     cold_load_s.push_back(load(Validation::kTogether, &cold_open_s));
     drop_checkpoint();
@@ -264,8 +282,9 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
       std::printf("%-34s %10.3f %10.3f %9.0f%% of the cold dd read\n", what, sec, gb / sec, 100.0 * (gb / sec) / dd_read_bw);
     };
     for (std::size_t i = 0; i < dd_s.size(); ++i)
-      std::printf("#   round %zu: dd write %.3f s, dd cold read %.3f s, save %.3f s, load %.3f s, cold load %.3f s\n", i,
-                  dd_s[i], dd_read_s[i], save_s[i], load_s[i], cold_load_s[i]);
+      std::printf("#   round %zu: dd write %.3f s, dd cold read %.3f s, save %.3f s, load %.3f s, cold load %.3f s, "
+                  "cold load validated while read %.3f s\n", i, dd_s[i], dd_read_s[i], save_s[i], load_s[i], cold_load_s[i],
+                  cold_load_while_s[i]);
     row("dd write+fdatasync", median(dd_s));
     row("save (sync, commit included)", median(save_s));
     std::printf("%-34s %10s   (last: write %.3f, fsync+hash %.3f, commit %.3f on rank 0)\n", "  of which", "",
@@ -274,10 +293,12 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     std::printf("%-34s %10.3f   (first, allocating: %.3f)  = %.1f%% of the sync save\n", "async stall (2nd/3rd save)",
                 stalls.back(), stalls.front(), 100.0 * stalls.back() / median(save_s));
     read_row("dd read, cold", median(dd_read_s));
+    read_row("load, warm (validated while read)", median(load_while_s));
     read_row("load, warm (validated together)", median(load_s));
     std::printf("%-34s %10.3f\n", "  of which validation", median(open_s));
     read_row("load, warm (rank 0 validates)", median(load_alone_s));
     read_row("load, warm (no file re-hash)", median(load_fast_s));
+    read_row("load, cold (validated while read)", median(cold_load_while_s));
     read_row("load, cold (validated together)", median(cold_load_s));
     std::printf("%-34s %10.3f\n", "  of which validation", median(cold_open_s));
     read_row("load, cold (rank 0 validates)", median(cold_load_alone_s));
@@ -285,11 +306,13 @@ TEST_CASE("ckpt: save and load throughput of GPT-2 small's state against the dis
     std::printf("{\"ranks\":%d,\"bytes\":%zu,\"dd_gbps\":%.3f,\"save_gbps\":%.3f,\"save_vs_dd\":%.3f,"
                 "\"async_stall_s\":%.3f,\"sync_save_s\":%.3f,\"stall_vs_sync\":%.3f,\"dd_read_cold_gbps\":%.3f,"
                 "\"load_gbps\":%.3f,\"load_noverify_gbps\":%.3f,\"cold_load_gbps\":%.3f,\"cold_load_noverify_gbps\":%.3f,"
-                "\"cold_load_vs_dd_read\":%.3f,\"load_rank0_alone_gbps\":%.3f,\"cold_load_rank0_alone_gbps\":%.3f}\n",
+                "\"cold_load_vs_dd_read\":%.3f,\"load_rank0_alone_gbps\":%.3f,\"cold_load_rank0_alone_gbps\":%.3f,"
+                "\"cold_load_while_read_gbps\":%.3f,\"cold_load_while_read_vs_dd_read\":%.3f}\n",
                 world, total_bytes, dd_bw, gb / median(save_s), (gb / median(save_s)) / dd_bw, stalls.back(),
                 median(save_s), stalls.back() / median(save_s), dd_read_bw, gb / median(load_s),
                 gb / median(load_fast_s), gb / median(cold_load_s), gb / median(cold_load_fast_s),
-                (gb / median(cold_load_s)) / dd_read_bw, gb / median(load_alone_s), gb / median(cold_load_alone_s));
+                (gb / median(cold_load_s)) / dd_read_bw, gb / median(load_alone_s), gb / median(cold_load_alone_s),
+                gb / median(cold_load_while_s), (gb / median(cold_load_while_s)) / dd_read_bw);
     std::fflush(stdout);
     if (env) fs::remove_all(dir);
   }

@@ -63,6 +63,18 @@ grep -q "step_00000006" "$WORK/corrupt.log" && grep -q "resumed from .*step_0000
   { cat "$WORK/corrupt.log" >&2; fail "did not fall back loudly to step_00000003"; }
 pass "a flipped byte in the newest checkpoint: skipped loudly, resumed from the previous one"
 
+# (4b) No valid checkpoint behind a refused one: a resume reads a checkpoint while it validates it,
+# so a fault those reads find leaves their bytes in the model's state; with nothing older to
+# restore, the state is built afresh and the run equals one that never had a checkpoint.
+train 2 "$WORK/allbad" "${C[@]}" --steps 3 --ckpt-every 3
+checks flip-byte "$WORK/allbad/checkpoints/step_00000003/rank_00001.h5"
+train 2 "$WORK/allbad" "${C[@]}" --steps 6 --resume auto
+grep -q "building it afresh" "$WORK/allbad.log" && grep -q "starting from step 0" "$WORK/allbad.log" ||
+  { cat "$WORK/allbad.log" >&2; fail "a refused checkpoint's reads were not discarded loudly"; }
+train 2 "$WORK/fresh6" "${C[@]}" --steps 6
+expect_verdict BITWISE "$WORK/allbad/params.h5" "$WORK/fresh6/params.h5"
+pass "the only checkpoint refused after it was read: the state built afresh, the run equals a fresh one"
+
 # (5) Refusals: another global batch, another data selection (unless --allow-data-change).
 rc=0; train 2 "$WORK/same" --d-model 32 --global-batch 16 --micro-batch 2 --deterministic --steps 14 --resume "$WORK/same/checkpoints/step_00000005" 2>/dev/null || rc=$?
 grep -q "global batch 8 in the checkpoint vs --global-batch 16" "$WORK/same.log" && [ "$rc" -eq 2 ] || fail "another global batch was not refused (exit $rc)"

@@ -146,12 +146,25 @@ std::optional<std::string> find_resume_checkpoint_with(const std::string& ckpt_d
   return (fs::path(ckpt_dir) / *name).string();
 }
 
+// The first error of `reports` in rank order (each "-<error>" or "+<payload>"); "" when none.
+std::string first_error(const std::vector<std::string>& reports) {
+  for (const auto& r : reports)
+    if (r.rfind("-", 0) == 0) return r.substr(1);
+  return "";
+}
+
+using Restore = std::function<void(const CheckpointReader&)>;
+
 // One candidate judged by every rank of `comm` at once, each its share of the hashing and the piece
-// sums (ReadOptions::share); the shares' sums are added up and checked on every rank. Returns, the
-// same on every rank, "" when the candidate is valid, else the first rank's error in rank order.
-std::string validate_together(const std::string& path, const ReadOptions& options, Communicator& comm) {
+// sums (ReadOptions::share); the shares' sums are added up and checked on every rank. With
+// `restore`, the share's hashing is done while `restore` reads (hash_while_reading) and the ranks
+// agree once more after it. Returns, the same on every rank, "" when the candidate is valid (and
+// restored), else the first rank's error in rank order.
+std::string validate_together(const std::string& path, const ReadOptions& options, Communicator& comm,
+                              const Restore& restore = {}) {
   ReadOptions mine = options;
   mine.share = {comm.rank(), comm.size()};
+  mine.hash_while_reading = bool(restore);
   std::optional<CheckpointReader> reader;
   std::string report;  // "+" and the share's sums as 16 hex digits each, or "-" and the error
   try {
@@ -166,41 +179,42 @@ std::string validate_together(const std::string& path, const ReadOptions& option
     report = "-" + std::string(e.what());
   }
   const std::vector<std::string> reports = all_gather_strings(report, comm);
-  for (const auto& r : reports)
-    if (r.rfind("-", 0) == 0) return r.substr(1);
+  if (std::string error = first_error(reports); !error.empty()) return error;
   std::vector<std::uint64_t> totals(reader->share_piece_sums().size(), 0);
   for (const auto& r : reports) {
     if (r.size() != 1 + 16 * totals.size())
       return path + ": the ranks read different tensor tables (the checkpoint changed under them)";
     for (std::size_t i = 0; i < totals.size(); ++i) totals[i] += std::stoull(r.substr(1 + 16 * i, 16), nullptr, 16);
   }
-  if (!reader->piece_sums_owed()) return "";  // the manifest's digest tied the index already
   try {
-    reader->check_piece_sums(totals);
+    if (reader->piece_sums_owed()) reader->check_piece_sums(totals);
   } catch (const std::exception& e) {
     return e.what();
   }
-  return "";
+  if (!restore) return "";
+  try {
+    restore(*reader);
+    reader->verify_pending_files();
+    report = "+";
+  } catch (const std::exception& e) {
+    report = "-" + std::string(e.what());
+  }
+  return first_error(all_gather_strings(report, comm));
 }
 
-}  // namespace
-
-std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
-  return find_resume_checkpoint_with(ckpt_dir, options, {});
-}
-
-std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
-                                                             const ReadOptions& options) {
-  // Rank 0 walks the candidates (its view of the folder decides their order) and sends each one as
-  // "?<path>" before judging it with the others; then its answer: "-" = none, "+<path>" = found, else
-  // an encoded error (any failure is a UsageError). The other ranks judge what they are sent.
-  const bool together = options.verify_files && comm.size() > 1;
+// find_resume_checkpoint_collective's protocol, each candidate judged by validate_together with
+// `restore` (none: validation only). Rank 0 walks the candidates (its view of the folder decides
+// their order) and sends each one as "?<path>" before judging it with the others; then its answer:
+// "-" = none, "+<path>" = found, else an encoded error (any failure is a UsageError). The other
+// ranks judge what they are sent.
+std::optional<std::string> walk_candidates_together(const std::string& ckpt_dir, Communicator& comm,
+                                                    const ReadOptions& options, bool together, const Restore& restore) {
   std::string answer;
   if (comm.rank() == 0) {
     const Validator judge = [&](const std::string& path) {
       std::string ask = "?" + path;
       broadcast_string(ask, comm);
-      return validate_together(path, options, comm);
+      return validate_together(path, options, comm, restore);
     };
     try {
       auto found = find_resume_checkpoint_with(ckpt_dir, options, together ? judge : Validator());
@@ -213,12 +227,39 @@ std::optional<std::string> find_resume_checkpoint_collective(const std::string& 
     for (;;) {
       broadcast_string(answer, comm);
       if (answer.rfind("?", 0) != 0) break;
-      validate_together(answer.substr(1), options, comm);
+      validate_together(answer.substr(1), options, comm, restore);
     }
   }
   if (answer == "-") return std::nullopt;
   if (answer.rfind("+", 0) != 0) throw_encoded(answer);
   return answer.substr(1);
+}
+
+}  // namespace
+
+std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, const ReadOptions& options) {
+  return find_resume_checkpoint_with(ckpt_dir, options, {});
+}
+
+std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
+                                                             const ReadOptions& options) {
+  return walk_candidates_together(ckpt_dir, comm, options, options.verify_files && comm.size() > 1, {});
+}
+
+CollectiveRestore restore_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
+                                                       const ReadOptions& options, const Restore& restore) {
+  if (!options.verify_files)
+    throw UsageError("restore_resume_checkpoint_collective: options.verify_files is off; a resume validates what it restores");
+  // Called on every rank or on none (validate_together calls it after the ranks agreed on the open).
+  int restores = 0;
+  const Restore counted = [&](const CheckpointReader& reader) {
+    ++restores;
+    restore(reader);
+  };
+  CollectiveRestore result;
+  result.folder = walk_candidates_together(ckpt_dir, comm, options, true, counted);
+  result.restored_then_refused = restores > (result.folder ? 1 : 0);
+  return result;
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string& known_valid,

@@ -102,6 +102,20 @@ std::string stored_type_text(hid_t type) {
 }
 
 // The extent of a dataspace (empty for a scalar or null one, or when unreadable).
+// Where a piece's bytes lie in its rank file when a plain read there returns them as they are in
+// memory (PieceLocation::address): contiguous storage, allocated, no filter, no external file, the
+// memory type itself (so the byte order too), inside the file's `file_bytes`. -1 otherwise.
+std::int64_t plain_read_address(hid_t dataset, DType dtype, hsize_t stored_bytes, std::int64_t file_bytes) {
+  H5Id dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  H5Id type(H5Dget_type(dataset), H5Tclose);
+  if (!dcpl.ok() || !type.ok() || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 ||
+      H5Pget_external_count(dcpl.get()) != 0 || H5Tequal(type.get(), detail::memory_type(dtype)) <= 0)
+    return -1;
+  const haddr_t at = H5Dget_offset(dataset);
+  if (at == HADDR_UNDEF || at > haddr_t(file_bytes) || stored_bytes > hsize_t(file_bytes) - at) return -1;
+  return std::int64_t(at);
+}
+
 std::vector<hsize_t> extent_of(hid_t space) {
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(std::size_t(rank > 0 ? rank : 0));
@@ -137,8 +151,12 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   }
   manifest_ = CheckpointManifest::from_stored_text(text, manifest_sha256_, index);
 
-  // 2. Files: present, sizes, checksums (of this process's share when several validate together).
+  // 2. Files: present, sizes, checksums (of this process's share when several validate together;
+  // left to the reads when hashed while reading).
   std::set<std::string> share_files;
+  share_ = options.share;
+  hash_pending_.assign(manifest_.files.size(), 0);
+  const bool defer_hashing = options.hash_while_reading && !manifest_.tensor_table_sha256.empty();
   for (std::size_t i = 0; i < manifest_.files.size(); ++i) {
     const auto& f = manifest_.files[i];
     const std::string path = (fs::path(folder_) / f.name).string();
@@ -151,10 +169,10 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
                     " (truncated or overwritten); resume from an earlier checkpoint");
     if (options.verify_files && options.share.holds(i)) {
       share_files.insert(f.name);
-      const std::string sha = detail::sha256_file(path);
-      if (sha != f.sha256)
-        throw IoError(path + ": SHA-256 " + sha.substr(0, 16) + "... differs from the manifest's " + f.sha256.substr(0, 16) +
-                      "... (file corrupt: flipped bytes?); resume from an earlier checkpoint");
+      if (defer_hashing)
+        hash_pending_[i] = 1;
+      else
+        check_file_digest(i, detail::sha256_file(path));
     }
   }
 
@@ -216,7 +234,8 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   // tensor's element count; it must be a 1-D run of the tensor's type whose bytes are all stored
   // (the writer allocates them whole), inside the tensor. So the cover check below cannot overflow,
   // and a tensor's elements are bounded by the bytes really in the rank files.
-  for (const auto& f : manifest_.files) {
+  for (std::size_t fi = 0; fi < manifest_.files.size(); ++fi) {
+    const auto& f = manifest_.files[fi];
     const std::string path = (fs::path(folder_) / f.name).string();
     const hid_t h = files_->get(f.name);
     for (const auto& tensor : detail::list_group(h, "/pieces")) {
@@ -234,6 +253,7 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
         H5Id space(H5Dget_space(ds.get()), H5Sclose);
         PieceLocation loc;
         loc.file = f.name;
+        loc.file_index = fi;
         loc.dataset = dname;
         std::int64_t tensor_numel = 0;
         try {
@@ -264,6 +284,7 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
         if (stored != hsize_t(loc.count * esize))
           throw IoError(where + ": " + std::to_string(stored) + " bytes stored for its " + std::to_string(loc.count) +
                         " elements of " + std::to_string(esize) + " bytes (corrupt file)");
+        loc.address = plain_read_address(ds.get(), spec.dtype, stored, f.bytes);
         tensors_[it->second].pieces.push_back(loc);
       }
     }
@@ -383,23 +404,48 @@ void CheckpointReader::read_range(const std::string& name, std::int64_t offset, 
   for (auto p = first; p != t.pieces.end() && p->offset < offset + count; ++p) {
     const std::int64_t lo = std::max(offset, p->offset), hi = std::min(offset + count, p->offset + p->count);
     if (hi <= lo) continue;
-    const std::string path = (fs::path(folder_) / p->file).string();
-    const hid_t h = files_->get(p->file);
-    H5Id ds(H5Dopen2(h, p->dataset.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!ds.ok()) throw IoError(path + ": cannot open " + p->dataset + " (corrupt file)");
-    H5Id fspace(H5Dget_space(ds.get()), H5Sclose);
-    const hsize_t start = hsize_t(lo - p->offset), n = hsize_t(hi - lo);
-    H5Id mspace(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
-        H5Dread(ds.get(), detail::memory_type(t.spec.dtype), mspace.get(), fspace.get(), H5P_DEFAULT,
-                static_cast<char*>(out) + (lo - offset) * esize) < 0)
-      throw IoError(path + ": reading " + p->dataset + " failed (truncated or corrupt file); resume from an earlier checkpoint");
+    read_piece_part(t, *p, lo, hi, static_cast<char*>(out) + (lo - offset) * esize);
+  }
+}
+
+void CheckpointReader::read_piece_part(const TensorInfo& t, const PieceLocation& p, std::int64_t lo, std::int64_t hi,
+                                       void* out) const {
+  const std::string path = (fs::path(folder_) / p.file).string();
+  const hid_t h = files_->get(p.file);
+  H5Id ds(H5Dopen2(h, p.dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw IoError(path + ": cannot open " + p.dataset + " (corrupt file)");
+  H5Id fspace(H5Dget_space(ds.get()), H5Sclose);
+  const hsize_t start = hsize_t(lo - p.offset), n = hsize_t(hi - lo);
+  H5Id mspace(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+      H5Dread(ds.get(), detail::memory_type(t.spec.dtype), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
+    throw IoError(path + ": reading " + p.dataset + " failed (truncated or corrupt file); resume from an earlier checkpoint");
+}
+
+void CheckpointReader::check_file_digest(std::size_t file_index, const std::string& sha256_hex) const {
+  const auto& f = manifest_.files.at(file_index);
+  if (sha256_hex != f.sha256)
+    throw IoError((fs::path(folder_) / f.name).string() + ": SHA-256 " + sha256_hex.substr(0, 16) +
+                  "... differs from the manifest's " + f.sha256.substr(0, 16) +
+                  "... (file corrupt: flipped bytes?); resume from an earlier checkpoint");
+}
+
+void CheckpointReader::verify_pending_files() const {
+  for (std::size_t i = 0; i < hash_pending_.size(); ++i) {
+    if (!hash_pending_[i]) continue;
+    check_file_digest(i, detail::sha256_file((fs::path(folder_) / manifest_.files[i].name).string()));
+    hash_pending_[i] = 0;
   }
 }
 
 void CheckpointReader::read(const std::string& name, void* out) const {
   const TensorInfo& t = at(name);
   read_range(name, 0, t.spec.numel(), out);
+  check_whole(t, out);
+}
+
+void CheckpointReader::check_whole(const TensorInfo& t, const void* out) const {
+  const std::string& name = t.spec.name;
   const std::uint64_t got = piece_checksum(out, t.spec.numel(), t.spec.dtype, 0);
   if (got != t.checksum) {
     std::string files;

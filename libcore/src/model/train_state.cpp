@@ -32,40 +32,32 @@ void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const Parame
   check_tensors(reader, checkpoint_tensors(registry));
 }
 
-void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
-                      const std::string& prefix, std::size_t begin, std::size_t end, float* out) {
-  for (std::size_t i = begin; i < end; ++i) out[i - begin] = 0.0f;  // padding
-  // A row-parallel weight is a run per row: read it whole once, then slice.
-  std::vector<float> whole;
-  const ParameterInfo* whole_of = nullptr;
+void add_local_range_reads(const ParameterRegistry& registry, const std::string& prefix, std::size_t begin,
+                           std::size_t end, float* out, std::vector<ckpt::ReadRequest>& reads) {
+  std::fill(out, out + (end - begin), 0.0f);  // padding
   registry.for_each_logical_piece(begin, end, [&](const ParameterInfo& t, std::size_t local, std::size_t logical,
                                                   std::size_t n) {
-    const std::string name = prefix + t.name;
-    if (t.split != TpSplit::kColumns) {
-      reader.read_range(name, std::int64_t(logical), std::int64_t(n), out + (local - begin));
-      return;
-    }
-    if (whole_of != &t) {
-      whole.resize(t.logical_numel());
-      reader.read(name, whole.data());
-      whole_of = &t;
-    }
-    std::copy(whole.begin() + std::ptrdiff_t(logical), whole.begin() + std::ptrdiff_t(logical + n), out + (local - begin));
+    reads.push_back({prefix + t.name, std::int64_t(logical), std::int64_t(n), out + (local - begin)});
   });
 }
 
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state) {
   const auto specs = checkpoint_tensors(registry);
   check_tensors(reader, specs);
+  std::vector<ckpt::ReadRequest> reads;
   if (registry.place().split()) {
     std::size_t k = 0;
     for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
-      read_local_range(reader, registry, kStateTensorPrefixes[k++], 0, registry.total(), base);
-    return;
+      add_local_range_reads(registry, kStateTensorPrefixes[k++], 0, registry.total(), base, reads);
+  } else {
+    std::size_t i = 0;
+    for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
+      for (const auto& t : registry.tensors()) {
+        reads.push_back({specs[i].name, 0, specs[i].numel(), base + t.offset});
+        ++i;
+      }
   }
-  std::size_t i = 0;
-  for (float* base : {state.params, state.exp_avg, state.exp_avg_sq})
-    for (const auto& t : registry.tensors()) reader.read(specs[i++].name, base + t.offset);
+  reader.read_batch(reads);
 }
 
 }  // namespace shardtrain

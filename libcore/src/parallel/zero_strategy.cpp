@@ -130,12 +130,16 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
 
   void restore(const ckpt::CheckpointReader& reader) override {
     check_checkpoint_tensors(reader, model_.registry());
+    std::vector<ckpt::ReadRequest> reads;
     for (StateKind k : kCheckpointStateKinds)
       for_each_owned([&](std::size_t u, const ParameterInfo&, std::size_t lo, std::size_t hi) {
-        read_local_range(reader, model_.registry(), state_tensor_prefix(k), lo, hi, const_cast<float*>(state_ptr(k, u, lo)));
+        add_local_range_reads(model_.registry(), state_tensor_prefix(k), lo, hi, const_cast<float*>(state_ptr(k, u, lo)),
+                              reads);
       });
-    gather_full_params();
+    reader.read_batch(reads);
   }
+
+  void settle_restored() override { gather_full_params(); }
 
   void with_full_model(const std::function<void(GptModel&)>& fn) override {
     // A temporary full model on rank 0 (hold-out evaluation, params.h5); not part of the step's

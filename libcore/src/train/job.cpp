@@ -337,6 +337,13 @@ Job set_up_job(const TrainOptions& o) {
              resident_before_state};
 }
 
+void rebuild_strategy(Job& job) {
+  const TrainOptions& o = job.options;
+  job.strategy.reset();  // its memory first: two states of a large model may not fit
+  const LayoutPlan plan = plan_training_layout(o, job.model, mpi_world_size()).value();
+  job.strategy = make_initialised_strategy(o, *job.backend, job.mesh, job.model, plan, job.grad_accum);
+}
+
 namespace {
 
 constexpr int kPeakRepeats = 10;  // back-to-back products timed together (measure_matmul_peak_flops' count)

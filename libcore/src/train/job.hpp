@@ -82,6 +82,11 @@ struct Job {
 // communicator's set-up). `options` must outlive the job.
 Job set_up_job(const TrainOptions& options);
 
+// Collective: replaces the job's strategy with a fresh one, initialised as set_up_job made it (the
+// old one is destroyed first). For a resume whose reads went into the state of a checkpoint that
+// was then refused, with no older checkpoint to overwrite them: the run starts from step 0 clean.
+void rebuild_strategy(Job& job);
+
 // The options' communicator settings (timeout, flight-record folder, all-reduce algorithm, abort on
 // a fatal timeout) for a group named `group_name`; the dp group and the summary's yardstick share them.
 CommOptions comm_options_for(const TrainOptions& options, const std::string& group_name);

@@ -37,15 +37,6 @@ ckpt::ReadOptions read_options_for(const Job& job) {
   return ro;
 }
 
-// The folder to resume from: the named one, or (auto) the newest valid one in the job's
-// checkpoint folder as rank 0 chose it -- which then needs no second hashing on any rank.
-std::optional<std::string> checkpoint_to_resume(const Job& job, ckpt::ReadOptions& ro) {
-  if (job.options.checkpoint.resume != "auto") return job.options.checkpoint.resume;
-  std::optional<std::string> folder = ckpt::find_resume_checkpoint_collective(job.ckpt_dir, *job.comm, ro);
-  ro.verify_files = false;  // rank 0 just validated it
-  return folder;
-}
-
 // TEST-ONLY fault switch, the one place it is read: SHARDTRAIN_TEST_FAULT=skip-sampler-restore makes
 // a resume keep a fresh sampler instead of the checkpoint's position -- a real loss (the run sees
 // its first samples again) that the kill-and-resume proof must catch (its test plants it:
@@ -55,11 +46,8 @@ bool test_fault_skip_sampler_restore() {
   return fault != nullptr && std::strcmp(fault, "skip-sampler-restore") == 0;
 }
 
-// Restores the strategy from a validated checkpoint; returns its position, logged on rank 0.
-ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOptions& ro) {
-  ckpt::CheckpointReader reader(folder, ro);
-  job.strategy->restore(reader);
-  const auto& m = reader.manifest();
+// The position of a restored checkpoint `m` (read from `folder`), logged on rank 0.
+ResumePoint resume_point(const Job& job, const std::string& folder, const ckpt::CheckpointManifest& m) {
   ResumePoint start{m.step, {std::uint64_t(m.sampler_epoch), std::uint64_t(m.sampler_consumed)},
                     std::filesystem::path(folder).filename().string()};
   if (job.options.checkpoint.fine_tune || is_imported(m)) {
@@ -90,9 +78,29 @@ ResumePoint restore_from(Job& job, const std::string& folder, const ckpt::ReadOp
 
 ResumePoint resume(Job& job) {
   if (job.options.checkpoint.resume.empty()) return {};
-  ckpt::ReadOptions ro = read_options_for(job);
-  const std::optional<std::string> folder = checkpoint_to_resume(job, ro);
-  if (folder) return restore_from(job, *folder, ro);
+  const ckpt::ReadOptions ro = read_options_for(job);
+  if (job.options.checkpoint.resume != "auto") {  // a named folder: every rank validates it whole, then reads
+    const ckpt::CheckpointReader reader(job.options.checkpoint.resume, ro);
+    job.strategy->restore(reader);
+    job.strategy->settle_restored();
+    return resume_point(job, job.options.checkpoint.resume, reader.manifest());
+  }
+  // `auto`: the newest valid checkpoint, validated by the ranks together while they read it.
+  std::optional<ckpt::CheckpointManifest> restored;
+  const ckpt::CollectiveRestore found = ckpt::restore_resume_checkpoint_collective(
+      job.ckpt_dir, *job.comm, ro, [&](const ckpt::CheckpointReader& reader) {
+        restored.reset();
+        job.strategy->restore(reader);
+        restored = reader.manifest();
+      });
+  if (found.folder) {
+    job.strategy->settle_restored();
+    return resume_point(job, *found.folder, *restored);
+  }
+  if (found.restored_then_refused) {
+    log_line_rank0("resume: the refused checkpoints' reads went into the model's state: building it afresh");
+    rebuild_strategy(job);
+  }
   log_line_rank0("no valid checkpoint in " + job.ckpt_dir + ": starting from step 0");
   return {};
 }

@@ -6,6 +6,7 @@
 // copies to file systems and archives that drop or rewrite symlinks.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,23 @@ std::optional<std::string> find_resume_checkpoint(const std::string& ckpt_dir, c
 // afterwards: every byte of it has been verified once.
 std::optional<std::string> find_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
                                                              const ReadOptions& options = {});
+
+// find_resume_checkpoint_collective with the restore folded into the validation, so a resume reads
+// each byte from the disk once: every rank opens a candidate with its share of the hashing left to
+// the reads (ReadOptions::hash_while_reading; options.verify_files must be set), `restore` reads what
+// the rank holds through CheckpointReader::read_batch (local reads only: no collective, since another
+// rank may have refused the candidate), the rank hashes what its share has left, and the ranks agree.
+// A candidate any rank refuses (at open, in `restore`, or by a hash) is skipped and logged as
+// find_resume_checkpoint skips it, and `restore` is called again with the next one: it must set all
+// the state it restores each time. The same answer on every rank; throws the same UsageError.
+struct CollectiveRestore {
+  std::optional<std::string> folder;     // restored from (nullopt: no valid checkpoint)
+  bool restored_then_refused = false;    // `restore` ran on a candidate that was refused: when folder is
+                                         // nullopt, what it wrote must be discarded by the caller
+};
+CollectiveRestore restore_resume_checkpoint_collective(const std::string& ckpt_dir, Communicator& comm,
+                                                       const ReadOptions& options,
+                                                       const std::function<void(const CheckpointReader&)>& restore);
 
 // `--keep K`: removes committed checkpoints beyond the newest `keep` (by step), but never the one
 // find_resume_checkpoint would pick with the same `options` (the same choice: the one `latest` names

@@ -42,6 +42,13 @@ struct ReadOptions {
     int index = 0, count = 1;
     bool holds(std::size_t file_index) const { return int(file_index % std::size_t(count)) == index; }
   } share;
+  // With verify_files, on a checkpoint whose manifest has tensor_table_sha256: the share's rank files
+  // are not hashed at open but while read_batch reads them (each read whole, once, its bytes hashed
+  // as they land in the caller's buffers or a scratch block), and by verify_pending_files() for any
+  // no read touched. Until verify_pending_files() returns, the checkpoint is NOT validated and what
+  // was read may be corrupt: only for a caller that can discard it (restore_resume_checkpoint_collective).
+  // Ignored for older checkpoints (their piece sums need the hashed files first).
+  bool hash_while_reading = false;
   // When set, manifest.model must equal it (JSON equality); the error lists the differing keys.
   std::optional<nlohmann::json> expected_model;
   // When set, called with the manifest; a non-empty return is the reason to refuse it (UsageError).
@@ -54,6 +61,19 @@ struct PieceLocation {
   std::string dataset;       // "/pieces/<tensor>/<offset>"
   std::int64_t offset = 0;   // element offset in the flattened tensor
   std::int64_t count = 0;
+  std::size_t file_index = 0;  // its rank file's position in manifest.files
+  // Byte offset of its elements in the rank file when a plain read of count * dtype size bytes
+  // there gives them (contiguous, unfiltered, the memory type's byte order: what the writer makes);
+  // -1 otherwise, when they are read through HDF5.
+  std::int64_t address = -1;
+};
+
+// One destination of CheckpointReader::read_batch: elements [offset, offset+count) of the
+// flattened tensor `name` into `out` (count * dtype size bytes).
+struct ReadRequest {
+  std::string name;
+  std::int64_t offset = 0, count = 0;
+  void* out = nullptr;
 };
 
 struct TensorInfo {
@@ -104,6 +124,17 @@ class CheckpointReader final : public TensorSource {
   void read(const std::string& name, void* out) const;
   // Reads elements [offset, offset+count) of the flattened tensor (no checksum: partial).
   void read_range(const std::string& name, std::int64_t offset, std::int64_t count, void* out) const override;
+  // Every request at once, each rank file read in one sequential pass (the files of this process's
+  // share first: ranks loading the same checkpoint read different files from disk at the same time,
+  // then each other's from the page cache). A request covering a whole tensor has its checksum
+  // verified (as read()); a partial one not (as read_range()). With hash_while_reading, the pass over
+  // a share file still pending reads it whole and checks its SHA-256 (IoError naming the file: the
+  // requests' buffers then hold unverified bytes). Requests may overlap; out buffers must not.
+  void read_batch(const std::vector<ReadRequest>& requests) const;
+  // With hash_while_reading: hashes the share's rank files read_batch has not read whole and checks
+  // every one; throws the IoError of the first corrupt file. After it returns, the checkpoint is
+  // validated as a constructor with verify_files validates it. No-op otherwise.
+  void verify_pending_files() const;
   // float32 conveniences (UsageError if the tensor is not float32).
   std::vector<float> read_floats(const std::string& name) const;
   std::vector<float> read_floats(const std::string& name, std::int64_t offset, std::int64_t count) const;
@@ -129,6 +160,16 @@ class CheckpointReader final : public TensorSource {
   std::vector<TensorInfo> tensors_;
   std::vector<std::uint64_t> share_sums_;
   bool piece_sums_owed_ = false;
+  ReadOptions::Share share_;
+  // Per manifest file: its SHA-256 still to be checked by read_batch or verify_pending_files
+  // (hash_while_reading). Mutable: reading does the validation's hashing on the way.
+  mutable std::vector<char> hash_pending_;
+  // Throws the IoError of rank file `file_index` when `sha256_hex` is not the manifest's digest of it.
+  void check_file_digest(std::size_t file_index, const std::string& sha256_hex) const;
+  // Elements [lo, hi) of the tensor (inside piece p) through HDF5, into `out`.
+  void read_piece_part(const TensorInfo& t, const PieceLocation& p, std::int64_t lo, std::int64_t hi, void* out) const;
+  // The checksum check of read(): `data` holds the whole tensor.
+  void check_whole(const TensorInfo& t, const void* data) const;
   std::map<std::string, std::size_t> by_name_;
   std::unique_ptr<OpenFiles> files_;
 };

@@ -35,20 +35,20 @@ inline const char* state_tensor_prefix(StateKind kind) { return kStateTensorPref
 
 std::vector<ckpt::TensorSpec> checkpoint_tensors(const ParameterRegistry& registry);
 
-// Reads the elements [begin, end) of the registry's LOCAL flat buffer of state part `prefix`
-// (kStateTensorPrefixes) from a checkpoint of any layout: each local element gets the logical
-// element it stands for; padding elements get 0. Row-parallel weights (a run per row) are read
-// whole, once per call, and sliced.
-void read_local_range(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry,
-                      const std::string& prefix, std::size_t begin, std::size_t end, float* out);
+// Adds to `reads` what fills the elements [begin, end) of the registry's LOCAL flat buffer `out` of
+// state part `prefix` (kStateTensorPrefixes) from a checkpoint of any layout: each local element
+// gets the logical element it stands for (one request per run of them); padding elements are set
+// to 0 here. For CheckpointReader::read_batch, which reads a whole restore's requests in one pass.
+void add_local_range_reads(const ParameterRegistry& registry, const std::string& prefix, std::size_t begin,
+                           std::size_t end, float* out, std::vector<ckpt::ReadRequest>& reads);
 
 // Throws UsageError naming the checkpoint and tensor when a tensor of the state is missing or has
 // another shape or type (a checkpoint of another model).
 void check_checkpoint_tensors(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry);
 
 // Reads every tensor of the state (whole: checksums verified; under TP this rank's shards) into the
-// buffers. Throws
-// UsageError naming the checkpoint and tensor when one is missing or has another shape.
+// buffers, in one CheckpointReader::read_batch. Throws UsageError naming the checkpoint and tensor
+// when one is missing or has another shape.
 void restore_state(const ckpt::CheckpointReader& reader, const ParameterRegistry& registry, const StateBuffers& state);
 
 }  // namespace shardtrain

@@ -48,8 +48,13 @@ class TrainingStrategy {
   // order: parameters, optim.exp_avg.*, optim.exp_avg_sq.*); host memory valid until the next
   // run_step. The pieces of all ranks cover every tensor exactly once.
   virtual std::vector<ckpt::PieceView> checkpoint_pieces() = 0;
-  // Restores this rank's state from a validated checkpoint of any layout.
+  // Reads this rank's state from a checkpoint of any layout, in one CheckpointReader::read_batch:
+  // local reads only, no collective, since a resume validates the checkpoint while this reads it and
+  // may refuse it afterwards (then restore is called again with an older one, or initialise).
+  // Then settle_restored() on every rank.
   virtual void restore(const ckpt::CheckpointReader& reader) = 0;
+  // Collective: completes a restore every rank finished (ZeRO all-gathers the full parameters).
+  virtual void settle_restored() {}
 
   // Collective: calls fn on rank 0 with a model holding the full current parameters (hold-out
   // evaluation, the final params.h5); other ranks only take part in any gathering.
