@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -26,9 +30,10 @@ struct Segment {
   char* out = nullptr;
 };
 
-// Bytes handed to the kernel per read (and hashed per step): large enough for the device's
-// sequential rate, small enough that the read-ahead of the next block overlaps the hashing of this one.
-constexpr std::int64_t kBlock = std::int64_t(32) << 20;
+// Bytes per read: large enough for the device's sequential rate; with kAhead blocks read ahead of
+// the hashing, small enough that the scratch blocks stay small (kAhead + 1 of them at most).
+constexpr std::int64_t kBlock = std::int64_t(16) << 20;
+constexpr std::size_t kAhead = 3;
 
 class RankFile {
  public:
@@ -42,34 +47,125 @@ class RankFile {
   RankFile(const RankFile&) = delete;
   RankFile& operator=(const RankFile&) = delete;
 
-  // Exactly `bytes` at `at` into `into`, block by block, each block handed to `consume` once read
-  // (the hash); the block after it is announced to the kernel first so the disk works meanwhile.
-  template <typename Consume>
-  void read(std::int64_t at, std::int64_t bytes, char* into, Consume&& consume) const {
-    for (std::int64_t done = 0; done < bytes;) {
-      const std::int64_t n = std::min(kBlock, bytes - done);
-      ::posix_fadvise(fd_, at + done + n, std::min(kBlock, bytes - done - n), POSIX_FADV_WILLNEED);
-      for (std::int64_t got = 0; got < n;) {
-        const ssize_t r = ::pread(fd_, into + done + got, std::size_t(n - got), off_t(at + done + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-          throw IoError(path_ + ": reading " + std::to_string(n - got) + " bytes at " + std::to_string(at + done + got) +
-                        (r < 0 ? std::string(" failed (") + std::strerror(errno) + ")" : std::string(" hit its end")) +
-                        " (truncated or unreadable file); resume from an earlier checkpoint");
-        got += r;
-      }
-      consume(into + done, n);
-      done += n;
+  // Exactly `bytes` at `at` into `into`.
+  void read(std::int64_t at, std::int64_t bytes, char* into) const {
+    for (std::int64_t got = 0; got < bytes;) {
+      const ssize_t r = ::pread(fd_, into + got, std::size_t(bytes - got), off_t(at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw IoError(path_ + ": reading " + std::to_string(bytes - got) + " bytes at " + std::to_string(at + got) +
+                      (r < 0 ? std::string(" failed (") + std::strerror(errno) + ")" : std::string(" hit its end")) +
+                      " (truncated or unreadable file); resume from an earlier checkpoint");
+      got += r;
     }
   }
-  void read(std::int64_t at, std::int64_t bytes, char* into) const {
-    read(at, bytes, into, [](const char*, std::int64_t) {});
-  }
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   int fd_ = -1;
 };
+
+// One block of a file read whole: `bytes` at `address` into `into` (a request's buffer, or scratch).
+struct Block {
+  std::int64_t address = 0, bytes = 0;
+  char* into = nullptr;
+};
+
+// Reads `blocks` (in file order) on a thread of its own, at most kAhead blocks ahead of the caller,
+// so the disk works while the caller hashes: a SHA-256 pass in series with the reads would cost
+// their sum, overlapped it costs the longer of the two.
+class ReadAhead {
+ public:
+  ReadAhead(const RankFile& file, const std::vector<Block>& blocks)
+      : file_(file), blocks_(blocks), reader_([this] { run(); }) {}
+  ~ReadAhead() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    reader_.join();
+  }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  // Block i read (blocks are taken in order, each once); rethrows the reader's error. The caller's
+  // previous block is then free for the reader to reuse (its scratch).
+  const Block& take(std::size_t i) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    taken_ = i;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return read_ > i || error_; });
+    if (read_ <= i) std::rethrow_exception(error_);
+    return blocks_[i];
+  }
+
+ private:
+  void run() {
+    try {
+      for (std::size_t i = 0; i < blocks_.size(); ++i) {
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          changed_.wait(lock, [&] { return stop_ || i < taken_ + kAhead; });
+          if (stop_) return;
+        }
+        file_.read(blocks_[i].address, blocks_[i].bytes, blocks_[i].into);
+        std::lock_guard<std::mutex> lock(mutex_);
+        read_ = i + 1;
+        changed_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      changed_.notify_all();
+    }
+  }
+
+  const RankFile& file_;
+  const std::vector<Block>& blocks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t read_ = 0, taken_ = 0;  // blocks read; the block the caller works on
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread reader_;  // last: started once the members above exist
+};
+
+// The blocks that read a whole file of `file_bytes` in order: the segments (sorted by address; one
+// overlapping a segment before it goes to `again`, to be read on its own) into their buffers, the
+// bytes between them into `scratch` slots (kAhead + 1 in turn: the reader is never further ahead).
+std::vector<Block> whole_file_blocks(const std::vector<Segment>& segments, std::int64_t file_bytes,
+                                     std::vector<std::vector<char>>& scratch, std::vector<const Segment*>& again) {
+  std::vector<Block> blocks;
+  scratch.resize(kAhead + 1);
+  std::int64_t at = 0;
+  auto add = [&](std::int64_t address, std::int64_t bytes, char* into) {
+    for (std::int64_t done = 0; done < bytes; done += kBlock) {
+      const std::int64_t n = std::min(kBlock, bytes - done);
+      char* target = into;
+      if (!target) {
+        auto& slot = scratch[blocks.size() % scratch.size()];
+        if (slot.size() < std::size_t(n)) slot.resize(std::size_t(kBlock));
+        target = slot.data();
+      } else {
+        target += done;
+      }
+      blocks.push_back({address + done, n, target});
+    }
+  };
+  for (const auto& s : segments) {
+    if (s.address < at) {
+      again.push_back(&s);
+      continue;
+    }
+    add(at, s.address - at, nullptr);
+    add(s.address, s.bytes, s.out);
+    at = s.address + s.bytes;
+  }
+  add(at, file_bytes - at, nullptr);
+  return blocks;
+}
 
 }  // namespace
 
@@ -111,7 +207,7 @@ void CheckpointReader::read_batch(const std::vector<ReadRequest>& requests) cons
   for (std::size_t i = 0; i < by_file.size(); ++i)
     if (!share_.holds(i)) order.push_back(i);
 
-  std::vector<char> scratch;  // the bytes of a hashed file that no request wants
+  std::vector<std::vector<char>> scratch;  // the bytes of a hashed file that no request wants
   for (const std::size_t fi : order) {
     auto& segments = by_file[fi];
     if (segments.empty() && !hash_pending_[fi]) continue;
@@ -121,30 +217,18 @@ void CheckpointReader::read_batch(const std::vector<ReadRequest>& requests) cons
       for (const auto& s : segments) file.read(s.address, s.bytes, s.out);
       continue;
     }
-    // The whole file in order, into the requests' buffers where they want the bytes (a segment
-    // overlapping one already passed is read again afterwards), into scratch between them.
-    Sha256 hash;
-    const auto hash_block = [&hash](const char* data, std::int64_t n) { hash.update(data, std::size_t(n)); };
+    // The whole file in order, into the requests' buffers where they want the bytes, into scratch
+    // between them, hashed block by block while the next blocks are read.
     std::vector<const Segment*> again;
-    std::int64_t at = 0;
-    const auto skip_to = [&](std::int64_t end) {
-      while (at < end) {
-        const std::int64_t n = std::min(kBlock, end - at);
-        scratch.resize(std::size_t(kBlock));
-        file.read(at, n, scratch.data(), hash_block);
-        at += n;
+    const std::vector<Block> blocks = whole_file_blocks(segments, manifest_.files[fi].bytes, scratch, again);
+    Sha256 hash;
+    {
+      ReadAhead reads(file, blocks);
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = reads.take(i);
+        hash.update(b.into, std::size_t(b.bytes));
       }
-    };
-    for (const auto& s : segments) {
-      if (s.address < at) {
-        again.push_back(&s);
-        continue;
-      }
-      skip_to(s.address);
-      file.read(s.address, s.bytes, s.out, hash_block);
-      at = s.address + s.bytes;
     }
-    skip_to(manifest_.files[fi].bytes);
     check_file_digest(fi, to_hex(hash.digest()));
     hash_pending_[fi] = 0;
     for (const Segment* s : again) file.read(s->address, s->bytes, s->out);
