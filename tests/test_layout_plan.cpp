@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -175,10 +177,23 @@ TEST_CASE("layout planner: a memory refusal names the bytes and a layout the sam
   const double z3 = plan_layout(request_of(model, DeviceKind::kCpu, 1, 3, 4, 0)).plan->memory.total();
   const double ddp = plan_layout(request_of(model, DeviceKind::kCpu, 1, 0, 1, 0)).plan->memory.total();
   REQUIRE(z3 < ddp);
-  const LayoutDecision cpu = plan_layout(request_of(model, DeviceKind::kCpu, 1, 0, 1, z3));
+  // A budget is the process's memory: on the CPU the estimate plus the process's own overhead.
+  const double process = process_overhead_bytes(DeviceKind::kCpu);
+  REQUIRE(process > 0);
+  const auto bytes_text = [](double b) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%.0f bytes", b);
+    return std::string(text);
+  };
+  const LayoutDecision cpu = plan_layout(request_of(model, DeviceKind::kCpu, 1, 0, 1, z3 + process));
   CHECK(cpu.refusal == LayoutRefusal::kMemoryBudget);
-  CHECK_THAT(cpu.message, Catch::Contains("DDP at 1 rank needs") && Catch::Contains("over --memory-budget") &&
-                              Catch::Contains("ranks needs"));
+  CHECK_THAT(cpu.message, Catch::Contains("DDP at 1 rank needs " + bytes_text(ddp + process)) &&
+                              Catch::Contains("the process itself " + bytes_text(process)) &&
+                              Catch::Contains("over --memory-budget") &&
+                              Catch::Contains("--zero-stage 3 at 4 ranks needs " + bytes_text(z3 + process)));
+  CHECK(plan_layout(request_of(model, DeviceKind::kCpu, 1, 3, 4, z3 + process)).accepted());
+  // The estimate alone no longer fits a budget of its size: the process needs its share too.
+  CHECK(plan_layout(request_of(model, DeviceKind::kCpu, 1, 3, 4, z3)).refusal == LayoutRefusal::kMemoryBudget);
   // On cuda no ZeRO stage and no TP degree is suggested: the planner would refuse them.
   const LayoutDecision cuda = plan_layout(request_of(model, DeviceKind::kCuda, 1, 0, 1, z3));
   CHECK(cuda.refusal == LayoutRefusal::kMemoryBudget);

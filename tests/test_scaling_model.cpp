@@ -487,7 +487,7 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   double least_tp1 = 1e300, least_tp = 1e300;
   for (const auto& r : all.rows) {
     double& least = r.tp == 1 ? least_tp1 : least_tp;
-    least = std::min(least, r.memory.total());
+    least = std::min(least, r.resident);  // the budget holds the process's resident (estimate + overhead)
   }
   REQUIRE(least_tp < least_tp1);
   o.memory_per_rank = (least_tp + least_tp1) / 2;
@@ -500,7 +500,7 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
 
   // A budget between ZeRO-3's need and ZeRO-2's at TP 1: of the TP-1 layouts only ZeRO-3 fits,
   // the others say why.
-  const double z3 = row(all, "ZeRO-3").memory.total(), z2 = row(all, "ZeRO-2").memory.total();
+  const double z3 = row(all, "ZeRO-3").resident, z2 = row(all, "ZeRO-2").resident;
   REQUIRE(z3 < z2);
   o.memory_per_rank = (z3 + z2) / 2;
   const Plan tight = plan_layouts(o);
@@ -510,7 +510,7 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
     if (r.tp > 1 || r.layout == "ZeRO-3") continue;
     CHECK_FALSE(r.fits);
     char expect[128];
-    std::snprintf(expect, sizeof(expect), "needs %.2f GB per rank, budget %.2f GB", r.memory.total() / 1e9,
+    std::snprintf(expect, sizeof(expect), "needs %.2f GB per rank (the process's resident), budget %.2f GB", r.resident / 1e9,
                   o.memory_per_rank / 1e9);
     CHECK(r.reason == expect);
   }

@@ -88,6 +88,13 @@ MemoryEstimate memory_of(const LayoutRequest& r) {
                          r.capabilities.device);
 }
 
+// What --memory-budget holds against: the estimate plus what the process holds besides it (its
+// code, libraries and MPI, allocator slack: process_overhead_bytes), so a budget is the memory a
+// rank's process may take, the figure an operator sets from the node's memory.
+double budgeted_bytes(const LayoutRequest& r, const MemoryEstimate& m) {
+  return m.total() + process_overhead_bytes(r.capabilities.device);
+}
+
 // A layout the planner accepts that fits the budget: a higher stage, a larger TP degree on the same
 // ranks (it also divides the activations), or ZeRO-3 (or this stage, where ZeRO-3 does not run) on
 // more ranks; "" when none does.
@@ -95,7 +102,7 @@ std::string fitting_alternative(const LayoutRequest& r) {
   const double budget = r.memory_budget;
   auto fits = [&](const LayoutRequest& c, double& bytes) {
     if (structural_refusal(c)) return false;
-    bytes = memory_of(c).total();
+    bytes = budgeted_bytes(c, memory_of(c));
     return bytes <= budget;
   };
   double bytes = 0;
@@ -179,16 +186,18 @@ LayoutDecision plan_layout(const LayoutRequest& r) {
   p.grad_accum = grad_accum_of(r);
   p.sharded = sharded_state_kinds(r.zero_stage);
   p.memory = memory_of(r);
-  if (r.memory_budget > 0 && p.memory.total() > r.memory_budget) {
+  if (r.memory_budget > 0 && budgeted_bytes(r, p.memory) > r.memory_budget) {
     std::string fit = fitting_alternative(r);
     if (fit.empty())
       fit = "no stage, tensor-parallel degree or world size up to 1024 ranks fits at this --micro-batch; lower --micro-batch";
     const MemoryEstimate& need = p.memory;
+    const double process = process_overhead_bytes(r.capabilities.device);
     d.refusal = LayoutRefusal::kMemoryBudget;
     d.message = layout_name(r.zero_stage, r.tp) + " at " + std::to_string(r.world) + " rank" + (r.world == 1 ? "" : "s") +
-                " needs " + bytes_text(need.total()) + " per rank (model state " + bytes_text(need.model_state) +
+                " needs " + bytes_text(budgeted_bytes(r, need)) + " per rank (model state " + bytes_text(need.model_state) +
                 ", working buffers " + bytes_text(need.gathered + need.communication) + ", activations " +
-                bytes_text(need.activations) + "), over --memory-budget " + bytes_text(r.memory_budget) + "; " + fit;
+                bytes_text(need.activations) + (process > 0 ? ", the process itself " + bytes_text(process) : std::string()) +
+                "), over --memory-budget " + bytes_text(r.memory_budget) + "; " + fit;
     return d;
   }
   d.plan = std::move(p);

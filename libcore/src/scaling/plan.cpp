@@ -239,7 +239,7 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
   const LayoutDecision d = plan_layout(layout_request(o, cfg, global, tp, stage));
   r.fits = d.accepted();
   if (!r.fits && *d.refusal == LayoutRefusal::kMemoryBudget)
-    r.reason = "needs " + gb(r.memory.total()) + " per rank, budget " + gb(o.memory_per_rank);
+    r.reason = "needs " + gb(r.resident) + " per rank (the process's resident), budget " + gb(o.memory_per_rank);
   else if (!r.fits)
     r.reason = d.message;  // a stage this device does not run
   r.collectives = dp_collectives(stage, local_params, units, accum);

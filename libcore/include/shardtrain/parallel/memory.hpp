@@ -102,7 +102,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int zero_stage, int wor
 // planner's (layout_plan.hpp).
 
 // What a rank's process holds besides the estimate's categories, for predicting its resident peak
-// (scale-bench plan's resident column; --memory-budget holds the estimate alone): on the CPU
+// (scale-bench plan's resident column, and what --memory-budget holds: estimate + this): on the CPU
 // 0.4 GB, measured at GPT-2 small on 1 and 2 ranks (2026-12-06, docs/PERFORMANCE.md "GPT-2 small"):
 // the summary's process_baseline (code, libraries, MPI, the dataset's index: 196 MB) plus what it
 // could not name (allocator slack and libraries' buffers: 145-307 MB). On a GPU the budget is
