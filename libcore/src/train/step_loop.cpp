@@ -36,8 +36,8 @@ bool checkpoint_due(const TrainOptions& o, std::int64_t step, bool last_step) {
 }  // namespace
 
 StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu,
-                   LiveMetrics* metrics)
-    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu), metrics_(metrics) {}
+                   LiveMetrics* metrics, TensorBoardLog* events)
+    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu), metrics_(metrics), events_(events) {}
 
 LoopRecords StepLoop::run(std::int64_t first_step) {
   // Step 0's communication columns count from here: the set-up's and the resume's collectives on
@@ -109,6 +109,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
     }
   }
   step_log_.append(rec);
+  if (events_) events_->write(rec);
   out_.records.push_back(rec);
   std::optional<StragglerReport> stragglers;
   if ((step + 1) % o.telemetry.log_every == 0 || last || step == 0) {
