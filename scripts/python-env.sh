@@ -2,15 +2,18 @@
 # The cached Python environments of the project, made OUTSIDE the clone so a second run installs nothing:
 #   hf    (default) the Hugging Face tests' (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and transformers;
 #   peer  the benchmark peer's (scripts/bench-peer.sh, bench/torch_peer.py): PyTorch 2.x from PyPI, the
-#         release users install, with scaled_dot_product_attention and torch.compile.
+#         release users install, with scaled_dot_product_attention and torch.compile;
+#   tensorboard  the TensorBoard events test's (tests/scripts/tensorboard_events.sh): the tensorboard
+#         package from PyPI, whose own event-file reader checks what the trainers write.
 #
-# Usage: scripts/python-env.sh [hf|peer]   prints the environment's python on standard output (exit 0),
+# Usage: scripts/python-env.sh [hf|peer|tensorboard]   prints the environment's python on standard output (exit 0),
 #                                          or why it cannot be had on standard error (exit 77: a test skips)
 # Environment: SHARDTRAIN_PY_ENV (the hf folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1),
 #              SHARDTRAIN_PEER_ENV (the peer folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2),
 #              SHARDTRAIN_TORCH_INDEX (peer: a pip index URL to take torch from, e.g. PyTorch's own CPU-only
 #              wheel index, about 200 MB; default: PyPI, whose Linux wheel is the CUDA build: about 3 GB with
 #              its NVIDIA packages, 5.4 GB installed, and it runs on a CPU-only machine all the same),
+#              SHARDTRAIN_TB_ENV (the tensorboard folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1),
 #              SHARDTRAIN_NO_INSTALL=1 (use the environment if it is there, install nothing).
 #
 # What hf installs, and why this set (the smallest that works on a CPU-only machine):
@@ -22,6 +25,9 @@
 #     4.46 is the last line that supports torch 1.13 (later ones need torch >= 2).
 # What peer installs: torch (>= 2, < 3) and numpy from PyPI into a venv of Debian's python3 that does NOT
 # see the system's packages, so the peer can never be Debian's torch 1.13 by accident.
+# What tensorboard installs: tensorboard 2.20.0 and its dependencies (protobuf, numpy, grpcio, werkzeug,
+# ...: about 30 MB) from PyPI into a venv of Debian's python3 that does not see the system's packages.
+# No TensorFlow: tensorboard reads event files through its own stub (tensorboard.compat.tensorflow_stub).
 set -euo pipefail
 kind="${1:-hf}"
 say() { echo "python-env.sh: $*" >&2; }
@@ -56,7 +62,34 @@ assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_prod
   echo "$py"
   exit 0
 fi
-[ "$kind" = hf ] || { say "unknown environment '$kind' (hf or peer)"; exit 2; }
+if [ "$kind" = tensorboard ]; then
+  env_dir="${SHARDTRAIN_TB_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1}"
+  py="$env_dir/bin/python"
+  check() {
+    [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "
+import tensorboard
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+assert tensorboard.__version__ == '2.20.0'" 2>/dev/null
+  }
+  if check; then echo "$py"; exit 0; fi
+  [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no tensorboard environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
+    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
+      skip "could not install python3-venv with apt-get"
+  }
+  say "creating $env_dir (tensorboard from PyPI; once)"
+  rm -rf "$env_dir"
+  mkdir -p "$(dirname "$env_dir")"
+  /usr/bin/python3 -m venv "$env_dir" || skip "python3 -m venv failed"
+  "$py" -m pip install -q --disable-pip-version-check tensorboard==2.20.0 >&2 ||
+    skip "pip could not install tensorboard==2.20.0 (is PyPI reachable?)"
+  touch "$env_dir/.complete"
+  check || skip "the environment at $env_dir does not import tensorboard 2.20.0's event file loader"
+  echo "$py"
+  exit 0
+fi
+[ "$kind" = hf ] || { say "unknown environment '$kind' (hf, peer or tensorboard)"; exit 2; }
 
 env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
 py="$env_dir/bin/python"
