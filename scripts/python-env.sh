@@ -32,6 +32,20 @@ set -euo pipefail
 kind="${1:-hf}"
 say() { echo "python-env.sh: $*" >&2; }
 skip() { say "$*"; exit 77; }
+# fresh_venv WHAT [VENV OPTIONS...]: a new, empty venv of Debian's python3 at $env_dir (Debian's
+# python3-venv installed first when missing, as root), announced with WHAT; skips (77) when it cannot.
+fresh_venv() {
+  local what=$1; shift
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
+    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
+      skip "could not install python3-venv with apt-get"
+  }
+  say "creating $env_dir ($what)"
+  rm -rf "$env_dir"
+  mkdir -p "$(dirname "$env_dir")"
+  /usr/bin/python3 -m venv "$@" "$env_dir" || skip "python3 -m venv failed"
+}
 
 if [ "$kind" = peer ]; then
   env_dir="${SHARDTRAIN_PEER_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2}"
@@ -43,15 +57,7 @@ assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_prod
   }
   if check; then echo "$py"; exit 0; fi
   [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no PyTorch 2.x environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
-    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
-      skip "could not install python3-venv with apt-get"
-  }
-  say "creating $env_dir (PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes)"
-  rm -rf "$env_dir"
-  mkdir -p "$(dirname "$env_dir")"
-  /usr/bin/python3 -m venv "$env_dir" || skip "python3 -m venv failed"
+  fresh_venv "PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes"
   index=()
   [ -n "${SHARDTRAIN_TORCH_INDEX:-}" ] && index=(--index-url "$SHARDTRAIN_TORCH_INDEX")
   "$py" -m pip install -q --disable-pip-version-check "${index[@]}" "torch>=2,<3" >&2 ||
@@ -73,15 +79,7 @@ assert tensorboard.__version__ == '2.20.0'" 2>/dev/null
   }
   if check; then echo "$py"; exit 0; fi
   [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no tensorboard environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
-    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
-      skip "could not install python3-venv with apt-get"
-  }
-  say "creating $env_dir (tensorboard from PyPI; once)"
-  rm -rf "$env_dir"
-  mkdir -p "$(dirname "$env_dir")"
-  /usr/bin/python3 -m venv "$env_dir" || skip "python3 -m venv failed"
+  fresh_venv "tensorboard from PyPI; once"
   "$py" -m pip install -q --disable-pip-version-check tensorboard==2.20.0 >&2 ||
     skip "pip could not install tensorboard==2.20.0 (is PyPI reachable?)"
   touch "$env_dir/.complete"
@@ -113,10 +111,7 @@ if ((${#debs[@]})); then
 fi
 /usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch is installed but does not import"
 
-say "creating $env_dir (transformers from PyPI; once)"
-rm -rf "$env_dir"
-mkdir -p "$(dirname "$env_dir")"
-/usr/bin/python3 -m venv --system-site-packages "$env_dir" || skip "python3 -m venv failed"
+fresh_venv "transformers from PyPI; once" --system-site-packages
 "$py" -m pip install -q --disable-pip-version-check "${requirements[@]}" >&2 ||
   skip "pip could not install ${requirements[*]} (is PyPI reachable?)"
 touch "$env_dir/.complete"
