@@ -3,9 +3,13 @@
 // the reader, a torn last record, a corrupt one, the restart rule's truncation, file-name order,
 // and the scalars a step record gives. TensorBoard's own reader reads what the trainers write in
 // the e2e test tests/scripts/tensorboard_events.sh.
+#include <sys/mount.h>
+
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -206,4 +210,31 @@ TEST_CASE("tensorboard events: a step's scalars are the step record's values as 
   r.extra = {{"holdout_loss", 3.25}, {"holdout_tokens", 640}, {"eval_s", 0.5}};
   job.push_back({"eval/holdout_loss", 3.25f});
   CHECK(tensorboard_step_scalars(r, true) == job);
+}
+
+TEST_CASE("tensorboard events: a full disk is an IoError naming the file, and what was written reads back",
+          "[tensorboard][.needs-tmpfs]") {
+  // A real full disk: a 64 KiB tmpfs (root and mount rights; ctest's ckpt_full_disk entry runs the
+  // [needs-tmpfs] cases and reports them skipped, with the reason, where a tmpfs cannot be mounted).
+  const std::string dir = test::temp_dir("tb-full") + "/mnt";
+  fs::create_directory(dir);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0)
+    FAIL("cannot mount a small tmpfs (" << std::strerror(errno) << "); run [needs-tmpfs] as root (ctest: ckpt_full_disk)");
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir};
+  TensorBoardEventWriter writer(dir + "/rank_0", 0);
+  std::int64_t written = 0;
+  try {
+    for (; written < 100000; ++written) writer.write_step(written, scalars_of_step(written));
+    FAIL("64 KiB held 100000 steps");
+  } catch (const IoError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(writer.path()) && Catch::Contains(std::strerror(ENOSPC)));
+  }
+  CHECK(written > 100);
+  const TensorBoardEventFile file = read_tensorboard_event_file(writer.path());
+  const std::vector<std::int64_t> steps = steps_in(writer.path());
+  CHECK(std::int64_t(steps.size()) == written);  // every step whose write returned, the failed one at most torn
+  CHECK(file.events.back().step == written - 1);
 }
