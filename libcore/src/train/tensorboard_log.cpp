@@ -84,7 +84,7 @@ TensorBoardLog::TensorBoardLog(const Job& job, std::int64_t first_step) : job_sc
     };
     add(keep_tensorboard_steps_before(tensorboard_rank_folder(run_dir, job.rank), first_step));
     if (job.rank == 0) {  // the folders of ranks this job does not have (an earlier attempt on more ranks)
-      static const std::regex kRankFolder(R"(rank_(\d+))");
+      static const std::regex kRankFolder(R"(rank_(\d{1,9}))");  // not a rank past int: not ours
       std::error_code ec;
       for (const auto& entry : fs::directory_iterator(tensorboard_root(run_dir), ec)) {
         std::smatch m;
