@@ -2,6 +2,8 @@
 // per call: a step's publishing (record_step and record_memory, under the metrics' mutex) and one
 // scrape's Collect (every family built, and the oldest collective in flight looked up in a full
 // 2048-entry flight recorder; the step loop waits for it only when it publishes during a scrape).
+// And what a step's TensorBoard events cost a rank (telemetry/tensorboard_events.hpp: the step
+// record's scalars, one framed record appended with one write(2) to a file in a temporary folder).
 // scripts/bench-metrics.sh divides them by a measured step, beside its noisier on/off runs. Run:
 //   SHARDTRAIN_METRICS_BENCH=1 build/bench/shardtrain_bench "[metrics-bench]"
 #include <catch2/catch.hpp>
@@ -9,7 +11,9 @@
 #include <cstdlib>
 
 #include "per_call_timing.hpp"
+#include "test_support.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/telemetry/tensorboard_events.hpp"
 #include "shardtrain/train/live_metrics.hpp"
 
 using namespace shardtrain;
@@ -54,4 +58,20 @@ TEST_CASE("train: live metrics cost per step and per scrape", "[.bench][metrics-
   std::printf("metrics_ns_per_step %.1f\nmetrics_ns_per_scrape %.1f\nmetrics_series %zu\n", per_step, per_scrape, series);
   retire_flight_recorder(recorder.get());
   CHECK(series > 20);  // the step's series and the collective in flight were all built
+}
+
+TEST_CASE("telemetry: TensorBoard events cost per step", "[.bench][metrics-bench]") {
+  if (!std::getenv("SHARDTRAIN_METRICS_BENCH")) {
+    WARN("skipped: set SHARDTRAIN_METRICS_BENCH=1");
+    return;
+  }
+  TensorBoardEventWriter writer(test::temp_dir("tb-bench"), 0);
+  StepRecord record;
+  record.step_s = 0.3, record.loss = 3.0, record.lr = 1e-3, record.grad_norm = 1.0, record.tokens_per_s = 1000.0;
+  const double per_step = median_ns_per_call(2000, [&](int i) {  // rank 0's: every tag but the hold-out loss
+    record.step = i;
+    writer.write_step(record.step, tensorboard_step_scalars(record, true));
+  });
+  std::printf("tensorboard_ns_per_step %.1f\n", per_step);
+  CHECK(read_tensorboard_event_file(writer.path()).events.size() == 1 + 7 * 2000);
 }

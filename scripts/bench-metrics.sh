@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): what the live metrics cost a training step (issue 49: within 1%), two
-# ways in one run: per call (bench/metrics_bench.cpp: a step's publishing, one scrape), over the
-# measured step, a bound that machine noise cannot blur; and end to end. Two
+# Benchmark (not a test): what the live metrics and the TensorBoard event files cost a training
+# step (issue 49: within 1%), two ways in one run: per call (bench/metrics_bench.cpp: a step's
+# publishing, one scrape; the metrics only), over the measured step, a bound that machine noise
+# cannot blur; and end to end, where "on" is --metrics-port with the TensorBoard events (the
+# trainers' default) and "off" is neither (--no-tensorboard). Two
 # data-parallel ranks train a small model (2 layers, d 64: short steps, so a fixed per-step cost
 # shows most; the recorder benchmark's worst case) with --metrics-port (every rank serving, and a
 # scraper reading both endpoints every second, as a Prometheus with a 1 s interval would: a
@@ -19,10 +21,10 @@ port=$(python3 "$here/tests/scripts/checks.py" free-port-run 2)
 for round in $(seq "$pairs"); do
   for mode in on off; do
     dir="$tmp/$round-$mode"
-    opts=()
+    opts=(--no-tensorboard)  # off: no metrics, no event files
     scraper=""
     if [ "$mode" = on ]; then
-      opts=(--metrics-port "$port")
+      opts=(--metrics-port "$port")  # on: metrics served and scraped, TensorBoard events written (default)
       (while sleep 1; do curl -sf "127.0.0.1:$port/metrics" "127.0.0.1:$((port + 1))/metrics" >/dev/null || true; done) &
       scraper=$!
     fi
@@ -32,6 +34,7 @@ for round in $(seq "$pairs"); do
     printf '%s\t%s\t%s\n' "$round" "$mode" "$(json "$dir/summary.json" .median_step_s)"
   done
 done | tee "$tmp/rows.tsv"
-SHARDTRAIN_METRICS_BENCH=1 "$build/bench/shardtrain_bench" "[metrics-bench]" | grep '^metrics_' | tee "$tmp/per_call.txt"
+SHARDTRAIN_METRICS_BENCH=1 "$build/bench/shardtrain_bench" "[metrics-bench]" | grep -E '^(metrics|tensorboard)_' |
+  tee "$tmp/per_call.txt"
 echo "load: $(uptime)"
 figures metrics "$tmp/rows.tsv" "$tmp/per_call.txt"

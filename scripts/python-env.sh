@@ -2,15 +2,18 @@
 # The cached Python environments of the project, made OUTSIDE the clone so a second run installs nothing:
 #   hf    (default) the Hugging Face tests' (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and transformers;
 #   peer  the benchmark peer's (scripts/bench-peer.sh, bench/torch_peer.py): PyTorch 2.x from PyPI, the
-#         release users install, with scaled_dot_product_attention and torch.compile.
+#         release users install, with scaled_dot_product_attention and torch.compile;
+#   tensorboard  the TensorBoard events test's (tests/scripts/tensorboard_events.sh): the tensorboard
+#         package from PyPI, whose own event-file reader checks what the trainers write.
 #
-# Usage: scripts/python-env.sh [hf|peer]   prints the environment's python on standard output (exit 0),
+# Usage: scripts/python-env.sh [hf|peer|tensorboard]   prints the environment's python on standard output (exit 0),
 #                                          or why it cannot be had on standard error (exit 77: a test skips)
 # Environment: SHARDTRAIN_PY_ENV (the hf folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1),
 #              SHARDTRAIN_PEER_ENV (the peer folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2),
 #              SHARDTRAIN_TORCH_INDEX (peer: a pip index URL to take torch from, e.g. PyTorch's own CPU-only
 #              wheel index, about 200 MB; default: PyPI, whose Linux wheel is the CUDA build: about 3 GB with
 #              its NVIDIA packages, 5.4 GB installed, and it runs on a CPU-only machine all the same),
+#              SHARDTRAIN_TB_ENV (the tensorboard folder, default ${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1),
 #              SHARDTRAIN_NO_INSTALL=1 (use the environment if it is there, install nothing).
 #
 # What hf installs, and why this set (the smallest that works on a CPU-only machine):
@@ -22,10 +25,27 @@
 #     4.46 is the last line that supports torch 1.13 (later ones need torch >= 2).
 # What peer installs: torch (>= 2, < 3) and numpy from PyPI into a venv of Debian's python3 that does NOT
 # see the system's packages, so the peer can never be Debian's torch 1.13 by accident.
+# What tensorboard installs: tensorboard 2.20.0 and its dependencies (protobuf, numpy, grpcio, werkzeug,
+# ...: about 30 MB) from PyPI into a venv of Debian's python3 that does not see the system's packages.
+# No TensorFlow: tensorboard reads event files through its own stub (tensorboard.compat.tensorflow_stub).
 set -euo pipefail
 kind="${1:-hf}"
 say() { echo "python-env.sh: $*" >&2; }
 skip() { say "$*"; exit 77; }
+# fresh_venv WHAT [VENV OPTIONS...]: a new, empty venv of Debian's python3 at $env_dir (Debian's
+# python3-venv installed first when missing, as root), announced with WHAT; skips (77) when it cannot.
+fresh_venv() {
+  local what=$1; shift
+  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
+    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
+      skip "could not install python3-venv with apt-get"
+  }
+  say "creating $env_dir ($what)"
+  rm -rf "$env_dir"
+  mkdir -p "$(dirname "$env_dir")"
+  /usr/bin/python3 -m venv "$@" "$env_dir" || skip "python3 -m venv failed"
+}
 
 if [ "$kind" = peer ]; then
   env_dir="${SHARDTRAIN_PEER_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2}"
@@ -37,15 +57,7 @@ assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_prod
   }
   if check; then echo "$py"; exit 0; fi
   [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no PyTorch 2.x environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-  /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null || {
-    [ "$(id -u)" -eq 0 ] || skip "needs Debian's python3-venv: sudo apt-get install -y python3-venv"
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3-venv >/dev/null 2>&1 ||
-      skip "could not install python3-venv with apt-get"
-  }
-  say "creating $env_dir (PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes)"
-  rm -rf "$env_dir"
-  mkdir -p "$(dirname "$env_dir")"
-  /usr/bin/python3 -m venv "$env_dir" || skip "python3 -m venv failed"
+  fresh_venv "PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes"
   index=()
   [ -n "${SHARDTRAIN_TORCH_INDEX:-}" ] && index=(--index-url "$SHARDTRAIN_TORCH_INDEX")
   "$py" -m pip install -q --disable-pip-version-check "${index[@]}" "torch>=2,<3" >&2 ||
@@ -56,7 +68,26 @@ assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_prod
   echo "$py"
   exit 0
 fi
-[ "$kind" = hf ] || { say "unknown environment '$kind' (hf or peer)"; exit 2; }
+if [ "$kind" = tensorboard ]; then
+  env_dir="${SHARDTRAIN_TB_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1}"
+  py="$env_dir/bin/python"
+  check() {
+    [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "
+import tensorboard
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+assert tensorboard.__version__ == '2.20.0'" 2>/dev/null
+  }
+  if check; then echo "$py"; exit 0; fi
+  [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no tensorboard environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
+  fresh_venv "tensorboard from PyPI; once"
+  "$py" -m pip install -q --disable-pip-version-check tensorboard==2.20.0 >&2 ||
+    skip "pip could not install tensorboard==2.20.0 (is PyPI reachable?)"
+  touch "$env_dir/.complete"
+  check || skip "the environment at $env_dir does not import tensorboard 2.20.0's event file loader"
+  echo "$py"
+  exit 0
+fi
+[ "$kind" = hf ] || { say "unknown environment '$kind' (hf, peer or tensorboard)"; exit 2; }
 
 env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
 py="$env_dir/bin/python"
@@ -80,10 +111,7 @@ if ((${#debs[@]})); then
 fi
 /usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch is installed but does not import"
 
-say "creating $env_dir (transformers from PyPI; once)"
-rm -rf "$env_dir"
-mkdir -p "$(dirname "$env_dir")"
-/usr/bin/python3 -m venv --system-site-packages "$env_dir" || skip "python3 -m venv failed"
+fresh_venv "transformers from PyPI; once" --system-site-packages
 "$py" -m pip install -q --disable-pip-version-check "${requirements[@]}" >&2 ||
   skip "pip could not install ${requirements[*]} (is PyPI reachable?)"
 touch "$env_dir/.complete"

@@ -28,6 +28,7 @@ packages=(cmake g++ make pkg-config git python3 libopenmpi-dev openmpi-bin libhd
           ccache          # a rebuild after a checkout or in a second worktree compiles only what changed
           jq              # the scripts and tests read JSON fields with jq
           prometheus-cpp-dev  # the trainers' --metrics-port endpoint (libcore/src/telemetry/metrics_endpoint.cpp)
+          protobuf-compiler libprotobuf-dev libboost-dev  # TensorBoard event files: protoc, the protobuf runtime, Boost.CRC (libcore/src/telemetry/tensorboard_events.cpp)
           prometheus prometheus-alertmanager)  # the alert rules' check and the metrics proof (tests/scripts/metrics_alerts.sh)
 missing=()
 for p in "${packages[@]}"; do

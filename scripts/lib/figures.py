@@ -103,16 +103,19 @@ def recorder(rows, per_call):
 @command(("rows", str), ("per_call", str))
 def metrics(rows, per_call):
     """bench-metrics.sh: rows "round mode median_step_s" (tab-separated; mode on = --metrics-port
-    served and scraped every second, off = none) and the per-call costs of metrics_bench.cpp; the
-    modelled share of a step (a step's publishing, plus one scrape a second), the median step on
-    and off and the median of the on / off pair ratios, against the 1% asked for."""
+    served and scraped every second and the TensorBoard events, off = neither) and the per-call
+    costs of metrics_bench.cpp; the modelled share of a step (a step's publishing and its
+    TensorBoard record, plus one scrape a second), the median step on and off and the median of the
+    on / off pair ratios, against the 1% asked for."""
     rows = rows_of(rows, "\t")
     costs = dict(line.split() for line in read_text(per_call).splitlines() if line.strip())
     on = [float(r[2]) for r in rows if r[1] == "on"]
     off = [float(r[2]) for r in rows if r[1] == "off"]
     step = st.median(off)
-    modelled = (float(costs["metrics_ns_per_step"]) + float(costs["metrics_ns_per_scrape"]) * step) * 1e-9 / step
+    events = float(costs.get("tensorboard_ns_per_step", 0))
+    modelled = (float(costs["metrics_ns_per_step"]) + events + float(costs["metrics_ns_per_scrape"]) * step) * 1e-9 / step
     print(f"# per call: {float(costs['metrics_ns_per_step']) / 1e3:.1f} us a step's publishing, "
+          f"{events / 1e3:.1f} us a step's TensorBoard record, "
           f"{float(costs['metrics_ns_per_scrape']) / 1e3:.1f} us a scrape ({costs['metrics_series']} series); "
           f"modelled share of a {1e3 * step:.1f} ms step at one scrape a second: {100 * modelled:.4f}%")
     ratios = [a / b for a, b in zip(on, off)]

@@ -38,7 +38,8 @@ nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   nlohmann::json j = {{"step", step},     {"rank", rank}, {"time", now}, {"pid", static_cast<long long>(getpid())},
                       {"host", this_host},
-                      {"tokens", tokens}, {"loss", loss}, {"lr", lr},    {"grad_norm", grad_norm}};
+                      {"tokens", tokens}, {"loss", loss}, {"lr", lr},    {"grad_norm", grad_norm},
+                      {"tokens_per_s", tokens_per_s}, {"mfu", mfu}};
   for (const TimingColumn& column : kTimingColumns) j[column.name] = this->*column.field;
   const nlohmann::json identity = id.to_json();  // named: items() must not outlive its object
   j.update(identity);
@@ -115,6 +116,8 @@ StepLogContents read_step_log(const std::string& path, Repeats repeats) {
     e.has_tokens = read_field(j, "tokens", e.record.tokens, where);
     read_field(j, "lr", e.record.lr, where, true);
     read_field(j, "grad_norm", e.record.grad_norm, where, true);
+    read_field(j, "tokens_per_s", e.record.tokens_per_s, where, true);  // absent in older logs: 0
+    read_field(j, "mfu", e.record.mfu, where, true);
     read_field(j, "time", e.written_at, where);
     read_field(j, "pid", e.pid, where);
     if (const auto h = j.find("host"); h != j.end() && h->is_string()) e.host = h->get<std::string>();

@@ -103,7 +103,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
 }
 
-// The live Prometheus endpoint (issue 49), a block of its own.
+// The live Prometheus endpoint and the TensorBoard event files (issue 49), a block of their own.
 void add_metrics_options(CLI::App& app, TelemetryOptions& t) {
   app.add_option("--metrics-port", t.metrics_port,
                  "Serve Prometheus metrics at http://BIND:PORT/metrics, rank r on PORT + its local rank, and write "
@@ -113,6 +113,10 @@ void add_metrics_options(CLI::App& app, TelemetryOptions& t) {
   app.add_option("--metrics-bind", t.metrics_bind,
                  "Address the metrics endpoints bind (0.0.0.0: every interface, targets named by host)")
       ->capture_default_str();
+  app.add_flag_callback("--no-tensorboard", [&t] { t.tensorboard = false; },
+                        "Write no TensorBoard event files (default: every rank writes its step scalars to "
+                        "RUN_DIR/tensorboard/rank_<R>/events.out.tfevents.*; a resumed run drops the steps from "
+                        "its first step on before writing them again)");
 }
 
 int run_training_tool(CLI::App& app, TrainOptions& o, const TrainingCli& cli, int argc, char** argv) {

@@ -108,7 +108,7 @@ std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
     f.gauge("shardtrain_learning_rate", "Learning rate of the last step", r.lr);
     const char* help = "Seconds of the last step in a section";
     f.gauge("shardtrain_step_section_seconds", help, r.data_s, {{"section", "data"}});
-    f.gauge("shardtrain_step_section_seconds", help, r.fwd_s + r.bwd_s + r.opt_s, {{"section", "compute"}});
+    f.gauge("shardtrain_step_section_seconds", help, compute_seconds(r), {{"section", "compute"}});
     f.gauge("shardtrain_step_section_seconds", help, r.comm_exposed_s, {{"section", "comm_exposed"}});
   }
   f.gauge("shardtrain_straggler_threshold", "The job's --straggler-threshold", config_.straggler_threshold);

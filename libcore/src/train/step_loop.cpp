@@ -36,8 +36,8 @@ bool checkpoint_due(const TrainOptions& o, std::int64_t step, bool last_step) {
 }  // namespace
 
 StepLoop::StepLoop(Job& job, data::BatchLoader& loader, CheckpointSaver& saver, StepLog& step_log, const MfuBasis& mfu,
-                   LiveMetrics* metrics)
-    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu), metrics_(metrics) {}
+                   LiveMetrics* metrics, TensorBoardLog* events)
+    : job_(job), loader_(loader), saver_(saver), step_log_(step_log), mfu_(mfu), metrics_(metrics), events_(events) {}
 
 LoopRecords StepLoop::run(std::int64_t first_step) {
   // Step 0's communication columns count from here: the set-up's and the resume's collectives on
@@ -97,6 +97,8 @@ bool StepLoop::run_one_step(std::int64_t step) {
   rec.loss = r.loss_sum / double(job_.tokens_per_step());
   rec.lr = r.lr;
   rec.grad_norm = r.grad_norm;
+  rec.tokens_per_s = double(job_.tokens_per_step()) / rec.step_s;
+  rec.mfu = mfu_.mfu(rec.tokens_per_s, job_.world);
   const bool last = last_step || stop;
   if (evaluation_due(o, step, last)) {
     const HoldoutEvaluation evaluation = evaluate_current_model(job_);
@@ -107,6 +109,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
     }
   }
   step_log_.append(rec);
+  if (events_) events_->write(rec);
   out_.records.push_back(rec);
   std::optional<StragglerReport> stragglers;
   if ((step + 1) % o.telemetry.log_every == 0 || last || step == 0) {
@@ -147,23 +150,21 @@ bool StepLoop::every_rank_stops() {
 }
 
 void StepLoop::publish(const StepRecord& rec, const std::optional<StragglerReport>& stragglers) {
-  const double tok_s = double(job_.tokens_per_step()) / rec.step_s;
-  metrics_->record_step(rec, tok_s, mfu_.mfu(tok_s, job_.world));
+  metrics_->record_step(rec, rec.tokens_per_s, rec.mfu);
   metrics_->record_memory(job_.strategy->memory_report());
   if (stragglers) metrics_->record_stragglers(*stragglers);
   if (auto c = saver_.take_committed()) metrics_->record_checkpoint(c->step, c->total_s, c->bytes_local);
 }
 
 void StepLoop::print_step_line(const StepRecord& rec) const {
-  const double tok_s = double(job_.tokens_per_step()) / rec.step_s;
   const std::string holdout =
       rec.extra.is_null() ? "" : " | hold-out " + std::to_string(rec.extra["holdout_loss"].get<double>()).substr(0, 6);
   // MFU is capped at 100%; a step faster than the peak allows says so instead of printing more.
-  const char* exceeded = mfu_.ratio(tok_s, job_.world) > 1.0 ? " (above the peak: see the summary's mfu_peak)" : "";
+  const char* exceeded = mfu_.ratio(rec.tokens_per_s, job_.world) > 1.0 ? " (above the peak: see the summary's mfu_peak)" : "";
   char line[360];
   std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | MFU %.1f%%%s%s",
-                (long long)rec.step + 1, (long long)job_.options.schedule.steps, rec.loss, rec.lr, rec.grad_norm, tok_s,
-                100.0 * mfu_.mfu(tok_s, job_.world), exceeded, holdout.c_str());
+                (long long)rec.step + 1, (long long)job_.options.schedule.steps, rec.loss, rec.lr, rec.grad_norm, rec.tokens_per_s,
+                100.0 * rec.mfu, exceeded, holdout.c_str());
   log_line_rank0(line);
 }
 

@@ -30,6 +30,7 @@
 #include "shardtrain/data/batch_loader.hpp"
 #include "live_metrics_server.hpp"
 #include "step_loop.hpp"
+#include "tensorboard_log.hpp"
 
 namespace shardtrain {
 namespace {
@@ -82,6 +83,8 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
     // --metrics-port: bound here, at start (a port in use fails the job now), served until the
     // job's end; the step loop publishes into it.
     const std::optional<LiveMetricsServer> live = serve_live_metrics(job);
+    // TensorBoard (unless --no-tensorboard): every rank's event folder writable, or exit 2 now.
+    check_tensorboard_folders(job);
     set_phase(Phase::kResume);
     const ResumePoint start = resume(job);
     startup.resume_s = job_clock.seconds() - startup.setup_s;
@@ -97,10 +100,15 @@ std::optional<RunSummary> train(const TrainOptions& options, std::optional<DumpW
     CheckpointSaver saver(job);
     const StopSignals stop_signals;  // from here a SIGTERM or SIGUSR1 saves at the next step boundary
     StepLog step_log(options.run_dir + "/steps.rank" + std::to_string(job.rank) + ".jsonl", job.rank, job.identity);
+    // The restart rule on the event files (steps before start.step kept), then this attempt's file.
+    std::optional<TensorBoardLog> events;
+    if (options.telemetry.tensorboard) events.emplace(job, start.step);
     const MfuBasis mfu = announce_job(job);
     startup.loop_setup_s = job_clock.seconds() - startup.setup_s - startup.resume_s;
     return recording_errors(options, dumped, [&]() -> std::optional<RunSummary> {
-      const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu, live ? live->metrics.get() : nullptr).run(start.step);
+      const LoopRecords loop = StepLoop(job, loader, saver, step_log, mfu, live ? live->metrics.get() : nullptr,
+                                         events ? &*events : nullptr)
+                                    .run(start.step);
       set_phase(Phase::kFinish);
       return finish_job(job, start, loop, step_log, mfu, job_clock, startup);
     });

@@ -53,6 +53,10 @@ struct StepRecord {
   std::int64_t tokens = 0;  // tokens this rank processed in the step
   double loss = 0;          // global mean loss of the step
   double lr = 0, grad_norm = 0;
+  // The job's throughput as this rank timed the step (all ranks' tokens of the step over its
+  // step_s) and the MFU of that rate (at most 1): what the progress line, the live metrics and the
+  // TensorBoard events report, computed once where the step ends (train/step_loop.cpp).
+  double tokens_per_s = 0, mfu = 0;
   nlohmann::json extra;     // e.g. hold-out losses on evaluation steps
   // By peer world rank, the step's exchanges (JSON "peers": {"R": {"bytes", "s"}}, written only
   // when not empty: a one-rank run, or collectives that all ran in the library, have none).
@@ -88,6 +92,10 @@ constexpr int timing_column(std::string_view name) {
     if (name == kTimingColumns[c].name) return c;
   return -1;
 }
+
+// The compute seconds of a step: forward, backward and optimizer (what the live metrics' "compute"
+// section and the TensorBoard "time/compute_s" scalar report).
+inline double compute_seconds(const StepRecord& r) { return r.fwd_s + r.bwd_s + r.opt_s; }
 
 // One step record read back from a step log.
 struct StepLogEntry {

@@ -21,7 +21,7 @@ struct TrainingCli {
 // (--device, --precision, --transport, --allreduce) are parsed into them here; an unknown name is
 // a parse error naming the option and its allowed values.
 void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli);
-// The live metrics' options (--metrics-port, --metrics-bind); add_training_options adds them.
+// The live metrics' options (--metrics-port, --metrics-bind) and --no-tensorboard; add_training_options adds them.
 void add_metrics_options(CLI::App& app, TelemetryOptions& t);
 // After parsing: optional times, the decay horizon default (max(--steps, --warmup)), units, and
 // --step-model read into the size thresholds of --allreduce auto (UsageError naming the file, or the

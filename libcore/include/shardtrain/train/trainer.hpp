@@ -118,6 +118,9 @@ struct TelemetryOptions {
   // RUN_DIR/prometheus-targets.json. 0: off.
   int metrics_port = 0;
   std::string metrics_bind = "127.0.0.1";
+  // TensorBoard event files of every rank under RUN_DIR/tensorboard (--no-tensorboard: off;
+  // libcore/src/train/tensorboard_log.hpp).
+  bool tensorboard = true;
 };
 
 struct TrainOptions {
