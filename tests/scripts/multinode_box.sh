@@ -239,9 +239,12 @@ inbox -- scancel "$owner_job"
 pass "the second job is refused (exit 2) naming job $owner_job on node1"
 
 step "node loss survived: a 3-node job under run-resilient loses node3 mid-run"
-# Micro-batch 1: the global batch's 6 micro-batches divide by the 2 ranks left.
+# Micro-batch 1: the global batch's 6 micro-batches divide by the 2 ranks left. 4,000 steps: the
+# loss (at step 300 and the seconds `box.sh lose` takes) must land while the job still runs; at
+# 2,000 steps of a few ms, a batch job once finished first (case 7 then saw no requeue).
+lost_steps=4000
 lost_opts=(--data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 32 --peak-gflops 100 --log-every 1000
-           --global-batch 6 --micro-batch 1 --deterministic --steps 2000 --ckpt-every 100 --collective-timeout 10)
+           --global-batch 6 --micro-batch 1 --deterministic --steps "$lost_steps" --ckpt-every 100 --collective-timeout 10)
 "$BIN_DIR/ddp-train" "${lost_opts[@]}" --run-dir "$WORK/lost_ref" >"$WORK/lost_ref.log" 2>&1 ||
   { cat "$WORK/lost_ref.log" >&2; fail "the uninterrupted run failed"; }
 inbox -- timeout 240 salloc -N3 -n3 -w "node[1-3]" --no-kill "$BIN_DIR/run-resilient" --min-ranks 1 --max-restarts 3 --backoff 0 -- \
@@ -270,7 +273,7 @@ step "a batch job loses a node: train.sbatch (srun --mpi=pmix, 3 nodes) requeued
 # that excludes node3 starts on the other two and the spare node4, as on a cluster with free nodes.
 home="$WORK/home"
 mkdir -p "$home" && cp -r "$repo/scripts" "$home/"  # train.sbatch needs scripts/slurm/; the chain (case 9) the release policy
-sb_job=$(inbox -- env SHARDTRAIN_HOME="$home" SHARDTRAIN_BIN="$BIN_DIR" RUN_DIR="$WORK/sb" DATA="$DATA" STEPS=2000 \
+sb_job=$(inbox -- env SHARDTRAIN_HOME="$home" SHARDTRAIN_BIN="$BIN_DIR" RUN_DIR="$WORK/sb" DATA="$DATA" STEPS="$lost_steps" \
   CKPT_EVERY=100 SEQ_LEN=32 MODEL="--layers 2 --heads 2 --d-model 32 --global-batch 6 --micro-batch 1" \
   TRAIN_ARGS="--peak-gflops 100 --log-every 1000 --collective-timeout 10" \
   sbatch --parsable -N 3 --ntasks-per-node=1 -J sbatch3 -o "$WORK/sb-%j.out" --export=ALL "$home/scripts/slurm/train.sbatch")
