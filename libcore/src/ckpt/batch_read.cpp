@@ -59,7 +59,6 @@ class RankFile {
       got += r;
     }
   }
-  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

@@ -337,6 +337,23 @@ Job set_up_job(const TrainOptions& o) {
              resident_before_state};
 }
 
+void rethrow_together(const Job& job, std::exception_ptr mine, const std::string& elsewhere) {
+  std::int32_t failed[2] = {0, 0};  // ranks whose error was a UsageError, ranks with any other
+  if (mine) {
+    try {
+      std::rethrow_exception(mine);
+    } catch (const UsageError&) {
+      failed[0] = 1;
+    } catch (...) {
+      failed[1] = 1;
+    }
+  }
+  if (job.world > 1) job.comm->all_reduce(failed, 2);
+  if (mine) std::rethrow_exception(mine);
+  if (failed[0] > 0) throw UsageError(elsewhere);
+  if (failed[1] > 0) throw IoError(elsewhere);
+}
+
 void rebuild_strategy(Job& job) {
   const TrainOptions& o = job.options;
   job.strategy.reset();  // its memory first: two states of a large model may not fit

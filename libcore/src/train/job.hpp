@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,13 @@ struct Job {
 // Validates `options` (UsageError naming the option), then builds the job. Collective (the
 // communicator's set-up). `options` must outlive the job.
 Job set_up_job(const TrainOptions& options);
+
+// Collective over job.comm, after every rank ran its part of a set-up step: `mine` is this rank's
+// error (null when its part worked). A rank that failed rethrows its own; while some other rank
+// failed, the others throw `elsewhere` as a UsageError when some rank's error was one, else as an
+// IoError. So every rank leaves together (none waits in a later collective) with an exit code
+// that names the fault's kind, and each failing rank's line says what it met.
+void rethrow_together(const Job& job, std::exception_ptr mine, const std::string& elsewhere);
 
 // Collective: replaces the job's strategy with a fresh one, initialised as set_up_job made it (the
 // old one is destroyed first). For a resume whose reads went into the state of a checkpoint that

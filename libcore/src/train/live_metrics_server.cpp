@@ -38,19 +38,16 @@ std::optional<LiveMetricsServer> serve_live_metrics(Job& job) {
   config.memory_budget_bytes = job.options.parallelism.memory_budget;
   config.straggler_threshold = t.straggler_threshold;
   LiveMetricsServer server{std::make_shared<LiveMetrics>(std::move(config)), nullptr};
-  std::string failure;
+  std::exception_ptr failure;
   try {
     server.endpoint = std::make_unique<MetricsEndpoint>(t.metrics_bind, metrics_port_of(t.metrics_port, job.rank_hosts, job.rank),
                                                         server.metrics);
-  } catch (const UsageError& e) {
-    failure = e.what();
+  } catch (const UsageError&) {
+    failure = std::current_exception();
   }
-  std::int32_t failed = failure.empty() ? 0 : 1;
-  if (job.world > 1) job.comm->all_reduce(&failed, 1);
-  if (!failure.empty()) throw UsageError(failure);
-  if (failed > 0)
-    throw UsageError("--metrics-port: another rank could not serve its metrics (its message names the address); "
-                     "choose a free --metrics-port");
+  rethrow_together(job, failure,
+                   "--metrics-port: another rank could not serve its metrics (its message names the address); "
+                   "choose a free --metrics-port");
   if (job.rank == 0) {
     std::vector<ScrapeTarget> targets;
     for (int r = 0; r < job.world; ++r) {

@@ -17,24 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A rank's part of a collective step: nothing, or the error it met (message and exit code).
-struct Failure {
-  std::string message;
-  ExitCode code = ExitCode::kOk;
-};
-
-// Collective over job.comm: every rank ran its part. A rank that failed throws its own error; a
-// rank that succeeded while another failed throws `elsewhere` (UsageError when some rank's error
-// was one, else IoError), so every rank leaves together and none waits in a later collective.
-void agree(const Job& job, const Failure& mine, const std::string& elsewhere) {
-  std::int32_t failed[2] = {mine.code == ExitCode::kUsage ? 1 : 0,
-                            mine.code != ExitCode::kOk && mine.code != ExitCode::kUsage ? 1 : 0};
-  if (job.world > 1) job.comm->all_reduce(failed, 2);
-  if (mine.code != ExitCode::kOk) throw Error(mine.code, mine.message);
-  if (failed[0] > 0) throw UsageError(elsewhere);
-  if (failed[1] > 0) throw IoError(elsewhere);
-}
-
 // Creates `folder` and a file in it, then removes the file. "" when that worked, else why not.
 std::string try_write_in(const std::string& folder) {
   std::error_code ec;
@@ -61,19 +43,18 @@ void check_tensorboard_folders(const Job& job) {
   const std::string folder = tensorboard_rank_folder(job.options.run_dir, job.rank);
   const std::string why = try_write_in(folder);
   const std::string root = tensorboard_root(job.options.run_dir);
-  Failure mine;
+  std::exception_ptr mine;
   if (!why.empty())
-    mine = {folder + ": cannot write TensorBoard event files here: " + why + "; make " + root +
-                " a writable folder, or pass --no-tensorboard",
-            ExitCode::kUsage};
-  agree(job, mine,
+    mine = std::make_exception_ptr(UsageError(folder + ": cannot write TensorBoard event files here: " + why +
+                                              "; make " + root + " a writable folder, or pass --no-tensorboard"));
+  rethrow_together(job, mine,
         "another rank cannot write its TensorBoard folder under " + root +
             " (its line names it); make the folder writable, or pass --no-tensorboard");
 }
 
 TensorBoardLog::TensorBoardLog(const Job& job, std::int64_t first_step) : job_scalars_(job.rank == 0) {
   const std::string run_dir = job.options.run_dir;
-  Failure mine;
+  std::exception_ptr mine;
   TensorBoardTruncation dropped;
   try {
     const auto add = [&dropped](const TensorBoardTruncation& t) {
@@ -95,10 +76,10 @@ TensorBoardLog::TensorBoardLog(const Job& job, std::int64_t first_step) : job_sc
       if (ec) throw IoError(tensorboard_root(run_dir) + ": cannot list the TensorBoard folder (" + ec.message() + ")");
     }
     writer_.emplace(tensorboard_rank_folder(run_dir, job.rank), job.rank);
-  } catch (const Error& e) {
-    mine = {e.what(), e.code()};
+  } catch (const Error&) {
+    mine = std::current_exception();
   }
-  agree(job, mine,
+  rethrow_together(job, mine,
         "another rank could not prepare its TensorBoard event files under " + tensorboard_root(run_dir) +
             " (its line says why); fix or remove them, or pass --no-tensorboard");
   if (dropped.records_dropped > 0 || dropped.torn_tails > 0)
