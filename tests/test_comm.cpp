@@ -456,6 +456,13 @@ TEST_CASE("faults: a delay sleeps on the named rank, in the named phase only", "
   CHECK_THROWS_WITH(FaultInjection::parse({"slow-data:rank=2,ms=5", "delay:rank=1,ms=3"}), Catch::Contains("given twice"));
   CHECK_THROWS_WITH(FaultInjection::parse({"slow-data:rank=2,ms=5,phase=forward"}), Catch::Contains("unknown key 'phase'"));
   CHECK_THROWS_AS(FaultInjection::parse({"delay:rank=64,ms=1"}).validate(4), UsageError);
+  // rank=all: every rank sleeps (a paced run without a straggler); any world size accepts it.
+  const auto every = FaultInjection::parse({"delay:rank=all,ms=40"});
+  for (int rank : {0, 1, 7}) CHECK(every.delay_ms_for(rank, Phase::kData) == 40);
+  CHECK(every.delay_ms_for(3, Phase::kForward) == 0);
+  CHECK_NOTHROW(every.validate(2));
+  CHECK(every.describe() == "delay:rank=all,ms=40,phase=data");
+  CHECK_THROWS_WITH(FaultInjection::parse({"hang:rank=all,step=1"}), Catch::Contains("rank='all'"));
 }
 
 TEST_CASE("faults: hang, kill and wrong-count parse, describe and validate", "[comm]") {

@@ -130,7 +130,8 @@ void FaultInjection::add(const std::string& spec) {
   } else if (kind == "delay" || kind == "slow-data") {
     const bool slow_data = kind == "slow-data";
     auto kv = slow_data ? parse_keys(spec, body, {"rank", "ms"}) : parse_keys(spec, body, {"rank", "ms"}, {"phase"});
-    Delay d{parse_rank(spec, kv["rank"]), parse_count(spec, "ms", kv["ms"]), Phase::kData};
+    const int rank = kv["rank"] == "all" ? kEveryRank : parse_rank(spec, kv["rank"]);
+    Delay d{rank, parse_count(spec, "ms", kv["ms"]), Phase::kData};
     if (kv.count("phase")) d.phase = parse_phase_key(spec, kv["phase"]);
     set_once(delay, d, spec, kind.c_str());  // delay and slow-data share one slot
   } else {
@@ -155,7 +156,7 @@ void FaultInjection::validate(int world_size) const {
   if (wrong_count) check(wrong_count->rank, "wrong-count");
   if (hang) check(hang->rank, "hang");
   if (kill) check(kill->rank, "kill");
-  if (delay) check(delay->rank, "delay");
+  if (delay && delay->rank != kEveryRank) check(delay->rank, "delay");
 }
 
 std::string FaultInjection::describe() const {
@@ -165,7 +166,7 @@ std::string FaultInjection::describe() const {
   if (hang) parts.push_back(describe_phase("hang", *hang));
   if (kill) parts.push_back(describe_phase("kill", *kill));
   if (delay)
-    parts.push_back("delay:rank=" + std::to_string(delay->rank) + ",ms=" + std::to_string(delay->ms) + ",phase=" +
+    parts.push_back("delay:rank=" + (delay->rank == kEveryRank ? std::string("all") : std::to_string(delay->rank)) + ",ms=" + std::to_string(delay->ms) + ",phase=" +
                     phase_name(delay->phase));
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
@@ -174,7 +175,8 @@ std::string FaultInjection::describe() const {
 
 PhaseFaultGuard::PhaseFaultGuard(const FaultInjection& faults, int world_rank) {
   auto mine = [&](const auto& f) { return f && f->rank == world_rank; };
-  if (!mine(faults.hang) && !mine(faults.kill) && !mine(faults.delay)) return;
+  const bool my_delay = faults.delay && (faults.delay->rank == world_rank || faults.delay->rank == FaultInjection::kEveryRank);
+  if (!mine(faults.hang) && !mine(faults.kill) && !my_delay) return;
   const FaultInjection f = faults;
   set_phase_observer([f, world_rank](Phase phase, std::int64_t step) {
     if (const auto ms = f.delay_ms_for(world_rank, phase); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));

@@ -93,7 +93,7 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--inject", o.inject,
                  "Fault injection for tests (repeatable): skip-collective:rank=R,step=S[,phase=P][,group=G], "
                  "wrong-count:rank=R,step=S[,phase=P][,group=G], hang:rank=R,step=S[,phase=P], "
-                 "kill:rank=R,step=S[,phase=P], delay:rank=R,ms=M[,phase=P], slow-data:rank=R,ms=M");
+                 "kill:rank=R,step=S[,phase=P], delay:rank=R|all,ms=M[,phase=P], slow-data:rank=R,ms=M");
   app.add_option("--flight-entries", o.telemetry.flight_entries,
                  "Flight-recorder entries kept per communicator group; 0 turns the recorder and the phase history off "
                  "(to measure their cost; hang-diagnose then has nothing to read)")

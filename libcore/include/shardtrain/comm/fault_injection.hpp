@@ -23,7 +23,8 @@
 //       a rank that dies without a word and without a flight record.
 //   delay:rank=R,ms=M[,phase=P]
 //       World rank R sleeps M milliseconds each time it enters phase P (default data: once per
-//       step, before its batch): a straggler in that section.
+//       step, before its batch): a straggler in that section. rank=all: every rank sleeps, a run
+//       paced to at least M ms a step with no straggler (tests that need time between steps).
 //   slow-data:rank=R,ms=M
 //       The same as delay:rank=R,ms=M,phase=data: a slow data loader.
 //
@@ -58,8 +59,9 @@ struct FaultInjection {
     std::int64_t step = 0;
     Phase phase = Phase::kForward;
   };
+  static constexpr int kEveryRank = -1;  // delay:rank=all
   struct Delay {
-    int rank = 0;
+    int rank = 0;  // or kEveryRank
     std::int64_t ms = 0;
     Phase phase = Phase::kData;
   };
@@ -92,7 +94,7 @@ struct FaultInjection {
 
   // Milliseconds `world_rank` sleeps on entering `phase` (0 when no delay applies to it).
   std::int64_t delay_ms_for(int world_rank, Phase phase) const {
-    return delay && delay->rank == world_rank && delay->phase == phase ? delay->ms : 0;
+    return delay && (delay->rank == world_rank || delay->rank == kEveryRank) && delay->phase == phase ? delay->ms : 0;
   }
 };
 
