@@ -1282,7 +1282,7 @@ def wait_for(what, seconds, probe):
     """Calls probe() every 0.5 s until it returns a true value (returned) or seconds pass (Failed
     naming what, with probe's last answer)."""
     import time
-    deadline, last = time.monotonic() + seconds, None
+    deadline, last, err = time.monotonic() + seconds, None, "none"
     while True:
         try:
             last = probe()
@@ -1335,14 +1335,20 @@ def prom_series(prometheus, run, world, host, seconds):
     print(f"  Prometheus has {len(found)} metrics x ranks {[r for r, _ in found['shardtrain_step']]}, host {host}")
 
 
+def alert_matches(alert, name, labels):
+    return alert["labels"].get("alertname") == name and all(alert["labels"].get(k) == v for k, v in labels.items())
+
+
+def prometheus_alerts(prometheus, name, labels, states):
+    """The alerts named `name` with `labels` in one of `states` ("pending", "firing") in Prometheus."""
+    return [a for a in http_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
+            if a["state"] in states and alert_matches(a, name, labels)]
+
+
 def alerts_of(prometheus, alertmanager, name, labels):
     """The alerts named `name` with `labels` firing in Prometheus, and those Alertmanager received."""
-    def match(lab):
-        return lab.get("alertname") == name and all(lab.get(k) == v for k, v in labels.items())
-    prom = [a for a in http_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
-            if a["state"] == "firing" and match(a["labels"])]
-    am = [a for a in http_json(f"{alertmanager}/api/v2/alerts") if match(a["labels"])]
-    return prom, am
+    am = [a for a in http_json(f"{alertmanager}/api/v2/alerts") if alert_matches(a, name, labels)]
+    return prometheus_alerts(prometheus, name, labels, ("firing",)), am
 
 
 @command(("prometheus", str), ("alertmanager", str), ("name", str), ("labels", str), ("seconds", int))
@@ -1354,6 +1360,21 @@ def alert_fires(prometheus, alertmanager, name, labels, seconds):
                         lambda: (lambda p, a: (p, a) if p and a else None)(*alerts_of(prometheus, alertmanager, name, want)))
     print(f"  {name} firing in Prometheus and received by Alertmanager: {am[0]['annotations'].get('summary')}")
     print(f"  labels {json.dumps({k: v for k, v in am[0]['labels'].items() if k not in ('data_snapshot', 'code_version')})}")
+
+
+@command(("prometheus", str), ("name", str), ("labels", str), ("seconds", int))
+def alert_pending(prometheus, name, labels, seconds):
+    """The alert NAME with LABELS (JSON object, run_dir among them) is pending or firing in
+    Prometheus within SECONDS (for an alert whose `for:` is longer than a test waits), and no other
+    alert NAME of that run_dir is; prints its summary."""
+    want = json.loads(labels)
+    states = ("pending", "firing")
+    mine = wait_for(f"{name} {want} pending in Prometheus", seconds,
+                    lambda: prometheus_alerts(prometheus, name, want, states) or None)
+    print(f"  {name} {mine[0]['state']} in Prometheus: {mine[0]['annotations'].get('summary')}")
+    others = [a["labels"] for a in prometheus_alerts(prometheus, name, {"run_dir": want["run_dir"]}, states)
+              if not alert_matches(a, name, want)]
+    expect(not others, f"other {name} alerts of the run: {others}")
 
 
 @command(("prometheus", str), ("alertmanager", str), ("run", str))

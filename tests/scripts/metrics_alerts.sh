@@ -10,7 +10,10 @@
 #      collective is firing in Prometheus and received by Alertmanager before the collective
 #      timeout (the job is still running and rank 0 has written no timeout record yet);
 #   C. rank 1 stopped with SIGSTOP: ShardtrainTrainerStuck names rank 1 and its host;
-#   D. a metrics port in use: the trainer exits 2 at start with one line naming the address.
+#   D. a metrics port in use: the trainer exits 2 at start with one line naming the address;
+#   E. rank 1 sleeps 60 ms in its data phase (a real straggler, live checks every 10 steps):
+#      ShardtrainStraggler for rank 1 in data is pending in Prometheus (its `for:` is 10 minutes)
+#      and no other straggler alert of the run is (the naming rules drop rank 0's noise).
 # The servers are stopped by pid (trap), and bounded by `timeout` so that a killed test (a ctest
 # timeout KILLs, no trap runs) leaves nothing behind for long; a later run stops what an earlier,
 # killed one left (pid files in the work folder).
@@ -79,12 +82,15 @@ done
 pass "Prometheus on $prom, Alertmanager on $am"
 
 # job NAME PORT STEPS TIMEOUT [options...]: a 2-rank run in the background (its mpirun pid in $job_pid);
-# rank 0 sleeps 40 ms per step (--inject delay), so a step takes about that long on any machine.
+# JOB_DELAY replaces the pacing below, JOB_LOG_EVERY the progress lines (each a live straggler check).
+# every rank sleeps 40 ms per step (--inject delay:rank=all), so a step takes about that long on any
+# machine and no rank is a straggler (a delay on one rank would be one, and ShardtrainStraggler
+# would rightly go pending in the control run).
 job() {
   local name=$1 port=$2 steps=$3 timeout=$4; shift 4
   mpirun -np 2 --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 32 \
-    --peak-gflops 100 --log-every 1000 --global-batch 8 --micro-batch 2 --steps "$steps" --collective-timeout "$timeout" \
-    --inject delay:rank=0,ms=40 --metrics-port "$port" --run-dir "$WORK/runs/$name" "$@" >"$WORK/$name.log" 2>&1 &
+    --peak-gflops 100 --log-every "${JOB_LOG_EVERY:-1000}" --global-batch 8 --micro-batch 2 --steps "$steps" --collective-timeout "$timeout" \
+    --inject "${JOB_DELAY:-delay:rank=all,ms=40}" --metrics-port "$port" --run-dir "$WORK/runs/$name" "$@" >"$WORK/$name.log" 2>&1 &
   job_pid=$!
   pids+=("$job_pid")
   # Discovery globs only in a path's last element: one link per run folder (docs/RUNBOOK.md).
@@ -150,3 +156,12 @@ echo "  exit $rc: $(grep -m1 'metrics-port' "$WORK/in-use.log")"
 grep -q "cannot serve metrics on 127.0.0.1:$((port + 1))" "$WORK/in-use.log" || fail "the message does not name 127.0.0.1:$((port + 1))"
 [ ! -e "$WORK/runs/in-use/steps.rank0.jsonl" ] || fail "the job trained although its metrics port was taken"
 pass "a port in use: exit 2 at start, naming 127.0.0.1:$((port + 1))"
+
+echo "E. rank 1 sleeps 60 ms a step in its data phase: a straggler (live checks every 10 steps)"
+port=$(checks free-port-run 2)
+JOB_DELAY=delay:rank=1,ms=60 JOB_LOG_EVERY=10 job straggler "$port" 100000 30
+checks alert-pending "$prom" ShardtrainStraggler \
+  "{\"run_dir\": \"$WORK/runs/straggler\", \"rank\": \"1\", \"host\": \"$host\", \"section\": \"data\", \"score\": \"relative\"}" 60
+kill "$job_pid"
+wait "$job_pid" 2>/dev/null || true
+pass "ShardtrainStraggler pending for rank 1 in data, and for nothing else of the run"

@@ -72,6 +72,9 @@ void LiveMetrics::record_stragglers(const StragglerReport& report) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const RankScores& r : report.ranks)
     if (r.rank == config_.world_rank) scores_ = r;
+  named_.clear();
+  for (const StragglerFinding& f : report.stragglers)
+    if (f.rank == config_.world_rank) named_.push_back(f);
 }
 
 void LiveMetrics::record_memory(const MemoryReport& memory) {
@@ -121,6 +124,10 @@ std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
       if (score.individual)
         f.gauge("shardtrain_straggler_score", help, *score.individual, {{"section", section}, {"score", "individual"}});
     }
+  for (const StragglerFinding& named : named_)
+    f.gauge("shardtrain_straggler_named",
+            "This rank's score in a section where the last live check named it a straggler (absent: not named)",
+            named.value, {{"section", section_name(named.section)}, {"score", named.individual ? "individual" : "relative"}});
   f.gauge("shardtrain_checkpoint_interval_steps", "The job's --ckpt-every (0: on a signal only)", config_.checkpoint_every);
   if (checkpoint_) {
     f.gauge("shardtrain_checkpoint_step", "Step of the newest checkpoint this job committed", double(checkpoint_->step));

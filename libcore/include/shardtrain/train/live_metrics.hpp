@@ -19,6 +19,10 @@
 //   shardtrain_loss, shardtrain_loss_finite (1/0), shardtrain_grad_norm, shardtrain_learning_rate
 //   shardtrain_step_section_seconds{section="data"|"compute"|"comm_exposed"}   of the last step
 //   shardtrain_straggler_score{section, score="relative"|"individual"}, shardtrain_straggler_threshold
+//                                                    every score of the last live check, named or not
+//   shardtrain_straggler_named{section, score}      the score, only where the last live check named this
+//                                                    rank a straggler (the naming rules of telemetry/straggler.hpp:
+//                                                    a low score in a section too small to matter is not named)
 //   shardtrain_collective_in_flight_age_seconds{comm_group, seq, op}   only while one is in flight
 //                                                    (never with --flight-entries 0: no recorder)
 //   shardtrain_collective_timeout_seconds
@@ -64,7 +68,8 @@ class LiveMetrics : public prometheus::Collectable {
   void record_step(const StepRecord& record, double tokens_per_s, double mfu);
   // A checkpoint committed now: its step, the seconds the save took and this rank's bytes.
   void record_checkpoint(std::int64_t step, double save_s, std::int64_t bytes);
-  // This rank's scores in a live straggler report (ignored when the report has none for it).
+  // This rank's scores and named findings in a live straggler report (the scores are ignored when
+  // the report has none for it; the findings replace the last report's).
   void record_stragglers(const StragglerReport& report);
   void record_memory(const MemoryReport& memory);
 
@@ -84,6 +89,7 @@ class LiveMetrics : public prometheus::Collectable {
   std::deque<double> recent_step_s_;  // the last kMedianSteps steps' seconds
   std::optional<Checkpoint> checkpoint_;
   std::optional<RankScores> scores_;
+  std::vector<StragglerFinding> named_;  // this rank's findings in the last report
   std::optional<MemoryReport> memory_;
 };
 
