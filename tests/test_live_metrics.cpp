@@ -21,6 +21,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/launch/launcher_metrics.hpp"
 #include "shardtrain/telemetry/metrics_endpoint.hpp"
 #include "shardtrain/telemetry/scrape_targets.hpp"
 #include "shardtrain/train/live_metrics.hpp"
@@ -167,6 +168,79 @@ TEST_CASE("live metrics: a step's values, with the job's labels on every series"
   const Sample ckpt = sample_of(m.Collect(), "shardtrain_checkpoint_step");
   CHECK(ckpt.found);
   CHECK(ckpt.value == 40);
+}
+
+TEST_CASE("live metrics: every straggler score is served, shardtrain_straggler_named only for this rank's findings", "[metrics]") {
+  LiveMetrics m(config_for(1));
+  StragglerReport report;
+  report.threshold = 0.75;
+  RankScores mine;
+  mine.rank = 1;
+  mine.sections[std::size_t(Section::kData)].relative = 0.1;      // low and named below
+  mine.sections[std::size_t(Section::kBackward)].relative = 0.5;  // low, not named (a tiny section)
+  mine.sections[std::size_t(Section::kForward)].individual = 0.9;
+  RankScores other;
+  other.rank = 0;
+  report.ranks = {other, mine};
+  report.stragglers = {{1, Section::kData, false, 0.1, 0.04, ""}, {0, Section::kForward, true, 0.6, 0.02, ""}};
+  m.record_stragglers(report);
+  auto f = m.Collect();
+  CHECK(sample_of(f, "shardtrain_straggler_score", {{"section", "backward"}, {"score", "relative"}}).value == 0.5);
+  CHECK(sample_of(f, "shardtrain_straggler_score", {{"section", "forward"}, {"score", "individual"}}).value == 0.9);
+  const Sample named = sample_of(f, "shardtrain_straggler_named");  // one series: rank 0's finding is not ours
+  REQUIRE(named.found);
+  CHECK(named.value == 0.1);
+  CHECK(named.labels.at("section") == "data");
+  CHECK(named.labels.at("score") == "relative");
+  // The next live check names nothing: the series goes (Prometheus marks it stale), the scores stay.
+  report.stragglers.clear();
+  m.record_stragglers(report);
+  f = m.Collect();
+  CHECK_FALSE(sample_of(f, "shardtrain_straggler_named").found);
+  CHECK(sample_of(f, "shardtrain_straggler_score", {{"section", "data"}, {"score", "relative"}}).value == 0.1);
+}
+
+TEST_CASE("launcher metrics: attempts, restarts, world size and the last verdict's class, culprit rank and host", "[metrics]") {
+  launch::LauncherMetrics m({{"run_dir", "/runs/b"}, {"host", "login1"}});
+  auto f = m.Collect();
+  CHECK(sample_of(f, "shardtrain_launcher_restarts").value == 0);
+  CHECK(sample_of(f, "shardtrain_launcher_running").value == 0);
+  CHECK_FALSE(sample_of(f, "shardtrain_launcher_last_verdict").found);
+  CHECK_FALSE(sample_of(f, "shardtrain_launcher_last_exit_status").found);
+  CHECK(sample_of(f, "shardtrain_launcher_start_timestamp_seconds").value > 1.6e9);
+  m.attempt_started(0, 4);
+  CHECK(sample_of(m.Collect(), "shardtrain_launcher_running").value == 1);
+  m.attempt_ended(137);
+  launch::AttemptVerdict v;
+  v.verdict_class = launch::VerdictClass::kNodeLost;
+  v.culprit_rank = 2;
+  v.culprit_host = "node3";
+  m.judged(0, v, 1.8e9);
+  m.hosts_excluded(1);
+  m.attempt_started(1, 2);  // an elastic restart on the ranks left
+  f = m.Collect();
+  CHECK(sample_of(f, "shardtrain_launcher_attempt").value == 1);
+  CHECK(sample_of(f, "shardtrain_launcher_restarts").value == 1);
+  CHECK(sample_of(f, "shardtrain_launcher_world_size").value == 2);
+  CHECK(sample_of(f, "shardtrain_launcher_running").value == 1);
+  CHECK(sample_of(f, "shardtrain_launcher_last_exit_status").value == 137);
+  CHECK(sample_of(f, "shardtrain_launcher_excluded_hosts").value == 1);
+  const Sample verdict = sample_of(f, "shardtrain_launcher_last_verdict");
+  REQUIRE(verdict.found);
+  CHECK(verdict.value == 1.8e9);
+  CHECK(verdict.labels.at("verdict_class") == "node-lost");
+  CHECK(verdict.labels.at("culprit_rank") == "2");
+  CHECK(verdict.labels.at("culprit_host") == "node3");
+  CHECK(verdict.labels.at("attempt") == "0");
+  CHECK(verdict.labels.at("run_dir") == "/runs/b");
+  // A job-wide error names no rank.
+  v.verdict_class = launch::VerdictClass::kErrorExit;
+  v.job_wide = true;
+  v.culprit_host = "";
+  m.judged(1, v, 1.9e9);
+  const Sample wide = sample_of(m.Collect(), "shardtrain_launcher_last_verdict");  // one series: the last verdict only
+  CHECK(wide.labels.at("culprit_rank") == "");
+  CHECK(wide.labels.at("attempt") == "1");
 }
 
 TEST_CASE("live metrics: the oldest collective in flight ages at each scrape, gone once completed", "[metrics]") {

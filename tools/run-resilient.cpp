@@ -45,6 +45,14 @@ int main(int argc, char** argv) {
   app.add_option("--exclude-cmd", options.exclude_cmd,
                  "A shell command run as `CMD HOST RANK` to exclude a failing host (under Slurm: "
                  "scripts/slurm/exclude-node.sh); the launcher then exits 75");
+  app.add_option("--metrics-port", options.metrics_port,
+                 "Serve the launcher's own Prometheus series (restarts, world size, the last verdict's class, culprit "
+                 "rank and host) at http://ADDR:PORT/metrics, named in RUN_DIR/prometheus-launcher-targets.json; 0: off. "
+                 "Not one of the trainer's --metrics-port ports")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--metrics-bind", options.metrics_bind, "The address of --metrics-port (0.0.0.0: every interface)")
+      ->capture_default_str();
   std::string diagnose_bin;
   app.add_option("--diagnose-bin", diagnose_bin,
                  "Accepted for old job scripts and ignored: the verdict is made in this program, with no hang-diagnose");

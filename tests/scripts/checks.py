@@ -1335,6 +1335,47 @@ def prom_series(prometheus, run, world, host, seconds):
     print(f"  Prometheus has {len(found)} metrics x ranks {[r for r, _ in found['shardtrain_step']]}, host {host}")
 
 
+@command(("prometheus", str), ("run", str), ("host", str), ("port", int), ("restarts", int), ("world", int),
+         ("verdict_class", str), ("culprit_rank", str), ("seconds", int))
+def launcher_series(prometheus, run, host, port, restarts, world, verdict_class, culprit_rank, seconds):
+    """The resilient launcher's endpoint is named in RUN/prometheus-launcher-targets.json
+    (127.0.0.1:PORT, labelled with the run folder and HOST), and Prometheus holds its series of the
+    run within SECONDS while an attempt runs: RESTARTS restarts, WORLD ranks, an exit status of the
+    failed attempt, and the last verdict labelled VERDICT_CLASS, CULPRIT_RANK and HOST."""
+    import urllib.parse
+    run = os.path.realpath(run)
+    targets = load(f"{run}/prometheus-launcher-targets.json")
+    expect(len(targets) == 1 and targets[0]["targets"] == [f"127.0.0.1:{port}"],
+           f"prometheus-launcher-targets.json: {targets}, expected one target 127.0.0.1:{port}")
+    expect(targets[0]["labels"].get("run_dir") == run and targets[0]["labels"].get("host") == host,
+           f"the launcher's target labels {targets[0]['labels']}, expected run_dir {run} and host {host}")
+
+    def value(name):
+        q = urllib.parse.quote(f'{name}{{run_dir="{run}"}}')
+        res = http_json(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]
+        return res[0] if len(res) == 1 else None
+
+    def probe():
+        got = {n: value(f"shardtrain_launcher_{n}") for n in
+               ("restarts", "world_size", "running", "last_exit_status", "last_verdict")}
+        if any(v is None for v in got.values()):
+            return None
+        number = {n: float(v["value"][1]) for n, v in got.items()}
+        if (number["restarts"], number["world_size"], number["running"]) != (restarts, world, 1):
+            return None
+        return got
+    got = wait_for(f"the launcher's series of {run} in Prometheus ({restarts} restarts, {world} ranks, running)",
+                   seconds, probe)
+    verdict = got["last_verdict"]["metric"]
+    expect(verdict.get("verdict_class") == verdict_class and verdict.get("culprit_rank") == culprit_rank
+           and verdict.get("culprit_host") == host,
+           f"the last verdict's labels {verdict}, expected {verdict_class} rank {culprit_rank} host {host}")
+    status = float(got["last_exit_status"]["value"][1])
+    expect(status != 0, "the failed attempt's exit status is 0 in Prometheus")
+    print(f"  Prometheus: launcher of {run} on {host}: {restarts} restart(s), {world} ranks, last exit status "
+          f"{status:g}, last verdict {verdict_class} rank {culprit_rank} host {host} (attempt {verdict.get('attempt')})")
+
+
 def alert_matches(alert, name, labels):
     return alert["labels"].get("alertname") == name and all(alert["labels"].get(k) == v for k, v in labels.items())
 

@@ -10,10 +10,15 @@
 #      collective is firing in Prometheus and received by Alertmanager before the collective
 #      timeout (the job is still running and rank 0 has written no timeout record yet);
 #   C. rank 1 stopped with SIGSTOP: ShardtrainTrainerStuck names rank 1 and its host;
-#   D. a metrics port in use: the trainer exits 2 at start with one line naming the address;
+#   D. a metrics port in use: the trainer, and run-resilient, exit 2 at start with one line naming
+#      the address;
 #   E. rank 1 sleeps 60 ms in its data phase (a real straggler, live checks every 10 steps):
 #      ShardtrainStraggler for rank 1 in data is pending in Prometheus (its `for:` is 10 minutes)
-#      and no other straggler alert of the run is (the naming rules drop rank 0's noise).
+#      and no other straggler alert of the run is (the naming rules drop rank 0's noise);
+#   F. run-resilient --metrics-port over a job whose rank 1 is killed in the first attempt: while
+#      the restart runs, Prometheus has the launcher's series from its own discovery file: 1
+#      restart, 2 ranks, the failed attempt's exit status, the verdict dead-rank naming rank 1 and
+#      the host.
 # The servers are stopped by pid (trap), and bounded by `timeout` so that a killed test (a ctest
 # timeout KILLs, no trap runs) leaves nothing behind for long; a later run stops what an earlier,
 # killed one left (pid files in the work folder).
@@ -156,6 +161,13 @@ echo "  exit $rc: $(grep -m1 'metrics-port' "$WORK/in-use.log")"
 grep -q "cannot serve metrics on 127.0.0.1:$((port + 1))" "$WORK/in-use.log" || fail "the message does not name 127.0.0.1:$((port + 1))"
 [ ! -e "$WORK/runs/in-use/steps.rank0.jsonl" ] || fail "the job trained although its metrics port was taken"
 pass "a port in use: exit 2 at start, naming 127.0.0.1:$((port + 1))"
+rc=0
+"$BIN_DIR/run-resilient" --metrics-port $((port + 1)) -- /bin/true --run-dir "$WORK/runs/launcher-in-use" \
+  >"$WORK/launcher-in-use.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/launcher-in-use.log" >&2; fail "the launcher on a port in use: exit $rc, expected 2"; }
+grep -q "127.0.0.1:$((port + 1))" "$WORK/launcher-in-use.log" || fail "the launcher's message does not name 127.0.0.1:$((port + 1))"
+[ ! -e "$WORK/runs/launcher-in-use/attempt0.log" ] || fail "the launcher launched although its metrics port was taken"
+pass "the launcher on a port in use: exit 2 before its first launch: $(head -1 "$WORK/launcher-in-use.log")"
 
 echo "E. rank 1 sleeps 60 ms a step in its data phase: a straggler (live checks every 10 steps)"
 port=$(checks free-port-run 2)
@@ -165,3 +177,27 @@ checks alert-pending "$prom" ShardtrainStraggler \
 kill "$job_pid"
 wait "$job_pid" 2>/dev/null || true
 pass "ShardtrainStraggler pending for rank 1 in data, and for nothing else of the run"
+
+echo "F. the resilient launcher's own series: rank 1 killed in the first attempt, the restart runs"
+port=$(checks free-port-run 3)  # the ranks' two, then the launcher's
+# once.sh FLAG COMMAND...: the first time, COMMAND with a kill of rank 1 at step 8; later, COMMAND alone.
+cat >"$WORK/once.sh" <<'SH'
+#!/usr/bin/env bash
+flag=$1; shift
+if [ -e "$flag" ]; then exec "$@"; fi
+touch "$flag"
+exec "$@" --inject kill:rank=1,step=8
+SH
+chmod +x "$WORK/once.sh"
+"$BIN_DIR/run-resilient" --max-restarts 2 --backoff 0 --metrics-port $((port + 2)) -- \
+  "$WORK/once.sh" "$WORK/killed-once" mpirun -np 2 --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 \
+  --layers 2 --heads 2 --d-model 32 --peak-gflops 100 --log-every 1000 --global-batch 8 --micro-batch 2 --steps 300 \
+  --ckpt-every 4 --inject delay:rank=all,ms=40 --metrics-port "$port" --run-dir "$WORK/runs/launcher" \
+  >"$WORK/launcher.log" 2>&1 &
+job_pid=$!
+pids+=("$job_pid")
+ln -s "$WORK/runs/launcher/prometheus-launcher-targets.json" "$WORK/targets/launcher.json"
+checks launcher-series "$prom" "$WORK/runs/launcher" "$host" $((port + 2)) 1 2 dead-rank 1 60
+rc=0; wait "$job_pid" || rc=$?
+[ "$rc" -eq 0 ] || { tail -20 "$WORK/launcher.log" >&2; fail "the launcher exited $rc after the restart"; }
+pass "the launcher's restarts, world size and last verdict (dead-rank, rank 1, $host) in Prometheus"

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -21,12 +23,16 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/host.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
 #include "shardtrain/launch/attempt_watch.hpp"
 #include "shardtrain/launch/host_probe.hpp"
+#include "shardtrain/launch/launcher_metrics.hpp"
 #include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/telemetry/metrics_endpoint.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
+#include "shardtrain/telemetry/scrape_targets.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain::launch {
@@ -299,6 +305,27 @@ class AttemptWatch {
   WatchDecision decision_;
 };
 
+// The launcher's endpoint and its scrape target (RUN_DIR/prometheus-launcher-targets.json), or
+// nothing without a metrics port. UsageError naming the address when it cannot bind: the
+// launcher exits 2 before its first launch.
+struct LauncherEndpoint {
+  std::shared_ptr<LauncherMetrics> metrics;
+  std::unique_ptr<MetricsEndpoint> endpoint;
+};
+std::optional<LauncherEndpoint> serve_launcher_metrics(const LauncherOptions& options, const std::string& run_dir) {
+  if (options.metrics_port == 0) return std::nullopt;
+  const std::string host = host_name();
+  std::map<std::string, std::string> labels{{"run_dir", fs::weakly_canonical(run_dir).string()}, {"host", host}};
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) labels["train_job"] = job;
+  LauncherEndpoint out{std::make_shared<LauncherMetrics>(labels), nullptr};
+  out.endpoint = std::make_unique<MetricsEndpoint>(options.metrics_bind, options.metrics_port, out.metrics);
+  const std::string address = scrape_host_of(options.metrics_bind, host) + ":" + std::to_string(options.metrics_port);
+  write_scrape_targets_file(launcher_scrape_targets_path(run_dir), {ScrapeTarget{address, labels}});
+  say("metrics: the launcher serves /metrics from " + out.endpoint->address() + "; its scrape target in " +
+      launcher_scrape_targets_path(run_dir));
+  return out;
+}
+
 }  // namespace
 
 void LauncherOptions::validate(const ChildCommand& command) const {
@@ -308,6 +335,8 @@ void LauncherOptions::validate(const ChildCommand& command) const {
     throw UsageError("--min-ranks needs the rank count in the command as -np N, -n N, --np N or --ntasks N");
   if (policy.min_ranks && !command.global_batch())
     throw UsageError("--min-ranks needs --global-batch N (and --micro-batch, default 1) in the command");
+  if (metrics_port < 0 || metrics_port > 65535)
+    throw UsageError("--metrics-port must be 0 (off) or a port in 1..65535 (got " + std::to_string(metrics_port) + ")");
   RestartPolicy p = policy;
   p.launch_world = command.rank_count().value_or(0);
   p.micro_batches = command.global_batch() ? *command.global_batch() / command.micro_batch() : 0;
@@ -324,6 +353,8 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   const std::string log_path = options.log_path.empty() ? run_dir + "/restarts.json" : options.log_path;
   fs::create_directories(run_dir);
   install_handlers();
+  const std::optional<LauncherEndpoint> served = serve_launcher_metrics(options, run_dir);
+  LauncherMetrics* metrics = served ? served->metrics.get() : nullptr;
   // Records of an earlier job in this run folder would be read with this one's: kept apart.
   move_flight_records(run_dir, "flight.before");
 
@@ -347,6 +378,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
     say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
     AttemptWatch watch(run_dir, state.world, launched);
+    if (metrics) metrics->attempt_started(state.attempt, state.world);
     // Only mpirun outlives its ranks' failure (it waits for a daemon on a cut-off node); srun ends
     // with its tasks, and its own report of a lost node is what names the node: ending it early
     // would cut that report off.
@@ -355,6 +387,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
         argv, output_path, [](int pid) { g_child = pid; }, 0.5,
         [&watch, watched] { return watched && watch(); }, kWatchKillAfterS);
     const double ended = unix_now();
+    if (metrics) metrics->attempt_ended(status);
     if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
     if (state.attempt > 0) {
       RestartRecord r;
@@ -393,6 +426,10 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
                        lost_hosts, live_slots);
       }
       previous_verdict = v;
+      if (metrics) {
+        metrics->judged(state.attempt, v, unix_now());
+        metrics->hosts_excluded(int(lost_hosts.size()));
+      }
     }
     NextAction next = decide_after_attempt(policy, state, outcome);
     if (!next.note.empty()) say(next.note);

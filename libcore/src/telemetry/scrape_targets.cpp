@@ -20,11 +20,18 @@ std::string scrape_host_of(const std::string& bind, const std::string& rank_host
 }
 
 std::string scrape_targets_path(const std::string& run_dir) { return run_dir + "/prometheus-targets.json"; }
+std::string launcher_scrape_targets_path(const std::string& run_dir) {
+  return run_dir + "/prometheus-launcher-targets.json";
+}
 
-void write_scrape_targets(const std::string& run_dir, const std::vector<ScrapeTarget>& targets) {
+void write_scrape_targets_file(const std::string& path, const std::vector<ScrapeTarget>& targets) {
   nlohmann::json all = nlohmann::json::array();
   for (const ScrapeTarget& t : targets) all.push_back(t.to_json());
-  write_file_atomically(scrape_targets_path(run_dir), all.dump(2) + "\n");
+  write_file_atomically(path, all.dump(2) + "\n");
+}
+
+void write_scrape_targets(const std::string& run_dir, const std::vector<ScrapeTarget>& targets) {
+  write_scrape_targets_file(scrape_targets_path(run_dir), targets);
 }
 
 }  // namespace shardtrain

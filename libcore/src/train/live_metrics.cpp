@@ -4,38 +4,12 @@
 #include <cmath>
 
 #include "shardtrain/comm/flight_recorder.hpp"
+#include "shardtrain/telemetry/gauge_families.hpp"
 
 namespace shardtrain {
 namespace {
 
 constexpr std::size_t kMedianSteps = 64;  // the median step time's window: long enough to ride out one slow step
-
-using Labels = std::map<std::string, std::string>;
-
-// Builds the families of one scrape: gauges only, each series with the job's labels plus its own.
-class Families {
- public:
-  explicit Families(const Labels& common) : common_(common) {}
-  void gauge(const std::string& name, const std::string& help, double value, const Labels& own = {}) {
-    prometheus::MetricFamily* family = family_of(name, help);
-    prometheus::ClientMetric metric;
-    for (const auto& [k, v] : common_) metric.label.push_back({k, v});
-    for (const auto& [k, v] : own) metric.label.push_back({k, v});
-    metric.gauge.value = value;
-    family->metric.push_back(std::move(metric));
-  }
-  std::vector<prometheus::MetricFamily> take() { return std::move(families_); }
-
- private:
-  prometheus::MetricFamily* family_of(const std::string& name, const std::string& help) {
-    for (auto& f : families_)
-      if (f.name == name) return &f;
-    families_.push_back({name, help, prometheus::MetricType::Gauge, {}});
-    return &families_.back();
-  }
-  const Labels& common_;
-  std::vector<prometheus::MetricFamily> families_;
-};
 
 double median_of(std::deque<double> values) {
   if (values.empty()) return 0;
@@ -83,7 +57,7 @@ void LiveMetrics::record_memory(const MemoryReport& memory) {
 }
 
 std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
-  Families f(config_.labels);
+  GaugeFamilies f(config_.labels);
   const double now = FlightRecorder::now();
   // Read before the lock: the flight recorders have their own, and a scrape must never wait on
   // the step loop longer than one record_* call.

@@ -11,7 +11,9 @@
 //   - restarts get `--resume auto`; elastic restarts rewrite the rank count (child_command.hpp);
 //   - --exclude-cmd CMD runs `CMD HOST RANK` once when the policy excludes a host;
 //   - SIGUSR1 is recorded, not fatal (the current attempt runs to its end and is not restarted);
-//   - the restart log (restart_log.hpp) is written when the launcher ends, whatever the ending.
+//   - the restart log (restart_log.hpp) is written when the launcher ends, whatever the ending;
+//   - with a metrics port, the launcher serves its own series (launcher_metrics.hpp) from start to
+//     end and names its endpoint in RUN_DIR/prometheus-launcher-targets.json (scrape_targets.hpp).
 // The restart time of a restart: relaunch to the first step record written after it (the rank-0
 // step log's wall-clock "time").
 #pragma once
@@ -29,8 +31,11 @@ struct LauncherOptions {
   std::string log_path;      // "" : RUN_DIR/restarts.json
   std::string capacity_cmd;  // shell command printing how many ranks can run now ("" none)
   std::string exclude_cmd;   // shell command run as `CMD HOST RANK` ("" none)
+  int metrics_port = 0;                   // 0: no metrics endpoint; else 1..65535, not the trainer's ports
+  std::string metrics_bind = "127.0.0.1";  // the endpoint's address
   // UsageError for inconsistent options (a capacity command without min_ranks, min_ranks above
-  // the command's rank count, elastic mode without a rank count or global batch in the command).
+  // the command's rank count, elastic mode without a rank count or global batch in the command,
+  // a metrics port outside 0..65535).
   void validate(const ChildCommand& command) const;
 };
 

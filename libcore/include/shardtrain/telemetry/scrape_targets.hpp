@@ -7,6 +7,10 @@
 //   [{"targets": ["ADDR:PORT"], "labels": {"train_job": ..., "run_dir": ..., "rank": "0", "host": ...,
 //     "data_snapshot": ..., "code_version": ...}}, ... one object per rank, by world rank]
 //
+// The resilient launcher (run-resilient --metrics-port) writes its one target, with the same file
+// format, to RUN_DIR/prometheus-launcher-targets.json: a file of its own, since the trainer's
+// rank 0 rewrites the first at each start.
+//
 // Port rule: rank r serves on PORT + (its local rank: how many ranks before r run on r's host),
 // so ranks sharing a host never share a port and the ports of a host are PORT .. PORT + L - 1.
 #pragma once
@@ -34,8 +38,11 @@ int metrics_port_of(int base_port, const std::vector<std::string>& rank_hosts, i
 // binds every interface ("0.0.0.0", "::" or "").
 std::string scrape_host_of(const std::string& bind, const std::string& rank_host);
 
-std::string scrape_targets_path(const std::string& run_dir);  // RUN_DIR/prometheus-targets.json
-// Writes the file atomically (a Prometheus reading it mid-write sees the old or the new list).
+std::string scrape_targets_path(const std::string& run_dir);           // RUN_DIR/prometheus-targets.json
+std::string launcher_scrape_targets_path(const std::string& run_dir);  // RUN_DIR/prometheus-launcher-targets.json
+// Write the file atomically (a Prometheus reading it mid-write sees the old or the new list):
+// at `path`, or the trainer's at scrape_targets_path(run_dir).
+void write_scrape_targets_file(const std::string& path, const std::vector<ScrapeTarget>& targets);
 void write_scrape_targets(const std::string& run_dir, const std::vector<ScrapeTarget>& targets);
 
 }  // namespace shardtrain
