@@ -2,7 +2,7 @@
 """Read a training run's TensorBoard event files with the tensorboard package's own reader and
 compare every scalar with the run's step logs.
 
-    PYTHON tests/clients/check-tensorboard-events.py RUN_DIR WORLD STEPS
+    PYTHON tests/clients/check-tensorboard-events.py RUN_DIR WORLD STEPS [--stopped-early]
 
 PYTHON: the environment of `scripts/python-env.sh tensorboard` (tensorboard 2.20.0 from PyPI).
 
@@ -20,7 +20,9 @@ Checks (exit 0 when all pass, 1 otherwise, each printed):
   2. Per tag, the steps in read order are strictly increasing (nothing duplicated or reordered,
      across the files of the attempts) and are exactly the steps the tag is due at: 0 .. STEPS-1 for
      time/* on every rank and for train/* on rank 0, the step log's hold-out steps for
-     eval/holdout_loss on rank 0; rank R > 0 has no train/* or eval/* tag.
+     eval/holdout_loss on rank 0; rank R > 0 has no train/* or eval/* tag. With --stopped-early
+     (a rank that stopped writing events mid-run, its disk full): 0 .. K-1 instead, where K, the
+     rank's last event step + 1, is at least 1 and below STEPS (the same K for every tag of a rank).
   3. Every value equals the step log's value of that step cast to float32, exactly: the trainer
      writes float(the double it logged), and the step log's JSON keeps the double exactly (shortest
      round-trip digits), so the only difference allowed is that one rounding to float32; NaN (null in
@@ -106,17 +108,25 @@ def read_events(folder):
 
 
 def main():
-    run_dir, world, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    run_dir, world, logged_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    stopped_early = sys.argv[4:] == ["--stopped-early"]
     for rank in range(world):
         folder = os.path.join(run_dir, "tensorboard", "rank_%d" % rank)
         log = read_step_log(os.path.join(run_dir, "steps.rank%d.jsonl" % rank))
         files, series, form_ok = read_events(folder)
         check(form_ok, "rank %d: %d event files, each opened by brain.Event:2, every value a float32 scalar" %
               (rank, len(files)))
+        steps = logged_steps
+        if stopped_early:
+            steps = 1 + max((s for tag in RANK_TAGS for s, _ in series.get(tag, [])), default=-1)
+            check(1 <= steps < logged_steps, "rank %d: events of steps 0..%d, stopped before step %d" %
+                  (rank, steps - 1, logged_steps - 1))
+            check(sorted(log) == list(range(logged_steps)), "rank %d: the step log has every step 0..%d" %
+                  (rank, logged_steps - 1))
         due = {tag: list(range(steps)) for tag in RANK_TAGS}
         if rank == 0:
             due.update({tag: list(range(steps)) for tag in JOB_TAGS})
-            due[HOLDOUT_TAG] = sorted(s for s, r in log.items() if r.get("holdout_loss") is not None)
+            due[HOLDOUT_TAG] = sorted(s for s, r in log.items() if r.get("holdout_loss") is not None and s < steps)
             check(len(due[HOLDOUT_TAG]) > 0, "rank 0: the step log has hold-out evaluations (%s)" % due[HOLDOUT_TAG])
         check(sorted(series) == sorted(due), "rank %d: tags %s" % (rank, sorted(series)))
         extractors = dict(RANK_TAGS, **JOB_TAGS, **{HOLDOUT_TAG: lambda r: r["holdout_loss"]})

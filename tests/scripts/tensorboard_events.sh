@@ -11,7 +11,12 @@
 #       none missing, none duplicated (docstring there);
 #   (4) RUN_DIR/tensorboard not a writable folder (a plain file: as root, permission bits would
 #       not stop a write): exit 2 before any training, one error line per rank naming its folder,
-#       the step logs and checkpoints untouched; then --no-tensorboard resumes the same job.
+#       the step logs and checkpoints untouched; then --no-tensorboard resumes the same job;
+#   (5) the disk under the event files fills mid-run (a 64 KiB tmpfs on RUN_DIR/tensorboard, in a
+#       private mount namespace of the test's own: gone with its processes, even when the test is
+#       killed): exit 0, one warning per rank naming its event file and the full disk, every step in
+#       the step logs, and the events written before it a clean prefix by the tensorboard reader.
+#       Said skipped (the rest still runs) where a tmpfs cannot be mounted (not root).
 # Skipped (77) when the tensorboard environment cannot be had (python-env.sh says why).
 #
 # Usage: tensorboard_events.sh BIN_DIR WORK_DIR
@@ -69,3 +74,33 @@ train 2 "$RUN" "${C[@]}" --steps 10 --resume auto --no-tensorboard
 [ "$(last_step "$RUN/steps.rank0.jsonl")" = 9 ] && [ ! -e "$RUN/tensorboard" ] ||
   fail "--no-tensorboard did not resume to step 10 without event files"
 pass "--no-tensorboard: the same job resumed to step 10, no event files written"
+
+echo "(5) the disk under the event files fills mid-run"
+FULL="$WORK/full"
+mkdir -p "$FULL/tensorboard"
+# In the namespace: mount, train 300 steps on 2 ranks, read the events back (the mount ends with it).
+full_disk_run() {
+  mount -t tmpfs -o size=64k tmpfs "$FULL/tensorboard" || return 77
+  mpirun -np 2 --oversubscribe "$BIN_DIR/ddp-train" --data "$DATA" --seq-len 32 --layers 2 --heads 2 --d-model 32 \
+    --peak-gflops 100 --log-every 1000 --global-batch 8 --micro-batch 2 --cutoff 2024-01-10T00:00:00Z \
+    --eval-every 25 --eval-samples 8 --steps 300 --run-dir "$FULL" >"$FULL.log" 2>&1 || return $?
+  "$PY" "$ROOT/tests/clients/check-tensorboard-events.py" "$FULL" 2 300 --stopped-early >"$FULL.check" 2>&1 || return 10
+}
+export -f full_disk_run
+export FULL BIN_DIR DATA PY ROOT
+rc=0; unshare --mount --propagation private bash -c full_disk_run 2>"$WORK/unshare.err" || rc=$?
+if [ "$rc" -eq 77 ] || grep -q "unshare failed" "$WORK/unshare.err"; then
+  echo "  (5) SKIPPED: cannot mount a tmpfs in a private mount namespace here ($(head -1 "$WORK/unshare.err")); run as root"
+else
+  sed 's/^/  /' "$FULL.check" 2>/dev/null | grep -v "^  ok:" || true
+  [ "$rc" -ne 10 ] || fail "the events written before the disk filled are not a clean prefix of the step logs"
+  [ "$rc" -eq 0 ] || { cat "$FULL.log" "$WORK/unshare.err" >&2; fail "the run with a full event disk exited $rc, expected 0"; }
+  for r in 0 1; do
+    [ "$(grep -c "^\[rank $r/2\] warning: .*writes no more TensorBoard events" "$FULL.log")" -eq 1 ] ||
+      fail "rank $r did not warn exactly once"
+    grep -q "^\[rank $r/2\] warning: $FULL/tensorboard/rank_$r/events.out.tfevents[^ ]*: .*No space left on device" "$FULL.log" ||
+      fail "rank $r's warning does not name its event file and the full disk"
+  done
+  grep "warning:" "$FULL.log" | head -1 | cut -c1-200 | sed 's/^/  /'
+  pass "a full event disk mid-run: one warning per rank naming its file, the run went on to step 300, the events a clean prefix"
+fi
