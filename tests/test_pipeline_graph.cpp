@@ -211,6 +211,20 @@ TEST_CASE("pipeline commands: one learning-rate schedule unless given, the local
                                  s.run + "/twin"});
 }
 
+TEST_CASE("pipeline commands: --model NAME is the trainers' named shape, options stay as written", "[pipeline]") {
+  CHECK(model_options("gpt2-small") == "--model gpt2-small");
+  CHECK(model_options("  gpt2-medium ") == "--model gpt2-medium");
+  CHECK(model_options("--layers 2 --d-model 32") == "--layers 2 --d-model 32");
+  CHECK(model_options("--model gpt2-small --global-batch 8") == "--model gpt2-small --global-batch 8");
+  PipelineArgs a = minimal();
+  a.model = "gpt2-small";
+  const Settings s = validate(a, "/cwd");
+  const std::vector<std::string> common = common_train_args(s);
+  const auto at = std::find(common.begin(), common.end(), "--model");
+  REQUIRE(at != common.end());
+  CHECK(*(at + 1) == "gpt2-small");
+}
+
 TEST_CASE("pipeline: pending reasons that never clear, and those that do", "[pipeline]") {
   for (const char* r : {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidAccount",
                         "InvalidQOS", "AccountNotAllowed", "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJobLimit"}) {

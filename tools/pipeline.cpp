@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
                  "More world sizes for the scaling report, e.g. 4,8 (1 and --np are already in it; under Slurm a W "
                  "the cluster cannot hold is left out, said so)");
   app.add_option("--seq-len", a.seq_len, "Context length")->type_name("INT")->capture_default_str();
-  app.add_option("--model", a.model, "Model and batch options of every training run")->capture_default_str();
+  app.add_option("--model", a.model,
+                 "Model and batch options of every training run, or a named shape (gpt2-small: the trainers' --model NAME)")
+      ->capture_default_str();
   app.add_option("--device", a.device, "cpu or cuda")->capture_default_str();
   app.add_option("--check-replicas", a.check_replicas, "The main run's replica check interval (replica_checks)")
       ->type_name("INT")

@@ -37,6 +37,12 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
+std::string model_options(const std::string& model) {
+  const std::vector<std::string> words = split_words(model);
+  if (words.size() == 1 && words[0].rfind('-', 0) != 0) return "--model " + words[0];
+  return model;
+}
+
 Settings validate(const PipelineArgs& a, const std::string& cwd) {
   if (a.input.empty() || a.cutoff.empty() || a.name.empty())
     throw UsageError("--input, --cutoff and --name are required (see --help)");
@@ -60,7 +66,7 @@ Settings validate(const PipelineArgs& a, const std::string& cwd) {
   s.input = absolute_path(a.input, cwd);
   s.cutoff = a.cutoff;
   s.name = a.name;
-  s.model = a.model;
+  s.model = model_options(a.model);
   s.train_args = a.train_args;
   s.proof_args = a.proof_args;
   s.device = a.device;

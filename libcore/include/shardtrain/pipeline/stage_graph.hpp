@@ -53,6 +53,10 @@ struct Settings {
 // file, so `home` must already be resolved (or "" when none was found: --policy then stays "").
 Settings validate(const PipelineArgs& args, const std::string& cwd);
 
+// --model as the trainers get it: one word that is not an option (gpt2-small) is a named shape,
+// "--model WORD" (the trainers check the name); anything else is trainer options as written.
+std::string model_options(const std::string& model);
+
 enum class StageKind {
   kStep,   // one command of the runner (data-prep, equiv-check, release-gate, ...), one task
   kTrain,  // a training run: ddp-train under run-resilient (--local) or train.sbatch (Slurm)
