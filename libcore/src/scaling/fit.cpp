@@ -84,7 +84,10 @@ LinkFit fit_links(const FitOptions& o, StepModel& m) {
   m.alpha_s = link.alpha_s;
   m.inputs = {{"collectives", {{"path", o.collectives_path}, {"impl", impl}, {"rows", link.rows},
                                {"rms_relative_residual", link.rms_relative_residual}}}};
-  for (auto [level, target] : {std::pair{"intra-node", &m.intra}, std::pair{"inter-node", &m.inter}}) {
+  for (const auto& level_target : {std::pair{"intra-node", &m.intra}, std::pair{"inter-node", &m.inter}}) {
+    // Not a structured binding: clang 14 (the sanitizer build's compiler) cannot capture one in a lambda.
+    const std::string level = level_target.first;
+    Link* const target = level_target.second;
     const bool present = std::any_of(sweep.rows.begin(), sweep.rows.end(), [&](const SweepRow& r) { return r.impl == level; });
     if (!present) continue;
     const LinkFit f = fit_link(collective_samples(sweep, level, where));
