@@ -121,9 +121,11 @@ TEST_CASE("ckpt: every byte-level damage to a checkpoint gives back its exact st
   const auto self = test_communicator(MPI_COMM_SELF);
   const std::string pristine = temp_dir("ckpt-corruption");
   const ToyState state1 = make_state(1), state2 = make_state(2);
-  for (const auto& [step, state] : {std::pair{1, &state1}, std::pair{2, &state2}})
-    ck::save_checkpoint_files(pristine, make_manifest(step, 1), state->specs, 2,
+  for (const auto& step_state : {std::pair{1, &state1}, std::pair{2, &state2}}) {
+    const ToyState* state = step_state.second;  // not a structured binding: clang 14 cannot capture one
+    ck::save_checkpoint_files(pristine, make_manifest(step_state.first, 1), state->specs, 2,
                               [&](int file) { return ck::spread_pieces(state->specs, state->pointers(), 2, file); }, *self);
+  }
   const std::string newest = "step_00000002";
   const Resumed intact = resume_like_a_trainer(pristine, state2);
   REQUIRE(intact.folder == pristine + "/" + newest);

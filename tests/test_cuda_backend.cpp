@@ -211,7 +211,8 @@ TEST_CASE("cuda backend: layernorm forward and backward match the cpu backend", 
   // (rows, channels): odd; C=301 makes each 128-thread block stride; 51 rows = two 32-row chunks
   // in the dweight/dbias reduction.
   const std::pair<std::size_t, std::size_t> shapes[] = {{51, 60}, {37, 301}};
-  for (auto [N, C] : shapes) {
+  for (const auto& shape : shapes) {
+    const std::size_t N = shape.first, C = shape.second;  // not a structured binding: clang 14 cannot capture one
     INFO("rows " << N << ", channels " << C);
     const auto in = random_floats(N * C, 31, -2.0f, 3.0f);
     const auto w = random_floats(C, 32, 0.5f, 1.5f);
@@ -463,7 +464,9 @@ TEST_CASE("cuda backend: crossentropy forward/backward matches the cpu backend",
   Backends be;
   // V=97 (< one 256-thread block) and V=1031 (threads stride).
   const std::pair<std::size_t, std::size_t> shapes[] = {{51, 97}, {23, 1031}};
-  for (auto [N, V] : shapes) {
+  for (const auto& shape : shapes) {
+    const auto N = shape.first;  // not a structured binding: clang 14 cannot capture one
+    const auto V = shape.second;
     INFO("rows " << N << ", vocab " << V);
     const auto logits = random_floats(N * V, 71, -4.0f, 4.0f);
     auto targets = random_tokens(N, static_cast<int32_t>(V), 72);
