@@ -364,6 +364,29 @@ TEST_CASE("kernels: gelu forward and backward", "[kernels]") {
   }
 }
 
+TEST_CASE("kernels: gelu of NaN is NaN, forward and backward (the trainer's non-finite check needs it)", "[kernels]") {
+  // fast_exp used to cast a NaN to int32 (undefined behaviour; UBSan stopped ddp_faults' NaN run
+  // in the sanitizer build): NaN must come out as NaN, through defined arithmetic.
+  auto backend = make_cpu_backend(1);
+  Backend& be = *backend;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in = {nan, 0.5f, -nan, 1e30f, -1e30f};
+  const std::vector<float> dout = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  auto d_in = to_device(be, in), d_dout = to_device(be, dout);
+  auto out = to_device(be, std::vector<float>(in.size(), 0.0f));
+  auto din = to_device(be, std::vector<float>(in.size(), 0.0f));
+  be.gelu_forward(out.data(), d_in.data(), in.size());
+  be.gelu_backward(din.data(), d_in.data(), d_dout.data(), in.size());
+  const auto y = to_host(out), dy = to_host(din);
+  CHECK(std::isnan(y[0]));
+  CHECK(std::isnan(y[2]));
+  CHECK(std::isnan(dy[0]));
+  CHECK(std::isnan(dy[2]));
+  CHECK(y[1] == Approx(0.3457f).margin(1e-3));  // the finite ones untouched
+  CHECK(y[3] == 1e30f);
+  CHECK(y[4] == 0.0f);
+}
+
 // ============================================================================== layer norm
 
 TEST_CASE("kernels: layernorm forward", "[kernels]") {

@@ -121,7 +121,10 @@ TEST_CASE("bootstrap: hand-worked cases and the percentile rule", "[release]") {
 }
 
 TEST_CASE("bootstrap: intervals equal NumPy's replay of the same draws", "[release]") {
-  for (const auto& c : reference()["bootstrap"]) {
+  // Held by name: a range-for over reference()["bootstrap"] would read a destroyed temporary
+  // (the function's json dies before the loop's first step; AddressSanitizer reported it).
+  const nlohmann::json ref = reference();
+  for (const auto& c : ref["bootstrap"]) {
     INFO(c["name"].get<std::string>());
     const BootstrapInterval i = bootstrap_ratio_interval(c["loss_sums"], c["tokens"], c["resamples"],
                                                          std::stoull(c["seed"].get<std::string>()), c["level"]);

@@ -75,5 +75,9 @@ grep -q "needs [0-9]* bytes.*over --memory-budget $budget bytes.*--zero-stage 3 
   { cat "$WORK/over.log" >&2; fail "the refusal does not name the bytes needed and a fitting layout"; }
 echo "  refused: $(grep -o 'ZeRO-3 at 1 rank needs.*' "$WORK/over.log" | head -1)"
 ftrain 4 "$WORK/under" "${B[@]}" --zero-stage 3 --memory-budget "$budget"
-checks peak-within "$WORK/under/summary.json" "$budget" || fail "W=4 ZeRO-3: a measured resident peak over the budget"
+if [ -n "${SHARDTRAIN_SANITIZER:-}" ]; then  # scripts/sanitize.sh: shadow memory and redzones are in the resident peak
+  echo "  resident peak not compared with the budget under the $SHARDTRAIN_SANITIZER sanitizer (its shadow memory inflates it)"
+else
+  checks peak-within "$WORK/under/summary.json" "$budget" || fail "W=4 ZeRO-3: a measured resident peak over the budget"
+fi
 pass "--memory-budget: refused at W=1, trains at W=4 with ZeRO-3 under the same per-rank budget"

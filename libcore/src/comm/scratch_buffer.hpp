@@ -20,8 +20,9 @@ class ScratchBuffer {
   // At least `bytes` of space; contents are not kept when it grows.
   void* get(std::size_t bytes);
   // The operation using it was given up and a library may still write into it: the space is
-  // leaked on purpose (never freed or reused; one buffer per failed communicator at most) and
-  // the next get() allocates anew.
+  // kept for the process's life on purpose (never freed or reused; one buffer per failed
+  // communicator at most; host buffers stay reachable from a process-wide list, so a leak checker
+  // does not report them) and the next get() allocates anew.
   void abandon();
   // Bytes it holds now (grow-only between abandons: the largest get() so far).
   std::size_t bytes() const { return device_ ? device_bytes_ : host_.size(); }

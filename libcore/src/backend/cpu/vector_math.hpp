@@ -8,7 +8,8 @@ namespace shardtrain::cpu {
 
 // exp(x) for float, relative error < 2 ulp over [-87, 88] (Cephes-style: range reduction by
 // ln 2 in two parts, degree-6 polynomial, exponent assembled by bit manipulation). Inputs below
-// -87.3 return 0-ish denormal-free values (exp underflows to 0); above 88.7 are clamped.
+// -87.3 return 0-ish denormal-free values (exp underflows to 0); above 88.7 are clamped; NaN
+// gives NaN.
 inline float fast_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   const float log2e = 1.44269504088896341f;
@@ -24,7 +25,10 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t e = static_cast<int32_t>(n) + 127;
+  // A NaN input leaves n NaN, and casting NaN to int is undefined: cast 0 instead (a select, still
+  // vectorised); p is NaN already, so the result stays NaN.
+  const float n_or_zero = n == n ? n : 0.0f;
+  int32_t e = static_cast<int32_t>(n_or_zero) + 127;
   int32_t bits = e << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
