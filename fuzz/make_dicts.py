@@ -75,7 +75,7 @@ def main():
                 continue
             lines.append('"\\"%s\\""' % word)
         if target == "trainer_cli":
-            lines += ['"\\n"', '"0"', '"-1"', '"2147483647"', '"2147483648"', '"-2147483649"', '"1e308"',
+            lines += ['"\\x0A"', '"0"', '"-1"', '"2147483647"', '"2147483648"', '"-2147483649"', '"1e308"',
                       '"nan"', '"inf"', '"9223372036854775807"']
         elif target not in ("safetensors",):
             lines += JSON_PUNCTUATION
