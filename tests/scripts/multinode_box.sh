@@ -300,10 +300,14 @@ echo "  job $sb_job: state $(jfield JobState), restarts $(jfield Restarts), excl
 [ "$(jfield ExcNodeList)" = node3 ] && [ "$(jfield Restarts)" = 1 ] || fail "job $sb_job should be requeued once with node3 excluded"
 # The attempt that loses node3 is not always the first: an srun step launched on a node whose
 # slurmd has just come back (case 6 restored node3) can fail to start, and the launcher retries it
-# ("ambiguous": no records). The verdict that matters is the one that led to the requeue.
+# ("ambiguous": no records). The verdict that matters is the one that led to the requeue. It is
+# node-lost when the survivors recorded their collective timeout before srun ended them, and
+# node-unreachable when srun (--kill-on-bad-exit, on Slurm's "Node failure") ended them first, so
+# that no rank left a record and the probe alone names node3 (rule 2c of attempt_verdict.hpp; seen
+# once in a fresh-clone CI run under load): both name node3 and its rank, and both exclude it.
 awk '/run-resilient: verdict attempt/ { v = $0 } /exclude-node.sh: job [0-9]+: excluding node3/ { print v; exit }' "$WORK/sb-$sb_job.out" |
-  grep -q "verdict attempt [0-9]*: node-lost host node3 (ranks 2)" ||
-  { cat "$WORK"/sb-*.out >&2; fail "the verdict that excluded node3 should be node-lost host node3 (ranks 2)"; }
+  grep -Eq "verdict attempt [0-9]*: node-(lost|unreachable) host node3 \(ranks 2\)" ||
+  { cat "$WORK"/sb-*.out >&2; fail "the verdict that excluded node3 should be node-lost (or node-unreachable) host node3 (ranks 2)"; }
 [ "$(jq -r '.hosts | join(",")' "$WORK/sb/hosts.json")" = node1,node2,node4 ] || fail "the requeued job should run on node1, node2 and the spare node4"
 expect_verdict BITWISE "$WORK/sb/checkpoints" "$WORK/lost_ref/checkpoints"
 pass "Slurm marks node3 DOWN; the job, requeued without it (ExcNodeList=node3), finished on node1, node2 and node4 BITWISE"
