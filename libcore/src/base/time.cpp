@@ -1,6 +1,8 @@
 // RFC 3339 parsing and formatting (proleptic Gregorian calendar, UTC).
 #include "shardtrain/base/time.hpp"
 
+#include <chrono>
+
 #include <cstdio>
 #include <ctime>
 
@@ -109,5 +111,9 @@ std::string format_rfc3339(int64_t t) {
 }
 
 std::string now_rfc3339() { return format_rfc3339(std::int64_t(std::time(nullptr))); }
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace shardtrain

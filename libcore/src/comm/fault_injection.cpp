@@ -175,8 +175,7 @@ std::string FaultInjection::describe() const {
 
 PhaseFaultGuard::PhaseFaultGuard(const FaultInjection& faults, int world_rank) {
   auto mine = [&](const auto& f) { return f && f->rank == world_rank; };
-  const bool my_delay = faults.delay && (faults.delay->rank == world_rank || faults.delay->rank == FaultInjection::kEveryRank);
-  if (!mine(faults.hang) && !mine(faults.kill) && !my_delay) return;
+  if (!mine(faults.hang) && !mine(faults.kill) && !(faults.delay && faults.delay->applies_to(world_rank))) return;
   const FaultInjection f = faults;
   set_phase_observer([f, world_rank](Phase phase, std::int64_t step) {
     if (const auto ms = f.delay_ms_for(world_rank, phase); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));

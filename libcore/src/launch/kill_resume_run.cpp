@@ -29,9 +29,7 @@ namespace shardtrain::launch {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::system_clock;
 
-double unix_now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 void say(const std::string& line) { std::cout << "kill-resume-proof: " << line << std::endl; }
 

@@ -23,6 +23,7 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/time.hpp"
 #include "shardtrain/base/host.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/launch/attempt_verdict.hpp"
@@ -65,10 +66,6 @@ void install_handlers() {
 }
 
 void say(const std::string& line) { std::cerr << "run-resilient: " << line << std::endl; }
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string read_latest(const std::string& ckpt_dir) {
   std::ifstream in(ckpt_dir + "/latest");

@@ -1,18 +1,10 @@
 #include "shardtrain/launch/launcher_metrics.hpp"
 
-#include <chrono>
 
+#include "shardtrain/base/time.hpp"
 #include "shardtrain/telemetry/gauge_families.hpp"
 
 namespace shardtrain::launch {
-namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 LauncherMetrics::LauncherMetrics(std::map<std::string, std::string> labels)
     : labels_(std::move(labels)), started_at_(unix_now()) {}
 

@@ -17,5 +17,7 @@ std::optional<std::int64_t> try_parse_rfc3339(const std::string& text, std::stri
 std::string format_rfc3339(std::int64_t unix_seconds);
 // The current time, as format_rfc3339 writes it.
 std::string now_rfc3339();
+// The current time in unix seconds with its fraction (the system clock).
+double unix_now();
 
 }  // namespace shardtrain

@@ -64,6 +64,7 @@ struct FaultInjection {
     int rank = 0;  // or kEveryRank
     std::int64_t ms = 0;
     Phase phase = Phase::kData;
+    bool applies_to(int world_rank) const { return rank == world_rank || rank == kEveryRank; }
   };
   std::optional<CollectiveFault> skip;         // skip-collective
   std::optional<CollectiveFault> wrong_count;  // wrong-count
@@ -94,7 +95,7 @@ struct FaultInjection {
 
   // Milliseconds `world_rank` sleeps on entering `phase` (0 when no delay applies to it).
   std::int64_t delay_ms_for(int world_rank, Phase phase) const {
-    return delay && (delay->rank == world_rank || delay->rank == kEveryRank) && delay->phase == phase ? delay->ms : 0;
+    return delay && delay->applies_to(world_rank) && delay->phase == phase ? delay->ms : 0;
   }
 };
 
