@@ -326,7 +326,6 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
   std::vector<Seen> seen(W);
   auto world = std::make_shared<test::FakeWorld>(W);
   std::barrier sync(W);
-  forget_flight_triggers();  // earlier tests' dumps of these ranks
   PhaseScope phase(Phase::kBackward);
   test::run_ranks(W, [&](int r) {
     Seen& s = seen[std::size_t(r)];
@@ -411,7 +410,6 @@ TEST_CASE("comm engine: a timeout names the operation and dumps every group of t
 TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail together before any data moves", "[comm]") {
   // Two ranks, no majority: both fail the group with the same kind of message listing both headers,
   // and the receiving rank's buffer is untouched (the check runs before the data).
-  forget_flight_triggers();  // earlier tests' dumps of these ranks
   const std::string dir = test::temp_dir("engine-transport-error");
   std::vector<std::string> errors(2);
   std::vector<bool> failed(2);
@@ -447,7 +445,6 @@ TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail togethe
   CHECK(j["trigger"]["agreement"]["headers"][0]["numel"] == 8);
   CHECK(j["trigger"]["agreement"]["headers"][1]["numel"] == 4);
   CHECK(group_of(j, "dp")["entries"].back()["state"] == "aborted");
-  forget_flight_triggers();  // later tests read their own first failure
 }
 
 TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at once, the others call its input untrusted",

@@ -74,7 +74,7 @@ DumpSet two_level_job(Shape shape, Fault fault, const std::string& dir) {
   const std::vector<std::string> labels = {"a", "a", "b", "b"};
   auto world = std::make_shared<test::FakeWorld>(kWorld);
   std::barrier peers_done(kWorld);
-  forget_flight_triggers();  // earlier tests' dumps of these ranks
+  forget_flight_triggers();  // the previous job's dumps (this helper runs once per section)
   set_current_step(kFaultStep);
   set_phase(Phase::kBackward);  // process-wide: every rank thread is "in backward"
   test::run_ranks(kWorld, [&](int r) {
