@@ -2,6 +2,8 @@
 // snapshot id, atomic write, reader errors.
 #include <catch2/catch.hpp>
 
+#include <hdf5.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -185,4 +187,64 @@ TEST_CASE("an unfinished writer leaves no file and readers reject what is not a 
   { H5File f(dir + "/plain.h5", H5File::Mode::kCreate); }
   CHECK_THROWS_WITH(DatasetReader::open(dir + "/plain.h5"), Catch::Contains("not a shardtrain dataset"));
   CHECK_THROWS_AS(DatasetWriter(dir + "/bad.h5", 256, "bytes", 256), UsageError);
+}
+
+namespace {
+// Makes /name of an existing dataset file `rows` long (an extendible column: the new rows are never
+// written, so HDF5 reads them as zeros without storing them) and, when `attribute` is given, sets
+// that int64 root attribute to `rows` too, as a damaged or hostile writer's file would say.
+void declare_rows(const std::string& path, const std::vector<std::string>& names, hsize_t rows,
+                  const char* attribute) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  for (const std::string& name : names) {
+    hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+    REQUIRE(d >= 0);
+    hid_t space = H5Dget_space(d);
+    hsize_t dims[2] = {0, 0};
+    const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+    H5Sclose(space);
+    dims[0] = rows;
+    REQUIRE(rank >= 1);
+    REQUIRE(H5Dset_extent(d, dims) >= 0);
+    H5Dclose(d);
+  }
+  if (attribute) {
+    hid_t a = H5Aopen(f, attribute, H5P_DEFAULT);
+    REQUIRE(a >= 0);
+    const int64_t v = int64_t(rows);
+    REQUIRE(H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(a);
+  }
+  H5Fclose(f);
+}
+}  // namespace
+
+TEST_CASE("a dataset file that declares more rows than it stores is refused before anything is allocated",
+          "[dataset]") {
+  // Issue 50's rule: cap sizes before allocating. Each file below is a few kilobytes and declares
+  // 2^36 rows (hundreds of gigabytes to read); before the check the reader sized its buffers by the
+  // declaration (std::bad_alloc, or a machine driven into swap).
+  const std::string dir = test::temp_dir("dataset-declared-rows");
+  const auto docs = random_docs(40, 300, 299, 11, 200);
+  const hsize_t huge = hsize_t(1) << 36;
+  const std::string table = dir + "/table.h5";
+  write_docs(table, docs, 300, 299);
+  REQUIRE(DatasetReader::open(table).documents().size() == docs.size());  // genuine: passes the check
+  declare_rows(table,
+               {"documents/id", "documents/version", "documents/offset", "documents/length", "documents/event_time",
+                "documents/available_time", "documents/owner", "documents/token_sha256"},
+               huge, "num_documents");
+  CHECK(std::filesystem::file_size(table) < 1000000);
+  CHECK_THROWS_AS(DatasetReader::open(table), UsageError);
+  CHECK_THROWS_WITH(DatasetReader::open(table),
+                    Catch::Contains(table + ": /documents/id declares 68719476736 rows") &&
+                        Catch::Contains("the dataset file is damaged; write it again with data-prep"));
+  const std::string tokens = dir + "/tokens.h5";
+  write_docs(tokens, docs, 300, 299);
+  declare_rows(tokens, {"tokens"}, huge, "num_tokens");
+  CHECK_THROWS_AS(DatasetReader::open(tokens), UsageError);
+  CHECK_THROWS_WITH(DatasetReader::open(tokens),
+                    Catch::Contains(tokens + ": /tokens declares 68719476736 rows") &&
+                        Catch::Contains("compressed: the dataset file is damaged; write it again with data-prep"));
 }

@@ -4,7 +4,9 @@
 // a JSON object of changes made, through the HDF5 API, to a small valid dataset written by
 // DatasetWriter:
 //   {"attrs":   {"<root attribute>": number | string, ...},   integral numbers are stored int64
-//    "columns": {"documents/offset": [n, ...], ...}}           1-D int64 datasets, replaced whole
+//    "columns": {"documents/offset": [n, ...], ...},           1-D int64 datasets, replaced whole
+//    "extents": {"tokens": n, "documents/id": n, ...}}         extendible datasets made n rows long
+//                                                              (rows never written: zeros, not stored)
 // (an input that is no such object changes nothing). Every read must return the exact documents
 // or throw a typed error naming the file.
 #include <hdf5.h>
@@ -87,6 +89,21 @@ void set_column(hid_t file, const std::string& name, const json& values) {
   H5Sclose(space);
 }
 
+void set_extent(hid_t file, const std::string& name, const json& rows) {
+  if (!rows.is_number_unsigned() && !rows.is_number_integer()) return;
+  if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) return;
+  hid_t d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (d < 0) return;
+  hid_t space = H5Dget_space(d);
+  hsize_t dims[2] = {0, 0};
+  if (H5Sget_simple_extent_ndims(space) <= 2 && H5Sget_simple_extent_dims(space, dims, nullptr) >= 1) {
+    dims[0] = hsize_t(rows.is_number_unsigned() ? rows.get<std::uint64_t>() : std::uint64_t(rows.get<std::int64_t>()));
+    H5Dset_extent(d, dims);  // fails on a fixed-size dataset: then nothing changes
+  }
+  H5Sclose(space);
+  H5Dclose(d);
+}
+
 }  // namespace
 
 SHARDTRAIN_FUZZ_TARGET(dataset_attributes) {
@@ -102,6 +119,8 @@ SHARDTRAIN_FUZZ_TARGET(dataset_attributes) {
       for (const auto& [name, value] : it->items()) set_attribute(file, name, value);
     if (auto it = changes.find("columns"); it != changes.end() && it->is_object())
       for (const auto& [name, values] : it->items()) set_column(file, name, values);
+    if (auto it = changes.find("extents"); it != changes.end() && it->is_object())
+      for (const auto& [name, rows] : it->items()) set_extent(file, name, rows);
     H5Fclose(file);
   }
   fuzz::expect_reader_contract(path, [&] {

@@ -134,6 +134,28 @@ class Column {
   std::string name_;
 };
 
+// A damaged or hostile file can declare a column far longer than it holds: an extendible HDF5
+// dataset reads its never-written rows as zeros, and zeros compress a thousandfold. Readers size
+// their buffers by the declared rows, so they check first (issue 50: cap before allocating) that
+// the bytes the file stores for the column can hold them: every byte when the column has no
+// filters; at most kMostBytesPerDeflatedByte per stored byte when it is compressed (DEFLATE's
+// largest ratio: a 258-byte match coded in 2 bits; shuffle, the other filter written here, does
+// not change the size). A genuine file always passes; a refused one costs no allocation.
+constexpr double kMostBytesPerDeflatedByte = 1032;
+void check_column_stored(const std::string& path, hid_t dset, const std::string& name, hsize_t rows,
+                         std::size_t row_bytes) {
+  if (rows == 0) return;
+  Hid dcpl(H5Dget_create_plist(dset), H5Pclose);
+  const bool filtered = dcpl.ok() && H5Pget_nfilters(dcpl.get()) > 0;
+  const double stored = double(H5Dget_storage_size(dset));
+  const double declared = double(rows) * double(row_bytes);
+  if (declared > stored * (filtered ? kMostBytesPerDeflatedByte : 1.0))
+    throw UsageError(path + ": /" + name + " declares " + std::to_string(rows) + " rows (" +
+                     std::to_string(std::uint64_t(declared)) + " bytes) but the file stores only " +
+                     std::to_string(std::uint64_t(stored)) + " bytes of it" + (filtered ? " compressed" : "") +
+                     ": the dataset file is damaged; write it again with data-prep");
+}
+
 template <class T>
 std::vector<T> read_column(const std::string& path, hid_t file, const char* name, hid_t mem_type,
                            std::size_t expect_rows, std::size_t width = 1) {
@@ -148,6 +170,10 @@ std::vector<T> read_column(const std::string& path, hid_t file, const char* name
       (width == 1 && rank != 1))
     throw UsageError(path + ": /" + name + " has " + std::to_string(dims[0]) + " rows, expected " +
                      std::to_string(expect_rows));
+  {
+    Hid stored_type(H5Dget_type(d.get()), H5Tclose);
+    check_column_stored(path, d.get(), name, expect_rows, width * H5Tget_size(stored_type.get()));
+  }
   std::vector<T> out(expect_rows * width);
   if (expect_rows > 0)
     check(H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
@@ -171,6 +197,7 @@ std::vector<std::string> read_string_column(const std::string& path, hid_t file,
   {
     Hid stored(H5Dget_type(d.get()), H5Tclose);
     if (H5Tget_class(stored.get()) != H5T_STRING) throw UsageError(path + ": /" + name + " is not a string column");
+    check_column_stored(path, d.get(), name, n, H5Tget_size(stored.get()));
   }
   std::vector<std::string> out;
   out.reserve(n);
@@ -493,6 +520,8 @@ DatasetReader DatasetReader::open(const std::string& path) {
     if (need_i64("num_tokens") < 0 || stored != m.header.num_tokens)
       throw UsageError(path + ": attribute num_tokens is " + std::to_string(need_i64("num_tokens")) + " but /tokens holds " +
                        std::to_string(stored) + " tokens");
+    // A document read is sized by its length, at most num_tokens: the file must hold them.
+    check_column_stored(path, m.tokens.get(), "tokens", stored, std::size_t(m.header.token_bits / 8));
   }
   if (need_i64("num_documents") < 0)
     throw UsageError(path + ": attribute num_documents is " + std::to_string(need_i64("num_documents")));
