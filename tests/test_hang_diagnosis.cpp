@@ -32,6 +32,7 @@ struct Entry {
   double t = 0;  // submission time; 0: kT0 + seq
   std::string dtype = "float32";
   int root = -1;
+  json part_of = nullptr;  // {group, collective, op, numel} on a stage of a two-level collective
 };
 
 // `per_step` completed AllReduces per step, for steps [1, steps]: seq 1, 2, ...
@@ -84,6 +85,7 @@ class Dump {
                               {"phase", e.phase}, {"state", e.state}, {"t_enqueue", t},
                               {"t_start", issued ? json(t) : json()},
                               {"t_end", e.state == "completed" ? json(t + 0.01) : json()}});
+      if (!e.part_of.is_null()) g["entries"].back()["part_of"] = e.part_of;
       enq = std::max(enq, e.seq);
       if (issued) started = std::max(started, e.seq);
       if (e.state == "completed") completed = std::max(completed, e.seq);
@@ -213,6 +215,33 @@ TEST_CASE("hang-diagnose: a numel mismatch at W=4 names the minority", "[hang-di
   CHECK(d.mismatches[0].values.at(0) == 1024);
   REQUIRE(d.culprit);
   CHECK(d.culprit->rank == 1);
+  CHECK(d.culprit->cause == hang::Cause::kMismatch);
+}
+
+TEST_CASE("hang-diagnose: stages that agree on their own count but not on the whole call's name the short rank",
+          "[hang-diagnose]") {
+  // Two nodes x two ranks, a pipelined two-level all-reduce: every rank's node stage (group
+  // dp.node, one group per node) moves a 32-element chunk, but rank 3's whole call is one element
+  // short (65 on the others). Only the whole call's count (part_of.numel) tells them apart.
+  const auto history = completed_steps(3);
+  std::vector<json> dumps;
+  for (int r = 0; r < 4; ++r) {
+    Entry e = timed_out_at(7, 4);
+    e.op = "ReduceScatter";
+    e.numel = 32;
+    e.part_of = {{"group", "dp"}, {"collective", 4}, {"op", "AllReduce"}, {"numel", r == 3 ? 64 : 65}};
+    const std::vector<int> node = r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    dumps.push_back(Dump(r, 4, "timeout", kDumpedAt).timed_out("dp.node", 7).group("dp.node", node, r % 2, plus(history, {e})));
+  }
+  const Diagnosis d = run(dumps);
+  CHECK(d.verdict == Verdict::kMismatch);
+  REQUIRE(d.mismatches.size() == 1);
+  CHECK(d.mismatches[0].field == "part_of.numel");
+  CHECK(d.mismatches[0].group == "dp.node");
+  CHECK(d.mismatches[0].values.at(3) == 64);
+  CHECK(d.mismatches[0].values.at(2) == 65);
+  REQUIRE(d.culprit);
+  CHECK(d.culprit->rank == 3);
   CHECK(d.culprit->cause == hang::Cause::kMismatch);
 }
 

@@ -12,10 +12,14 @@ json field_value(const DumpEntry& e, const std::string& field) {
   if (field == "op") return e.op;
   if (field == "numel") return e.numel;
   if (field == "dtype") return e.dtype;
+  // The whole two-level call's count: its stages can agree on their own counts (a pipelined
+  // chunk, a node group that holds no odd rank) while one rank's call is short; absent (null) on
+  // an entry that is no stage.
+  if (field == "part_of.numel") return e.part_of ? json(e.part_of->numel) : json();
   return e.root;
 }
 
-const char* const kComparedFields[] = {"op", "numel", "dtype", "root"};
+const char* const kComparedFields[] = {"op", "numel", "dtype", "root", "part_of.numel"};
 
 std::vector<std::string> group_names(const DumpSet& set) {
   std::vector<std::string> names;

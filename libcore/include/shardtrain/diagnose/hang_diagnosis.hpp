@@ -6,7 +6,9 @@
 //   1. Groups are matched across ranks by name and members (world_ranks: the node groups of a
 //      two-level collective share a name, one group per node); entries by seq. A ring may have lost
 //      old entries: the counters (last_enqueued/started/completed) still count.
-//   2. Mismatches: at one group and seq, ranks that recorded a different op, numel, dtype or root.
+//   2. Mismatches: at one group and seq, ranks that recorded a different op, numel, dtype or root,
+//      or, on the stages of a two-level collective, a different count for the whole call
+//      (part_of.numel).
 //   3. Blocked collective of a group: the lowest seq some dumped member enqueued that not every
 //      dumped member completed; a member joined it when its last_started >= seq. Across groups,
 //      the one whose joiners began waiting first (t_start, else t_enqueue); the group named by a
@@ -122,7 +124,7 @@ struct RankStatus {
 struct Mismatch {
   std::string group;
   std::uint64_t seq = 0;
-  std::string field;  // op, numel, dtype or root
+  std::string field;  // op, numel, dtype, root or part_of.numel
   std::map<int, nlohmann::json> values;  // world rank -> its value
   // Where it happened, as the lowest world rank that recorded it wrote it: the verdict names these
   // even when the first blocked collective is another one (a two-level collective's later stage).
