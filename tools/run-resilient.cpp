@@ -1,14 +1,18 @@
 // run-resilient: run a training command and restart it from its newest valid checkpoint when it
 // fails: a verdict per failed attempt, backoff, elastic world size, exclusion of a failing host,
-// SIGUSR1 before a time limit, the restart log. Options + one call into libcore
-// (launch/launcher.hpp). See run-resilient(1).
+// SIGUSR1 before a time limit, the restart log; or, with --slurm-batch, the whole training batch
+// job of scripts/slurm/train.sbatch from its environment. Options + one call into libcore
+// (launch/launcher.hpp, launch/batch_job.hpp). See run-resilient(1).
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "shardtrain/launch/batch_job.hpp"
 #include "shardtrain/launch/child_command.hpp"
 #include "shardtrain/launch/launcher.hpp"
+#include "shardtrain/base/error.hpp"
 #include "shardtrain/tool/tool.hpp"
 
 int main(int argc, char** argv) {
@@ -56,10 +60,21 @@ int main(int argc, char** argv) {
   std::string diagnose_bin;
   app.add_option("--diagnose-bin", diagnose_bin,
                  "Accepted for old job scripts and ignored: the verdict is made in this program, with no hang-diagnose");
-  app.add_option("COMMAND", command, "The training command, after --; it must contain --run-dir DIR")->required();
+  bool slurm_batch = false;
+  app.add_flag("--slurm-batch", slurm_batch,
+               "Run the training batch job of scripts/slurm/train.sbatch (which runs it) from the environment sbatch "
+               "gives it (train.sbatch --help lists the variables): the command, restarts on the allocation's live "
+               "ranks, exclusion of a failing node, and the time-limit stop (SIGUSR1: every rank checkpoints, the job "
+               "is requeued unless done). Takes no other option and no COMMAND");
+  app.add_option("COMMAND", command, "The training command, after --; it must contain --run-dir DIR");
   shardtrain::add_version_flag(app);
 
   return shardtrain::run_tool(app, argc, argv, {}, [&] {
+    if (slurm_batch) {
+      if (argc != 2) throw shardtrain::UsageError("--slurm-batch takes no other option and no command: the job's environment says it all");
+      return launch::run_batch_job(launch::read_batch_job(launch::process_environment, std::filesystem::current_path().string()));
+    }
+    if (command.empty()) throw shardtrain::UsageError("COMMAND is required: run-resilient [OPTIONS] -- COMMAND (see --help)");
     if (min_ranks > 0) options.policy.min_ranks = min_ranks;
     return launch::run_resilient(options, launch::ChildCommand::parse(command));
   });

@@ -293,7 +293,7 @@ for _ in $(seq 1 1200); do
   sleep 0.25
 done
 echo "  node3: not responding after $(awk -v a="$t_lost" -v b="${t_nr:-$t_down}" 'BEGIN { printf "%.1f", b - a }') s, DOWN after $(awk -v a="$t_lost" -v b="${t_down:-0}" 'BEGIN { printf "%.1f", b - a }') s (SlurmdTimeout 10 s)"
-grep -h "run-resilient: verdict\|exclude-node.sh\|train.sbatch: .* job\|excluded a failing node" "$WORK"/sb-*.out | sed 's/^/  /'
+grep -h "run-resilient: verdict\|exclude-node.sh\|run-resilient: .* job (restart\|excluded a failing node" "$WORK"/sb-*.out | sed 's/^/  /'
 echo "  job $sb_job: state $(jfield JobState), restarts $(jfield Restarts), excluded nodes $(jfield ExcNodeList), last on $(jfield NodeList)"
 [ -n "$t_down" ] || fail "node3 not DOWN after it was lost (state '$st')"
 [ "$(jfield JobState)" = COMPLETED ] || { cat "$WORK"/sb-*.out >&2; fail "job $sb_job did not complete"; }

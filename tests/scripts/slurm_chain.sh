@@ -228,14 +228,14 @@ grep -q "status 2 (a usage or input error: not retried)" "$out" || fail "the bad
 [ "$(grep -c '^run-resilient: attempt [0-9]*:' "$out")" -eq 1 ] || fail "the bad option's job ran more than one attempt"
 [ "$(field "$D1" Restarts)" = 0 ] && [ "$(field "$D1" ExitCode)" = 2:0 ] || fail "job $D1: restarts $(field "$D1" Restarts), exit $(field "$D1" ExitCode)"
 echo "    $(grep -- '--no-such-option' "$out" | tail -1)"
-grep -q "TRAIN_ARGS sets --steps, which this script already sets" "$(field "$D2" StdOut)" || fail "--steps twice: no clear message"
+grep -q "TRAIN_ARGS sets --steps, which train.sbatch already sets" "$(field "$D2" StdOut)" || fail "--steps twice: no clear message"
 echo "    $(tail -1 "$(field "$D2" StdOut)")"
 grep -q "srun has no PMIx (srun --mpi=list: none pmi2).*LAUNCHER=mpirun" "$(field "$D3" StdOut)" || fail "no PMIx: the message does not name srun --mpi=list"
 echo "    $(tail -1 "$(field "$D3" StdOut)" | cut -c1-160)..."
 pass "D: each failed at once (exit 2:0, no restart) with its message in the job's output file"
 echo "G: bare sbatch from $WORK/fresh"
 show_job "$G" "$WORK/fresh/slurm-shardtrain-$G.out"
-grep -q "exclude-node.sh not found: submit from the clone's top folder or set SHARDTRAIN_HOME" "$WORK/fresh/slurm-shardtrain-$G.out" ||
+grep -q "run-resilient not found: submit from the clone's top folder" "$WORK/fresh/slurm-shardtrain-$G.out" ||
   fail "the bare job's output does not say what is missing"
 pass "G: the output is in the submit folder (slurm-<job name>-<id>.out) and names what is missing"
 

@@ -31,6 +31,8 @@
 #include "shardtrain/launch/host_probe.hpp"
 #include "shardtrain/launch/launcher_metrics.hpp"
 #include "shardtrain/launch/restart_log.hpp"
+#include "shardtrain/slurm/allocation.hpp"
+#include "shardtrain/slurm/job_control.hpp"
 #include "shardtrain/telemetry/metrics_endpoint.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/scrape_targets.hpp"
@@ -126,7 +128,16 @@ std::string last_message(const std::string& output) {
   return last;
 }
 
-std::optional<int> capacity_now(const std::string& capacity_cmd) {
+std::optional<int> capacity_now(const LauncherOptions& options) {
+  if (options.slurm_batch) {
+    try {
+      return slurm::live_ranks_now(options.slurm_batch->time_limit.job_id);
+    } catch (const Error& e) {
+      say(std::string("the allocation's live ranks are unknown (") + e.what() + "); keeping the first launch's");
+      return std::nullopt;
+    }
+  }
+  const std::string& capacity_cmd = options.capacity_cmd;
   if (capacity_cmd.empty()) return std::nullopt;
   const ChildOutput out = run_child_captured({"/bin/bash", "-c", capacity_cmd});
   std::istringstream in(out.out);
@@ -150,6 +161,20 @@ std::string seconds_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s);
   return buf;
+}
+
+// The time-limit stop's side effects (time_limit.hpp decides): the ranks asked to checkpoint.
+void ask_ranks_to_checkpoint(const LauncherOptions::SlurmBatch& batch) {
+  if (batch.ranks_via_srun) {
+    try {
+      slurm::signal_job_steps(batch.time_limit.job_id, "USR1");
+    } catch (const Error& e) {
+      say(e.what());
+    }
+    return;
+  }
+  const int child = g_child.load();
+  if (child > 0) kill(child, SIGUSR1);  // mpirun forwards it to every rank
 }
 
 // Sleeps `s` seconds, waking early for SIGUSR1 or a termination signal.
@@ -323,6 +348,22 @@ std::optional<LauncherEndpoint> serve_launcher_metrics(const LauncherOptions& op
   return out;
 }
 
+// After the last attempt of a batch job warned of its time limit: done, or requeued (the restart
+// log is written by then). A warning that came between attempts begins the stop here.
+int finish_time_limit(TimeLimitStop& stop, const LauncherOptions& options, const ChildCommand& command) {
+  if (!stop.begun()) say(stop.begin(unix_now(), read_latest(command.ckpt_dir())));
+  const TimeLimitStop::Ending ending = stop.finish(unix_now(), read_latest(command.ckpt_dir()));
+  for (const auto& line : ending.lines) say(line);
+  if (!ending.requeue) return 0;
+  try {
+    slurm::requeue_job(options.slurm_batch->time_limit.job_id);
+  } catch (const Error& e) {
+    say(e.what());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void LauncherOptions::validate(const ChildCommand& command) const {
@@ -355,6 +396,8 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   // Records of an earlier job in this run folder would be read with this one's: kept apart.
   move_flight_records(run_dir, "flight.before");
 
+  std::optional<TimeLimitStop> time_limit;
+  if (options.slurm_batch) time_limit.emplace(options.slurm_batch->time_limit);
   RestartLog log;
   std::vector<std::string> lost_hosts;    // nodes lost so far: the next attempts stay off them
   std::map<std::string, int> live_slots;  // the other hosts and the ranks each held
@@ -380,9 +423,20 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     // with its tasks, and its own report of a lost node is what names the node: ending it early
     // would cut that report off.
     const bool watched = !argv.empty() && fs::path(argv.front()).filename() != "srun";
+    const auto should_end = [&] {
+      if (time_limit && g_stop_requested) {
+        if (!time_limit->begun()) {
+          say(time_limit->begin(unix_now(), read_latest(command.ckpt_dir())));
+          ask_ranks_to_checkpoint(*options.slurm_batch);
+        }
+        const TimeLimitStop::Poll p = time_limit->poll(unix_now(), read_latest(command.ckpt_dir()));
+        for (const auto& line : p.lines) say(line);
+        if (p.end_attempt) return true;
+      }
+      return watched && watch();
+    };
     status = run_child_teed(
-        argv, output_path, [](int pid) { g_child = pid; }, 0.5,
-        [&watch, watched] { return watched && watch(); }, kWatchKillAfterS);
+        argv, output_path, [](int pid) { g_child = pid; }, 0.5, should_end, kWatchKillAfterS);
     const double ended = unix_now();
     if (metrics) metrics->attempt_ended(status);
     if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
@@ -466,7 +520,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
     previous_world = state.world;
     world_reason.reset();
     if (policy.min_ranks) {
-      const WorldChoice choice = choose_world(policy, state, capacity_now(options.capacity_cmd));
+      const WorldChoice choice = choose_world(policy, state, capacity_now(options));
       if (!choice.world) {
         say(choice.reason);
         log.stop_reason = choice.reason;
@@ -482,6 +536,7 @@ int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   log.final_exit_status = status;
   if (status != 0 && status != 2 && previous_verdict) log.final_verdict = previous_verdict;
   write_restart_log(log_path, log);
+  if (time_limit && g_stop_requested && !g_terminating) return finish_time_limit(*time_limit, options, command);
   if (g_terminating && status == 0) return 128 + g_terminating;
   return status;
 }
