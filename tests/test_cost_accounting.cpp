@@ -14,46 +14,6 @@
 
 using namespace shardtrain;
 
-TEST_CASE("cost accounting: Slurm durations and times", "[costs]") {
-  CHECK(slurm_duration_s("00:01:05") == 65);
-  CHECK(slurm_duration_s("1-02:00:00") == 86400 + 7200);
-  CHECK(slurm_duration_s("3:07") == 187);
-  CHECK_FALSE(slurm_time("Unknown"));
-  CHECK_FALSE(slurm_time("None"));
-  CHECK_FALSE(slurm_time(""));
-  const auto a = slurm_time("2026-12-04T03:00:00"), b = slurm_time("2026-12-04T03:01:30");
-  REQUIRE(a);
-  REQUIRE(b);
-  CHECK(*b - *a == 90);
-}
-
-TEST_CASE("cost accounting: sacct runs of a requeued job, and scontrol's record", "[costs]") {
-  const auto runs = parse_sacct(
-      "41|REQUEUED|2026-12-04T03:00:00|2026-12-04T03:00:10|2026-12-04T03:00:12|2026-12-04T03:01:00|48|2\n"
-      "41|COMPLETED|2026-12-04T03:01:00|2026-12-04T03:01:00|2026-12-04T03:01:05|2026-12-04T03:02:00|55|2\n"
-      "42|CANCELLED by 0|2026-12-04T03:00:00|Unknown|None|2026-12-04T03:00:01|0|1\n"
-      "garbage line\n");
-  REQUIRE(runs.at("41").size() == 2);
-  CHECK(runs.at("41")[0].queue_wait_s() == 12);
-  CHECK(runs.at("41")[0].resource_wait_s() == 2);
-  CHECK(runs.at("41")[1].run_s == 55);
-  CHECK(runs.at("42")[0].state == "CANCELLED");
-  CHECK_FALSE(runs.at("42")[0].queue_wait_s());
-  const auto job = parse_scontrol_job(
-      "JobId=43 JobName=x JobState=COMPLETED Reason=None Restarts=1 SubmitTime=2026-12-04T03:00:00 "
-      "EligibleTime=2026-12-04T03:00:03 StartTime=2026-12-04T03:00:04 EndTime=2026-12-04T03:00:20 RunTime=00:00:16 "
-      "NumCPUs=2\n");
-  REQUIRE(job);
-  CHECK(job->run_s == 16);
-  CHECK(job->cpus == 2);
-  CHECK(job->restarts == 1);
-  CHECK(job->queue_wait_s() == 4);
-  const auto pending = parse_scontrol_job("JobId=44 JobState=PENDING Reason=Dependency SubmitTime=2026-12-04T03:00:00 "
-                                          "StartTime=2026-12-05T00:00:00 RunTime=00:00:00 NumCPUs=1");
-  REQUIRE(pending);
-  CHECK_FALSE(pending->start);  // a start time that is only a forecast
-}
-
 TEST_CASE("cost accounting: a --local run's stage records give the table costs.hpp reads", "[costs]") {
   const std::string run = test::temp_dir("costs_local");
   {

@@ -225,18 +225,6 @@ TEST_CASE("pipeline commands: --model NAME is the trainers' named shape, options
   CHECK(*(at + 1) == "gpt2-small");
 }
 
-TEST_CASE("pipeline: pending reasons that never clear, and those that do", "[pipeline]") {
-  for (const char* r : {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidAccount",
-                        "InvalidQOS", "AccountNotAllowed", "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJobLimit"}) {
-    INFO(r);
-    CHECK(reason_never_clears(r));
-  }
-  for (const char* r : {"Resources", "Priority", "Dependency", "None", "QOSMaxJobsPerUserLimit", "BeginTime", ""}) {
-    INFO(r);
-    CHECK_FALSE(reason_never_clears(r));
-  }
-}
-
 TEST_CASE("pipeline: stage records and shell quoting", "[pipeline]") {
   StageRecord r;
   r.stage = "twin";

@@ -1,7 +1,7 @@
 // A Slurm batch job's pure parts (issue 48: the logic train.sbatch held, now in run-resilient
-// --slurm-batch): the task list Slurm gives the job, its live ranks, the environment -> the
-// command and the launcher's options, and the time-limit stop's decisions and lines. The commands
-// that ask Slurm run in the Slurm end-to-end tests (slurm_chain, multinode_box).
+// --slurm-batch): the environment -> the command and the launcher's options, and the time-limit
+// stop's decisions and lines. Run for real by the Slurm end-to-end tests (slurm_chain,
+// multinode_box).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -9,8 +9,6 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/launch/batch_job.hpp"
 #include "shardtrain/launch/time_limit.hpp"
-#include "shardtrain/slurm/allocation.hpp"
-#include "shardtrain/slurm/job_control.hpp"
 
 using namespace shardtrain;
 using namespace shardtrain::launch;
@@ -33,34 +31,6 @@ std::map<std::string, std::string> in_job(std::map<std::string, std::string> mor
 }
 
 }  // namespace
-
-TEST_CASE("slurm: SLURM_TASKS_PER_NODE expands to one count per node, malformed text is refused by name", "[slurm]") {
-  CHECK(slurm::parse_tasks_per_node("2(x3),1") == std::vector<int>{2, 2, 2, 1});
-  CHECK(slurm::parse_tasks_per_node("8") == std::vector<int>{8});
-  CHECK(slurm::parse_tasks_per_node("1,4(x2)") == std::vector<int>{1, 4, 4});
-  for (const char* bad : {"", "2(x3", "2x3", "a", "2,,1", "-1", "2(x0)", "1234567"}) {
-    INFO(bad);
-    CHECK_THROWS_WITH(slurm::parse_tasks_per_node(bad),
-                      "SLURM_TASKS_PER_NODE '" + std::string(bad) + "' is not Slurm's task list (e.g. 2(x3),1)");
-  }
-}
-
-TEST_CASE("slurm: the live ranks are the tasks of the job's nodes that are still listed", "[slurm]") {
-  const std::vector<std::string> nodes = {"n1", "n2", "n3"};
-  const std::vector<int> tasks = {2, 2, 1};
-  CHECK(slurm::live_task_count(nodes, tasks, {"n1", "n2", "n3"}) == 5);
-  CHECK(slurm::live_task_count(nodes, tasks, {"n1", "n3"}) == 3);  // n2 lost
-  CHECK(slurm::live_task_count(nodes, tasks, {}) == 0);
-  CHECK(slurm::live_task_count(nodes, {2}, {"n1", "n2"}) == 2);  // a node past the counts holds none
-  CHECK(slurm::live_task_count(nodes, tasks, {"elsewhere"}) == 0);
-}
-
-TEST_CASE("slurm: srun --mpi=list's plugins are matched as whole words", "[slurm]") {
-  CHECK(slurm::lists_mpi_plugin("none pmi2 pmix", "pmix"));
-  CHECK_FALSE(slurm::lists_mpi_plugin("none pmi2", "pmix"));
-  CHECK_FALSE(slurm::lists_mpi_plugin("none pmix_v4", "pmix"));
-  CHECK_FALSE(slurm::lists_mpi_plugin("", "pmix"));
-}
 
 TEST_CASE("batch job: the environment's defaults make train.sbatch's documented command", "[slurm]") {
   const BatchJobSettings job = read_batch_job(env_of(in_job()), "/elsewhere");

@@ -15,6 +15,8 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/pipeline/cycles.hpp"
+#include "shardtrain/slurm/accounting.hpp"
+#include "shardtrain/slurm/submit.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
 
 namespace shardtrain::pipeline {
@@ -182,20 +184,16 @@ int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& s
   // The wait for the chain asks scontrol: without it the jobs would run unwatched.
   if (find_on_path("scontrol").empty()) throw UsageError("--slurm: scontrol not found (run on a Slurm login node)");
   const std::string hint = "change --np or --sbatch";
-  require_job_shape("1-task", with_tasks(1, s.sbatch), hint);
-  require_job_shape("training (" + std::to_string(s.np) + " ranks)", with_tasks(s.np, s.sbatch), hint);
+  slurm::require_job_shape("1-task", with_tasks(1, s.sbatch), hint);
+  slurm::require_job_shape("training (" + std::to_string(s.np) + " ranks)", with_tasks(s.np, s.sbatch), hint);
   prepare_folders(s);
   const std::string wrap = shell_command(self, self_args);
   const auto submitted = submit_graph(g, [&](const Stage& st, const std::string& dependency) {
     const CycleStageName n = parse_cycle_stage_name(st.name);
     std::string job_name = "cycles-total";
     if (n.cycle > 0) job_name = "cycle-" + std::to_string(n.cycle) + "-" + n.step;
-    std::vector<std::string> argv = {"sbatch", "--parsable", "--open-mode=append", "--kill-on-invalid-dep=yes",
-                                     "--job-name=" + job_name,
-                                     "--output=" + st.run_dir + "/slurm-" + n.step + "-%j.out",
-                                     "--ntasks=" + std::to_string(st.ranks)};
-    argv.insert(argv.end(), s.sbatch.begin(), s.sbatch.end());
-    if (!dependency.empty()) argv.push_back("--dependency=" + dependency);
+    std::vector<std::string> argv =
+        slurm::chain_job_argv(s.sbatch, job_name, st.run_dir + "/slurm-" + n.step + "-%j.out", st.ranks, dependency);
     argv.insert(argv.end(), {"--wrap", wrap + " --stage " + shell_quote(st.name)});
     return argv;
   });
@@ -218,7 +216,7 @@ int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& s
   }
   for (const auto& [dir, text] : per_dir) write_text(dir + "/jobs.txt", text);
   write_text(s.work + "/jobs.txt", all_lines);
-  const std::vector<std::string> bad = cancel_if_never_starting(ids);
+  const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
   if (!bad.empty()) {
     std::string message = "pipeline cycles: cancelled the chain: these jobs can never start:";
     for (const auto& b : bad) message += "\n  job " + b;
@@ -231,7 +229,7 @@ int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& s
   const std::string total = submitted.back().second;
   for (;;) {
     const ChildOutput out = run_child_captured({"scontrol", "-o", "show", "job", total}, /*stderr_too=*/true);
-    if (out.status != 0 || job_has_ended(out.out)) break;
+    if (out.status != 0 || slurm::scontrol_job_has_ended(out.out)) break;
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   // What each stage's job left, in graph order, told as --local tells it; then the pattern's table.

@@ -224,13 +224,4 @@ std::vector<std::string> cycle_stage_lines(const CycleStageName& n, const Snapsh
   return {};
 }
 
-bool job_has_ended(const std::string& line) {
-  static const std::regex state("JobState=([A-Z_]+)");
-  std::smatch m;
-  if (!std::regex_search(line, m, state)) return true;
-  static const std::vector<std::string> ended = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT", "NODE_FAIL",
-                                                 "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"};
-  return std::find(ended.begin(), ended.end(), m[1].str()) != ended.end();
-}
-
 }  // namespace shardtrain::pipeline

@@ -18,6 +18,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
+#include "shardtrain/slurm/submit.hpp"
 
 namespace shardtrain::pipeline {
 
@@ -108,13 +109,6 @@ int run_stage_body(const Settings& s, const Stage& st, const StageGraph& graph) 
 }
 
 
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  const auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
-}
-
 std::string joined(const std::vector<std::string>& words, const std::string& sep) {
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
@@ -173,39 +167,18 @@ double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string job_id_of(const std::string& out) {
-  std::string id = out.substr(0, out.find_first_of(";\n"));
-  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
-  return id;
-}
-
-namespace {
-ChildOutput sbatch_test_only(const std::vector<std::string>& options) {
-  return run_child_captured(join(join({"sbatch", "--test-only"}, options), {"--wrap", "true"}), /*stderr_too=*/true);
-}
-}  // namespace
-
-void require_job_shape(const std::string& what, const std::vector<std::string>& options, const std::string& hint) {
-  const ChildOutput out = sbatch_test_only(options);
-  if (out.status != 0)
-    throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + joined(options, " ") +
-                     " says: " + last_line(out.out) + " (" + hint + ")");
-}
-
-bool job_shape_fits(const std::vector<std::string>& options) { return sbatch_test_only(options).status == 0; }
-
 std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
   std::map<std::string, std::string> id;
   std::vector<std::pair<std::string, std::string>> submitted;
   auto submit = [&](const Stage& st, const std::string& dependency) {
-    const ChildOutput out = run_child_captured(sbatch_argv(st, dependency));
-    const std::string job = job_id_of(out.out);
-    if (out.status != 0 || job.empty()) {
+    std::string job;
+    try {
+      job = slurm::submit_job(sbatch_argv(st, dependency));
+    } catch (const IoError& e) {
       std::vector<std::string> ids;
       for (const auto& [name, j] : submitted) ids.push_back(j);
-      if (!ids.empty()) run_child_captured(join({"scancel"}, ids));
-      throw Error(ExitCode::kFailure, "sbatch failed for stage " + st.name + " (status " + std::to_string(out.status) +
-                                          "); the jobs submitted before it were cancelled");
+      slurm::cancel_jobs(ids);
+      throw Error(ExitCode::kFailure, "stage " + st.name + ": " + e.what() + "; the jobs submitted before it were cancelled");
     }
     id[st.name] = job;
     submitted.emplace_back(st.name, job);
@@ -224,18 +197,9 @@ std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& 
   return submitted;
 }
 
-std::vector<std::string> cancel_if_never_starting(const std::vector<std::string>& jobs) {
+double pending_check_s() {
   const char* wait_env = std::getenv("PIPELINE_PENDING_CHECK_S");
-  std::this_thread::sleep_for(std::chrono::duration<double>(wait_env ? std::atof(wait_env) : 3.0));
-  const ChildOutput queue = run_child_captured({"squeue", "-h", "-j", joined(jobs, ","), "-o", "%i %j %r"});
-  std::vector<std::string> bad;
-  std::istringstream lines(queue.out);
-  for (std::string line; std::getline(lines, line);) {
-    const auto sp = line.rfind(' ');
-    if (sp != std::string::npos && reason_never_clears(line.substr(sp + 1))) bad.push_back(line);
-  }
-  if (!bad.empty()) run_child_captured(join({"scancel"}, jobs));
-  return bad;
+  return wait_env ? std::atof(wait_env) : 3.0;
 }
 
 std::string shell_quote(const std::string& word) {
@@ -310,14 +274,14 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
   // Every job shape, checked before anything is submitted: a request this cluster can never
   // satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.
   const std::string hint = "change --np, --sbatch or --train-sbatch";
-  require_job_shape("1-task", join({"--ntasks=1"}, user), hint);
-  if (settings.proof) require_job_shape("proof (2-task)", join({"--ntasks=2"}, user), hint);
-  require_job_shape("training (" + std::to_string(settings.np) + " ranks)",
+  slurm::require_job_shape("1-task", join({"--ntasks=1"}, user), hint);
+  if (settings.proof) slurm::require_job_shape("proof (2-task)", join({"--ntasks=2"}, user), hint);
+  slurm::require_job_shape("training (" + std::to_string(settings.np) + " ranks)",
                     join({"--ntasks=" + std::to_string(settings.np)}, train_opts), hint);
   Settings fitting = settings;
   fitting.scale.clear();
   for (int w : settings.scale) {
-    if (job_shape_fits(join({"--ntasks=" + std::to_string(w)}, train_opts)))
+    if (slurm::job_shape_fits(join({"--ntasks=" + std::to_string(w)}, train_opts)))
       fitting.scale.push_back(w);
     else
       say(settings, "W=" + std::to_string(w) + " does not fit this cluster (sbatch --test-only --ntasks=" +
@@ -325,14 +289,12 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
   }
   const StageGraph graph = build_graph(fitting);  // the report's points follow the scale points kept
 
-  const std::vector<std::string> common = join({"sbatch", "--parsable", "--open-mode=append", "--kill-on-invalid-dep=yes"}, user);
   const std::string wrap = shell_command(self, self_args);
   // The cost table (costs, after_all) runs after all of them, whatever their outcome, and reads
   // Slurm's record of each job listed in jobs.txt.
   const auto submitted = submit_graph(graph, [&](const Stage& st, const std::string& dependency) {
-    std::vector<std::string> argv = join(common, {"--job-name=" + settings.name + "-" + st.name,
-                                                  "--output=" + run + "/slurm-" + st.name + "-%j.out",
-                                                  "--ntasks=" + std::to_string(st.ranks)});
+    std::vector<std::string> argv = slurm::chain_job_argv(user, settings.name + "-" + st.name,
+                                                          run + "/slurm-" + st.name + "-%j.out", st.ranks, dependency);
     if (st.kind == StageKind::kTrain) {
       argv.push_back("--export=ALL,SHARDTRAIN_HOME=" + settings.home + ",SHARDTRAIN_BIN=" + settings.bin +
                      ",RUN_DIR=" + st.run_dir + ",DATA=" + settings.data + ",STEPS=" + std::to_string(st.steps) +
@@ -340,7 +302,6 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
                      ",LAUNCHER=" + settings.launcher + ",DETERMINISTIC=1");
       argv = join(argv, train_opts);
     }
-    if (!dependency.empty()) argv.push_back("--dependency=" + dependency);
     if (st.kind == StageKind::kTrain) argv.push_back(train_sbatch_file);
     else argv = join(argv, {"--wrap", wrap + " --stage " + st.name});
     return argv;
@@ -357,7 +318,7 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
 
   // A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
   // failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.)
-  const std::vector<std::string> bad = cancel_if_never_starting(ids);
+  const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
   if (!bad.empty()) {
     std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
     for (const auto& b : bad) message += "\n  job " + b;

@@ -174,11 +174,5 @@ std::vector<std::string> local_train_argv(const Settings& s, const Stage& st) {
   return a;
 }
 
-bool reason_never_clears(const std::string& reason) {
-  static const std::regex never(
-      "PartitionConfig|PartitionNodeLimit|PartitionTimeLimit|BadConstraints|InvalidAccount|InvalidQOS|"
-      "AccountNotAllowed|QOSMax[A-Za-z]*PerJobLimit|AssocMax[A-Za-z]*PerJobLimit");
-  return std::regex_match(reason, never);
-}
 
 }  // namespace shardtrain::pipeline

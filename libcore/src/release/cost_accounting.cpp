@@ -14,6 +14,7 @@
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/registry.hpp"
+#include "shardtrain/slurm/accounting.hpp"
 
 namespace shardtrain {
 namespace {
@@ -70,22 +71,6 @@ std::vector<LocalStage> read_local_stages(const std::string& file) {
   return stages;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, sep);) out.push_back(part);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
-
-double to_double(const std::string& s) {
-  try {
-    return s.empty() ? 0 : std::stod(s);
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
 std::uintmax_t bytes_under(const fs::path& path) {
   std::uintmax_t total = 0;
   std::error_code ec;
@@ -97,20 +82,8 @@ std::uintmax_t bytes_under(const fs::path& path) {
   return total;
 }
 
-// Runs a Slurm command; nothing when it is missing or fails (the cluster keeps no accounting).
-std::optional<std::string> slurm_output(const std::vector<std::string>& argv) {
-  if (find_on_path(argv[0]).empty()) return std::nullopt;
-  try {
-    const ChildOutput out = run_child_captured(argv);
-    if (out.status != 0) return std::nullopt;
-    return out.out;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
-json stage_row_from_runs(const std::string& stage, const std::string& job, const std::vector<SlurmJobRun>& runs) {
-  const SlurmJobRun& last = runs.back();
+json stage_row_from_runs(const std::string& stage, const std::string& job, const std::vector<slurm::JobRun>& runs) {
+  const slurm::JobRun& last = runs.back();
   double core_s = 0, run_s = 0, queue = 0, resource = 0;
   bool started = false;
   for (const auto& r : runs) {
@@ -137,78 +110,6 @@ json stage_row_from_runs(const std::string& stage, const std::string& job, const
 
 }  // namespace
 
-std::optional<double> SlurmJobRun::queue_wait_s() const {
-  if (start && submit) return *start - *submit;
-  return std::nullopt;
-}
-std::optional<double> SlurmJobRun::resource_wait_s() const {
-  if (start && eligible) return *start - *eligible;
-  return std::nullopt;
-}
-
-std::optional<double> slurm_time(const std::string& text) {
-  if (text.empty() || text == "Unknown" || text == "None" || text == "N/A") return std::nullopt;
-  std::tm tm{};
-  std::istringstream in(text);
-  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%S");
-  if (in.fail()) return std::nullopt;
-  tm.tm_isdst = -1;
-  return double(std::mktime(&tm));
-}
-
-double slurm_duration_s(const std::string& text) {
-  double days = 0;
-  std::string rest = text;
-  if (const auto dash = text.find('-'); dash != std::string::npos) {
-    days = to_double(text.substr(0, dash));
-    rest = text.substr(dash + 1);
-  }
-  double total = 0;
-  for (const auto& part : split(rest, ':')) total = total * 60 + to_double(part);
-  return days * 86400 + total;
-}
-
-std::map<std::string, std::vector<SlurmJobRun>> parse_sacct(const std::string& text) {
-  std::map<std::string, std::vector<SlurmJobRun>> runs;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const std::vector<std::string> f = split(line, '|');
-    if (f.size() < 8) continue;
-    SlurmJobRun r;
-    r.state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 0": the state alone
-    r.submit = slurm_time(f[2]);
-    r.eligible = slurm_time(f[3]);
-    r.start = slurm_time(f[4]);
-    r.end = slurm_time(f[5]);
-    r.run_s = to_double(f[6]);
-    r.cpus = int(to_double(f[7]));
-    runs[f[0]].push_back(r);
-  }
-  return runs;
-}
-
-std::optional<SlurmJobRun> parse_scontrol_job(const std::string& text) {
-  static const std::regex kv_re(R"((\w+)=(\S*))");
-  std::map<std::string, std::string> kv;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kv_re); it != std::sregex_iterator(); ++it)
-    kv[(*it)[1]] = (*it)[2];  // a repeated key: the last one
-  if (kv.empty()) return std::nullopt;
-  auto get = [&](const char* k) { return kv.count(k) ? kv[k] : std::string(); };
-  SlurmJobRun r;
-  r.state = get("JobState");
-  r.submit = slurm_time(get("SubmitTime"));
-  r.eligible = slurm_time(get("EligibleTime"));
-  r.run_s = slurm_duration_s(get("RunTime").empty() ? "0:0:0" : get("RunTime"));
-  const bool ran = r.run_s > 0 || r.state == "RUNNING" || r.state == "COMPLETED" || r.state == "FAILED" ||
-                   r.state == "TIMEOUT";
-  if (ran) r.start = slurm_time(get("StartTime"));
-  r.end = slurm_time(get("EndTime"));
-  r.cpus = int(to_double(get("NumCPUs")));
-  r.restarts = int(to_double(get("Restarts")));
-  r.reason = get("Reason");
-  return r;
-}
-
 json measure_costs(const std::string& run_dir_given, const CostOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(run_dir_given, ec))
@@ -227,20 +128,13 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
   json rows = json::array();
   std::string source = "local";
   if (!jobs.empty()) {
-    std::string ids;
-    for (const auto& [stage, job] : jobs) ids += (ids.empty() ? "" : ",") + job;
-    const std::optional<std::string> sacct = slurm_output(
-        {"sacct", "-n", "-P", "-X", "-D", "-j", ids, "-o", "JobID,State,Submit,Eligible,Start,End,ElapsedRaw,AllocCPUS"});
-    const auto runs = sacct ? parse_sacct(*sacct) : std::map<std::string, std::vector<SlurmJobRun>>{};
-    source = !runs.empty() ? "sacct" : "scontrol show job";
+    std::vector<std::string> ids;
+    for (const auto& [stage, job] : jobs) ids.push_back(job);
+    const slurm::JobAccounting accounting = slurm::account_jobs(ids);
+    source = accounting.source;
     for (const auto& [stage, job] : jobs) {
-      std::vector<SlurmJobRun> rs;
-      if (const auto it = runs.find(job); it != runs.end()) {
-        rs = it->second;
-      } else if (const auto out = slurm_output({"scontrol", "-o", "show", "job", job})) {
-        if (auto r = parse_scontrol_job(*out)) rs.push_back(*r);
-        if (runs.empty()) source = "scontrol show job";
-      }
+      const auto it = accounting.runs.find(job);
+      const std::vector<slurm::JobRun> rs = it == accounting.runs.end() ? std::vector<slurm::JobRun>{} : it->second;
       if (rs.empty()) {
         rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
         continue;

@@ -130,10 +130,6 @@ StagePlan plan_cycle_stage(const CyclesSettings& settings, const Stage& stage, c
 std::vector<std::string> cycle_stage_lines(const CycleStageName& name, const Snapshot& snapshot,
                                            const std::string& log_text, const std::string& prep_summary);
 
-// Slurm's `scontrol -o show job` line: true when its JobState is one a job does not leave
-// (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, BOOT_FAIL, DEADLINE),
-// or the line names no job (Slurm no longer knows it). Pure.
-bool job_has_ended(const std::string& scontrol_line);
 
 // ---- running it (cycles.cpp) -----------------------------------------------------------------
 

@@ -53,27 +53,19 @@ int run_local(const Settings& settings);
 // program and its command line, which each step job runs again with --stage. Returns 0 submitted.
 int submit_slurm(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args);
 
-// ---- the Slurm submitter, shared by the release chain and the continual cycles (cycles.hpp) ----
-
-// sbatch --test-only with `options` (its answer is on stderr): UsageError "the WHAT job cannot run
-// on this cluster: sbatch --test-only OPTIONS says: ANSWER (HINT)" when the cluster can never hold it.
-void require_job_shape(const std::string& what, const std::vector<std::string>& options, const std::string& hint);
-// The same check, answered: true when sbatch --test-only accepts `options`.
-bool job_shape_fits(const std::vector<std::string>& options);
+// ---- the graph submitter, shared by the release chain and the continual cycles (cycles.hpp); ----
+// ---- the sbatch commands themselves are slurm/submit.hpp's                                  ----
 
 // The whole sbatch command line of one stage's job, given its --dependency value ("" for none).
 using SbatchArgv = std::function<std::vector<std::string>(const Stage& stage, const std::string& dependency)>;
 // Submits every stage of `graph` in graph order, each with `sbatch_argv`: a stage with needs after
 // them (afterok:IDS), an after_all stage after every other (afterany:IDS). The argv must ask for
-// --parsable. Returns (stage name, job id) in graph order. When one sbatch fails, cancels the jobs
+// --parsable (slurm::chain_job_argv does). Returns (stage name, job id) in graph order. When one sbatch fails, cancels the jobs
 // submitted before it and throws Error (exit 1) naming the stage.
 std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv);
-// Waits $PIPELINE_PENDING_CHECK_S seconds (default 3), then asks squeue why `jobs` pend: when one
-// pends for a reason that never clears (reason_never_clears), cancels all of `jobs` and returns the
-// squeue lines ("ID NAME REASON") of those that cannot start; empty when none.
-std::vector<std::string> cancel_if_never_starting(const std::vector<std::string>& jobs);
-// sbatch's job id in its --parsable answer ("ID" or "ID;CLUSTER").
-std::string job_id_of(const std::string& sbatch_parsable_output);
+// The seconds to wait before asking squeue why the chain's jobs pend (slurm/submit.hpp,
+// cancel_if_never_starting): $PIPELINE_PENDING_CHECK_S, default 3.
+double pending_check_s();
 
 // The tool's body: --stage NAME, else --local, else Slurm. Sets the Open MPI environment the
 // local stages need (as root, oversubscribed) for every child.

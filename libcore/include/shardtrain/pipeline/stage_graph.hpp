@@ -115,10 +115,5 @@ std::vector<std::string> common_train_args(const Settings& settings);
 // the stage's folder) around mpirun -np RANKS ddp-train ... --resume auto --run-dir DIR.
 std::vector<std::string> local_train_argv(const Settings& settings, const Stage& stage);
 
-// Slurm's pending reasons that never clear by themselves (the job can never start as asked):
-// PartitionConfig, PartitionNodeLimit, PartitionTimeLimit, BadConstraints, InvalidAccount,
-// InvalidQOS, AccountNotAllowed, QOSMax*PerJobLimit, AssocMax*PerJobLimit. Resources, Priority,
-// Dependency and the like clear (false).
-bool reason_never_clears(const std::string& reason);
 
 }  // namespace shardtrain::pipeline

@@ -5,7 +5,8 @@
 // RUN_DIR/stages.jsonl (one object per stage run by pipeline --stage or --local, pipeline/pipeline.hpp StageRecord: stage, ranks,
 // wall_s, exit_status), and asks Slurm about each job: `sacct` (every run of a requeued job:
 // --duplicates) where the cluster keeps accounting, else `scontrol show job` (finished jobs stay
-// there for the cluster's MinJobAge, 300 s by default: the costs job runs right after the last stage).
+// there for the cluster's MinJobAge, 300 s by default: the costs job runs right after the last stage),
+// through slurm/accounting.hpp.
 //
 // Figures (docs/RUNBOOK.md, "Costs"), seconds and bytes:
 //   storage_bytes    dataset (RUN/data.h5), checkpoints (every checkpoints/ folder in RUN), records
@@ -25,28 +26,6 @@
 #include <nlohmann/json.hpp>
 
 namespace shardtrain {
-
-// One run of one Slurm job (a requeued job has several).
-struct SlurmJobRun {
-  std::string state;
-  std::optional<double> submit, eligible, start, end;  // unix s (the cluster's local time)
-  double run_s = 0;
-  int cpus = 0;
-  std::optional<int> restarts;  // scontrol only
-  std::string reason;           // scontrol only ("" or "None": none)
-  std::optional<double> queue_wait_s() const;
-  std::optional<double> resource_wait_s() const;
-};
-
-// Slurm's "2026-12-04T03:04:05" (local time), or nothing for Unknown/None/N/A/"".
-std::optional<double> slurm_time(const std::string& text);
-// Slurm's [D-][HH:]MM:SS as seconds.
-double slurm_duration_s(const std::string& text);
-// `sacct -n -P -X -D -o JobID,State,Submit,Eligible,Start,End,ElapsedRaw,AllocCPUS` output: job id ->
-// its runs, in order.
-std::map<std::string, std::vector<SlurmJobRun>> parse_sacct(const std::string& text);
-// `scontrol -o show job ID` output: the job's last run (a job that never started has no start).
-std::optional<SlurmJobRun> parse_scontrol_job(const std::string& text);
 
 struct CostOptions {
   std::string own_job_id;  // this job (still running): left out of the table
