@@ -227,11 +227,7 @@ int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& s
   say({}, "job ids: " + s.work + "/jobs.txt; waiting for the last one (the pattern's cost table)");
   // The total runs after every other job, whatever their outcome: when it has ended, all have.
   const std::string total = submitted.back().second;
-  for (;;) {
-    const ChildOutput out = run_child_captured({"scontrol", "-o", "show", "job", total}, /*stderr_too=*/true);
-    if (out.status != 0 || slurm::scontrol_job_has_ended(out.out)) break;
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-  }
+  while (!slurm::job_has_ended(total)) std::this_thread::sleep_for(std::chrono::seconds(2));
   // What each stage's job left, in graph order, told as --local tells it; then the pattern's table.
   int rc = 0;
   for (const Stage& st : g.stages) {

@@ -123,6 +123,11 @@ bool scontrol_job_has_ended(const std::string& line) {
   return std::find(ended.begin(), ended.end(), m[1].str()) != ended.end();
 }
 
+bool job_has_ended(const std::string& job_id) {
+  const std::optional<std::string> out = slurm_output({"scontrol", "-o", "show", "job", job_id});
+  return !out || scontrol_job_has_ended(*out);
+}
+
 JobAccounting account_jobs(const std::vector<std::string>& job_ids) {
   JobAccounting a;
   if (job_ids.empty()) return a;

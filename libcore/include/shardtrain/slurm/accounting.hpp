@@ -38,6 +38,9 @@ std::optional<JobRun> parse_scontrol_job(const std::string& text);
 // (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED, BOOT_FAIL, DEADLINE),
 // or the line names no job (Slurm no longer knows it).
 bool scontrol_job_has_ended(const std::string& scontrol_line);
+// Asks scontrol about `job_id`: true when it has ended as above, or scontrol cannot say (it no
+// longer knows the job, or fails).
+bool job_has_ended(const std::string& job_id);
 
 // The runs of each of `job_ids`: sacct's, and for a job sacct does not know, its scontrol record;
 // source is "sacct" when sacct knew any job, else "scontrol show job"; a job neither knows has no
