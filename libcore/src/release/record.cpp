@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
@@ -156,8 +157,17 @@ ReleaseRecord ReleaseRecord::from_json(const JsonFile& f, const std::string& at)
   r.rubric = RubricScore::from_json(f, field(at, "rubric"));
   if (f.has(field(at, "utility"))) r.utility = UtilityEstimate::from_json(f, field(at, "utility"));
   if (f.has(field(at, "costs")) && !f.at(field(at, "costs")).is_null()) {
+    // The embedded table keeps the path of the costs.json it came from; an error in it names this
+    // record and the field first (the file being read is the one to mend).
     const nlohmann::json& c = f.at(field(at, "costs"));
-    r.costs = CostTable::from_json(c, c.is_object() ? c.value("path", f.path()) : f.path());
+    const std::string costs_at = field(at, "costs");
+    if (c.is_object() && c.contains("path") && !c.at("path").is_string())
+      throw UsageError(f.path() + ": field " + costs_at + "/path is not a string (got " + c.at("path").dump() + ")");
+    try {
+      r.costs = CostTable::from_json(c, c.is_object() ? c.value("path", f.path()) : f.path());
+    } catch (const UsageError& e) {
+      throw UsageError(f.path() + ": field " + costs_at + ": " + e.what());
+    }
   }
   r.policy = ReleasePolicy::from_json(f, field(at, "policy"));
   r.baseline = BaselineRef::from_json(f, field(at, "baseline"));
