@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_number.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/registry.hpp"
@@ -60,12 +61,8 @@ std::vector<LocalStage> read_local_stages(const std::string& file) {
     s.job_id = text("job_id");
     s.ranks = integer("ranks", 1, 1, 1 << 24);
     s.exit_status = integer("exit_status", 1, -255, 255);
-    if (j.contains("wall_s")) {
-      const json& v = j["wall_s"];
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-        throw UsageError(where + "'wall_s' is not a finite number of seconds >= 0");
-      s.wall_s = v.get<double>();
-    }
+    s.wall_s = json_optional_number(j, "wall_s", file + ":" + std::to_string(line_number) + ": stage record",
+                                    NumberRange::at_least(0)).value_or(0);
     stages.push_back(std::move(s));
   }
   return stages;

@@ -1,5 +1,7 @@
 #include "shardtrain/release/costs.hpp"
 
+#include "shardtrain/base/json_number.hpp"
+
 #include <cstdio>
 #include <sstream>
 
@@ -10,12 +12,6 @@ namespace shardtrain {
 namespace {
 
 // A number or nothing: absent and null are "unknown"; anything else must be a number.
-std::optional<double> optional_number(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  if (!j[key].is_number()) throw UsageError(where + " field '" + key + "' is not a number");
-  return j[key].get<double>();
-}
-
 std::string cell(const std::optional<double>& v, int decimals) {
   if (!v) return "-";
   char buf[64];
@@ -50,11 +46,11 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
   if (!j.contains("storage_bytes") || !j["storage_bytes"].is_object()) throw UsageError(what + " has no object 'storage_bytes'");
   const auto& b = j["storage_bytes"];
   const std::string bw = what + " storage_bytes";
-  t.dataset_bytes = optional_number(b, "dataset", bw).value_or(0);
-  t.checkpoint_bytes = optional_number(b, "checkpoints", bw).value_or(0);
-  t.record_bytes = optional_number(b, "records", bw).value_or(0);
-  t.total_bytes = optional_number(b, "total", bw).value_or(t.dataset_bytes + t.checkpoint_bytes + t.record_bytes);
-  t.preprocessing_s = optional_number(j, "preprocessing_s", what);
+  t.dataset_bytes = json_optional_number(b, "dataset", bw).value_or(0);
+  t.checkpoint_bytes = json_optional_number(b, "checkpoints", bw).value_or(0);
+  t.record_bytes = json_optional_number(b, "records", bw).value_or(0);
+  t.total_bytes = json_optional_number(b, "total", bw).value_or(t.dataset_bytes + t.checkpoint_bytes + t.record_bytes);
+  t.preprocessing_s = json_optional_number(j, "preprocessing_s", what);
   if (!j.contains("stages") || !j["stages"].is_array()) throw UsageError(what + " has no array 'stages'");
   for (const auto& s : j["stages"]) {
     if (!s.is_object() || !s.contains("stage") || !s["stage"].is_string())
@@ -66,12 +62,12 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
     else if (s.contains("job_id") && s["job_id"].is_number()) c.job_id = std::to_string(s["job_id"].get<long long>());
     if (s.contains("state") && !s.at("state").is_string()) throw UsageError(sw + ": 'state' is not a string");
     c.state = s.value("state", "");
-    c.cpus = optional_number(s, "cpus", sw);
-    c.runs = optional_number(s, "runs", sw);
-    c.run_s = optional_number(s, "run_s", sw);
-    c.compute_core_s = optional_number(s, "compute_core_s", sw);
-    c.queue_wait_s = optional_number(s, "queue_wait_s", sw);
-    c.gpu_s = optional_number(s, "gpu_s", sw);
+    c.cpus = json_optional_number(s, "cpus", sw);
+    c.runs = json_optional_number(s, "runs", sw);
+    c.run_s = json_optional_number(s, "run_s", sw);
+    c.compute_core_s = json_optional_number(s, "compute_core_s", sw);
+    c.queue_wait_s = json_optional_number(s, "queue_wait_s", sw);
+    c.gpu_s = json_optional_number(s, "gpu_s", sw);
     t.stages.push_back(c);
   }
   return t;

@@ -11,16 +11,10 @@
 #include "shardtrain/base/sha256.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/json_number.hpp"
 
 namespace shardtrain {
 namespace {
-
-double number_field(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number()) throw UsageError(where + ": needs a number '" + key + "'");
-  const double v = j[key].get<double>();
-  if (!(v >= 0)) throw UsageError(where + ": '" + key + "' must be >= 0");
-  return v;
-}
 
 std::string fixed(double v) {
   std::ostringstream s;
@@ -153,13 +147,13 @@ ReleasePolicy read_release_policy(const std::string& path) {
   p.sha256 = to_hex(sha256(bytes.data(), bytes.size()));
   const std::string t = path + ": thresholds";
   if (!j.contains("thresholds") || !j["thresholds"].is_object()) throw UsageError(t + " missing (an object)");
-  p.max_loss_rise = number_field(j["thresholds"], "max_loss_rise", t);
-  p.max_slice_regression = number_field(j["thresholds"], "max_slice_regression", t);
-  p.max_ece = number_field(j["thresholds"], "max_ece", t);
-  p.max_latency_ratio = number_field(j["thresholds"], "max_latency_ratio", t);
+  p.max_loss_rise = json_number(j["thresholds"], "max_loss_rise", t, NumberRange::at_least(0));
+  p.max_slice_regression = json_number(j["thresholds"], "max_slice_regression", t, NumberRange::at_least(0));
+  p.max_ece = json_number(j["thresholds"], "max_ece", t, NumberRange::at_least(0));
+  p.max_latency_ratio = json_number(j["thresholds"], "max_latency_ratio", t, NumberRange::at_least(0));
   const std::string r = path + ": rubric";
   if (!j.contains("rubric") || !j["rubric"].is_object()) throw UsageError(r + " missing (an object)");
-  p.min_score = number_field(j["rubric"], "min_score", r);
+  p.min_score = json_number(j["rubric"], "min_score", r, NumberRange::at_least(0));
   if (p.min_score > 1) throw UsageError(r + ": min_score is a fraction in [0, 1]");
   if (!j["rubric"].contains("items") || !j["rubric"]["items"].is_array() || j["rubric"]["items"].empty())
     throw UsageError(r + ": needs a non-empty array 'items'");
@@ -168,7 +162,8 @@ ReleasePolicy read_release_policy(const std::string& path) {
       throw UsageError(r + ": every item needs a string 'name'");
     if (item.contains("required") && !item["required"].is_boolean())
       throw UsageError(r + " item " + item["name"].get<std::string>() + ": 'required' is not true or false");
-    RubricItem ri{item["name"], number_field(item, "weight", r + " item " + item["name"].get<std::string>()),
+    const std::string name = item["name"].get<std::string>();
+    RubricItem ri{name, json_number(item, "weight", r + " item " + name, NumberRange::at_least(0)),
                   item.value("required", false)};
     p.rubric.push_back(ri);
   }

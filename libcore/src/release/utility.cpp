@@ -10,16 +10,10 @@
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/release/bootstrap.hpp"
 #include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/json_number.hpp"
 
 namespace shardtrain {
 namespace {
-
-double field(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number()) throw UsageError(where + ": needs a number '" + key + "'");
-  const double v = j[key].get<double>();
-  if (!std::isfinite(v) || v < 0) throw UsageError(where + ": '" + key + "' must be a finite number >= 0");
-  return v;
-}
 
 // An evaluation's paired units: the per-sequence loss sums and token counts.
 const PerSequenceLosses& units_of(const CheckpointEvaluation& evaluation, const std::string& which) {
@@ -39,13 +33,13 @@ UtilityModel UtilityModel::from_json(const nlohmann::json& j, const std::string&
   if (!j.is_object()) throw UsageError(w + " missing (an object: value_per_nat_token, served_tokens_per_day, "
                                            "cost_per_ms_p99_day, bad_release_cost, horizon_days, regret_bound)");
   UtilityModel m;
-  m.value_per_nat_token = field(j, "value_per_nat_token", w);
-  m.served_tokens_per_day = field(j, "served_tokens_per_day", w);
-  m.cost_per_ms_p99_day = field(j, "cost_per_ms_p99_day", w);
-  m.bad_release_cost = field(j, "bad_release_cost", w);
-  m.horizon_days = field(j, "horizon_days", w);
+  m.value_per_nat_token = json_number(j, "value_per_nat_token", w, NumberRange::at_least(0));
+  m.served_tokens_per_day = json_number(j, "served_tokens_per_day", w, NumberRange::at_least(0));
+  m.cost_per_ms_p99_day = json_number(j, "cost_per_ms_p99_day", w, NumberRange::at_least(0));
+  m.bad_release_cost = json_number(j, "bad_release_cost", w, NumberRange::at_least(0));
+  m.horizon_days = json_number(j, "horizon_days", w, NumberRange::at_least(0));
   if (!(m.horizon_days > 0)) throw UsageError(w + ": 'horizon_days' must be > 0");
-  m.regret_bound = field(j, "regret_bound", w);
+  m.regret_bound = json_number(j, "regret_bound", w, NumberRange::at_least(0));
   if (!(m.regret_bound > 0 && m.regret_bound <= 1)) throw UsageError(w + ": 'regret_bound' is a probability in (0, 1]");
   return m;
 }

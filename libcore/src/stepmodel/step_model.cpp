@@ -1,5 +1,7 @@
 #include "shardtrain/stepmodel/step_model.hpp"
 
+#include "shardtrain/base/json_number.hpp"
+
 #include <cmath>
 
 #include "shardtrain/base/error.hpp"
@@ -8,14 +10,6 @@
 
 namespace shardtrain::scaling {
 namespace {
-
-double number(const nlohmann::json& j, const char* field, const std::string& where) {
-  if (!j.is_object() || !j.contains(field)) throw UsageError(where + ": missing field '" + field + "'");
-  if (!j.at(field).is_number()) throw UsageError(where + ": field '" + field + "' must be a number, got " + j.at(field).dump());
-  const double v = j.at(field).get<double>();
-  if (!std::isfinite(v)) throw UsageError(where + ": field '" + field + "' is not finite");
-  return v;
-}
 
 StepTerms terms_at(const StepModel& m, int w) {
   StepTerms t;
@@ -86,15 +80,15 @@ StepModel StepModel::from_json(const nlohmann::json& j, const std::string& sourc
   if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != "shardtrain-scaling-model")
     throw UsageError(where + ": not a scaling model (\"format\": \"shardtrain-scaling-model\" expected)");
   StepModel m;
-  m.compute_s = number(j, "compute_s", where);
+  m.compute_s = json_number(j, "compute_s", where);
   const std::string s = j.contains("scaling") && j.at("scaling").is_string() ? j.at("scaling").get<std::string>() : "";
   if (s != "weak" && s != "strong") throw UsageError(where + ": field 'scaling' must be \"weak\" or \"strong\"");
   m.scaling = s == "weak" ? Scaling::kWeak : Scaling::kStrong;
-  m.tokens_per_step = number(j, "tokens_per_step", where);
-  m.busbw_Bps = number(j, "busbw_Bps", where);
-  m.alpha_s = number(j, "alpha_s", where);
-  m.overlap = number(j, "overlap", where);
-  m.straggler = number(j, "straggler", where);
+  m.tokens_per_step = json_number(j, "tokens_per_step", where);
+  m.busbw_Bps = json_number(j, "busbw_Bps", where);
+  m.alpha_s = json_number(j, "alpha_s", where);
+  m.overlap = json_number(j, "overlap", where);
+  m.straggler = json_number(j, "straggler", where);
   if (!j.contains("collectives") || !j["collectives"].is_array())
     throw UsageError(where + ": missing array 'collectives'");
   for (const auto& c : j["collectives"]) {
@@ -103,15 +97,15 @@ StepModel StepModel::from_json(const nlohmann::json& j, const std::string& sourc
                                                                             : std::nullopt;
     if (!op) throw UsageError(where + ": a collective has no known 'op'");
     sc.op = *op;
-    sc.bytes = number(c, "bytes", where + " collective");
-    sc.calls = number(c, "calls", where + " collective");
+    sc.bytes = json_number(c, "bytes", where + " collective");
+    sc.calls = json_number(c, "calls", where + " collective");
     m.collectives.push_back(sc);
   }
   if (j.contains("inputs")) m.inputs = j["inputs"];
   for (auto [field, link] : {std::pair{"intra_node", &m.intra}, std::pair{"inter_node", &m.inter}}) {
     if (!j.contains(field)) continue;
-    link->busbw_Bps = number(j[field], "busbw_Bps", where + " " + field);
-    link->alpha_s = number(j[field], "alpha_s", where + " " + field);
+    link->busbw_Bps = json_number(j[field], "busbw_Bps", where + " " + field);
+    link->alpha_s = json_number(j[field], "alpha_s", where + " " + field);
   }
   return m;
 }
