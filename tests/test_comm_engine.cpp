@@ -412,7 +412,7 @@ TEST_CASE("comm engine: ranks that disagree on a broadcast's length fail togethe
   // and the receiving rank's buffer is untouched (the check runs before the data).
   const std::string dir = test::temp_dir("engine-transport-error");
   std::vector<std::string> errors(2);
-  std::vector<bool> failed(2);
+  std::vector<char> failed(2, 0);  // not vector<bool>: its bits share a word, which two rank threads would race on
   std::vector<float> received;
   auto world = std::make_shared<test::FakeWorld>(2);
   test::run_ranks(2, [&](int r) {
@@ -461,7 +461,7 @@ TEST_CASE("comm engine: a wrong count on one of three ranks fails every rank at 
       const std::string dir = test::temp_dir(std::string("engine-agreement-") + (reduce_scatter ? "rs" : "ar"));
       std::vector<std::string> errors(W);
       std::vector<double> took(W);
-      std::vector<bool> untouched(W);
+      std::vector<char> untouched(W, 0);  // one byte per rank thread (vector<bool> packs them into one word)
       auto world = std::make_shared<test::FakeWorld>(W);
       test::run_ranks(W, [&](int r) {
         CommOptions o = failing_options("dp", dir);
