@@ -278,6 +278,28 @@ TEST_CASE("typed train: a step record names the host and process that wrote it, 
   CHECK(read.steps[1].pid == 0);
 }
 
+TEST_CASE("typed train: a step record's counts must be whole numbers that fit, its figures finite numbers", "[typed]") {
+  // base/json_number's rule for every figure; a count ("tokens", "pid") must also be an integer:
+  // converting 1e300 or 2.5 to an integer type would be undefined or silently wrong.
+  const std::string dir = test::temp_dir("typed_step_numbers");
+  const auto refusal = [&](const std::string& line) {
+    std::ofstream(dir + "/steps.rank0.jsonl") << line << "\n";
+    try {
+      read_step_log(dir + "/steps.rank0.jsonl");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal(R"({"step": 1, "rank": 0, "tokens": 1e300})").find("'tokens' is not a whole number that fits (got 1e+300)") !=
+        std::string::npos);
+  CHECK(refusal(R"({"step": 1, "rank": 0, "pid": 2.5})").find("'pid' is not a whole number that fits (got 2.5)") != std::string::npos);
+  CHECK(refusal(R"({"step": 1, "rank": 0, "tokens": 18446744073709551615})").find("'tokens' is not a whole number") !=
+        std::string::npos);
+  CHECK(refusal(R"({"step": 1, "rank": 0, "time": "noon"})").find("'time' is not a number (got \"noon\")") != std::string::npos);
+  CHECK(refusal(R"({"step": 1, "rank": 0, "tokens": 4096, "pid": 7, "time": 1.5})") == "accepted");
+}
+
 TEST_CASE("typed train: the closing paragraph is written from the typed summary", "[typed]") {
   RunSummary s = populated_summary();
   const std::string p = summary_paragraph(s);

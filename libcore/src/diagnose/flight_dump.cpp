@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_number.hpp"
 
 namespace shardtrain::hang {
 namespace {
@@ -51,9 +52,7 @@ class Reader {
     return std::uint64_t(v);
   }
   double number(const json& j, const char* key) const {
-    const json& v = at(j, key);
-    if (!v.is_number()) fail(std::string("\"") + key + "\" is not a number");
-    return v.get<double>();
+    return json_number(j, key, file_ + (where_.empty() ? "" : ": " + where_));  // base's one rule: a finite number
   }
   std::optional<double> time(const json& j, const char* key) const {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;

@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <type_traits>
 
 #include <unistd.h>
 
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_number.hpp"
 #include <cstdlib>
 
 #include "shardtrain/base/host.hpp"
@@ -79,8 +82,16 @@ bool read_field(const nlohmann::json& j, const char* name, T& out, const std::st
     out = T(NAN);
     return true;
   }
-  if (!it->is_number()) throw UsageError(where + ": \"" + name + "\" is not a number");
-  out = it->get<T>();
+  const double value = json_number(j, name, where);  // base's one rule: a finite number
+  if constexpr (std::is_integral_v<T>) {
+    // A count or a pid: a whole number that fits T (a float such as 1e300 would not convert).
+    const bool fits = it->is_number_unsigned() ? it->get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<T>::max())
+                                               : it->is_number_integer() && it->get<std::int64_t>() >= std::int64_t(std::numeric_limits<T>::min());
+    if (!fits) throw UsageError(where + ": '" + name + "' is not a whole number that fits (got " + it->dump() + ")");
+    out = it->get<T>();
+  } else {
+    out = T(value);
+  }
   return true;
 }
 
