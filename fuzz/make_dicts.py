@@ -18,7 +18,7 @@ READERS = {
     "registry_pointer": ["release/registry.cpp", "release/monitoring_record.cpp"],
     "monitoring_record": ["release/monitoring_record.cpp"],
     "cost_table": ["release/costs.cpp"],
-    "stages_jsonl": ["pipeline/pipeline.cpp", "release/cost_accounting.cpp"],
+    "stages_jsonl": ["telemetry/stage_record.cpp", "release/cost_accounting.cpp"],
     "step_log": ["telemetry/step_log.cpp"],
     "restart_log": ["launch/restart_log.cpp", "launch/attempt_verdict.cpp"],
     "flight_record": ["diagnose/flight_dump.cpp", "comm/flight_recorder.cpp"],
@@ -31,7 +31,7 @@ READERS = {
     "safetensors": ["ckpt/safetensors.cpp"],
     "hf_config": ["model/hf_import.cpp"],
     "data_prep_jsonl": ["data/data_prep.cpp"],
-    "dataset_attributes": ["data/dataset.cpp"],
+    "dataset_attributes": ["data/dataset.cpp", "data/dataset_reader.cpp"],
     "trainer_cli": ["tool/train_cli.cpp"],
 }
 # Targets whose input is a language of their own (changes made through the HDF5 API): its keywords

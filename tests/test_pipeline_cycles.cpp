@@ -322,10 +322,8 @@ struct FakeCycleBin {
     return out;
   }
   std::vector<std::pair<std::string, int>> records(const std::string& run) const {
-    std::ifstream in(run + "/stages.jsonl");
     std::vector<std::pair<std::string, int>> out;
-    for (std::string l; std::getline(in, l);)
-      if (const auto r = stage_record_from_json_line(l)) out.emplace_back(r->stage, r->exit_status);
+    for (const StageRecord& r : read_stage_records(run + "/stages.jsonl")) out.emplace_back(r.stage, r.exit_status);
     return out;
   }
 };
@@ -454,7 +452,7 @@ TEST_CASE("cycles --slurm: one dependency chain, jobs.txt per cycle, the stages'
   CHECK(calls.find("--stage 'cycle-2/train'") != std::string::npos);
   // Each job recorded its stage with its job id (what release-gate costs pairs with Slurm's figures).
   std::vector<std::string> jobs;
-  for (const auto& line : fake.lines_of(s.cycle_dir(2) + "/stages.jsonl")) jobs.push_back(stage_record_from_json_line(line)->job_id);
+  for (const StageRecord& r : read_stage_records(s.cycle_dir(2) + "/stages.jsonl")) jobs.push_back(r.job_id);
   CHECK(jobs == std::vector<std::string>{"5", "6", "7", "8", "9"});
   CHECK(file_text(fake.dir.string() + "/calls").find("--resume /ck --fine-tune") != std::string::npos);
 }

@@ -16,6 +16,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
+#include "test_support.hpp"
 #include "shardtrain/pipeline/stage_graph.hpp"
 
 using namespace shardtrain;
@@ -223,6 +224,44 @@ TEST_CASE("pipeline commands: --model NAME is the trainers' named shape, options
   const auto at = std::find(common.begin(), common.end(), "--model");
   REQUIRE(at != common.end());
   CHECK(*(at + 1) == "gpt2-small");
+}
+
+TEST_CASE("stage records: the one reader skips a torn line and names the file, line and field of a bad one", "[pipeline]") {
+  const std::string dir = test::temp_dir("stage-records");
+  const std::string file = dir + "/stages.jsonl";
+  StageRecord a;
+  a.stage = "prep";
+  a.start = 10;
+  a.end = 12.5;
+  a.exit_status = 0;
+  append_stage_record(file, a);
+  { std::ofstream(file, std::ios::app) << R"({"stage": "train", "ran)" << "\n"; }  // a stage killed mid-line
+  { std::ofstream(file, std::ios::app) << R"({"stage": "old", "wall_s": 3, "exit_status": 0})" << "\n"; }  // no start/end
+  const std::vector<StageRecord> read = read_stage_records(file);
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].stage == "prep");
+  CHECK(read[0].wall_s() == 2.5);
+  CHECK(read[0].exit_status == 0);
+  CHECK(read[0].ranks == 1);
+  CHECK(read[0].job_id.empty());
+  CHECK(read[1].wall_s() == 3);
+  CHECK(read_stage_records(dir + "/none.jsonl").empty());
+  const auto refused = [&](const std::string& line) {
+    std::ofstream(dir + "/bad.jsonl") << line << "\n";
+    try {
+      read_stage_records(dir + "/bad.jsonl");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string at = dir + "/bad.jsonl:1: stage record: ";
+  CHECK(refused(R"({"ranks": 2})") == at + "'stage' is missing");
+  CHECK(refused(R"({"stage": "t", "ranks": 1e30})") == at + "'ranks' is not an integer in [1, 16777216] (got 1e+30)");
+  CHECK(refused(R"({"stage": "t", "exit_status": "0"})") == at + "'exit_status' is not an integer in [-255, 255] (got \"0\")");
+  CHECK(refused(R"({"stage": "t", "wall_s": "fast"})") == at + "'wall_s' is not a number (got \"fast\")");
+  CHECK(refused(R"({"stage": "t", "wall_s": -1})") == at + "'wall_s' is -1.0, not >= 0.0");
+  CHECK(refused(R"({"stage": "t", "job_id": 5})") == at + "'job_id' is not a string (got 5)");
 }
 
 TEST_CASE("pipeline: stage records and shell quoting", "[pipeline]") {

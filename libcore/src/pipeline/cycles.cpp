@@ -15,6 +15,8 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/pipeline/cycles.hpp"
+
+#include "shardtrain/base/time.hpp"
 #include "shardtrain/slurm/accounting.hpp"
 #include "shardtrain/slurm/submit.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
@@ -144,10 +146,9 @@ void say_failed(const Stage& st, int status) {
 // never ran, or its job ended before it could write one), -2 when it was skipped.
 int recorded_status(const Stage& st) {
   const CycleStageName n = parse_cycle_stage_name(st.name);
-  std::ifstream in(st.run_dir + "/stages.jsonl");
   int status = -1;
-  for (std::string line; std::getline(in, line);)
-    if (const auto r = stage_record_from_json_line(line); r && r->stage == n.step) status = r->exit_status;
+  for (const StageRecord& r : read_stage_records(st.run_dir + "/stages.jsonl"))
+    if (r.stage == n.step) status = r.exit_status;
   if (status == -1 && read_text(log_of(st)).rfind("skipped: ", 0) == 0) status = -2;
   return status;
 }
@@ -270,7 +271,7 @@ int run_cycle_stage(const CyclesSettings& s, const Stage& st) {
   StageRecord r;
   r.stage = n.step;
   r.ranks = st.ranks;
-  r.start = unix_now_s();
+  r.start = unix_now();
   try {
     const StagePlan plan =
         plan_cycle_stage(s, st, read_in_service(s.registry), n.step == "decide" ? train_seq_len(st.run_dir) : 0);
@@ -286,7 +287,7 @@ int run_cycle_stage(const CyclesSettings& s, const Stage& st) {
     write_text(log_of(st), std::string(e.what()) + "\n", std::ios::app);
     r.exit_status = static_cast<int>(e.code());
   }
-  r.end = unix_now_s();
+  r.end = unix_now();
   if (const char* job = std::getenv("SLURM_JOB_ID")) r.job_id = job;
   append_stage_record(st.run_dir + "/stages.jsonl", r);
   return r.exit_status;

@@ -18,6 +18,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/subprocess.hpp"
+#include "shardtrain/base/time.hpp"
 #include "shardtrain/slurm/submit.hpp"
 
 namespace shardtrain::pipeline {
@@ -117,56 +118,6 @@ std::string joined(const std::vector<std::string>& words, const std::string& sep
 
 }  // namespace
 
-std::string to_json_line(const StageRecord& r) {
-  nlohmann::json j = {{"stage", r.stage},          {"ranks", r.ranks},
-                      {"start", r.start},          {"end", r.end},
-                      {"wall_s", r.end - r.start}, {"exit_status", r.exit_status},
-                      {"job_id", r.job_id.empty() ? nlohmann::json() : nlohmann::json(r.job_id)}};
-  return j.dump();
-}
-
-std::optional<StageRecord> stage_record_from_json_line(const std::string& line) {
-  const auto j = nlohmann::json::parse(line, nullptr, false);
-  if (!j.is_object() || !j.contains("stage") || !j["stage"].is_string()) return std::nullopt;
-  // A field of the wrong type or past int's range makes the line no stage record (never a JSON
-  // library exception, nor a double cast to int out of range).
-  auto integer = [&](const char* key, int fallback) -> std::optional<int> {
-    if (!j.contains(key)) return fallback;
-    const auto& v = j[key];
-    if (!v.is_number_integer()) return std::nullopt;
-    const std::int64_t x = v.get<std::int64_t>();
-    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) return std::nullopt;
-    return int(x);
-  };
-  auto number = [&](const char* key) -> std::optional<double> {
-    if (!j.contains(key)) return 0.0;
-    if (!j[key].is_number()) return std::nullopt;
-    return j[key].get<double>();
-  };
-  const auto ranks = integer("ranks", 1), exit_status = integer("exit_status", 1);
-  const auto start = number("start"), end = number("end");
-  if (!ranks || !exit_status || !start || !end) return std::nullopt;
-  StageRecord r;
-  r.stage = j["stage"].get<std::string>();
-  r.ranks = *ranks;
-  r.start = *start;
-  r.end = *end;
-  r.exit_status = *exit_status;
-  if (j.contains("job_id") && j["job_id"].is_string()) r.job_id = j["job_id"].get<std::string>();
-  return r;
-}
-
-void append_stage_record(const std::string& file, const StageRecord& r) {
-  make_dirs(fs::path(file).parent_path().string());
-  std::ofstream out(file, std::ios::app);
-  out << to_json_line(r) << '\n';
-  if (!out.flush()) throw IoError(file + ": cannot append");
-}
-
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
   std::map<std::string, std::string> id;
   std::vector<std::pair<std::string, std::string>> submitted;
@@ -223,9 +174,9 @@ int run_one_stage(const Settings& s, const std::string& name) {
   StageRecord r;
   r.stage = st.name;
   r.ranks = st.ranks;
-  r.start = unix_now_s();
+  r.start = unix_now();
   r.exit_status = run_stage_body(s, st, graph);
-  r.end = unix_now_s();
+  r.end = unix_now();
   if (const char* job = std::getenv("SLURM_JOB_ID")) r.job_id = job;
   append_stage_record(s.run + "/stages.jsonl", r);
   return r.exit_status;

@@ -16,57 +16,13 @@
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/registry.hpp"
 #include "shardtrain/slurm/accounting.hpp"
+#include "shardtrain/telemetry/stage_record.hpp"
 
 namespace shardtrain {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// One line of RUN/stages.jsonl as the cost table counts it (pipeline/pipeline.hpp's StageRecord
-// writes it; that layer is above this one, hence this reading of its own). A line that is not a
-// JSON object (torn by a killed stage) is skipped, as before; an object whose figures have the
-// wrong type or range is an error naming the file and the line, since counting it as 0 (or
-// failing with a JSON library message) would put a silently wrong figure in the release record.
-struct LocalStage {
-  std::string stage, job_id;  // job_id: "" when null or absent
-  double wall_s = 0;
-  int ranks = 1, exit_status = 1;
-};
-
-std::vector<LocalStage> read_local_stages(const std::string& file) {
-  std::vector<LocalStage> stages;
-  std::ifstream in(file);
-  int line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
-    const json j = json::parse(line, nullptr, false);
-    if (!j.is_object()) continue;
-    const std::string where = file + ":" + std::to_string(line_number) + ": stage record field ";
-    auto text = [&](const char* key) -> std::string {
-      if (!j.contains(key) || j[key].is_null()) return "";
-      if (!j[key].is_string()) throw UsageError(where + "'" + key + "' is not a string");
-      return j[key].get<std::string>();
-    };
-    auto integer = [&](const char* key, int fallback, int lowest, int highest) -> int {
-      if (!j.contains(key)) return fallback;
-      const json& v = j[key];
-      if (!v.is_number_integer() || v.get<std::int64_t>() < lowest || v.get<std::int64_t>() > highest)
-        throw UsageError(where + "'" + key + "' is not an integer in [" + std::to_string(lowest) + ", " +
-                         std::to_string(highest) + "]");
-      return int(v.get<std::int64_t>());
-    };
-    LocalStage s;
-    s.stage = text("stage");
-    s.job_id = text("job_id");
-    s.ranks = integer("ranks", 1, 1, 1 << 24);
-    s.exit_status = integer("exit_status", 1, -255, 255);
-    s.wall_s = json_optional_number(j, "wall_s", file + ":" + std::to_string(line_number) + ": stage record",
-                                    NumberRange::at_least(0)).value_or(0);
-    stages.push_back(std::move(s));
-  }
-  return stages;
-}
 
 std::uintmax_t bytes_under(const fs::path& path) {
   std::uintmax_t total = 0;
@@ -112,7 +68,7 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
   if (!fs::is_directory(run_dir_given, ec))
     throw UsageError(run_dir_given + ": not a folder (release-gate costs takes a pipeline run folder, run/<name>)");
   const std::string run = fs::absolute(run_dir_given).lexically_normal().string();
-  const std::vector<LocalStage> local = read_local_stages(run + "/stages.jsonl");
+  const std::vector<StageRecord> local = read_stage_records(run + "/stages.jsonl");
   std::vector<std::pair<std::string, std::string>> jobs;
   {
     std::ifstream in(run + "/jobs.txt");
@@ -142,8 +98,8 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
       // that ran once, the larger of the two is its run time.
       if (rs.size() == 1)
         for (const auto& s : local)
-          if (s.job_id == job && s.wall_s > row.value("run_s", 0.0)) {
-            row["run_s"] = s.wall_s;
+          if (s.job_id == job && s.wall_s() > row.value("run_s", 0.0)) {
+            row["run_s"] = s.wall_s();
             row["compute_core_s"] = row.value("run_s", 0.0) * row.value("cpus", 1);
           }
       rows.push_back(std::move(row));
@@ -151,7 +107,7 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
   } else {
     for (const auto& s : local) {
       if (s.stage == "costs") continue;
-      const double wall = s.wall_s;
+      const double wall = s.wall_s();
       const int ranks = s.ranks;
       rows.push_back({{"stage", s.stage},
                       {"job_id", nullptr},
@@ -176,7 +132,7 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
   const std::uintmax_t total = bytes_under(run);
   std::optional<double> prep;
   for (const auto& s : local)
-    if (s.stage == "prep") prep = s.wall_s;
+    if (s.stage == "prep") prep = s.wall_s();
   double core_total = 0, queue_total = 0;
   for (const auto& r : rows) {
     core_total += r.value("compute_core_s", 0.0);

@@ -10,27 +10,13 @@
 #include <vector>
 
 #include "shardtrain/pipeline/stage_graph.hpp"
+#include "shardtrain/telemetry/stage_record.hpp"
 
 namespace shardtrain::pipeline {
 
 // One line of RUN/stages.jsonl, the cost table's local figures (release/cost_accounting.hpp reads
 // it): {"stage", "ranks", "start", "end" (Unix seconds), "wall_s", "exit_status", "job_id" (the
 // Slurm job, null outside one)}.
-struct StageRecord {
-  std::string stage;
-  int ranks = 1;
-  double start = 0, end = 0;
-  int exit_status = 0;
-  std::string job_id;  // "" -> null
-};
-std::string to_json_line(const StageRecord& record);
-// One line of stages.jsonl read back; nullopt for a line that is not such an object (a field of the
-// wrong type, or an integer past int, included).
-std::optional<StageRecord> stage_record_from_json_line(const std::string& line);
-// Appends `record` to FILE (its folder created when missing); IoError when it cannot.
-void append_stage_record(const std::string& file, const StageRecord& record);
-// The current time, Unix seconds (a StageRecord's start and end).
-double unix_now_s();
 
 // Runs stage `name` of the settings' graph (UsageError naming the stages when there is none),
 // timed: appends its StageRecord to RUN/stages.jsonl (job_id from $SLURM_JOB_ID). Returns the
