@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -13,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "shardtrain/base/subprocess.hpp"
 
 namespace shardtrain::launch {
 namespace {
@@ -103,15 +101,6 @@ std::vector<HostProbe> probe_hosts(const std::vector<std::string>& hosts, int po
     out[i].seconds = since();
   }
   return out;
-}
-
-std::optional<int> slurmd_port() {
-  if (!std::getenv("SLURM_JOB_ID") || find_on_path("scontrol").empty()) return std::nullopt;
-  const std::string config = run_child_captured({"scontrol", "show", "config"}).out;
-  static const std::regex line(R"(SlurmdPort\s*=\s*(\d+))");
-  std::smatch m;
-  if (std::regex_search(config, m, line)) return std::stoi(m[1]);
-  return 6818;
 }
 
 }  // namespace shardtrain::launch

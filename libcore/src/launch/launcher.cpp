@@ -218,7 +218,7 @@ AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evid
   std::vector<std::string> hosts, unreachable;
   for (const auto& [host, ranks] : placement->ranks_by_host()) hosts.push_back(host);
   if (hosts.size() < 2) return v;
-  const std::optional<int> port = slurmd_port();
+  const std::optional<int> port = slurm::slurmd_port();
   if (!port) return v;
   for (const HostProbe& p : probe_hosts(hosts, *port, kProbeTimeoutS)) {
     if (p.reach == Reachability::kUnreachable) unreachable.push_back(p.host);
@@ -233,14 +233,6 @@ AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evid
 // others fails too (mpirun: "An ORTE daemon has unexpectedly failed", srun: "Requested nodes are
 // busy"): wait until the allocation no longer lists the host, for at most kReleaseWaitS.
 constexpr double kReleaseWaitS = 180;
-std::vector<std::string> allocation_hosts(const std::string& job) {
-  const std::string list = run_child_captured({"squeue", "-h", "-j", job, "-o", "%N"}).out;
-  std::vector<std::string> hosts;
-  if (list.find_first_not_of(" \n") == std::string::npos) return hosts;
-  std::istringstream names(run_child_captured({"scontrol", "show", "hostnames", list.substr(0, list.find('\n'))}).out);
-  for (std::string h; names >> h;) hosts.push_back(h);
-  return hosts;
-}
 void wait_for_node_release(const std::string& host) {
   const char* job = std::getenv("SLURM_JOB_ID");
   if (!job || host.empty() || find_on_path("squeue").empty() || find_on_path("scontrol").empty()) return;
@@ -248,7 +240,12 @@ void wait_for_node_release(const std::string& host) {
   const auto until = t0 + std::chrono::duration<double>(kReleaseWaitS);
   bool said = false;
   while (std::chrono::steady_clock::now() < until && !g_terminating) {
-    const std::vector<std::string> hosts = allocation_hosts(job);
+    std::vector<std::string> hosts;
+    try {
+      hosts = slurm::live_nodes(job);
+    } catch (const Error&) {
+      return;  // Slurm cannot say: relaunch now rather than wait on nothing
+    }
     if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) {
       if (said)
         say("Slurm dropped " + host + " from job " + job + " after " +

@@ -71,11 +71,24 @@ int live_ranks_now(const std::string& job_id) {
   const std::string ntasks = env_or("SLURM_NTASKS", "1");
   const std::vector<int> per_node = parse_tasks_per_node(env_or("SLURM_TASKS_PER_NODE", ntasks));
   const std::vector<std::string> job_nodes = expand_host_list(env_or("SLURM_JOB_NODELIST", ""));
+  return live_task_count(job_nodes, per_node, live_nodes(job_id));
+}
+
+std::vector<std::string> live_nodes(const std::string& job_id) {
   const ChildOutput live = run_child_captured({"squeue", "-h", "-j", job_id, "-o", "%N"}, true);
   if (live.status != 0)
     throw IoError("squeue -h -j " + job_id + " -o %N exited " + std::to_string(live.status) + ": " + live.out);
   const std::vector<std::string> lines = lines_of(live.out);
-  return live_task_count(job_nodes, per_node, lines.empty() ? std::vector<std::string>{} : expand_host_list(lines.front()));
+  return lines.empty() ? std::vector<std::string>{} : expand_host_list(lines.front());
+}
+
+std::optional<int> slurmd_port() {
+  if (!std::getenv("SLURM_JOB_ID") || find_on_path("scontrol").empty()) return std::nullopt;
+  const std::string config = run_child_captured({"scontrol", "show", "config"}).out;
+  static const std::regex line(R"(SlurmdPort\s*=\s*(\d+))");
+  std::smatch m;
+  if (std::regex_search(config, m, line)) return std::stoi(m[1]);
+  return 6818;
 }
 
 }  // namespace shardtrain::slurm

@@ -21,6 +21,7 @@
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/comm/string_collectives.hpp"
+#include "shardtrain/slurm/queue.hpp"
 
 namespace shardtrain {
 namespace {
@@ -108,31 +109,6 @@ std::optional<RunFolderOwnerRecord> parse_record(const std::string& raw, const s
   }
 }
 
-// Runs argv; its output (stdout and stderr) in `out`; its exit status.
-int output_of(const std::vector<std::string>& argv, std::string& out) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "shardtrain-owner-XXXXXX").string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw IoError("cannot create a temporary file in " + std::filesystem::temp_directory_path().string());
-  ::close(fd);
-  int status = 0;
-  try {
-    status = run_child(argv, tmpl);
-  } catch (...) {
-    ::unlink(tmpl.c_str());
-    throw;
-  }
-  out = read_raw(tmpl).value_or("");
-  ::unlink(tmpl.c_str());
-  return status;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t b = 0;
-  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  return s.substr(b);
-}
-
 OwnerLiveness same_host_liveness(const RunFolderOwnerRecord& owner, const RunFolderOwnerRecord& me) {
   const std::string pid = std::to_string(owner.pid);
   if (owner.pid == me.pid && owner.pid_start == me.pid_start) return {true, "it is this very process"};
@@ -151,9 +127,6 @@ OwnerLiveness slurm_liveness(const RunFolderOwnerRecord& owner, const RunFolderO
   const std::string where = "on host " + owner.host + ", not this one (" + me.host + ")";
   if (owner.job_id.empty())
     return {true, "it runs outside Slurm " + where + ", so whether it still runs cannot be told from here"};
-  if (find_on_path("squeue").empty())
-    return {true, "it runs " + where + " and there is no squeue here to ask Slurm about job " + owner.job_id};
-  std::string out;
   if (owner.job_id == me.job_id) {
     // A step of our own job on another host. The same step id: the previous run of a requeued job
     // (Slurm restarts step ids and ends a job's steps before requeueing it). Another step: alive
@@ -161,23 +134,19 @@ OwnerLiveness slurm_liveness(const RunFolderOwnerRecord& owner, const RunFolderO
     if (owner.step_id.empty() || owner.step_id == me.step_id)
       return {false, "it was an earlier run of this job (" + owner.job_id + ") " + where + ", requeued since"};
     const std::string step = owner.job_id + "." + owner.step_id;
-    const int rc = output_of({"squeue", "-h", "-s", "-j", owner.job_id, "-o", "%i"}, out);
-    if (rc != 0) return {true, "squeue -s -j " + owner.job_id + " failed (" + trim(out) + ")"};
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-      if (trim(line) == step) return {true, "its step " + step + " still runs (squeue -s) " + where};
+    const slurm::QueueAnswer steps = slurm::job_steps(owner.job_id);
+    if (!steps.answered) return {true, "squeue -s -j " + owner.job_id + " could not say (" + steps.failure + ")"};
+    for (const std::string& line : steps.lines)
+      if (line == step) return {true, "its step " + step + " still runs (squeue -s) " + where};
     return {false, "its step " + step + " no longer runs (squeue -s)"};
   }
-  const int rc = output_of({"squeue", "-h", "-j", owner.job_id, "-o", "%T"}, out);
-  const std::string state = trim(out);
-  if (rc != 0) {
-    if (out.find("Invalid job id") != std::string::npos) return {false, "Slurm no longer knows job " + owner.job_id};
-    return {true, "squeue -j " + owner.job_id + " failed (" + state + "), so Slurm could not say whether it runs"};
-  }
-  static const char* kRunning[] = {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "SIGNALING",
-                                   "RESIZING", "STAGE_OUT"};
-  for (const char* s : kRunning)
-    if (state == s) return {true, "Slurm job " + owner.job_id + " is " + state + " (squeue) " + where};
+  const slurm::QueueAnswer answer = slurm::job_state(owner.job_id);
+  if (answer.unknown_job) return {false, "Slurm no longer knows job " + owner.job_id};
+  if (!answer.answered)
+    return {true, "it runs " + where + " and squeue could not say whether Slurm job " + owner.job_id + " still runs (" +
+                      answer.failure + ")"};
+  const std::string state = answer.lines.empty() ? "" : answer.lines.front();
+  if (slurm::state_is_running(state)) return {true, "Slurm job " + owner.job_id + " is " + state + " (squeue) " + where};
   return {false, "Slurm job " + owner.job_id + " is " + (state.empty() ? std::string("no longer listed") : state) +
                      " (squeue), no longer running"};
 }

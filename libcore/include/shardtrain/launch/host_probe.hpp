@@ -28,9 +28,4 @@ struct HostProbe {
 // system's resolver (IPv4). Never throws: a failure of the probe itself is kUnknown.
 std::vector<HostProbe> probe_hosts(const std::vector<std::string>& hosts, int port, double timeout_s);
 
-// slurmd's port inside a Slurm job: SLURM_JOB_ID set and `scontrol show config` names SlurmdPort
-// (6818, Slurm's default, when scontrol runs but names none); nullopt outside a Slurm job or
-// without scontrol.
-std::optional<int> slurmd_port();
-
 }  // namespace shardtrain::launch
