@@ -83,7 +83,7 @@ inline std::string fresh_copy() {
   fs::remove_all(folder);
   fs::create_directories(folder);
   for (const auto& entry : fs::directory_iterator(base_folder()))
-    fs::copy_file(entry.path(), folder / entry.path().filename());
+    copy_fixture(entry.path().string(), (folder / entry.path().filename()).string());
   return folder.string();
 }
 

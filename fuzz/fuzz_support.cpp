@@ -70,6 +70,13 @@ std::string write_input(const std::string& name, std::string_view bytes) {
   return path.string();
 }
 
+void copy_fixture(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+  if (!in || !out.flush()) finding("cannot copy the fixture " + from + " to " + to);
+}
+
 bool register_target(const char* name, TargetBody body) {
   registry()[name] = body;
   return true;

@@ -28,6 +28,10 @@ const std::string& scratch_dir();
 // Writes the input to scratch_dir()/<name> (replacing it) and returns the path: for readers that
 // take a path. `name` may contain '/', the folders are created.
 std::string write_input(const std::string& name, std::string_view bytes);
+// Copies a fixture file (replacing `to`). Not std::filesystem::copy_file: libFuzzer's -timeout arms
+// SIGALRM every second, and copy_file's sendfile/copy_file_range gives up with EINTR (a throw the
+// target would report as a finding; seen under load). Streams retry an interrupted read or write.
+void copy_fixture(const std::string& from, const std::string& to);
 
 // fuzz_replay's registry (SHARDTRAIN_FUZZ_TARGET registers each target's body under its name).
 using TargetBody = void (*)(const std::uint8_t* data, std::size_t size);

@@ -110,7 +110,7 @@ SHARDTRAIN_FUZZ_TARGET(dataset_attributes) {
   using namespace shardtrain;
   const json changes = json::parse(fuzz::as_text(data, size), nullptr, false);
   const std::string path = fuzz::scratch_dir() + "/dataset.h5";
-  std::filesystem::copy_file(base_dataset(), path, std::filesystem::copy_options::overwrite_existing);
+  fuzz::copy_fixture(base_dataset(), path);
   if (changes.is_object()) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
