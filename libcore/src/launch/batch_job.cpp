@@ -174,7 +174,9 @@ int run_batch_job(const BatchJobSettings& job) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
-  fs::create_directories(job.run_dir);
+  std::error_code ec;
+  fs::create_directories(job.run_dir, ec);
+  if (ec) throw IoError("cannot create the run folder " + job.run_dir + " (RUN_DIR): " + ec.message());
   std::cout << "run-resilient: " << now_rfc3339() << " job " << job.job_id << " (restart count " << job.restart_count
             << ") on " << job.job_nodes << ": " << job.ntasks << " ranks via " << job.launcher << ", run folder "
             << job.run_dir << std::endl;
