@@ -248,12 +248,7 @@ TEST_CASE("stage records: the one reader skips a torn line and names the file, l
   CHECK(read_stage_records(dir + "/none.jsonl").empty());
   const auto refused = [&](const std::string& line) {
     std::ofstream(dir + "/bad.jsonl") << line << "\n";
-    try {
-      read_stage_records(dir + "/bad.jsonl");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::usage_error_of([&] { read_stage_records(dir + "/bad.jsonl"); });
   };
   const std::string at = dir + "/bad.jsonl:1: stage record: ";
   CHECK(refused(R"({"ranks": 2})") == at + "'stage' is missing");

@@ -9,6 +9,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/launch/batch_job.hpp"
 #include "shardtrain/launch/time_limit.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 using namespace shardtrain::launch;
@@ -95,12 +96,7 @@ TEST_CASE("batch job: every variable reaches its place, the requeued run keeps t
 
 TEST_CASE("batch job: a bad variable is refused naming it, before anything runs", "[slurm]") {
   const auto refused = [](std::map<std::string, std::string> more) {
-    try {
-      read_batch_job(env_of(in_job(std::move(more))), "/w");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::usage_error_of([&] { read_batch_job(env_of(in_job(std::move(more))), "/w"); });
   };
   CHECK_THROWS_WITH(read_batch_job(env_of({}), "/w"),
                     "not inside a Slurm job: submit scripts/slurm/train.sbatch with sbatch (see its --help)");

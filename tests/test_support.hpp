@@ -9,10 +9,23 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/comm/mpi.hpp"
 
 namespace shardtrain::test {
+
+// The message of the UsageError that `call` throws, or "accepted" when it throws none (any other
+// exception propagates): for tables of bad inputs and the one line each must be refused with.
+template <class Call>
+std::string usage_error_of(Call&& call) {
+  try {
+    call();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
 
 // T::from_json over `j` as if read from a file "test.json" (the typed readers take a JsonFile and
 // a pointer): the round trips' way back, and their errors name the field by pointer.

@@ -284,12 +284,7 @@ TEST_CASE("typed train: a step record's counts must be whole numbers that fit, i
   const std::string dir = test::temp_dir("typed_step_numbers");
   const auto refusal = [&](const std::string& line) {
     std::ofstream(dir + "/steps.rank0.jsonl") << line << "\n";
-    try {
-      read_step_log(dir + "/steps.rank0.jsonl");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::usage_error_of([&] { read_step_log(dir + "/steps.rank0.jsonl"); });
   };
   CHECK(refusal(R"({"step": 1, "rank": 0, "tokens": 1e300})").find("'tokens' is not a whole number that fits (got 1e+300)") !=
         std::string::npos);
