@@ -171,6 +171,23 @@ TEST_CASE("layout planner: the reasons, their order and their messages", "[layou
   CHECK_THROWS_AS(plan_layout(request_of(model, cuda, 1, 2, 2, 0)).value(), UsageError);  // exit 2
 }
 
+TEST_CASE("layout planner: a micro-batch or global batch below 1 is the caller's usage error, never a division by zero",
+          "[layout]") {
+  // Found by the trainer_cli fuzz target: `ddp-train --micro-batch 0` died of SIGFPE in the planner
+  // (its grad_accum divides by micro_batch x DP); the trainers now refuse it first (job.cpp), and
+  // the planner states it as a precondition for every caller.
+  const ModelConfig model{65, 32, 48, 2, 2};
+  LayoutRequest r = request_of(model, DeviceKind::kCpu, 1, 0, 2, 0);
+  r.micro_batch = 0;
+  CHECK_THROWS_AS(plan_layout(r), UsageError);
+  CHECK_THROWS_WITH(plan_layout(r), "--micro-batch must be at least 1 (got 0)");
+  r.micro_batch = 2;
+  r.global_batch = 0;
+  CHECK_THROWS_WITH(plan_layout(r), "--global-batch must be at least 1 (got 0)");
+  r.global_batch = -3;
+  CHECK_THROWS_WITH(plan_layout(r), "--global-batch must be at least 1 (got -3)");
+}
+
 TEST_CASE("layout planner: a memory refusal names the bytes and a layout the same backend runs", "[layout]") {
   const ModelConfig model{1024, 32, 512, 4, 8};  // 13 M parameters: model state, not padding, dominates
   // A budget that ZeRO-3 at W = 4 meets and DDP at W = 1 does not.

@@ -171,6 +171,9 @@ const LayoutPlan& LayoutDecision::value() const {
 }
 
 LayoutDecision plan_layout(const LayoutRequest& r) {
+  if (r.micro_batch < 1) throw UsageError("--micro-batch must be at least 1 (got " + std::to_string(r.micro_batch) + ")");
+  if (r.global_batch < 1)
+    throw UsageError("--global-batch must be at least 1 (got " + std::to_string(r.global_batch) + ")");
   LayoutDecision d;
   if (auto refused = structural_refusal(r)) {
     d.refusal = refused->reason;

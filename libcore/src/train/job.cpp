@@ -44,6 +44,9 @@ void validate_training_options(const TrainOptions& o) {
   const ParallelismOptions& p = o.parallelism;
   const TelemetryOptions& t = o.telemetry;
   if (sc.steps < 1) throw UsageError("--steps must be at least 1 (got " + std::to_string(sc.steps) + ")");
+  if (sc.micro_batch < 1) throw UsageError("--micro-batch must be at least 1 (got " + std::to_string(sc.micro_batch) + ")");
+  if (sc.global_batch < 1)
+    throw UsageError("--global-batch must be at least 1 (got " + std::to_string(sc.global_batch) + ")");
   if (o.model.seq_len < 1) throw UsageError("--seq-len must be at least 1 (got " + std::to_string(o.model.seq_len) + ")");
   if (t.log_every < 1) throw UsageError("--log-every must be at least 1");
   if (o.evaluation.every < 0) throw UsageError("--eval-every must be >= 0");

@@ -91,6 +91,8 @@ class LayoutRefused : public UsageError {
 // The planner. A memory refusal's message names the bytes needed per rank (model state, working
 // buffers, activations) and a layout on the same backend that fits: a higher ZeRO stage, a larger
 // TP degree on the same ranks, or ZeRO-3 on more ranks (the first that fits), when one does.
+// A request with micro_batch or global_batch below 1 is no layout question but a usage error of
+// its caller: UsageError naming --micro-batch or --global-batch (never a division by zero).
 LayoutDecision plan_layout(const LayoutRequest& request);
 
 }  // namespace shardtrain
