@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <regex>
 #include <sstream>
 
@@ -56,7 +57,7 @@ int live_task_count(const std::vector<std::string>& job_nodes, const std::vector
   long total = 0;
   for (std::size_t i = 0; i < job_nodes.size() && i < tasks_per_node.size(); ++i)
     if (std::find(live_nodes.begin(), live_nodes.end(), job_nodes[i]) != live_nodes.end()) total += tasks_per_node[i];
-  return int(total);
+  return int(std::min<long>(total, std::numeric_limits<int>::max()));  // 10^5 nodes x 10^6 tasks fits a long
 }
 
 std::vector<std::string> expand_host_list(const std::string& list) {
