@@ -1,11 +1,11 @@
 #include "shardtrain/base/json_file.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_number.hpp"
 
 namespace shardtrain {
 
@@ -46,10 +46,8 @@ const nlohmann::json& JsonFile::at(const std::string& pointer) const {
 
 double JsonFile::number(const std::string& pointer) const {
   const nlohmann::json& v = at(pointer);
-  if (!v.is_number()) fail("field " + pointer + " is not a number (got " + v.dump() + ")");
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) fail("field " + pointer + " is not finite");
-  return d;
+  if (const std::string problem = number_problem(v); !problem.empty()) fail("field " + pointer + " " + problem);
+  return v.get<double>();
 }
 
 std::optional<double> JsonFile::find_number(const std::string& pointer) const {

@@ -13,19 +13,22 @@ std::string shortest(double v) {
 }
 
 double checked(const nlohmann::json& v, const std::string& key, const std::string& where, NumberRange range) {
-  const std::string named = where + ": '" + key + "'";
-  if (!v.is_number()) throw UsageError(named + " is not a number (got " + v.dump() + ")");
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) throw UsageError(named + " is not finite");
-  if (d < range.min || d > range.max) {
-    const bool upper = range.max != std::numeric_limits<double>::infinity();
-    throw UsageError(named + " is " + shortest(d) + ", not " +
-                     (upper ? "in [" + shortest(range.min) + ", " + shortest(range.max) + "]" : ">= " + shortest(range.min)));
-  }
-  return d;
+  if (const std::string problem = number_problem(v, range); !problem.empty())
+    throw UsageError(where + ": '" + key + "' " + problem);
+  return v.get<double>();
 }
 
 }  // namespace
+
+std::string number_problem(const nlohmann::json& v, NumberRange range) {
+  if (!v.is_number()) return "is not a number (got " + v.dump() + ")";
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return "is not finite";
+  if (d >= range.min && d <= range.max) return "";
+  const bool upper = range.max != std::numeric_limits<double>::infinity();
+  return "is " + shortest(d) + ", not " +
+         (upper ? "in [" + shortest(range.min) + ", " + shortest(range.max) + "]" : ">= " + shortest(range.min));
+}
 
 double json_number(const nlohmann::json& object, const std::string& key, const std::string& where, NumberRange range) {
   if (!object.is_object() || !object.contains(key)) throw UsageError(where + ": '" + key + "' is missing");

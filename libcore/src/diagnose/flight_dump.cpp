@@ -23,9 +23,9 @@ class Reader {
  public:
   Reader(const std::string& file, std::string where) : file_(file), where_(std::move(where)) {}
 
-  [[noreturn]] void fail(const std::string& what) const {
-    throw UsageError(file_ + ": " + (where_.empty() ? "" : where_ + ": ") + what);
-  }
+  // "FILE: WHERE" (or "FILE"), the start of every message about this part of the dump.
+  std::string named() const { return file_ + (where_.empty() ? "" : ": " + where_); }
+  [[noreturn]] void fail(const std::string& what) const { throw UsageError(named() + ": " + what); }
   const json& at(const json& j, const char* key) const {
     if (!j.is_object() || !j.contains(key)) fail(std::string("missing key \"") + key + "\"");
     return j.at(key);
@@ -52,7 +52,7 @@ class Reader {
     return std::uint64_t(v);
   }
   double number(const json& j, const char* key) const {
-    return json_number(j, key, file_ + (where_.empty() ? "" : ": " + where_));  // base's one rule: a finite number
+    return json_number(j, key, named());  // base's one rule: a finite number
   }
   std::optional<double> time(const json& j, const char* key) const {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;

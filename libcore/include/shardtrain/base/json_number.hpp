@@ -25,6 +25,11 @@ struct NumberRange {
   static NumberRange at_least(double lowest) { return {lowest, std::numeric_limits<double>::infinity()}; }
 };
 
+// The rule itself, for a value already found: "" when `value` is a finite JSON number inside
+// `range`, else what is wrong ("is not a number (got VALUE)", "is not finite", "is VALUE, not ...")
+// for the caller to put after the value's name. JsonFile::number applies it too.
+std::string number_problem(const nlohmann::json& value, NumberRange range = {});
+
 double json_number(const nlohmann::json& object, const std::string& key, const std::string& where, NumberRange range = {});
 std::optional<double> json_optional_number(const nlohmann::json& object, const std::string& key, const std::string& where,
                                            NumberRange range = {});
