@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/number_text.hpp"
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/slurm/job_control.hpp"
@@ -30,30 +31,20 @@ std::vector<std::string> words_of(const std::string& text) {
   return out;
 }
 
-// A whole number in [lo, hi] from variable `name`; UsageError naming it otherwise.
+// A whole number in [lo, hi] from variable `name` (base's strict reading: plain decimal, within
+// 64 bits); UsageError naming it otherwise.
 std::int64_t whole_number(const std::string& name, const std::string& text, std::int64_t lo, std::int64_t hi) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || v < lo || v > hi)
+  const bool readable = strict_number_problem(text, NumberKind::kSigned, /*negative_ok=*/true).empty();
+  const std::int64_t v = readable ? std::stoll(text) : 0;
+  if (!readable || v < lo || v > hi)
     throw UsageError(name + "='" + text + "' is not a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
 }
 
 double seconds(const std::string& name, const std::string& text) {
-  std::size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || !(v >= 0 && v <= 86400))
-    throw UsageError(name + "='" + text + "' is not a number of seconds in [0, 86400]");
+  const bool readable = strict_number_problem(text, NumberKind::kReal, /*negative_ok=*/false).empty();
+  const double v = readable ? std::stod(text) : -1;
+  if (!readable || v > 86400) throw UsageError(name + "='" + text + "' is not a number of seconds in [0, 86400]");
   return v;
 }
 
@@ -108,10 +99,8 @@ BatchJobSettings read_batch_job(const Environment& env, const std::string& worki
   std::vector<std::string>& opts = job.trainer_options;
   opts = {"--data", job.data, "--seq-len", get("SEQ_LEN", "256")};
   for (auto& w : words_of(get("MODEL", kDefaultModel))) opts.push_back(w);
-  for (const std::string& w : {std::string("--steps"), std::to_string(job.steps), std::string("--ckpt-every"), get("CKPT_EVERY", "50"),
-                               std::string("--keep"), std::string("3"), std::string("--resume"), std::string("auto"),
-                               std::string("--device"), get("DEVICE", "cpu")})
-    opts.push_back(w);
+  opts.insert(opts.end(), {"--steps", std::to_string(job.steps), "--ckpt-every", get("CKPT_EVERY", "50"), "--keep", "3",
+                           "--resume", "auto", "--device", get("DEVICE", "cpu")});
   if (deterministic == "1") opts.push_back("--deterministic");
   std::set<std::string> set_here;
   for (const auto& w : opts)
