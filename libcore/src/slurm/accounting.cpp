@@ -6,11 +6,13 @@
 #include <regex>
 #include <sstream>
 
-#include "shardtrain/base/error.hpp"
-#include "shardtrain/base/subprocess.hpp"
+#include "command.hpp"
 
 namespace shardtrain::slurm {
 namespace {
+
+using detail::Answer;
+using detail::run;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -28,16 +30,11 @@ double to_double(const std::string& s) {
   }
 }
 
-// Runs a Slurm command; nothing when it is missing or fails (the cluster keeps no accounting).
+// A Slurm command's stdout; nothing when it is missing or fails (the cluster keeps no accounting).
 std::optional<std::string> slurm_output(const std::vector<std::string>& argv) {
-  if (find_on_path(argv[0]).empty()) return std::nullopt;
-  try {
-    const ChildOutput out = run_child_captured(argv);
-    if (out.status != 0) return std::nullopt;
-    return out.out;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  const Answer a = run(argv, /*stderr_too=*/false);
+  if (!a.ok()) return std::nullopt;
+  return a.out;
 }
 
 }  // namespace

@@ -4,22 +4,12 @@
 #include <cstdlib>
 #include <limits>
 #include <regex>
-#include <sstream>
 
+#include "command.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/base/subprocess.hpp"
 
 namespace shardtrain::slurm {
 namespace {
-
-// Whole lines of `text`, without empty ones.
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -62,10 +52,7 @@ int live_task_count(const std::vector<std::string>& job_nodes, const std::vector
 
 std::vector<std::string> expand_host_list(const std::string& list) {
   if (list.empty()) return {};
-  const ChildOutput out = run_child_captured({"scontrol", "show", "hostnames", list}, true);
-  if (out.status != 0)
-    throw IoError("scontrol show hostnames " + list + " exited " + std::to_string(out.status) + ": " + out.out);
-  return lines_of(out.out);
+  return detail::run_checked({"scontrol", "show", "hostnames", list}).lines();
 }
 
 int live_ranks_now(const std::string& job_id) {
@@ -76,16 +63,15 @@ int live_ranks_now(const std::string& job_id) {
 }
 
 std::vector<std::string> live_nodes(const std::string& job_id) {
-  const ChildOutput live = run_child_captured({"squeue", "-h", "-j", job_id, "-o", "%N"}, true);
-  if (live.status != 0)
-    throw IoError("squeue -h -j " + job_id + " -o %N exited " + std::to_string(live.status) + ": " + live.out);
-  const std::vector<std::string> lines = lines_of(live.out);
+  const std::vector<std::string> lines = detail::run_checked({"squeue", "-h", "-j", job_id, "-o", "%N"}).lines();
   return lines.empty() ? std::vector<std::string>{} : expand_host_list(lines.front());
 }
 
 std::optional<int> slurmd_port() {
-  if (!std::getenv("SLURM_JOB_ID") || find_on_path("scontrol").empty()) return std::nullopt;
-  const std::string config = run_child_captured({"scontrol", "show", "config"}).out;
+  if (!std::getenv("SLURM_JOB_ID")) return std::nullopt;
+  const detail::Answer a = detail::run({"scontrol", "show", "config"}, /*stderr_too=*/false);
+  if (!a.ran) return std::nullopt;
+  const std::string& config = a.out;
   static const std::regex line(R"(SlurmdPort\s*=\s*(\d+))");
   std::smatch m;
   if (std::regex_search(config, m, line)) return std::stoi(m[1]);

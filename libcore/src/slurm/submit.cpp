@@ -3,33 +3,19 @@
 #include <cctype>
 #include <chrono>
 #include <regex>
-#include <sstream>
 #include <thread>
 
+#include "command.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/base/subprocess.hpp"
 
 namespace shardtrain::slurm {
 namespace {
 
-std::string joined(const std::vector<std::string>& words, const std::string& sep) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
-  return out;
-}
-
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  const auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
-}
-
-ChildOutput sbatch_test_only(const std::vector<std::string>& options) {
+detail::Answer sbatch_test_only(const std::vector<std::string>& options) {
   std::vector<std::string> argv = {"sbatch", "--test-only"};
   argv.insert(argv.end(), options.begin(), options.end());
   argv.insert(argv.end(), {"--wrap", "true"});
-  return run_child_captured(argv, /*stderr_too=*/true);
+  return detail::run(argv);  // its answer is on stderr
 }
 
 }  // namespace
@@ -50,7 +36,8 @@ std::string job_id_of(const std::string& out) {
 }
 
 std::string submit_job(const std::vector<std::string>& sbatch_argv) {
-  const ChildOutput out = run_child_captured(sbatch_argv);
+  const detail::Answer out = detail::run(sbatch_argv, /*stderr_too=*/false);
+  if (!out.ran) throw IoError(out.out);
   const std::string job = job_id_of(out.out);
   if (out.status != 0 || job.empty())
     throw IoError("sbatch exited " + std::to_string(out.status) + (job.empty() ? " without a job id" : ""));
@@ -58,13 +45,15 @@ std::string submit_job(const std::vector<std::string>& sbatch_argv) {
 }
 
 void require_job_shape(const std::string& what, const std::vector<std::string>& options, const std::string& hint) {
-  const ChildOutput out = sbatch_test_only(options);
-  if (out.status != 0)
-    throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + joined(options, " ") +
-                     " says: " + last_line(out.out) + " (" + hint + ")");
+  const detail::Answer out = sbatch_test_only(options);
+  if (!out.ok()) {
+    const std::vector<std::string> said = out.lines();
+    throw UsageError("the " + what + " job cannot run on this cluster: sbatch --test-only " + detail::command_text(options) +
+                     " says: " + (said.empty() ? "" : said.back()) + " (" + hint + ")");
+  }
 }
 
-bool job_shape_fits(const std::vector<std::string>& options) { return sbatch_test_only(options).status == 0; }
+bool job_shape_fits(const std::vector<std::string>& options) { return sbatch_test_only(options).ok(); }
 
 bool reason_never_clears(const std::string& reason) {
   static const std::regex never(
@@ -77,18 +66,14 @@ void cancel_jobs(const std::vector<std::string>& jobs) {
   if (jobs.empty()) return;
   std::vector<std::string> argv = {"scancel"};
   argv.insert(argv.end(), jobs.begin(), jobs.end());
-  try {
-    run_child_captured(argv);
-  } catch (const Error&) {
-  }
+  (void)detail::run(argv);
 }
 
 std::vector<std::string> cancel_if_never_starting(const std::vector<std::string>& jobs, double wait_s) {
   std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
-  const ChildOutput queue = run_child_captured({"squeue", "-h", "-j", joined(jobs, ","), "-o", "%i %j %r"});
+  const detail::Answer queue = detail::run({"squeue", "-h", "-j", detail::joined(jobs, ","), "-o", "%i %j %r"}, false);
   std::vector<std::string> bad;
-  std::istringstream lines(queue.out);
-  for (std::string line; std::getline(lines, line);) {
+  for (const std::string& line : queue.lines()) {
     const auto sp = line.rfind(' ');
     if (sp != std::string::npos && reason_never_clears(line.substr(sp + 1))) bad.push_back(line);
   }
