@@ -28,35 +28,36 @@ std::string TimeLimitStop::begin(double now, const std::string& latest) {
 
 std::string TimeLimitStop::resumes_from() const { return before_.empty() ? "the start" : before_; }
 
+std::optional<std::string> TimeLimitStop::note_checkpoint(double now, const std::string& latest) {
+  if (settled_at_ || latest.empty() || latest == before_) return std::nullopt;
+  settled_at_ = now;
+  return "checkpoint " + latest + " committed after " + std::to_string(std::int64_t(now - warned_at_)) + "s";
+}
+
 TimeLimitStop::Poll TimeLimitStop::poll(double now, const std::string& latest) {
   Poll p;
   if (!begun_) return p;
-  if (!committed_ && !gave_up_) {
-    if (!latest.empty() && latest != before_) {
-      committed_ = true;
-      settled_at_ = now;
-      p.lines.push_back("checkpoint " + latest + " committed after " + std::to_string(std::int64_t(now - warned_at_)) + "s");
+  if (!settled_at_) {
+    if (std::optional<std::string> saved = note_checkpoint(now, latest)) {
+      p.lines.push_back(*saved);
     } else if (now - warned_at_ >= plan_.save_wait_s) {
-      gave_up_ = true;
       settled_at_ = now;
       p.lines.push_back("no new checkpoint after " + std::to_string(std::int64_t(std::lround(plan_.save_wait_s))) +
                         "s (SAVE_WAIT): requeueing anyway; the job resumes from " + resumes_from());
     }
   }
-  p.end_attempt = (committed_ || gave_up_) && now - settled_at_ >= plan_.end_grace_s;
+  p.end_attempt = settled_at_ && now - *settled_at_ >= plan_.end_grace_s;
   return p;
 }
 
 TimeLimitStop::Ending TimeLimitStop::finish(double now, const std::string& latest) {
   Ending e;
-  if (!committed_ && !gave_up_) {
-    if (!latest.empty() && latest != before_) {
-      committed_ = true;
-      e.lines.push_back("checkpoint " + latest + " committed after " + std::to_string(std::int64_t(now - warned_at_)) + "s");
-    } else {
+  if (!settled_at_) {
+    if (std::optional<std::string> saved = note_checkpoint(now, latest))
+      e.lines.push_back(*saved);
+    else
       e.lines.push_back("the ranks ended without a new checkpoint (the signal came before they could save): "
                         "requeueing; the job resumes from " + resumes_from());
-    }
   }
   const std::optional<std::int64_t> step = checkpoint_step(latest);
   if (step && plan_.last_step > 0 && *step >= plan_.last_step) {

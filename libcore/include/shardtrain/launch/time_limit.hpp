@@ -50,13 +50,14 @@ class TimeLimitStop {
 
  private:
   std::string resumes_from() const;
+  // A new checkpoint after the warning settles the stop: its line, once; nothing otherwise.
+  std::optional<std::string> note_checkpoint(double now, const std::string& latest);
 
   TimeLimitPlan plan_;
   bool begun_ = false;
   double warned_at_ = 0;
   std::string before_;
-  bool committed_ = false, gave_up_ = false;
-  double settled_at_ = 0;  // when the checkpoint came or the wait ran out
+  std::optional<double> settled_at_;  // when the checkpoint came or the wait ran out
 };
 
 // The step a checkpoint name says ("step_00000120" -> 120); nothing for any other name.
