@@ -33,6 +33,7 @@
 #include "shardtrain/launch/restart_log.hpp"
 #include "shardtrain/slurm/allocation.hpp"
 #include "shardtrain/slurm/job_control.hpp"
+#include "shardtrain/slurm/queue.hpp"
 #include "shardtrain/telemetry/metrics_endpoint.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/scrape_targets.hpp"
@@ -235,7 +236,7 @@ AttemptVerdict probe_for_partition(AttemptVerdict v, const AttemptEvidence& evid
 constexpr double kReleaseWaitS = 180;
 void wait_for_node_release(const std::string& host) {
   const char* job = std::getenv("SLURM_JOB_ID");
-  if (!job || host.empty() || find_on_path("squeue").empty() || find_on_path("scontrol").empty()) return;
+  if (!job || host.empty()) return;  // outside Slurm; without squeue or scontrol live_nodes throws (below)
   const auto t0 = std::chrono::steady_clock::now();
   const auto until = t0 + std::chrono::duration<double>(kReleaseWaitS);
   bool said = false;
@@ -266,14 +267,15 @@ void wait_for_node_release(const std::string& host) {
 constexpr double kStepWaitS = 60;
 void wait_for_old_steps(const std::vector<std::string>& argv) {
   const char* job = std::getenv("SLURM_JOB_ID");
-  if (!job || argv.empty() || std::filesystem::path(argv[0]).filename() != "srun" || find_on_path("squeue").empty()) return;
+  if (!job || argv.empty() || std::filesystem::path(argv[0]).filename() != "srun") return;
   const std::regex step(std::string("^") + job + "\\.[0-9]+$");
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kStepWaitS);
   bool said = false;
   while (std::chrono::steady_clock::now() < until && !g_terminating) {
-    std::istringstream steps(run_child_captured({"squeue", "-h", "-s", "-j", job, "-o", "%i"}).out);
+    const slurm::QueueAnswer steps = slurm::job_steps(job);
+    if (!steps.answered) return;  // Slurm cannot say (no squeue here): relaunch now
     bool listed = false;
-    for (std::string line; std::getline(steps, line);) listed |= std::regex_match(line, step);
+    for (const std::string& line : steps.lines) listed |= std::regex_match(line, step);
     if (!listed) return;
     if (!said) say("waiting for Slurm to end the failed step of job " + std::string(job) + " before the relaunch");
     said = true;

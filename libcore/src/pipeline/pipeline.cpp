@@ -109,7 +109,6 @@ int run_stage_body(const Settings& s, const Stage& st, const StageGraph& graph) 
   }
 }
 
-
 std::string joined(const std::vector<std::string>& words, const std::string& sep) {
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
