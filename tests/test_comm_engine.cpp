@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,59 @@ TEST_CASE("comm engine: every collective matches a serial computation at 1, 2, 3
       for (const auto& x : tree_inputs)
         for (std::size_t i = 0; i < n; ++i) serial[i] += x[i];
       CHECK_FALSE(bitwise_equal(serial, tree));
+    }
+  }
+}
+
+TEST_CASE("comm engine: reduce-scatter sums in rank order and receives (W-1)/W of its input", "[comm]") {
+  // Values whose float sum depends on the order (1e8 + 1 - 1e8 is 0 in float, 1e8 - 1e8 + 1 is 1):
+  // the expected block is added left to right over ranks 0, 1, ..., whatever order the blocks
+  // arrive in. Each rank receives exactly one block from every other rank (PeerStats), the bytes
+  // of a bandwidth-optimal reduce-scatter, not the whole buffer.
+  for (const int W : {2, 3, 4}) {
+    INFO(W << " ranks");
+    const std::size_t block = 6;
+    const auto input = [&](int q) {
+      std::vector<float> v(block * std::size_t(W));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = (q + int(i)) % 3 == 0 ? 1e8f : (q + int(i)) % 3 == 1 ? 1.0f : -1e8f;
+      return v;
+    };
+    struct Seen {
+      std::vector<float> out;
+      std::vector<std::uint64_t> lanes;
+      std::map<int, PeerStats> peers;
+    };
+    std::vector<Seen> seen(static_cast<std::size_t>(W));
+    auto world = std::make_shared<test::FakeWorld>(W);
+    test::run_ranks(W, [&](int r) {
+      Seen& s = seen[std::size_t(r)];
+      auto comm = make_communicator(world->transport(r), options("rs"));
+      const std::vector<float> in = input(r);
+      s.out.resize(block);
+      comm->reduce_scatter(in.data(), s.out.data(), block);
+      // uint64 lanes wrap, as deterministic mode's exact sums need.
+      const std::vector<std::uint64_t> lanes(block * std::size_t(W), ~std::uint64_t(0) - std::uint64_t(r));
+      s.lanes.resize(block);
+      comm->reduce_scatter(lanes.data(), s.lanes.data(), block);
+      s.peers = comm->stats().peers;
+    });
+    for (int r = 0; r < W; ++r) {
+      INFO("rank " << r);
+      std::vector<float> expect(block);
+      std::uint64_t lane = 0;
+      for (int q = 0; q < W; ++q) {
+        const std::vector<float> in = input(q);
+        for (std::size_t i = 0; i < block; ++i) expect[i] = q == 0 ? in[std::size_t(r) * block + i] : expect[i] + in[std::size_t(r) * block + i];
+        lane += ~std::uint64_t(0) - std::uint64_t(q);
+      }
+      CHECK(bitwise_equal(seen[std::size_t(r)].out, expect));
+      CHECK(seen[std::size_t(r)].lanes == std::vector<std::uint64_t>(block, lane));
+      const auto& peers = seen[std::size_t(r)].peers;
+      CHECK(peers.size() == std::size_t(W - 1));
+      for (const auto& [peer, p] : peers) {
+        CHECK(peer != r);
+        CHECK(p.bytes == block * sizeof(float) + block * sizeof(std::uint64_t));  // one block of each call
+      }
     }
   }
 }

@@ -4,6 +4,9 @@
 #include <array>
 #include <chrono>
 #include <thread>
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace shardtrain::comm_detail {
@@ -88,6 +91,73 @@ bool Driver::exchange_headers(const OpHeader& mine, std::vector<OpHeader>& all) 
 bool Driver::halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq) {
   return dtype == DType::kFloat32 ? halving_doubling_typed(static_cast<float*>(data), n, seq)
                                   : halving_doubling_typed(static_cast<double*>(data), n, seq);
+}
+
+bool Driver::pairwise_reduce_scatter(const void* in, void* out, std::size_t block, DType dtype, std::uint64_t seq) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return pairwise_reduce_scatter_typed(static_cast<const float*>(in), static_cast<float*>(out), block, seq);
+    case DType::kFloat64:
+      return pairwise_reduce_scatter_typed(static_cast<const double*>(in), static_cast<double*>(out), block, seq);
+    case DType::kInt32:
+      return pairwise_reduce_scatter_typed(static_cast<const std::int32_t*>(in), static_cast<std::int32_t*>(out), block, seq);
+    case DType::kInt64:
+      return pairwise_reduce_scatter_typed(static_cast<const std::int64_t*>(in), static_cast<std::int64_t*>(out), block, seq);
+    case DType::kUInt64:
+      return pairwise_reduce_scatter_typed(static_cast<const std::uint64_t*>(in), static_cast<std::uint64_t*>(out), block, seq);
+    case DType::kUInt8:
+      break;
+  }
+  throw std::logic_error("pairwise_reduce_scatter: no sum of uint8");
+}
+
+namespace {
+// a + b, integers wrapping (as the library's sums of them do) rather than overflowing.
+template <typename T>
+T wrapping_sum(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return T(U(a) + U(b));
+  } else {
+    return a + b;
+  }
+}
+}  // namespace
+
+template <typename T>
+bool Driver::pairwise_reduce_scatter_typed(const T* in, T* out, std::size_t block, std::uint64_t seq) {
+  Transport& t = transport_;
+  const int W = t.size(), r = t.rank();
+  const T* own = in + std::size_t(r) * block;
+  if (W == 1 || block == 0) {
+    std::copy(own, own + block, out);
+    return true;
+  }
+  const DType type = dtype_of<T>();
+  const int tag = 64 * int(seq % std::uint64_t(tag_span_));
+  // Peer q's block r lands in slot q (q < r) or q - 1 (q > r); every exchange posted at once.
+  T* received = static_cast<T*>(scratch_.get(std::size_t(W - 1) * block * sizeof(T)));
+  const auto slot = [&](int q) { return received + std::size_t(q < r ? q : q - 1) * block; };
+  std::vector<TransportRequest> reqs;
+  reqs.reserve(2 * std::size_t(W - 1));
+  for (int k = 1; k < W; ++k) {
+    const int to = (r + k) % W, from = (r - k + W) % W;
+    reqs.push_back(t.irecv(slot(from), block, type, from, tag));
+    reqs.push_back(t.isend(in + std::size_t(to) * block, block, type, to, tag));
+  }
+  // Completed pair by pair (a transport tests at most a few requests at once); every one is posted.
+  const auto posted = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < reqs.size(); i += 2) {
+    if (!drive(&reqs[i], 2)) return false;
+    count_exchange((r - int(i / 2) - 1 + W) % W, block * sizeof(T), posted);
+  }
+  // Summed in rank order, whatever the arrival order: rank 0's block + rank 1's + ...
+  std::copy(r == 0 ? own : slot(0), (r == 0 ? own : slot(0)) + block, out);
+  for (int q = 1; q < W; ++q) {
+    const T* part = q == r ? own : slot(q);
+    for (std::size_t i = 0; i < block; ++i) out[i] = wrapping_sum(out[i], part[i]);
+  }
+  return true;
 }
 
 void Driver::count_exchange(int peer, std::size_t bytes_received, std::chrono::steady_clock::time_point posted) {

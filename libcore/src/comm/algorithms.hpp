@@ -33,6 +33,16 @@ class Driver {
   // messages of consecutive operations never match. False when abandoned.
   bool halving_doubling(void* data, std::size_t n, DType dtype, std::uint64_t seq);
 
+  // Reduce-scatter (sum) of in[size() x block] into out[block] (this rank's block r) by direct
+  // exchange: this rank sends block q to each rank q and receives every rank's block r (all
+  // posted at once), so each rank sends and receives (W-1)/W of the input once, any group size;
+  // then out = block r of rank 0 + of rank 1 + ... in rank order (the same order on every run and
+  // every transport). Open MPI 4.1's non-blocking reduce-scatter instead reduces the whole buffer
+  // to one rank and scatters it back (measured over TCP at W = 2: three times the bytes on the
+  // critical path, docs/PERFORMANCE.md). Scratch: (W-1) x block elements, kept. Host memory only;
+  // `dtype` any but kUInt8 (integers wrap). in and out must not overlap. False when abandoned.
+  bool pairwise_reduce_scatter(const void* in, void* out, std::size_t block, DType dtype, std::uint64_t seq);
+
   // Broadcast of data[0..count) from group rank `root`, in point-to-point messages (the root sends
   // to each rank in turn). Control data only (ids, names, checkpoint manifests): unlike a library
   // broadcast, whose behaviour with mismatched counts is undefined (Open MPI's ends the process),
@@ -76,6 +86,8 @@ class Driver {
  private:
   template <typename T>
   bool halving_doubling_typed(T* data, std::size_t n, std::uint64_t seq);
+  template <typename T>
+  bool pairwise_reduce_scatter_typed(const T* in, T* out, std::size_t block, std::uint64_t seq);
   // One exchange with group rank `peer`, posted at `posted`, has completed.
   void count_exchange(int peer, std::size_t bytes_received, std::chrono::steady_clock::time_point posted);
 

@@ -576,6 +576,9 @@ class EngineCommunicator final : public Communicator {
       case CollectiveOp::kAllReduceCanonical:  // validate() allows float32 and float64 only
         return driver_.halving_doubling(r.recv, r.count, r.dtype, w.seq());
       case CollectiveOp::kReduceScatter:
+        // Host buffers: the engine's pairwise exchange (algorithms.hpp says why not the library's).
+        if (!t.device_memory() && r.dtype != DType::kUInt8)
+          return driver_.pairwise_reduce_scatter(r.send, r.recv, r.count, r.dtype, w.seq());
         req = t.ireduce_scatter(r.send, r.recv, r.count, r.dtype);
         break;
       case CollectiveOp::kAllGather:

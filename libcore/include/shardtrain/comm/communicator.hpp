@@ -274,6 +274,8 @@ class Communicator {
     return submit({CollectiveOp::kAllReduceCanonical, DType::kFloat64, data, data, n, -1});
   }
   // Sum, then rank r receives block r: in[size() * block] -> out[block]. in and out must not overlap.
+  // Host buffers: the engine's own exchange, each rank sending and receiving (W-1)/W of the input,
+  // the blocks added in rank order (comm/algorithms.hpp); device transports: the library's.
   template <typename T>
   CollectiveHandle reduce_scatter_async(const T* in, T* out, std::size_t block) {
     return submit({CollectiveOp::kReduceScatter, dtype_of<T>(), in, out, block, -1});
