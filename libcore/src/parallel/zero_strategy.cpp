@@ -3,9 +3,13 @@
 // reduce-scatter (of fp32 sums in fast mode, of exact fixed-point sums in deterministic mode)
 // launched from the model's unit hooks, the sharded norm,
 // AdamW on the shards and the all-gather of the updated shards. Stages 1-2 launch that all-gather
-// per unit at the end of the step and wait for unit u's at the next forward's begin of unit u,
-// so it overlaps the step's end (logging, data) and the next forward instead of being exposed;
-// everything that reads the full parameters outside the forward settles it first.
+// per unit when the next forward begins (its first unit) and wait for unit u's at the forward's
+// begin of unit u, so it overlaps the forward instead of being exposed. Not at the end of the
+// step: the step loop's own collectives between steps (the stop flag's all-reduce every step,
+// the straggler reports) would queue behind every gather in flight on the group's one engine and
+// wait for all of them, unseen by any phase (a whole gather exposed per step on a slow link).
+// Everything that reads the full parameters outside the forward settles them first, launching
+// the gathers if they are still due (collective: every such reader runs on every rank).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -262,6 +266,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   void forward_begin(int u) override {
     poll_pending();
     if (!params_sharded_) {
+      if (u == 0) launch_due_param_gathers();
       wait_full_params(u);
       return;
     }
@@ -423,8 +428,8 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
                             exp_avg_sq_.data() + so, hi - lo, args);
     });
   }
-  // Stages 1-2: launched, not waited (see the top of the file); the next forward waits per unit.
-  void share_updated_parameters() override { launch_full_param_gathers(); }
+  // Stages 1-2: due, launched when the next forward begins (see the top of the file).
+  void share_updated_parameters() override { param_gathers_due_ = !params_sharded_ && comm_.size() > 1; }
   double exposed_seconds() const override { return exposed_s_; }
 
   // ---- communication ----
@@ -481,7 +486,13 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
     param_gather_[u] = CollectiveHandle();
     exposed_s_ += watch.seconds();
   }
+  void launch_due_param_gathers() {
+    if (!param_gathers_due_) return;
+    param_gathers_due_ = false;
+    launch_full_param_gathers();
+  }
   void settle_full_params() {
+    launch_due_param_gathers();
     for (std::size_t u = 0; u < param_gather_.size(); ++u) wait_full_params(u);
   }
   // Blocking (initialise, restore): launched and settled at once.
@@ -509,6 +520,7 @@ class ZeroStrategy final : public TrainingStrategy, private UnitStorage, private
   std::vector<TrackedArray> gathered_;                 // stage 3: gathered units
   std::vector<CollectiveHandle> gather_handle_;        // stage 3: all-gathers in flight
   std::vector<CollectiveHandle> param_gather_;         // stages 1-2: updated parameters' all-gathers in flight
+  bool param_gathers_due_ = false;                     // stages 1-2: updated shards not yet sent to the others
   std::vector<float*> unit_grad_;                      // the unit gradient buffer of this micro-batch
   std::map<int, TrackedArray> unit_grad_bufs_;         // stages 2-3: transient unsharded unit gradients
   std::vector<std::unique_ptr<ExactSum>> exact_;       // deterministic: per unit, first micro-batch to reduce-scatter
