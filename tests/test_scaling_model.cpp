@@ -111,23 +111,36 @@ TEST_CASE("predict: the terms of one small case worked by hand", "[scaling-model
   m.alpha_s = 1e-5;
   m.overlap = 0.5;
   m.straggler = 0.1;
+  m.forward_share = 0.3;
+  m.backward_share = 0.6;
   const StepTerms t = predict(m, 4);
   // all-reduce: 2(3)/4 x 1e9 / 1e10 + 2(3) x 1e-5 = 0.15 + 0.00006; all-gather twice: 2 x (3/4 x 0.04 + 3e-5)
   CHECK(t.comm_s == Approx(0.15006 + 2 * 0.03003).epsilon(1e-12));
-  CHECK(t.exposed_comm_s == Approx(0.5 * 0.21012).epsilon(1e-12));
+  // Both behind backward (the default phase), and they outlast its 0.6 x 0.1 s: all but 0.06 s is
+  // exposed, more than the overlap's floor 0.5 x 0.21012.
+  CHECK(t.exposed_comm_s == Approx(0.21012 - 0.06).epsilon(1e-12));
   CHECK(t.compute_s == Approx(0.1));
   CHECK(t.straggler_s == Approx(0.1 * 0.1 * 2).epsilon(1e-12));
-  CHECK(t.step_s == Approx(0.1 + 0.10506 + 0.02).epsilon(1e-12));
-  CHECK(t.tokens_per_s == Approx(4000 / 0.22506).epsilon(1e-12));
-  CHECK(t.speedup == Approx((4000 / 0.22506) / (1000 / 0.1)).epsilon(1e-12));
+  CHECK(t.step_s == Approx(0.1 + 0.15012 + 0.02).epsilon(1e-12));
+  CHECK(t.tokens_per_s == Approx(4000 / 0.27012).epsilon(1e-12));
+  CHECK(t.speedup == Approx((4000 / 0.27012) / (1000 / 0.1)).epsilon(1e-12));
   CHECK(t.efficiency == Approx(t.speedup / 4).epsilon(1e-12));
+  // The all-gathers behind forward instead: forward hides 0.03 of their 0.06006, backward 0.06 of
+  // the all-reduce's 0.15006: 0.03006 + 0.09006 exposed, still above the floor 0.10506.
+  m.collectives[1].phase = CommPhase::kForward;
+  CHECK(predict(m, 4).exposed_comm_s == Approx(0.03006 + 0.09006).epsilon(1e-12));
+  // Ten times the compute: both passes outlast their communication, the floor is what shows.
+  m.compute_s = 1.0;
+  CHECK(predict(m, 4).exposed_comm_s == Approx(0.5 * 0.21012).epsilon(1e-12));
+  m.compute_s = 0.1;
+  m.collectives[1].phase = CommPhase::kBackward;
   const StepTerms one = predict(m, 1);  // no communication, no straggler at one rank
   CHECK(one.step_s == Approx(0.1));
   CHECK(one.speedup == Approx(1.0));
   m.scaling = Scaling::kStrong;  // the batch divided: compute 0.025 at W = 4, tokens stay 1000
   const StepTerms s = predict(m, 4);
   CHECK(s.compute_s == Approx(0.025));
-  CHECK(s.step_s == Approx(0.025 + 0.10506 + 0.025 * 0.2).epsilon(1e-12));
+  CHECK(s.step_s == Approx(0.025 + (0.21012 - 0.6 * 0.025) + 0.025 * 0.2).epsilon(1e-12));
   CHECK(s.speedup == Approx((1000 / s.step_s) / (1000 / 0.1)).epsilon(1e-12));
 }
 
@@ -433,14 +446,23 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(row(all, "DDP").memory.model_state == 16 * P);  // the formula of PERFORMANCE.md
   for (std::size_t i = 1; i < all.rows.size(); ++i)
     CHECK(all.rows[i - 1].predicted.tokens_per_s >= all.rows[i].predicted.tokens_per_s);
-  CHECK(row(all, "ZeRO-3").predicted.tokens_per_s < row(all, "ZeRO-2").predicted.tokens_per_s);  // 1.5x the traffic
-  CHECK(row(all, "ZeRO-3").predicted.comm_s == Approx(1.5 * row(all, "DDP").predicted.comm_s));
+  CHECK(row(all, "ZeRO-3").predicted.tokens_per_s < row(all, "ZeRO-2").predicted.tokens_per_s);  // more traffic
+  // ZeRO-3 moves DDP's bytes and gathers the blocks once more for backward: (W-1)/W of their 4
+  // bytes per parameter (the embeddings and ln_f stay gathered from forward to backward).
+  const ParameterRegistry registry(cfg);
+  double blocks = 0;
+  for (const auto& u : registry.units())
+    if (u.name.rfind("h.", 0) == 0) blocks += double(u.size());
+  CHECK(row(all, "ZeRO-3").predicted.comm_s ==
+        Approx(row(all, "DDP").predicted.comm_s + 7.0 / 8 * 4 * blocks / 10e9).epsilon(1e-4));
   CHECK(row(all, "ZeRO-1").predicted.comm_s == Approx(row(all, "DDP").predicted.comm_s));
   // With latency, the fewer calls win: DDP's 4 MiB buckets (ceil(4P / 4 MiB) all-reduces, 2(W-1)
   // ring steps each) against ZeRO-1's L + 2 reduce-scatters and all-gathers (W-1 steps each).
   o.model.alpha_s = 20e-6;
   const Plan lat = plan_layouts(o);
-  const double buckets = std::ceil(4 * P / (4.0 * 1024 * 1024));
+  // DDP's buckets: the embeddings' gradient (pinned, reduced after backward) apart from the rest.
+  const double E = double(registry.units().front().size());
+  const double buckets = std::ceil(4 * (P - E) / (4.0 * 1024 * 1024)) + std::ceil(4 * E / (4.0 * 1024 * 1024));
   CHECK(row(lat, "DDP").predicted.comm_s - row(all, "DDP").predicted.comm_s == Approx(buckets * 14 * 20e-6));
   CHECK(row(lat, "ZeRO-1").predicted.comm_s - row(all, "ZeRO-1").predicted.comm_s ==
         Approx(2 * (cfg.n_layer + 2) * 7 * 20e-6));
@@ -468,11 +490,13 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   const double tp_s = 2 * ((4.0 * cfg.n_layer + 2) * 4 * N * C + 8 * N + 0.5 * 4 * N * 2) / 10e9;
   CHECK(ddp_tp2.tp_comm_s == Approx(tp_s));
   CHECK(ddp_tp2.memory.model_state == Approx(16 * P_local));
-  // The TP sums are on the critical path: exposed whatever the overlap, the DP share is not.
+  // The TP sums are on the critical path: exposed whatever the overlap; of the DP share only the
+  // pinned embeddings' reduction (after backward) is, the rest hides behind backward.
   o.model.overlap = 1;
   const Plan hidden = plan_layouts(o);
-  CHECK(row(hidden, "DDP x TP2").predicted.exposed_comm_s == Approx(ddp_tp2.tp_comm_s));
-  CHECK(row(hidden, "DDP").predicted.exposed_comm_s == 0);
+  const double E_tp2 = double(ParameterRegistry(cfg, {2, 0}).units().front().size());
+  CHECK(row(hidden, "DDP x TP2").predicted.exposed_comm_s == Approx(ddp_tp2.tp_comm_s + 1.5 * 4 * E_tp2 / 10e9));
+  CHECK(row(hidden, "DDP").predicted.exposed_comm_s == Approx(2.0 * 7 / 8 * 4 * E / 10e9));
   o.model.overlap = 0;
   // --device cuda: the trainers refuse --tp > 1 there, so the plan holds TP 1 only and says why.
   o.device = DeviceKind::kCuda;
@@ -521,6 +545,178 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(j["layouts"][0]["fits"] == true);
   CHECK(j["layouts"][0]["dp"].get<int>() * j["layouts"][0]["tp"].get<int>() == 8);
   CHECK(all.to_json()["tensor_parallelism"]["degrees"] == degrees);
+}
+
+TEST_CASE("plan: on a slow link what outlasts its pass is exposed, worked by hand", "[scaling-model]") {
+  // GPT-2 small on 2 ranks, global batch 2 (one micro-batch each), 21 s of compute per step (this
+  // machine's one-rank step), forward 0.35 and backward 0.62 of it, overlap 0.9, no latency. E:
+  // the embeddings unit's parameters, R the rest; h the LM head's share of each pass, 2 V C of the
+  // forward's FLOPs per token. At W = 2 an all-reduce moves 4 x its bytes / busbw, a reduce-scatter
+  // or all-gather half that. DDP: the rest's buckets stream behind backward, the embeddings'
+  // (completed last) after it. ZeRO-1/2: reduce-scatters behind backward and the parameter
+  // gathers behind the next forward, the embeddings' pinned in both. ZeRO-3: a gather of
+  // everything for forward, of the blocks again for backward, a reduce-scatter of everything.
+  PlanOptions o;
+  o.shape = model_preset("gpt2-small");
+  o.shape_name = "gpt2-small";
+  o.ranks = 2;
+  o.memory_per_rank = 1e15;
+  o.model.compute_s = 21;
+  o.model.forward_share = 0.35;
+  o.model.backward_share = 0.62;
+  o.model.overlap = 0.9;
+  const ParameterRegistry registry(*o.shape);
+  const double P = double(registry.total()), E = double(registry.units().front().size());
+  double blocks = 0;
+  for (const auto& u : registry.units())
+    if (u.name.rfind("h.", 0) == 0) blocks += double(u.size());
+  const double R = P - E;
+  const double h = 2.0 * 50257 * 768 / (o.shape->flops_per_token() / 3);
+  CHECK(h == Approx(0.269).epsilon(0.01));
+  const double fwd = 0.35 * (1 - h) * 21, bwd = 0.62 * (1 - h) * 21;
+  const auto exposed_of = [](const Plan& p, const std::string& name) {
+    for (const auto& r : p.rows)
+      if (r.layout == name) return r.predicted.exposed_comm_s;
+    throw std::runtime_error("no row " + name);
+  };
+  const auto plan_at = [&](double busbw) {
+    o.model.busbw_Bps = busbw;
+    const Plan plan = plan_layouts(o);
+    const double e = 2 * E / busbw, r = 2 * R / busbw, b = 2 * blocks / busbw;  // one gather or scatter
+    const double ddp = std::max(0.1 * 2 * (e + r), 2 * e + std::max(0.0, 2 * r - bwd));
+    const double zero2 = std::max(0.1 * 2 * (e + r), 2 * e + std::max(0.0, r - fwd) + std::max(0.0, r - bwd));
+    const double zero3 = std::max(0.1 * (2 * e + 2 * r + b), 2 * e + std::max(0.0, r - fwd) + std::max(0.0, r + b - bwd));
+    CHECK(exposed_of(plan, "DDP") == Approx(ddp).epsilon(1e-6));
+    CHECK(exposed_of(plan, "ZeRO-1") == Approx(zero2).epsilon(1e-6));
+    CHECK(exposed_of(plan, "ZeRO-2") == Approx(zero2).epsilon(1e-6));
+    CHECK(exposed_of(plan, "ZeRO-3") == Approx(zero3).epsilon(1e-6));
+    return plan;
+  };
+  // 12.5 MB/s (a 200 Mbit/s link carrying both ways at once): every pass is outlasted.
+  const Plan slow = plan_at(12.5e6);
+  CHECK(exposed_of(slow, "ZeRO-2") < exposed_of(slow, "DDP"));
+  CHECK(exposed_of(slow, "DDP") < exposed_of(slow, "ZeRO-3"));
+  // 1 GB/s: only the pinned embeddings show (more than the overlap's floor), twice over ZeRO's
+  // passes (its gather and its reduce-scatter) against DDP's one all-reduce of the same bytes.
+  const Plan fast = plan_at(1e9);
+  CHECK(exposed_of(fast, "DDP") == Approx(4 * E / 1e9).epsilon(1e-6));
+  CHECK(exposed_of(fast, "ZeRO-3") == Approx(exposed_of(fast, "ZeRO-2")).epsilon(1e-9));
+}
+
+TEST_CASE("step model file: phases and pass shares written and read back, older files and bad phases refused or defaulted", "[scaling-model]") {
+  StepModel m;
+  m.compute_s = 2;
+  m.busbw_Bps = 1e9;
+  m.forward_share = 0.25;
+  m.backward_share = 0.7;
+  m.head_share = 0.25;
+  m.collectives = {{CollectiveOp::kReduceScatter, 1e6, 14},
+                   {CollectiveOp::kAllGather, 1e6, 14, CommPhase::kForward, true}};
+  const nlohmann::json j = m.to_json();
+  CHECK(j["collectives"][1]["phase"] == "forward");
+  CHECK(j["collectives"][0]["phase"] == "backward");
+  const StepModel back = StepModel::from_json(j, "roundtrip");
+  CHECK(back.forward_share == 0.25);
+  CHECK(back.backward_share == 0.7);
+  REQUIRE(back.collectives.size() == 2);
+  CHECK(back.collectives[1].phase == CommPhase::kForward);
+  CHECK(back.collectives[1].pinned);
+  CHECK_FALSE(back.collectives[0].pinned);
+  CHECK(back.head_share == 0.25);
+  CHECK(predict(back, 4).step_s == predict(m, 4).step_s);
+  // A file written before the phases: no shares, no phase: the FLOP split, everything behind backward.
+  nlohmann::json old = j;
+  old.erase("forward_share");
+  old.erase("backward_share");
+  old.erase("head_share");
+  for (auto& c : old["collectives"]) c.erase("phase"), c.erase("pinned");
+  const StepModel older = StepModel::from_json(old, "older");
+  CHECK(older.forward_share == Approx(1.0 / 3));
+  CHECK(older.backward_share == Approx(2.0 / 3));
+  CHECK(older.collectives[1].phase == CommPhase::kBackward);
+  CHECK_FALSE(older.collectives[1].pinned);
+  CHECK(older.head_share == 0);
+  nlohmann::json bad = j;
+  bad["collectives"][0]["phase"] = "sideways";
+  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("model 'bad.json'") && Catch::Contains("'phase'"));
+  bad = j;
+  bad["collectives"][1]["pinned"] = "yes";
+  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("'pinned'"));
+  StepModel over = m;
+  over.backward_share = 0.8;  // 0.25 + 0.8 > 1
+  CHECK_THROWS_WITH(over.validate(), Catch::Contains("backward_share"));
+}
+
+TEST_CASE("fit: each operation gets its own link where the sweep measured it apart", "[scaling-model]") {
+  // A sweep whose all-reduce runs at 10 GB/s and 20 us per ring step, its reduce-scatter and
+  // all-gather at 25 GB/s and 5 us (exact times: the fit must recover each pair), W = 2 and 4.
+  const fs::path dir = fresh_dir("per_op");
+  CollectiveSweep sweep;
+  sweep.ranks = 4;
+  for (CollectiveOp o : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+    for (int w : {2, 4})
+      for (std::uint64_t bytes = 1 << 20; bytes <= (64u << 20); bytes *= 4) {
+        const bool ar = o == CollectiveOp::kAllReduce;
+        const double t = collective_seconds(o, double(bytes), w, ar ? 10e9 : 25e9, ar ? 20e-6 : 5e-6);
+        sweep.rows.push_back({o, "communicator-fast", w, bytes, 10, t, 0, 0, 0});
+      }
+  write_text(dir / "coll.json", sweep.to_json().dump());
+  FitOptions fo;
+  fo.collectives_path = (dir / "coll.json").string();
+  StepModel m = fit_model(fo);
+  REQUIRE(m.op_links.size() == 3);
+  CHECK(m.link_for(CollectiveOp::kAllReduce).busbw_Bps == Approx(10e9));
+  CHECK(m.link_for(CollectiveOp::kAllReduce).alpha_s == Approx(20e-6));
+  CHECK(m.link_for(CollectiveOp::kAllReduceCanonical).busbw_Bps == Approx(10e9));
+  CHECK(m.link_for(CollectiveOp::kReduceScatter).busbw_Bps == Approx(25e9));
+  CHECK(m.link_for(CollectiveOp::kAllGather).alpha_s == Approx(5e-6));
+  CHECK(m.link_for(CollectiveOp::kBroadcast).busbw_Bps == m.busbw_Bps);  // none measured: the common link
+  // A step of one all-reduce and one reduce-scatter of 8 MB at W = 4 is priced on each one's link.
+  m.compute_s = 1;
+  m.collectives = {{CollectiveOp::kAllReduce, 8e6, 1}, {CollectiveOp::kReduceScatter, 8e6, 1}};
+  CHECK(predict(m, 4).comm_s == Approx(1.5 * 8e6 / 10e9 + 6 * 20e-6 + 0.75 * 8e6 / 25e9 + 3 * 5e-6));
+  const StepModel back = StepModel::from_json(m.to_json(), "roundtrip");
+  CHECK(back.op_links.size() == 3);
+  CHECK(predict(back, 4).comm_s == predict(m, 4).comm_s);
+  nlohmann::json bad = m.to_json();
+  bad["per_op"]["Barrier"] = {{"busbw_Bps", 1e9}, {"alpha_s", 0}};
+  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("per_op 'Barrier'"));
+}
+
+TEST_CASE("fit: pass shares from the runs' step logs, ZeRO's gathers put behind forward", "[scaling-model]") {
+  RunSummary summary;
+  summary.world_size = 2;
+  summary.median_step_s = 10;
+  summary.steps = 4;
+  summary.throughput_tokens_per_s = 2048 / 10.0;
+  summary.per_rank_medians.columns["comm_exposed_s"].stats.median = 1;
+  summary.per_rank_medians.columns["fwd_s"].stats.median = 3;
+  summary.per_rank_medians.columns["bwd_s"].stats.median = 5.4;
+  summary.communication.dp.group_size = 2;
+  summary.communication.dp.per_op[int(CollectiveOp::kAllGather)] = {4 * 28, 4 * 28 * 1000, 0, 0};
+  summary.communication.dp.per_op[int(CollectiveOp::kReduceScatter)] = {4 * 14, 4 * 14 * 1000, 0, 0};
+  summary.config["zero_stage"] = 3;
+  RunSample r = run_sample_of(summary, "z3");
+  // Compute is the step less its exposed communication, 9 s: forward 3/9, backward 5.4/9.
+  const auto shares = measured_pass_shares({r});
+  REQUIRE(shares);
+  CHECK(shares->first == Approx(3.0 / 9));
+  CHECK(shares->second == Approx(5.4 / 9));
+  // ZeRO-3's 28 gathers per step: 14 for forward, 14 again for backward.
+  double forward_calls = 0, backward_gathers = 0;
+  for (const auto& c : r.collectives) {
+    if (c.phase == CommPhase::kForward) forward_calls += c.calls;
+    else if (c.op == CollectiveOp::kAllGather) backward_gathers += c.calls;
+  }
+  CHECK(forward_calls == 14);
+  CHECK(backward_gathers == 14);
+  summary.config["zero_stage"] = 2;
+  r = run_sample_of(summary, "z2");
+  for (const auto& c : r.collectives)
+    CHECK((c.phase == CommPhase::kForward) == (c.op == CollectiveOp::kAllGather));
+  // A run that logs no passes leaves the FLOP split.
+  summary.per_rank_medians.columns.erase("fwd_s");
+  CHECK_FALSE(measured_pass_shares({run_sample_of(summary, "plain")}));
 }
 
 TEST_CASE("bad input: workers, files, budgets are usage errors naming the thing", "[scaling-model]") {

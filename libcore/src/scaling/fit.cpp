@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "shardtrain/base/error.hpp"
@@ -69,6 +70,7 @@ nlohmann::json runs_json(const std::vector<RunSample>& runs) {
   for (const auto& r : runs)
     rj.push_back({{"path", r.path}, {"world_size", r.world}, {"median_step_s", r.step_s}, {"tokens_per_step", r.tokens_per_step},
                   {"comm_total_s", r.comm_total_s}, {"comm_exposed_s", r.comm_exposed_s},
+                  {"fwd_s", r.forward_s}, {"bwd_s", r.backward_s},
                   {"collectives", collectives_json(r.collectives)}});
   return rj;
 }
@@ -84,6 +86,17 @@ LinkFit fit_links(const FitOptions& o, StepModel& m) {
   m.alpha_s = link.alpha_s;
   m.inputs = {{"collectives", {{"path", o.collectives_path}, {"impl", impl}, {"rows", link.rows},
                                {"rms_relative_residual", link.rms_relative_residual}}}};
+  // Each operation's own link where the sweep has at least two of its rows.
+  const std::vector<CollectiveSample> rows = collective_samples(sweep, impl, where);
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+    std::vector<CollectiveSample> own;
+    for (const auto& r : rows)
+      if (r.op == op) own.push_back(r);
+    if (own.size() < 2) continue;
+    const LinkFit f = fit_link(own);
+    m.op_links[op] = {f.busbw_Bps, f.alpha_s};
+    m.inputs["collectives"]["per_op"][op_name(op)] = {{"rows", f.rows}, {"rms_relative_residual", f.rms_relative_residual}};
+  }
   for (const auto& level_target : {std::pair{"intra-node", &m.intra}, std::pair{"inter-node", &m.inter}}) {
     // Not a structured binding: clang 14 (the sanitizer build's compiler) cannot capture one in a lambda.
     const std::string level = level_target.first;
@@ -174,6 +187,10 @@ RunSample run_sample_of(const RunSummary& summary, const std::string& path) {
   };
   r.comm_total_s = median_of("comm_total_s");
   r.comm_exposed_s = median_of("comm_exposed_s");
+  r.forward_s = median_of("fwd_s");
+  r.backward_s = median_of("bwd_s");
+  const nlohmann::json& stage_json = summary.config.contains("zero_stage") ? summary.config["zero_stage"] : nlohmann::json();
+  const int zero_stage = stage_json.is_number_integer() ? stage_json.get<int>() : 0;
   // The data-parallel group's own operations, in the order of their names (the order the file
   // lists them, which the fitted model's "collectives" keeps).
   std::vector<CollectiveOp> ops;
@@ -185,7 +202,16 @@ RunSample run_sample_of(const RunSummary& summary, const std::string& path) {
     if (stats.calls == 0 || !is_modelled_op(op) || op == CollectiveOp::kBroadcast) continue;
     const double calls = double(stats.calls), bytes = double(stats.bytes);
     // Fewer calls than steps: end-of-run traffic (the summary's own gathers), not the step's.
-    if (calls >= steps && bytes > 0) r.collectives.push_back({op, bytes / calls, calls / steps});
+    if (!(calls >= steps && bytes > 0)) continue;
+    const StepCollective c{op, bytes / calls, calls / steps};
+    if (op != CollectiveOp::kAllGather || zero_stage == 0) {
+      r.collectives.push_back(c);
+    } else if (zero_stage < 3) {
+      r.collectives.push_back({op, c.bytes, c.calls, CommPhase::kForward});
+    } else {  // ZeRO-3 gathers each unit for forward and again for backward
+      r.collectives.push_back({op, c.bytes, c.calls / 2, CommPhase::kForward});
+      r.collectives.push_back({op, c.bytes, c.calls / 2});
+    }
   }
   return r;
 }
@@ -196,16 +222,27 @@ RunSample read_run(const std::string& run_dir) {
   return run_sample_of(read_run_summary(path, "the --runs run summary"), path);
 }
 
-ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, Scaling scaling, double overlap) {
+std::optional<std::pair<double, double>> measured_pass_shares(const std::vector<RunSample>& runs) {
+  double forward = 0, backward = 0;
+  int n = 0;
+  for (const auto& r : runs) {
+    const double compute = r.step_s - r.comm_exposed_s;
+    if (!(r.forward_s > 0 && r.backward_s > 0 && compute > 0)) continue;
+    const double scale = std::min(1.0, compute / (r.forward_s + r.backward_s));  // the shares' sum stays <= 1
+    forward += r.forward_s * scale / compute, backward += r.backward_s * scale / compute, ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return std::make_pair(forward / n, backward / n);
+}
+
+ComputeFit fit_compute(const std::vector<RunSample>& runs, Scaling scaling) {
   if (runs.empty()) throw UsageError("fit: no runs to fit the compute time to");
   std::vector<std::array<double, 2>> A;
   std::vector<double> b, a0;
   std::set<int> worlds;
   for (const auto& r : runs) {
-    double comm = 0;
-    for (const auto& c : r.collectives) comm += c.calls * collective_seconds(c.op, c.bytes, r.world, link.busbw_Bps, link.alpha_s);
     const double g = scaling == Scaling::kWeak ? 1.0 : 1.0 / r.world;
-    const double y = r.step_s - (1 - overlap) * comm;  // = c0 g (1 + s log2 W)
+    const double y = r.step_s - r.comm_exposed_s;  // = c0 g (1 + s log2 W)
     A.push_back({g / r.step_s, g * std::log2(double(r.world)) / r.step_s});
     a0.push_back(g / r.step_s);
     b.push_back(y / r.step_s);
@@ -223,8 +260,8 @@ ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, 
     f.straggler_fitted = worlds.size() >= 2;  // fitted, and negative: clamped to 0
   }
   if (!(f.compute_s > 0))
-    throw UsageError("fit: the runs' step times are below the modelled communication (compute would be <= 0); "
-                     "check that the collectives sweep matches the runs' machine");
+    throw UsageError("fit: the runs' step times less their exposed communication give no positive compute; "
+                     "check the runs' summaries");
   double ss = 0;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const double pred = f.compute_s * (A[i][0] + f.straggler * A[i][1]) - b[i];  // relative residual
@@ -237,7 +274,7 @@ ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, 
 StepModel fit_model(const FitOptions& o) {
   if (o.collectives_path.empty()) throw UsageError("fit: --collectives FILE is required");
   StepModel m;
-  const LinkFit link = fit_links(o, m);
+  fit_links(o, m);
   if (o.scaling != "auto" && o.scaling != "weak" && o.scaling != "strong")
     throw UsageError("--scaling '" + o.scaling + "' is not one of auto, weak, strong");
   if (o.overlap > 1) throw UsageError("--overlap " + number_text("%g", o.overlap) + " is not in [0, 1]");
@@ -253,7 +290,8 @@ StepModel fit_model(const FitOptions& o) {
   const auto [scaling, scaling_why] = runs_scaling(runs, o.scaling);
   m.scaling = scaling == "weak" ? Scaling::kWeak : Scaling::kStrong;
   if (o.overlap < 0) m.overlap = measured_overlap(runs);
-  const ComputeFit cf = fit_compute(runs, link, m.scaling, m.overlap);
+  if (const auto shares = measured_pass_shares(runs)) std::tie(m.forward_share, m.backward_share) = *shares;
+  const ComputeFit cf = fit_compute(runs, m.scaling);
   m.compute_s = cf.compute_s;
   m.straggler = cf.straggler;
   const RunSample* widest = &runs[0];
@@ -264,6 +302,9 @@ StepModel fit_model(const FitOptions& o) {
   m.inputs["runs"] = runs_json(runs);
   m.inputs["scaling"] = {{"value", scaling}, {"why", scaling_why}};
   m.inputs["overlap"] = o.overlap < 0 ? "measured: mean of 1 - comm_exposed_s / comm_total_s over runs with W > 1" : "given";
+  m.inputs["pass_shares"] = measured_pass_shares(runs)
+                                ? "measured: mean of fwd_s and bwd_s over median_step_s - comm_exposed_s"
+                                : "FLOP split (no run logs fwd_s and bwd_s)";
   m.inputs["compute_fit"] = {{"rms_relative_residual", cf.rms_relative_residual},
                              {"straggler_fitted", cf.straggler_fitted},
                              {"collectives_from", widest->path}};

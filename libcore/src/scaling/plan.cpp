@@ -156,24 +156,61 @@ LayoutRequest layout_request(const PlanOptions& o, const ModelConfig& cfg, std::
   return r;
 }
 
-// The DP-axis collectives of ZeRO stage `stage` (0: DDP) for `local_params` parameters per rank in
-// `units` gather/scatter units, `accum` micro-batches per step.
-std::vector<StepCollective> dp_collectives(int stage, double local_params, double units, double accum) {
+// One DP rank's share of the parameters by ZeRO unit (ParameterRegistry::units(): the embeddings,
+// the blocks, the final LayerNorm).
+struct UnitParams {
+  double total = 0, embeddings = 0, blocks = 0;
+  double units = 0, block_units = 0;
+  explicit UnitParams(const ParameterRegistry& registry) {
+    total = double(registry.total());
+    embeddings = double(registry.units().front().size());
+    for (const auto& u : registry.units())
+      if (u.name.rfind("h.", 0) == 0) blocks += double(u.size()), ++block_units;
+    units = double(registry.units().size());
+  }
+};
+
+// One DP rank's collectives of a step for a ZeRO stage (0: DDP). The embeddings unit (wte, wpe)
+// is pinned (step_model.hpp): backward completes its tied wte last, so its reduction starts after
+// the pass, and ZeRO's forward needs its gather before the first unit computes; the other units
+// stream behind their pass.
+std::vector<StepCollective> dp_collectives(int stage, const UnitParams& p, double accum) {
   const double bucket = 4.0 * 1024 * 1024;  // ddp-train's default --bucket-mb 4
-  const double grad_bytes = 4 * local_params, per_unit = 4 * local_params / units;
+  const double units = p.units;
+  const double rest_bytes = 4 * (p.total - p.embeddings), emb_bytes = 4 * p.embeddings;
+  const double per_unit = units > 1 ? rest_bytes / (units - 1) : 0;
+  const double per_block = p.block_units > 0 ? 4 * p.blocks / p.block_units : 0;
+  using Op = CollectiveOp;
+  constexpr CommPhase kFwd = CommPhase::kForward, kBwd = CommPhase::kBackward;
+  std::vector<StepCollective> out;
+  const auto add = [&](Op op, double bytes, double calls, CommPhase phase, bool pinned) {
+    if (bytes > 0 && calls > 0) out.push_back({op, bytes, calls, phase, pinned});
+  };
   switch (stage) {
     case 0: {  // bucketed all-reduce of the gradients
-      const double calls = std::ceil(grad_bytes / bucket);
-      return {{CollectiveOp::kAllReduce, grad_bytes / calls, calls}};
+      const double rest_calls = std::ceil(rest_bytes / bucket), emb_calls = std::ceil(emb_bytes / bucket);
+      add(Op::kAllReduce, rest_bytes / std::max(1.0, rest_calls), rest_calls, kBwd, false);
+      add(Op::kAllReduce, emb_bytes / std::max(1.0, emb_calls), emb_calls, kBwd, true);
+      break;
     }
+    // ZeRO-1 and 2 gather the updated parameters as the next forward begins (each unit's before
+    // the unit computes): those gathers hide behind forward, the reduce-scatters behind backward.
     case 1:  // reduce-scatter the gradients, all-gather the updated parameters
-      return {{CollectiveOp::kReduceScatter, per_unit, units}, {CollectiveOp::kAllGather, per_unit, units}};
-    case 2:  // gradients scattered after every micro-batch
-      return {{CollectiveOp::kReduceScatter, per_unit, units * accum}, {CollectiveOp::kAllGather, per_unit, units}};
-    default:  // parameters gathered for forward and again for backward, every micro-batch
-      return {{CollectiveOp::kAllGather, per_unit, 2 * units * accum},
-              {CollectiveOp::kReduceScatter, per_unit, units * accum}};
+    case 2:  // stage 2 scatters the gradients after every micro-batch
+      add(Op::kReduceScatter, per_unit, (units - 1) * (stage == 2 ? accum : 1), kBwd, false);
+      add(Op::kReduceScatter, emb_bytes, stage == 2 ? accum : 1, kBwd, true);
+      add(Op::kAllGather, per_unit, units - 1, kFwd, false);
+      add(Op::kAllGather, emb_bytes, 1, kFwd, true);
+      break;
+    default:  // parameters gathered for forward and the blocks again for backward, every micro-batch
+      add(Op::kAllGather, per_unit, (units - 1) * accum, kFwd, false);
+      add(Op::kAllGather, emb_bytes, accum, kFwd, true);
+      // The embeddings (the head's wte) and the final LayerNorm stay gathered from forward to backward.
+      add(Op::kAllGather, per_block, p.block_units * accum, kBwd, false);
+      add(Op::kReduceScatter, per_unit, (units - 1) * accum, kBwd, false);
+      add(Op::kReduceScatter, emb_bytes, accum, kBwd, true);
   }
+  return out;
 }
 
 // GptModel's tensor-parallel collectives of one step (see PlanRow).
@@ -187,7 +224,10 @@ std::vector<StepCollective> tp_collectives(const ModelConfig& cfg, int micro_bat
 
 double comm_seconds(const std::vector<StepCollective>& cs, int world, const StepModel& m) {
   double t = 0;
-  for (const auto& c : cs) t += c.calls * collective_seconds(c.op, c.bytes, world, m.busbw_Bps, m.alpha_s);
+  for (const auto& c : cs) {
+    const Link link = m.link_for(c.op);
+    t += c.calls * collective_seconds(c.op, c.bytes, world, link.busbw_Bps, link.alpha_s);
+  }
   return t;
 }
 
@@ -224,8 +264,7 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
   const ModelConfig& cfg = plan.config;
   const int tp = shape.tp, stage = shape.stage, dp = o.ranks / tp, per_node = o.ranks / o.nodes;
   const int accum = int(global / (std::int64_t(o.micro_batch) * dp));
-  const double local_params = double(ParameterRegistry(cfg, {tp, 0}).total());  // one TP rank's share
-  const double units = cfg.n_layer + 2.0;  // embeddings, blocks, head: ZeRO's gather/scatter unit
+  const UnitParams params(ParameterRegistry(cfg, {tp, 0}));  // one TP rank's share
   const double tokens = double(global) * cfg.seq_len;
   PlanRow r;
   r.layout = std::string(names[stage]) + (tp > 1 ? " x TP" + std::to_string(tp) : "") +
@@ -242,25 +281,32 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
     r.reason = "needs " + gb(r.resident) + " per rank (the process's resident), budget " + gb(o.memory_per_rank);
   else if (!r.fits)
     r.reason = d.message;  // a stage this device does not run
-  r.collectives = dp_collectives(stage, local_params, units, accum);
+  r.collectives = dp_collectives(stage, params, accum);
   r.tp_collectives = tp_collectives(cfg, o.micro_batch, tp, accum);
+  PhaseComm dp_comm;
   if (o.nodes > 1 && per_node % tp == 0) {  // the DP group spans the nodes, each TP group inside one
     const Topology dp_topology{o.nodes, per_node / tp};
-    r.dp_comm_s = 0;
     for (const auto& c : r.collectives)
-      r.dp_comm_s += c.calls * collective_cost(link, c.op, c.bytes, dp_topology, shape.comm_layout).seconds;
+      dp_comm.add(c, c.calls * collective_cost(link, c.op, c.bytes, dp_topology, shape.comm_layout).seconds);
     StepModel tp_link = link;
-    if (link.intra.known()) tp_link.busbw_Bps = link.intra.busbw_Bps, tp_link.alpha_s = link.intra.alpha_s;
+    if (link.intra.known()) {  // inside a node: the intra link, not the one-level link's operations
+      tp_link.busbw_Bps = link.intra.busbw_Bps, tp_link.alpha_s = link.intra.alpha_s;
+      tp_link.op_links.clear();
+    }
     r.tp_comm_s = comm_seconds(r.tp_collectives, tp, tp_link);
   } else {
-    r.dp_comm_s = comm_seconds(r.collectives, dp, link);
+    for (const auto& c : r.collectives) {
+      const Link op_link = link.link_for(c.op);
+      dp_comm.add(c, c.calls * collective_seconds(c.op, c.bytes, dp, op_link.busbw_Bps, op_link.alpha_s));
+    }
     r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
   }
+  r.dp_comm_s = dp_comm.total();
   StepTerms& t = r.predicted;
   t.world = o.ranks;
   t.compute_s = plan.compute_s;
   t.comm_s = r.dp_comm_s + r.tp_comm_s;
-  t.exposed_comm_s = (1 - link.overlap) * r.dp_comm_s + r.tp_comm_s;
+  t.exposed_comm_s = exposed_comm_seconds(link, dp_comm, t.compute_s) + r.tp_comm_s;
   t.straggler_s = t.compute_s * link.straggler * std::log2(double(o.ranks));
   t.step_s = t.compute_s + t.exposed_comm_s + t.straggler_s;
   t.tokens_per_s = tokens / t.step_s;
@@ -299,6 +345,8 @@ Plan plan_layouts(const PlanOptions& o) {
   plan_tp_degrees(o, global, plan);
   StepModel link = o.model;
   link.compute_s = plan.compute_s;
+  // The LM head's share of each pass: its 2 V C FLOPs per token of the forward's third of the total.
+  link.head_share = 6.0 * plan.config.vocab * plan.config.d_model / plan.config.flops_per_token();
   link.tokens_per_step = tokens;
   link.collectives.clear();
   link.validate();

@@ -16,7 +16,9 @@ std::string prediction_table(const StepModel& m, const std::vector<int>& workers
   for (const auto& c : m.collectives)
     s += std::string("       per step: ") + number_text("%g", c.calls) + " x " + op_name(c.op) + " of " +
          number_text("%.0f", c.bytes) + " bytes\n";
-  s += "T(W) = compute + (1 - overlap) x comm + compute x s x log2 W (times in ms)\n";
+  s += "T(W) = compute + exposed + compute x s x log2 W; exposed = max((1 - overlap) x comm, what outlasts the "
+       "compute of its pass: forward " + number_text("%.2f", m.forward_share) + ", backward " +
+       number_text("%.2f", m.backward_share) + " of it) (times in ms)\n";
   char line[256];
   std::snprintf(line, sizeof(line), "%6s %10s %8s %7s %10s %10s %10s %10s %12s\n", "W", "step_ms", "speedup", "E",
                 "compute", "comm", "exposed", "straggler", "tokens/s");

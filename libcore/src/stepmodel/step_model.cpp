@@ -2,6 +2,7 @@
 
 #include "shardtrain/base/json_number.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "shardtrain/base/error.hpp"
@@ -15,8 +16,13 @@ StepTerms terms_at(const StepModel& m, int w) {
   StepTerms t;
   t.world = w;
   t.compute_s = m.scaling == Scaling::kWeak ? m.compute_s : m.compute_s / w;
-  for (const auto& c : m.collectives) t.comm_s += c.calls * collective_seconds(c.op, c.bytes, w, m.busbw_Bps, m.alpha_s);
-  t.exposed_comm_s = (1 - m.overlap) * t.comm_s;
+  PhaseComm comm;
+  for (const auto& c : m.collectives) {
+    const Link link = m.link_for(c.op);
+    comm.add(c, c.calls * collective_seconds(c.op, c.bytes, w, link.busbw_Bps, link.alpha_s));
+  }
+  t.comm_s = comm.total();
+  t.exposed_comm_s = exposed_comm_seconds(m, comm, t.compute_s);
   t.straggler_s = t.compute_s * m.straggler * std::log2(double(w));
   t.step_s = t.compute_s + t.exposed_comm_s + t.straggler_s;
   const double tokens = m.scaling == Scaling::kWeak ? w * m.tokens_per_step : m.tokens_per_step;
@@ -28,6 +34,21 @@ StepTerms terms_at(const StepModel& m, int w) {
 
 const char* scaling_name(Scaling s) { return s == Scaling::kWeak ? "weak" : "strong"; }
 
+Link StepModel::link_for(CollectiveOp op) const {
+  const auto it = op_links.find(op == CollectiveOp::kAllReduceCanonical ? CollectiveOp::kAllReduce : op);
+  return it != op_links.end() ? it->second : Link{busbw_Bps, alpha_s};
+}
+
+const char* comm_phase_name(CommPhase p) { return p == CommPhase::kForward ? "forward" : "backward"; }
+
+double exposed_comm_seconds(const StepModel& m, const PhaseComm& comm, double compute_s) {
+  const double floor_share = (1 - m.overlap) * comm.total();
+  const double open = (1 - m.head_share) * compute_s;  // of each pass, the part a streamed call can overlap
+  const double outlasting = comm.forward_pinned_s + std::max(0.0, comm.forward_s - m.forward_share * open) +
+                            comm.backward_pinned_s + std::max(0.0, comm.backward_s - m.backward_share * open);
+  return std::max(floor_share, outlasting);
+}
+
 bool is_modelled_op(CollectiveOp op) {
   return op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllReduceCanonical ||
          op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather || op == CollectiveOp::kBroadcast;
@@ -35,7 +56,9 @@ bool is_modelled_op(CollectiveOp op) {
 
 nlohmann::json collectives_json(const std::vector<StepCollective>& cs) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& c : cs) a.push_back({{"op", op_name(c.op)}, {"bytes", c.bytes}, {"calls", c.calls}});
+  for (const auto& c : cs)
+    a.push_back({{"op", op_name(c.op)}, {"bytes", c.bytes}, {"calls", c.calls}, {"phase", comm_phase_name(c.phase)},
+                 {"pinned", c.pinned}});
   return a;
 }
 
@@ -50,6 +73,14 @@ void StepModel::validate() const {
   if (!(alpha_s >= 0) || !std::isfinite(alpha_s)) bad("alpha_s (--alpha-us)", ">= 0", alpha_s);
   if (!(overlap >= 0 && overlap <= 1)) bad("overlap", "in [0, 1]", overlap);
   if (!(straggler >= 0) || !std::isfinite(straggler)) bad("straggler", ">= 0", straggler);
+  if (!(forward_share >= 0 && forward_share <= 1)) bad("forward_share", "in [0, 1]", forward_share);
+  if (!(backward_share >= 0 && backward_share <= 1 - forward_share))
+    bad("backward_share", "in [0, 1 - forward_share]", backward_share);
+  if (!(head_share >= 0 && head_share < 1)) bad("head_share", "in [0, 1)", head_share);
+  for (const auto& [op, link] : op_links) {
+    if (!(link.busbw_Bps > 0) || !std::isfinite(link.busbw_Bps)) bad(std::string("per_op ") + op_name(op) + " busbw_Bps", "> 0", link.busbw_Bps);
+    if (!(link.alpha_s >= 0) || !std::isfinite(link.alpha_s)) bad(std::string("per_op ") + op_name(op) + " alpha_s", ">= 0", link.alpha_s);
+  }
   for (const auto& c : collectives) {
     if (!is_modelled_op(c.op)) throw UsageError(std::string("model: collective ") + op_name(c.op) + " is not modelled");
     if (!(c.bytes >= 0) || !(c.calls >= 0)) throw UsageError(std::string("model: collective ") + op_name(c.op) +
@@ -68,10 +99,14 @@ nlohmann::json StepModel::to_json() const {
           {"busbw_Bps", busbw_Bps},
           {"alpha_s", alpha_s},
           {"overlap", overlap},
+          {"forward_share", forward_share},
+          {"backward_share", backward_share},
+          {"head_share", head_share},
           {"straggler", straggler},
           {"inputs", inputs}};
   if (intra.known()) j["intra_node"] = {{"busbw_Bps", intra.busbw_Bps}, {"alpha_s", intra.alpha_s}};
   if (inter.known()) j["inter_node"] = {{"busbw_Bps", inter.busbw_Bps}, {"alpha_s", inter.alpha_s}};
+  for (const auto& [op, link] : op_links) j["per_op"][op_name(op)] = {{"busbw_Bps", link.busbw_Bps}, {"alpha_s", link.alpha_s}};
   return j;
 }
 
@@ -89,6 +124,10 @@ StepModel StepModel::from_json(const nlohmann::json& j, const std::string& sourc
   m.alpha_s = json_number(j, "alpha_s", where);
   m.overlap = json_number(j, "overlap", where);
   m.straggler = json_number(j, "straggler", where);
+  // Absent in model files written before the phases were modelled: the FLOP split stays.
+  if (j.contains("forward_share")) m.forward_share = json_number(j, "forward_share", where);
+  if (j.contains("backward_share")) m.backward_share = json_number(j, "backward_share", where);
+  if (j.contains("head_share")) m.head_share = json_number(j, "head_share", where);
   if (!j.contains("collectives") || !j["collectives"].is_array())
     throw UsageError(where + ": missing array 'collectives'");
   for (const auto& c : j["collectives"]) {
@@ -99,9 +138,28 @@ StepModel StepModel::from_json(const nlohmann::json& j, const std::string& sourc
     sc.op = *op;
     sc.bytes = json_number(c, "bytes", where + " collective");
     sc.calls = json_number(c, "calls", where + " collective");
+    if (c.contains("phase")) {
+      const auto& p = c["phase"];
+      if (!p.is_string() || (p != "forward" && p != "backward"))
+        throw UsageError(where + ": a collective's 'phase' must be \"forward\" or \"backward\"");
+      sc.phase = p == "forward" ? CommPhase::kForward : CommPhase::kBackward;
+    }
+    if (c.contains("pinned")) {
+      if (!c["pinned"].is_boolean()) throw UsageError(where + ": a collective's 'pinned' must be true or false");
+      sc.pinned = c["pinned"].get<bool>();
+    }
     m.collectives.push_back(sc);
   }
   if (j.contains("inputs")) m.inputs = j["inputs"];
+  if (j.contains("per_op")) {
+    if (!j["per_op"].is_object()) throw UsageError(where + ": field 'per_op' must be an object of operations");
+    for (const auto& [name, link] : j["per_op"].items()) {
+      const auto op = op_named(name);
+      if (!op || !is_modelled_op(*op)) throw UsageError(where + ": per_op '" + name + "' is not a modelled operation");
+      m.op_links[*op] = {json_number(link, "busbw_Bps", where + " per_op " + name),
+                         json_number(link, "alpha_s", where + " per_op " + name)};
+    }
+  }
   for (auto [field, link] : {std::pair{"intra_node", &m.intra}, std::pair{"inter_node", &m.inter}}) {
     if (!j.contains(field)) continue;
     link->busbw_Bps = json_number(j[field], "busbw_Bps", where + " " + field);

@@ -12,7 +12,7 @@ namespace {
 CollectiveCost flat_cost(const StepModel& m, CollectiveOp op, double bytes, const Topology& t) {
   CollectiveCost c;
   const bool several = t.nodes > 1;
-  const Link one{m.busbw_Bps, m.alpha_s};
+  const Link one = m.link_for(op);
   const Link& use = !several && m.intra.known() ? m.intra : one;
   c.seconds = collective_seconds(op, bytes, t.world(), use.busbw_Bps, use.alpha_s);
   (several ? c.inter_s : c.intra_s) = c.seconds;
@@ -45,9 +45,10 @@ StepTerms terms_on(const StepModel& m, const Topology& t, CommLayout layout, std
   StepTerms terms;
   terms.world = w;
   terms.compute_s = m.scaling == Scaling::kWeak ? m.compute_s : m.compute_s / w;
+  PhaseComm comm;
   for (const auto& c : m.collectives) {
     const CollectiveCost cost = collective_cost(m, c.op, c.bytes, t, layout);
-    terms.comm_s += c.calls * cost.seconds;
+    comm.add(c, c.calls * cost.seconds);
     terms.intra_comm_s += c.calls * cost.intra_s;
     terms.inter_comm_s += c.calls * cost.inter_s;
     if (choices)
@@ -56,7 +57,8 @@ StepTerms terms_on(const StepModel& m, const Topology& t, CommLayout layout, std
                          number_text("%.3f", cost.intra_s * 1e3) + " ms intra + " +
                          number_text("%.3f", cost.inter_s * 1e3) + " ms inter per call");
   }
-  terms.exposed_comm_s = (1 - m.overlap) * terms.comm_s;
+  terms.comm_s = comm.total();
+  terms.exposed_comm_s = exposed_comm_seconds(m, comm, terms.compute_s);
   terms.straggler_s = terms.compute_s * m.straggler * std::log2(double(w));
   terms.step_s = terms.compute_s + terms.exposed_comm_s + terms.straggler_s;
   terms.tokens_per_s = (m.scaling == Scaling::kWeak ? w * m.tokens_per_step : m.tokens_per_step) / terms.step_s;

@@ -99,6 +99,8 @@ struct ModelOverrides {
     };
     set("--busbw-GBps", busbw_GBps, 1e9, m.busbw_Bps);
     set("--alpha-us", alpha_us, 1e-6, m.alpha_s);
+    // A link given on the command line is every operation's: the file's per-operation fits give way.
+    if (given("--busbw-GBps") || given("--alpha-us")) m.op_links.clear();
     set("--compute-ms", compute_ms, 1e-3, m.compute_s);
     set("--overlap", overlap, 1, m.overlap);
     set("--straggler", straggler, 1, m.straggler);

@@ -3,7 +3,9 @@
 // overlap and the step's collectives from training runs' summaries (train/run_summary.hpp, which
 // is why the fit sits above train). Least squares of relative residuals throughout.
 #pragma once
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardtrain/stepmodel/step_model.hpp"
@@ -46,8 +48,12 @@ struct RunSample {
   double step_s = 0;           // median_step_s
   double tokens_per_step = 0;  // global tokens of one step: throughput_tokens_per_s x median_step_s
   double comm_total_s = 0, comm_exposed_s = 0;  // rank 0's medians (per_rank_medians)
+  double forward_s = 0, backward_s = 0;          // rank 0's medians of the passes (0 when not logged)
   // communication.<op>: calls / steps, bytes / calls, for the all-reduces, reduce-scatters and
   // all-gathers issued at least once per step (fewer calls than steps are end-of-run traffic).
+  // Phases by the run's ZeRO stage (config.zero_stage): its parameter gathers hide behind the
+  // forward pass (stages 1 and 2: all of them; stage 3: half, the other half re-gathers for
+  // backward); everything else behind backward.
   std::vector<StepCollective> collectives;
 };
 // From the summary as read (`path` names it in errors).
@@ -55,14 +61,16 @@ RunSample run_sample_of(const RunSummary& summary, const std::string& path);
 // RUN_DIR/summary.json (or a .json path itself) through read_run_summary, the file's one reader.
 RunSample read_run(const std::string& run_dir);
 
-// compute_s and straggler by least squares of the relative residuals of the runs' step times, the
-// communication being the model's (link + each run's own collectives, exposed share 1 - overlap).
+// compute_s and straggler by least squares of the relative residuals of the runs' step times less
+// the exposed communication each run measured: the compute is the runs' own whatever link they
+// ran on, so that runs on one node (shared memory) and a sweep of another link (across nodes) fit
+// one model.
 struct ComputeFit {
   double compute_s = 0, straggler = 0;
   bool straggler_fitted = false;  // false when the runs cover fewer than two world sizes
   double rms_relative_residual = 0;
 };
-ComputeFit fit_compute(const std::vector<RunSample>& runs, const LinkFit& link, Scaling scaling, double overlap);
+ComputeFit fit_compute(const std::vector<RunSample>& runs, Scaling scaling);
 
 struct FitOptions {
   std::string collectives_path;
@@ -71,6 +79,10 @@ struct FitOptions {
   std::string scaling = "auto";  // weak, strong, auto (from the runs' tokens per step)
   double overlap = -1;           // < 0: measured from the runs (1 - exposed / total)
 };
+// The forward and backward passes' shares of the compute (StepModel::forward_share and
+// backward_share): means over the runs that log them of fwd_s and bwd_s over the step less its
+// exposed communication; nullopt when no run logs them.
+std::optional<std::pair<double, double>> measured_pass_shares(const std::vector<RunSample>& runs);
 // fit_model also fits StepModel::intra and ::inter from the sweep's "intra-node" and "inter-node"
 // rows when it has them (a sweep over ranks on several nodes, bench/collective_sweep.hpp).
 StepModel fit_model(const FitOptions& options);

@@ -49,9 +49,11 @@ struct PlanOptions {
 // the planner accepts it with --memory-per-rank as the budget (the trainers' answer for the same
 // layout). Its memory is estimate_memory's (parallel/memory.hpp) with that tp;
 // its step is
-//   T = compute + (1 - overlap) x comm_dp(dp) + comm_tp(tp) + compute x s x log2(ranks)
+//   T = compute + exposed(comm_dp(dp)) + comm_tp(tp) + compute x s x log2(ranks)
 // where comm_dp is the stage's collectives of the rank's local gradients/parameters (P_local =
-// the TP rank's share, ParameterRegistry with that tp) over the dp ranks, and comm_tp the
+// the TP rank's share, ParameterRegistry with that tp) over the dp ranks, exposed by the step
+// model's rule (step_model.hpp: DDP's all-reduces and the reduce-scatters hide behind backward,
+// ZeRO's parameter gathers for the forward pass behind forward), and comm_tp the
 // activation sums of GptModel's tensor-parallel forward and backward over the tp ranks, which sit
 // on the critical path (not overlapped). Per micro-batch, N = micro_batch x seq_len, C = d_model:
 // 4 L + 2 all-reduces of 4 N C bytes (embedding, two per block forward and two backward, the LM

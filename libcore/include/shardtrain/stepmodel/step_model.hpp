@@ -3,7 +3,7 @@
 // predict and the scaling layer's fit, plan and report all price through it. Units: seconds,
 // bytes, bytes per second; throughput in tokens per second.
 //
-//   T(W)    = c(W) + (1 - o) x comm(W) + c(W) x s x log2 W
+//   T(W)    = c(W) + exposed(W) + c(W) x s x log2 W
 //   c(W)    = compute_s           weak scaling (every rank keeps its batch)
 //           = compute_s / W       strong scaling (the global batch is divided among the ranks)
 //   comm(W) = sum over the collectives of one step (op, bytes of one call, calls per step) of
@@ -13,7 +13,23 @@
 //               broadcast                   f = 1          k = W-1     (all zero at W = 1)
 //             `bytes` is the nccl-tests size of one call (comm/types.hpp), busbw the bus bandwidth
 //             (bytes/s), alpha the latency of one ring step (s).
-//   o       overlap: the share of communication hidden behind the backward pass, in [0, 1]
+//   exposed(W) = max((1 - o) x comm(W),  sum over the passes p (forward, backward) of
+//                    pinned_p + max(0, streamed_p - share_p x (1 - h) x c(W)))
+//             the communication the step cannot hide. A collective hides behind the compute of its
+//             pass (StepCollective::phase): the gradient all-reduces and reduce-scatters behind the
+//             backward pass, ZeRO's parameter gathers for the forward pass behind it; one link
+//             carries them in turn. A pinned call cannot overlap its pass at all: the gather of the
+//             first unit the forward pass needs, the reduction of the unit backward completes last
+//             (GPT-2's embeddings, whose tied wte gets its last gradient at the very end). The
+//             streamed ones overlap the pass except its LM head (h: the head's share of each pass,
+//             where in backward nothing is ready yet and in forward every gather must already be
+//             in). The first term is what a step whose communication is short still shows (the
+//             engine's own cost: o as measured); the second what no overlap can hide when a
+//             pass's communication outlasts its compute (a slow link).
+//   o       overlap: the share of communication hidden behind the compute when the compute is the
+//           longer, in [0, 1]
+//   f, b    the forward and the backward pass's shares of c(W) (forward_share, backward_share;
+//           by FLOPs 1/3 and 2/3 unless measured)
 //   s       straggler coefficient: a synchronous step waits for the slowest of W ranks, taken to be
 //           c(W) x s x log2 W slower than the typical one
 //   throughput(W) = tokens(W) / T(W), tokens(W) = W x tokens_per_step (weak) or tokens_per_step (strong)
@@ -22,6 +38,7 @@
 // The same model on two levels (nodes): two_level.hpp. Fitting it to measurements, planning
 // layouts with it and its tables sit above train, in the scaling layer.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,14 +51,23 @@ namespace shardtrain::scaling {
 enum class Scaling { kWeak, kStrong };
 const char* scaling_name(Scaling s);  // "weak", "strong"
 
+// The pass a step's collective can hide behind: the backward pass (gradient all-reduces and
+// reduce-scatters, ZeRO-3's re-gathers for backward) or the forward pass (ZeRO's parameter gathers
+// that the forward pass waits for).
+enum class CommPhase { kBackward, kForward };
+const char* comm_phase_name(CommPhase p);  // "backward", "forward"
+
 // One kind of collective issued every step: `calls` calls (an average may be fractional) of
-// `bytes` each (nccl-tests size).
+// `bytes` each (nccl-tests size), hidden behind `phase`, or not at all when `pinned` (above).
 struct StepCollective {
   CollectiveOp op = CollectiveOp::kAllReduce;
   double bytes = 0;
   double calls = 1;
+  CommPhase phase = CommPhase::kBackward;
+  bool pinned = false;
 };
-// [{"op", "bytes", "calls"}, ...]: the model file's "collectives", and the fit's and plan's copies.
+// [{"op", "bytes", "calls", "phase", "pinned"}, ...]: the model file's "collectives", and the fit's
+// and plan's copies ("phase" and "pinned" optional when read: backward, false).
 nlohmann::json collectives_json(const std::vector<StepCollective>& collectives);
 
 // The operations the model prices: all-reduce (both kinds), reduce-scatter, all-gather, broadcast
@@ -62,7 +88,19 @@ struct StepModel {
   std::vector<StepCollective> collectives;
   double busbw_Bps = 0;        // bus bandwidth (bytes/s)
   double alpha_s = 0;          // latency of one ring step (s)
+  // The one-level link per operation, where a sweep measured them apart (fit: each operation's
+  // own rows): a link need not run every collective at one bus bandwidth (a shaped TCP link here
+  // ran the all-reduce's simultaneous exchanges at 0.6 of its reduce-scatter's and all-gather's
+  // rate). An operation without an entry gets busbw_Bps and alpha_s. JSON "per_op" (optional).
+  std::map<CollectiveOp, Link> op_links;
+  // The one-level link that prices `op` (the canonical all-reduce as the all-reduce).
+  Link link_for(CollectiveOp op) const;
   double overlap = 0;          // o in [0, 1]
+  // f and b: the forward and the backward pass's shares of compute_s (fit measures them from the
+  // runs' step logs; older model files lack them and get the FLOP split of a decoder step).
+  double forward_share = 1.0 / 3, backward_share = 2.0 / 3;
+  // h: the LM head's share of each pass (plan computes it from the shape; 0 when unknown).
+  double head_share = 0;
   double straggler = 0;        // s >= 0
   // Two levels: the links inside a node and between nodes, as scale-bench collectives measures
   // them with every group of the level running at once ("intra-node", "inter-node" rows). Both
@@ -84,6 +122,19 @@ StepModel read_step_model(const std::string& path, const std::string& what);
 double ring_steps(CollectiveOp op, int world);
 // Seconds of one call of `op` over `world` ranks by the ring formula above.
 double collective_seconds(CollectiveOp op, double bytes, int world, double busbw_Bps, double alpha_s);
+
+// Communication seconds of a step by the pass it hides behind, streamed or pinned.
+struct PhaseComm {
+  double forward_s = 0, backward_s = 0;                // streamed
+  double forward_pinned_s = 0, backward_pinned_s = 0;  // pinned
+  double total() const { return forward_s + backward_s + forward_pinned_s + backward_pinned_s; }
+  void add(const StepCollective& c, double seconds) {
+    const bool fwd = c.phase == CommPhase::kForward;
+    (c.pinned ? (fwd ? forward_pinned_s : backward_pinned_s) : (fwd ? forward_s : backward_s)) += seconds;
+  }
+};
+// exposed(W) above, of `comm` against `compute_s` seconds of compute, with the model's o, f, b and h.
+double exposed_comm_seconds(const StepModel& model, const PhaseComm& comm, double compute_s);
 
 // The terms of T(W) and what follows from them.
 struct StepTerms {
