@@ -114,3 +114,55 @@ TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas",
     }
   }
 }
+
+TEST_CASE("zero: stages 1-2 send the updated parameters when the next forward begins, not at the step's end",
+          "[mpi][zero]") {
+  // Launched at the end of the step, the parameter all-gathers sat ahead of the step loop's own
+  // collectives between steps (the stop flag's all-reduce) on the group's one engine, which then
+  // waited for all of them: a whole gather exposed every step, in no phase. Counted here by the
+  // group's all-gather calls: after a step only its gradient-norm gather has gone out; the
+  // parameters' go out as the next forward begins (one per unit), or when a reader between steps
+  // asks for the full parameters.
+  test::ensure_mpi();
+  CommOptions o;
+  o.name = "zero-gathers";
+  o.timeout = std::chrono::milliseconds(60000);
+  o.run_dir = test::temp_dir("zero_gathers");
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, o);
+  const int W = comm->size();
+  if (W < 2) return;  // one rank gathers nothing
+  auto backend = make_cpu_backend(1);
+  const ModelConfig config{64, 16, 32, 2, 2};
+  const double units = double(ParameterRegistry(config).units().size());
+  OptimizerConfig opt;
+  std::mt19937 rng(11 + comm->rank());
+  std::vector<std::int32_t> tokens(2 * std::size_t(config.seq_len + 1));
+  for (auto& t : tokens) t = std::int32_t(rng() % 64);
+  const auto gathers = [&] { return double(comm->stats().per_op[int(CollectiveOp::kAllGather)].calls); };
+  for (int stage : {1, 2}) {
+    INFO("stage " << stage);
+    StrategyOptions so;
+    so.zero_stage = stage;
+    so.micro_batch = 2;
+    so.grad_accum = 1;
+    auto strategy = make_strategy(*backend, *comm, config, opt, so);
+    strategy->initialise(1);
+    const double before = gathers();
+    strategy->run_step(0, tokens.data(), 1, 2, double(2 * config.seq_len * W));
+    CHECK(gathers() == before + 1);  // the gradient norm's; the parameters' are due, not sent
+    std::int32_t stop = 0;
+    comm->all_reduce(&stop, 1);  // what the step loop does between steps: nothing queued ahead of it
+    CHECK(gathers() == before + 1);
+    strategy->run_step(1, tokens.data(), 1, 2, double(2 * config.seq_len * W));
+    CHECK(gathers() == before + 1 + units + 1);  // sent as the forward began, then this step's norm
+    const std::vector<float> params = strategy->replicated_parameters();  // a reader: sends the due ones
+    CHECK(gathers() == before + 2 + 2 * units);
+    REQUIRE(!params.empty());
+    // Every rank's full parameters are the same once the due gathers are in.
+    double sum = 0;
+    for (float v : params) sum += double(v);
+    std::vector<double> sums(static_cast<std::size_t>(W));
+    comm->all_gather(&sum, sums.data(), 1);
+    for (double other : sums) CHECK(other == sum);
+  }
+}
