@@ -695,7 +695,7 @@ TEST_CASE("fit: pass shares from the runs' step logs, ZeRO's gathers put behind 
   summary.communication.dp.group_size = 2;
   summary.communication.dp.per_op[int(CollectiveOp::kAllGather)] = {4 * 28, 4 * 28 * 1000, 0, 0};
   summary.communication.dp.per_op[int(CollectiveOp::kReduceScatter)] = {4 * 14, 4 * 14 * 1000, 0, 0};
-  summary.config["zero_stage"] = 3;
+  summary.memory_bytes_rank0.zero_stage = 3;  // the summary's own record of the stage
   RunSample r = run_sample_of(summary, "z3");
   // Compute is the step less its exposed communication, 9 s: forward 3/9, backward 5.4/9.
   const auto shares = measured_pass_shares({r});
@@ -710,7 +710,7 @@ TEST_CASE("fit: pass shares from the runs' step logs, ZeRO's gathers put behind 
   }
   CHECK(forward_calls == 14);
   CHECK(backward_gathers == 14);
-  summary.config["zero_stage"] = 2;
+  summary.memory_bytes_rank0.zero_stage = 2;
   r = run_sample_of(summary, "z2");
   for (const auto& c : r.collectives)
     CHECK((c.phase == CommPhase::kForward) == (c.op == CollectiveOp::kAllGather));

@@ -17,6 +17,18 @@
 
 using namespace shardtrain;
 
+namespace {
+// The world's communicator for one [mpi] case: its own name and run folder, a minute's timeout.
+std::unique_ptr<Communicator> world_communicator(const std::string& name) {
+  test::ensure_mpi();
+  CommOptions o;
+  o.name = name;
+  o.timeout = std::chrono::milliseconds(60000);
+  o.run_dir = test::temp_dir(name);
+  return make_mpi_communicator(MPI_COMM_WORLD, o);
+}
+}  // namespace
+
 TEST_CASE("zero: shard layout pads units to W x chunk and covers each unit exactly once", "[zero]") {
   const ModelConfig config{256, 32, 48, 2, 2};
   const ParameterRegistry registry(config);
@@ -66,12 +78,7 @@ TEST_CASE("zero: the activation estimate asks the backend what attention keeps",
 }
 
 TEST_CASE("zero: measured model-state bytes per rank within 5% of the formulas", "[mpi][zero]") {
-  test::ensure_mpi();
-  CommOptions o;
-  o.name = "zero-test";
-  o.timeout = std::chrono::milliseconds(60000);
-  o.run_dir = test::temp_dir("zero_mem");
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, o);
+  auto comm = world_communicator("zero-test");
   const int W = comm->size();
   auto backend = make_cpu_backend(1);
   const ModelConfig config{256, 32, 256, 2, 4};  // P ~ 1.65M: unit padding stays well under 5%
@@ -123,12 +130,7 @@ TEST_CASE("zero: stages 1-2 send the updated parameters when the next forward be
   // group's all-gather calls: after a step only its gradient-norm gather has gone out; the
   // parameters' go out as the next forward begins (one per unit), or when a reader between steps
   // asks for the full parameters.
-  test::ensure_mpi();
-  CommOptions o;
-  o.name = "zero-gathers";
-  o.timeout = std::chrono::milliseconds(60000);
-  o.run_dir = test::temp_dir("zero_gathers");
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, o);
+  auto comm = world_communicator("zero-gathers");
   const int W = comm->size();
   if (W < 2) return;  // one rank gathers nothing
   auto backend = make_cpu_backend(1);

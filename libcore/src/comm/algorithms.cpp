@@ -147,14 +147,15 @@ bool Driver::pairwise_reduce_scatter_typed(const T* in, T* out, std::size_t bloc
   }
   // Completed pair by pair (a transport tests at most a few requests at once); every one is posted.
   const auto posted = std::chrono::steady_clock::now();
-  for (std::size_t i = 0; i < reqs.size(); i += 2) {
-    if (!drive(&reqs[i], 2)) return false;
-    count_exchange((r - int(i / 2) - 1 + W) % W, block * sizeof(T), posted);
+  for (int k = 1; k < W; ++k) {
+    if (!drive(&reqs[2 * std::size_t(k - 1)], 2)) return false;
+    count_exchange((r - k + W) % W, block * sizeof(T), posted);
   }
   // Summed in rank order, whatever the arrival order: rank 0's block + rank 1's + ...
-  std::copy(r == 0 ? own : slot(0), (r == 0 ? own : slot(0)) + block, out);
+  const auto block_of = [&](int q) { return q == r ? own : slot(q); };
+  std::copy(block_of(0), block_of(0) + block, out);
   for (int q = 1; q < W; ++q) {
-    const T* part = q == r ? own : slot(q);
+    const T* part = block_of(q);
     for (std::size_t i = 0; i < block; ++i) out[i] = wrapping_sum(out[i], part[i]);
   }
   return true;

@@ -77,17 +77,17 @@ nlohmann::json runs_json(const std::vector<RunSample>& runs) {
 
 // The links: the one-level link from the chosen implementation's rows, and the two levels from
 // a sweep across nodes (its "intra-node"/"inter-node" rows), with where they came from.
-LinkFit fit_links(const FitOptions& o, StepModel& m) {
+void fit_links(const FitOptions& o, StepModel& m) {
   const CollectiveSweep sweep = read_collective_sweep(o.collectives_path, "the --collectives sweep");
   const std::string where = "--collectives '" + o.collectives_path + "'";
   std::string impl;
-  const LinkFit link = fit_link(collective_samples(sweep, o.impl, where, &impl));
+  const std::vector<CollectiveSample> rows = collective_samples(sweep, o.impl, where, &impl);
+  const LinkFit link = fit_link(rows);
   m.busbw_Bps = link.busbw_Bps;
   m.alpha_s = link.alpha_s;
   m.inputs = {{"collectives", {{"path", o.collectives_path}, {"impl", impl}, {"rows", link.rows},
                                {"rms_relative_residual", link.rms_relative_residual}}}};
   // Each operation's own link where the sweep has at least two of its rows.
-  const std::vector<CollectiveSample> rows = collective_samples(sweep, impl, where);
   for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
     std::vector<CollectiveSample> own;
     for (const auto& r : rows)
@@ -107,7 +107,6 @@ LinkFit fit_links(const FitOptions& o, StepModel& m) {
     *target = {f.busbw_Bps, f.alpha_s};
     m.inputs["collectives"][level] = {{"rows", f.rows}, {"rms_relative_residual", f.rms_relative_residual}};
   }
-  return link;
 }
 
 }  // namespace
@@ -189,8 +188,7 @@ RunSample run_sample_of(const RunSummary& summary, const std::string& path) {
   r.comm_exposed_s = median_of("comm_exposed_s");
   r.forward_s = median_of("fwd_s");
   r.backward_s = median_of("bwd_s");
-  const nlohmann::json& stage_json = summary.config.contains("zero_stage") ? summary.config["zero_stage"] : nlohmann::json();
-  const int zero_stage = stage_json.is_number_integer() ? stage_json.get<int>() : 0;
+  const int zero_stage = summary.memory_bytes_rank0.zero_stage;
   // The data-parallel group's own operations, in the order of their names (the order the file
   // lists them, which the fitted model's "collectives" keeps).
   std::vector<CollectiveOp> ops;
@@ -290,7 +288,8 @@ StepModel fit_model(const FitOptions& o) {
   const auto [scaling, scaling_why] = runs_scaling(runs, o.scaling);
   m.scaling = scaling == "weak" ? Scaling::kWeak : Scaling::kStrong;
   if (o.overlap < 0) m.overlap = measured_overlap(runs);
-  if (const auto shares = measured_pass_shares(runs)) std::tie(m.forward_share, m.backward_share) = *shares;
+  const auto shares = measured_pass_shares(runs);
+  if (shares) std::tie(m.forward_share, m.backward_share) = *shares;
   const ComputeFit cf = fit_compute(runs, m.scaling);
   m.compute_s = cf.compute_s;
   m.straggler = cf.straggler;
@@ -302,8 +301,7 @@ StepModel fit_model(const FitOptions& o) {
   m.inputs["runs"] = runs_json(runs);
   m.inputs["scaling"] = {{"value", scaling}, {"why", scaling_why}};
   m.inputs["overlap"] = o.overlap < 0 ? "measured: mean of 1 - comm_exposed_s / comm_total_s over runs with W > 1" : "given";
-  m.inputs["pass_shares"] = measured_pass_shares(runs)
-                                ? "measured: mean of fwd_s and bwd_s over median_step_s - comm_exposed_s"
+  m.inputs["pass_shares"] = shares ? "measured: mean of fwd_s and bwd_s over median_step_s - comm_exposed_s"
                                 : "FLOP split (no run logs fwd_s and bwd_s)";
   m.inputs["compute_fit"] = {{"rms_relative_residual", cf.rms_relative_residual},
                              {"straggler_fitted", cf.straggler_fitted},

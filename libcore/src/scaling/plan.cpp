@@ -222,14 +222,6 @@ std::vector<StepCollective> tp_collectives(const ModelConfig& cfg, int micro_bat
           {CollectiveOp::kAllGather, 4 * N * tp, accum}};
 }
 
-double comm_seconds(const std::vector<StepCollective>& cs, int world, const StepModel& m) {
-  double t = 0;
-  for (const auto& c : cs) {
-    const Link link = m.link_for(c.op);
-    t += c.calls * collective_seconds(c.op, c.bytes, world, link.busbw_Bps, link.alpha_s);
-  }
-  return t;
-}
 
 
 // The TP degrees the planner accepts on these ranks (DDP, no budget: the mesh alone); a device
@@ -293,13 +285,10 @@ PlanRow plan_row(const PlanOptions& o, const Plan& plan, const StepModel& link, 
       tp_link.busbw_Bps = link.intra.busbw_Bps, tp_link.alpha_s = link.intra.alpha_s;
       tp_link.op_links.clear();
     }
-    r.tp_comm_s = comm_seconds(r.tp_collectives, tp, tp_link);
+    r.tp_comm_s = phase_comm(tp_link, r.tp_collectives, tp).total();
   } else {
-    for (const auto& c : r.collectives) {
-      const Link op_link = link.link_for(c.op);
-      dp_comm.add(c, c.calls * collective_seconds(c.op, c.bytes, dp, op_link.busbw_Bps, op_link.alpha_s));
-    }
-    r.tp_comm_s = comm_seconds(r.tp_collectives, tp, link);
+    dp_comm = phase_comm(link, r.collectives, dp);
+    r.tp_comm_s = phase_comm(link, r.tp_collectives, tp).total();
   }
   r.dp_comm_s = dp_comm.total();
   StepTerms& t = r.predicted;

@@ -16,11 +16,7 @@ StepTerms terms_at(const StepModel& m, int w) {
   StepTerms t;
   t.world = w;
   t.compute_s = m.scaling == Scaling::kWeak ? m.compute_s : m.compute_s / w;
-  PhaseComm comm;
-  for (const auto& c : m.collectives) {
-    const Link link = m.link_for(c.op);
-    comm.add(c, c.calls * collective_seconds(c.op, c.bytes, w, link.busbw_Bps, link.alpha_s));
-  }
+  const PhaseComm comm = phase_comm(m, m.collectives, w);
   t.comm_s = comm.total();
   t.exposed_comm_s = exposed_comm_seconds(m, comm, t.compute_s);
   t.straggler_s = t.compute_s * m.straggler * std::log2(double(w));
@@ -40,6 +36,15 @@ Link StepModel::link_for(CollectiveOp op) const {
 }
 
 const char* comm_phase_name(CommPhase p) { return p == CommPhase::kForward ? "forward" : "backward"; }
+
+PhaseComm phase_comm(const StepModel& m, const std::vector<StepCollective>& collectives, int world) {
+  PhaseComm comm;
+  for (const auto& c : collectives) {
+    const Link link = m.link_for(c.op);
+    comm.add(c, c.calls * collective_seconds(c.op, c.bytes, world, link.busbw_Bps, link.alpha_s));
+  }
+  return comm;
+}
 
 double exposed_comm_seconds(const StepModel& m, const PhaseComm& comm, double compute_s) {
   const double floor_share = (1 - m.overlap) * comm.total();

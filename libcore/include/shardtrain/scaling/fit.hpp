@@ -51,7 +51,7 @@ struct RunSample {
   double forward_s = 0, backward_s = 0;          // rank 0's medians of the passes (0 when not logged)
   // communication.<op>: calls / steps, bytes / calls, for the all-reduces, reduce-scatters and
   // all-gathers issued at least once per step (fewer calls than steps are end-of-run traffic).
-  // Phases by the run's ZeRO stage (config.zero_stage): its parameter gathers hide behind the
+  // Phases by the run's ZeRO stage (its memory report's zero_stage): its parameter gathers hide behind the
   // forward pass (stages 1 and 2: all of them; stage 3: half, the other half re-gathers for
   // backward); everything else behind backward.
   std::vector<StepCollective> collectives;

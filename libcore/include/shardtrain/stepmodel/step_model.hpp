@@ -133,6 +133,9 @@ struct PhaseComm {
     (c.pinned ? (fwd ? forward_pinned_s : backward_pinned_s) : (fwd ? forward_s : backward_s)) += seconds;
   }
 };
+// `collectives` priced on the model's one-level link (each operation's, link_for) over `world`
+// ranks, by pass: the one place a step's collectives become seconds on one level.
+PhaseComm phase_comm(const StepModel& model, const std::vector<StepCollective>& collectives, int world);
 // exposed(W) above, of `comm` against `compute_s` seconds of compute, with the model's o, f, b and h.
 double exposed_comm_seconds(const StepModel& model, const PhaseComm& comm, double compute_s);
 
