@@ -59,20 +59,37 @@ void raise_window(std::uint64_t* lanes, std::size_t n, std::int32_t by) {
   }
 }
 
+// An integer-valued double x with |x| < 2^51, plus kMagic (1.5 x 2^52, where doubles are the
+// integers), holds x in the low bits of its pattern: pattern(x + kMagic) - kMagicBits = x, exactly.
+// It vectorises on any x86-64 (a double -> int64 conversion does only with AVX-512).
+constexpr double kMagic = 6755399441055744.0;
+constexpr std::uint64_t kMagicBits = 0x4338000000000000ull;
+
+std::uint64_t magic_to_int(double integer_valued) {
+  std::uint64_t bits;
+  const double t = integer_valued + kMagic;
+  std::memcpy(&bits, &t, sizeof bits);
+  return bits - kMagicBits;
+}
+
 // Adds values[0..n), each truncated toward zero to a multiple of 2^B, B = 40 (top - 1) - 149, as
 // its two digits: with s = |v| 2^-B (exact in double: a power-of-two scaling, s < 2^80), the high
 // digit trunc(s / 2^40) and the low trunc(s - high 2^40) (exact: s has 24 significant bits), both
-// below 2^40, with v's sign. trunc of a double vectorises; the digits depend on the value and the
-// window only.
-void add_digits(std::uint64_t* lanes, const float* values, std::size_t n, std::int32_t top) {
+// below 2^40, with v's sign. trunc and the magic conversion vectorise; the digits depend on the
+// value and the window only.
+// `first`: the chunk's lanes hold nothing yet (not even zeros): the digits are stored, not added,
+// which spares a read of 16 bytes per element (the first micro-batch of a step).
+template <bool first>
+void add_digits(std::uint64_t* __restrict lanes, const float* __restrict values, std::size_t n, std::int32_t top) {
   const double scale = std::ldexp(1.0, kBias - ExactSum::kDigitBits * (top - 1));
   for (std::size_t i = 0; i < n; ++i) {
     const double v = double(values[i]);
     const double s = std::fabs(v) * scale;
     const double high = std::trunc(s * kInvDigit);
     const double low = std::trunc(s - high * kDigit);
-    lanes[2 * i] += std::uint64_t(std::int64_t(std::copysign(high, v)));
-    lanes[2 * i + 1] += std::uint64_t(std::int64_t(std::copysign(low, v)));
+    const std::uint64_t high_digit = magic_to_int(std::copysign(high, v)), low_digit = magic_to_int(std::copysign(low, v));
+    lanes[2 * i] = first ? high_digit : lanes[2 * i] + high_digit;
+    lanes[2 * i + 1] = first ? low_digit : lanes[2 * i + 1] + low_digit;
   }
 }
 
@@ -112,7 +129,8 @@ float decode_lanes(std::int64_t high, std::int64_t low, int e, double unit) {
 
 }  // namespace
 
-ExactSum::ExactSum(const std::vector<std::size_t>& segments, std::vector<std::string> names) : names_(std::move(names)) {
+ExactSum::ExactSum(const std::vector<std::size_t>& segments, std::vector<std::string> names, std::size_t padded_size)
+    : names_(std::move(names)) {
   if (!names_.empty() && names_.size() != segments.size())
     throw Error(ExitCode::kInternal, "ExactSum: " + std::to_string(names_.size()) + " names for " +
                                          std::to_string(segments.size()) + " segments");
@@ -122,14 +140,13 @@ ExactSum::ExactSum(const std::vector<std::size_t>& segments, std::vector<std::st
     for (std::size_t done = 0; done < len; done += kChunk) chunk_first_.push_back(n_ + std::min(len, done + kChunk));
     n_ += len;
   }
-  words_.assign(kLanes * n_, 0);
   top_.assign(chunk_first_.size() - 1, kEmpty);
+  word_count_ = kLanes * std::max(n_, padded_size);
+  words_.reset(new std::uint64_t[word_count_]);  // default-initialised: see words_
+  std::fill(words_.get() + kLanes * n_, words_.get() + word_count_, std::uint64_t(0));
 }
 
-void ExactSum::clear() {
-  std::fill(words_.begin(), words_.end(), 0);
-  std::fill(top_.begin(), top_.end(), kEmpty);
-}
+void ExactSum::clear() { std::fill(top_.begin(), top_.end(), kEmpty); }  // an empty chunk's lanes are not read
 
 void ExactSum::add(const float* values) {
   for (std::size_t c = 0; c < top_.size(); ++c) {
@@ -141,11 +158,16 @@ void ExactSum::add(const float* values) {
       top_[c] = non_finite_code(values + first, len);
       continue;
     }
-    std::uint64_t* lanes = words_.data() + kLanes * first;
+    std::uint64_t* lanes = words_.get() + kLanes * first;
     const std::int32_t t = top_digit(m);
-    if (top_[c] != kEmpty && t > top_[c]) raise_window(lanes, len, t - top_[c]);
+    if (top_[c] == kEmpty) {
+      top_[c] = t;
+      add_digits<true>(lanes, values + first, len, t);
+      continue;
+    }
+    if (t > top_[c]) raise_window(lanes, len, t - top_[c]);
     top_[c] = std::max(top_[c], t);
-    add_digits(lanes, values + first, len, top_[c]);
+    add_digits<false>(lanes, values + first, len, top_[c]);
   }
 }
 
@@ -180,8 +202,10 @@ void ExactSum::agree(Communicator& comm, std::int64_t micro_batches, const std::
       if (non_finite_chunks++ == 0) first_bad = c, first_code = bad;
       continue;
     }
-    if (top_[c] != kEmpty && top > top_[c])
-      raise_window(words_.data() + kLanes * chunk_first_[c], chunk_first_[c + 1] - chunk_first_[c], top - top_[c]);
+    std::uint64_t* lanes = words_.get() + kLanes * chunk_first_[c];
+    const std::size_t len = chunk_first_[c + 1] - chunk_first_[c];
+    if (top_[c] == kEmpty) std::fill(lanes, lanes + kLanes * len, std::uint64_t(0));  // held nothing: zeros to sum
+    else if (top > top_[c]) raise_window(lanes, len, top - top_[c]);
     top_[c] = top;
   }
   if (non_finite_chunks > 0) {

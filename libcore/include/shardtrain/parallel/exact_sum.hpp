@@ -39,17 +39,19 @@
 // the micro-batch loop prefixes the step.
 //
 // Cost, next to fast mode's fp32 all-reduce (4 bytes per element):
-//   * communicated: 16 bytes per element (two int64 lanes), all-reduced (DDP) or reduce-scattered
-//     (ZeRO), plus the digit all-gather: 4 bytes per chunk of 256 elements per rank (W x 4 bytes
-//     per chunk received), i.e. 1/64 of a lane per element at W = 8;
+//   * communicated: 16 bytes per element (two int64 lanes), reduce-scattered (ZeRO; DDP then
+//     all-gathers the decoded fp32, ddp.hpp), plus the digit all-gather: 4 bytes per chunk of 256
+//     elements per rank (W x 4 bytes per chunk received), i.e. 1/64 of a lane per element at W = 8;
 //   * computed: per micro-batch one pass that finds the chunk maxima (integer max of the bit
-//     patterns) and one that splits and adds (a few double operations per element); one decode
-//     pass per step;
+//     patterns) and one that splits and adds (a few double operations per element, vectorised;
+//     the step's first micro-batch stores its digits instead of adding them, so nothing zeroes
+//     the lanes); one decode pass per step over the elements a rank owns;
 //   * memory: 16 bytes per element of accumulator for the elements being reduced.
 //   Measured at the foundation configuration: docs/PERFORMANCE.md "Deterministic mode".
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,13 +71,17 @@ class ExactSum {
   // (j+1) kChunk). Callers make the segments the sharding units (ParameterRegistry::units(), in
   // ZeRO padded with zeros), so a chunk holds the same elements in DDP and in every ZeRO stage.
   // `names` (empty, or one per segment) name the segments in errors.
-  explicit ExactSum(const std::vector<std::size_t>& segments = {}, std::vector<std::string> names = {});
+  // `padded_size` > the segments' total: the lanes are followed by zero lanes up to that many
+  // elements, so that equal-block reduce-scatters of words() can cover the tail (their zeros are
+  // never added to, and decode() is not asked for them).
+  explicit ExactSum(const std::vector<std::size_t>& segments = {}, std::vector<std::string> names = {},
+                    std::size_t padded_size = 0);
 
   std::size_t size() const { return n_; }
   std::size_t chunks() const { return top_.size(); }
-  // Host bytes held (lanes and per-chunk digits).
-  std::size_t bytes() const { return words_.size() * sizeof(std::uint64_t) + top_.size() * (sizeof(std::int32_t) + sizeof(std::size_t)); }
-  // Back to empty (no contributions).
+  // Host bytes held (lanes with their padding, and per-chunk digits).
+  std::size_t bytes() const { return word_count_ * sizeof(std::uint64_t) + top_.size() * (sizeof(std::int32_t) + sizeof(std::size_t)); }
+  // Back to empty (no contributions): resets the chunks' windows, not the lanes (see words_).
   void clear();
   // Adds one micro-batch's values[0..n) (host-addressable).
   void add(const float* values);
@@ -87,8 +93,9 @@ class ExactSum {
   // exceeds kMaxMicroBatches. With one rank it only checks.
   void agree(Communicator& comm, std::int64_t micro_batches, const std::string& what);
   // After agree(): the lanes to sum over the group as uint64 (wrapping) integers, kLanes per
-  // element, size() x kLanes of them (element i's lanes at [kLanes i, kLanes (i + 1))).
-  std::uint64_t* words() { return words_.data(); }
+  // element, max(size(), padded_size) x kLanes of them (element i's lanes at [kLanes i, kLanes (i +
+  // 1)); the padding's are zero).
+  std::uint64_t* words() { return words_.get(); }
   // After agree(): decodes the summed lanes of elements [first, first + count) (summed[0 ..
   // kLanes count)) to fp32 in out[0..count). `first` must be the start of a chunk.
   void decode(const std::uint64_t* summed, std::size_t first, std::size_t count, float* out) const;
@@ -100,13 +107,17 @@ class ExactSum {
   std::vector<std::size_t> chunk_first_;  // chunk c is [chunk_first_[c], chunk_first_[c + 1])
   std::vector<std::size_t> segment_first_;  // segment s starts at segment_first_[s]
   std::vector<std::string> names_;
-  std::vector<std::uint64_t> words_;
+  std::size_t word_count_ = 0;
+  // Not initialised: a chunk's lanes are written by its first add() (or zeroed by agree() when it
+  // held nothing), so a step never spends a pass zeroing them; the padding is zeroed once.
+  std::unique_ptr<std::uint64_t[]> words_;
   // Per chunk: the top digit T of the window so far; kEmpty before any nonzero value, and from
   // kNonFinite on: the first non-finite element seen (kNonFinite + 2 x offset + 1 if NaN).
   std::vector<std::int32_t> top_;
 };
 
-// The exact DDP reduction: agree(), a uint64 all-reduce of the lanes, decode into out[0..n).
+// The exact sum over a group in one call: agree(), a uint64 all-reduce of the lanes, decode into
+// out[0..n) (the reference the tests hold DDP's reduction in pieces, ddp.hpp, to).
 void exact_all_reduce(Communicator& comm, ExactSum& sum, std::int64_t micro_batches, const std::string& what, float* out);
 
 // The global loss sum of a step in deterministic mode: every rank's per-micro-batch loss sums
