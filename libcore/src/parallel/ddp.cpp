@@ -6,6 +6,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/stopwatch.hpp"
+#include "shardtrain/comm/hierarchical.hpp"
 
 namespace shardtrain {
 
@@ -24,8 +25,34 @@ std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std:
   return buckets;
 }
 
+std::vector<LanePiece> plan_lane_pieces(std::size_t n, int world, std::size_t block_elements) {
+  const std::size_t W = std::size_t(std::max(world, 1)), chunk = ExactSum::kChunk;
+  const std::size_t full = std::max<std::size_t>(1, (block_elements + chunk - 1) / chunk) * chunk;
+  std::vector<LanePiece> pieces;
+  for (std::size_t first = 0; first < n; first += W * pieces.back().block) {
+    const std::size_t rest = n - first;
+    // The last piece: the fewest whole chunks per rank that cover the rest.
+    const std::size_t block = rest >= W * full ? full : (rest + W * chunk - 1) / (W * chunk) * chunk;
+    pieces.push_back({first, block});
+  }
+  return pieces;
+}
+
+std::size_t lane_pieces_end(const std::vector<LanePiece>& pieces, int world) {
+  return pieces.empty() ? 0 : pieces.back().first + std::size_t(world) * pieces.back().block;
+}
+
+std::size_t GradientReducer::deterministic_bytes(std::size_t total, int world) {
+  const std::size_t lane = ExactSum::kLanes * sizeof(std::uint64_t);
+  if (world <= 1) return lane * total;
+  // In flight: each piece's summed block and decoded block, and a last piece's all-gather output.
+  const std::size_t block = kPieceBlock, W = std::size_t(world);
+  return lane * total + kPiecesInFlight * (lane + sizeof(float)) * block + W * sizeof(float) * block;
+}
+
 GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry,
-                                 float* grads, ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank)
+                                 float* grads, ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank,
+                                 std::size_t piece_block)
     : backend_(backend),
       comm_(comm),
       grads_(grads),
@@ -34,6 +61,10 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
       micro_batches_(micro_batches_per_rank),
       buckets_(plan_buckets(registry, bucket_bytes)) {
   if (mode != ReductionMode::kDeterministic) return;
+  // A hierarchical group's reduce-scatter and all-gather are two-level only for nodes of equal
+  // size and its all-reduce can be pipelined (hierarchical.hpp): there the lanes keep its all-reduce.
+  const NodePlacement* placement = placement_of(comm);
+  in_pieces_ = comm.size() > 1 && !(placement && placement->hierarchical());
   // One sum per sharding unit, so chunks match ZeRO's (exact_sum.hpp) and each unit can be reduced
   // as soon as backward completes it.
   units_ = registry.units();
@@ -41,7 +72,9 @@ GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const Par
   for (const auto& u : units_) {
     if (u.begin != covered)
       throw Error(ExitCode::kInternal, "deterministic reduction: the sharding units do not cover the gradient buffer");
-    unit_sums_.emplace_back(std::vector<std::size_t>{u.size()}, std::vector<std::string>{"unit " + u.name});
+    unit_pieces_.push_back(plan_lane_pieces(u.size(), comm.size(), piece_block));
+    unit_sums_.emplace_back(std::vector<std::size_t>{u.size()}, std::vector<std::string>{"unit " + u.name},
+                            in_pieces_ ? lane_pieces_end(unit_pieces_.back(), comm.size()) : 0);
     covered = u.end;
   }
   if (covered != n_)
@@ -52,6 +85,7 @@ void GradientReducer::start_step() {
   exposed_s_ = 0;
   in_flight_.clear();
   lanes_in_flight_.clear();
+  waiting_.clear(), reducing_.clear(), gathering_.clear();
   if (mode_ == ReductionMode::kFast) backend_.fill(grads_, n_, 0.0f);
   else
     for (auto& sum : unit_sums_) sum.clear();
@@ -85,8 +119,62 @@ void GradientReducer::reduce_ready_units(std::size_t ready_from) {
     const Stopwatch watch;  // blocking: the all-gather of the chunks' digits
     sum.agree(comm_, micro_batches, "the gradient");
     exposed_s_ += watch.seconds();
-    if (comm_.size() > 1) lanes_in_flight_.push_back(comm_.all_reduce_async(sum.words(), ExactSum::kLanes * sum.size()));
+    if (in_pieces_)
+      for (const LanePiece& piece : unit_pieces_[u]) waiting_.push_back({u, piece, {}, {}, {}, {}});
+    else if (comm_.size() > 1)
+      lanes_in_flight_.push_back(comm_.all_reduce_async(sum.words(), ExactSum::kLanes * sum.size()));
   }
+  if (!in_pieces_) return;  // finish() waits and decodes
+  const Stopwatch watch;  // blocking: the pieces that must complete to make room for the new ones
+  advance_pieces(kPiecesInFlight);
+  exposed_s_ += watch.seconds();
+}
+
+void GradientReducer::advance_pieces(std::size_t keep) {
+  const std::size_t lanes = ExactSum::kLanes;
+  while (!waiting_.empty() || reducing_.size() + gathering_.size() > keep) {
+    if (!waiting_.empty() && reducing_.size() < kPiecesInFlight) {
+      PieceWork w = std::move(waiting_.front());
+      waiting_.pop_front();
+      w.summed.resize(lanes * w.piece.block);
+      w.handle = comm_.reduce_scatter_async(unit_sums_[w.unit].words() + lanes * w.piece.first, w.summed.data(),
+                                            w.summed.size());
+      reducing_.push_back(std::move(w));
+      continue;
+    }
+    if (reducing_.empty() || gathering_.size() >= kPiecesInFlight) {
+      finish_gather(gathering_.front());
+      gathering_.pop_front();
+      continue;
+    }
+    start_gather(reducing_.front());
+    gathering_.push_back(std::move(reducing_.front()));
+    reducing_.pop_front();
+  }
+}
+
+// The piece's reduce-scatter is waited for, this rank's block decoded, and the blocks all-gathered
+// into the unit's gradient (a last piece reaching past the unit: into `tail`, copied at the end).
+void GradientReducer::start_gather(PieceWork& w) {
+  w.handle.wait();
+  const std::size_t n = units_[w.unit].size(), W = std::size_t(comm_.size());
+  const std::size_t mine = w.piece.first + std::size_t(comm_.rank()) * w.piece.block;
+  w.decoded.assign(w.piece.block, 0.0f);
+  if (mine < n) unit_sums_[w.unit].decode(w.summed.data(), mine, std::min(w.piece.block, n - mine), w.decoded.data());
+  w.summed = {};
+  float* out = grads_ + units_[w.unit].begin + w.piece.first;
+  if (w.piece.first + W * w.piece.block > n) {
+    w.tail.resize(W * w.piece.block);
+    out = w.tail.data();
+  }
+  w.handle = comm_.all_gather_async(w.decoded.data(), out, w.piece.block);
+}
+
+void GradientReducer::finish_gather(PieceWork& w) {
+  w.handle.wait();
+  if (w.tail.empty()) return;
+  const std::size_t n = units_[w.unit].size();
+  std::copy(w.tail.begin(), w.tail.begin() + std::ptrdiff_t(n - w.piece.first), grads_ + units_[w.unit].begin + w.piece.first);
 }
 
 void GradientReducer::launch_ready_buckets(std::size_t ready_from) {
@@ -110,7 +198,9 @@ double GradientReducer::finish(const std::vector<double>& micro_batch_loss_sums)
   if (!deterministic && comm_.size() > 1) launch_ready_buckets(0);
   if (deterministic) reduce_ready_units(0);  // the units backward completed last (on one rank: all)
   const Stopwatch watch;
-  if (deterministic) {
+  if (deterministic && in_pieces_) {
+    advance_pieces(0);
+  } else if (deterministic) {
     for (auto& h : lanes_in_flight_) h.wait();
     lanes_in_flight_.clear();
     for (std::size_t u = 0; u < units_.size(); ++u)

@@ -6,6 +6,7 @@
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/gpt.hpp"
+#include "shardtrain/parallel/ddp.hpp"
 #include "shardtrain/parallel/exact_sum.hpp"
 #include "shardtrain/parallel/shard_layout.hpp"
 
@@ -116,6 +117,12 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
                        : stage == 0   ? lane_bytes * P
                        : grad_accum > 1 ? lane_bytes * Ppad
                                         : lane_bytes * (max_unit + max_block);
+  // ZeRO's reduce-scatters of host buffers run on the comm engine's pairwise exchange
+  // (comm/algorithms.hpp), which keeps (W - 1) received blocks of the largest unit's shard (fp32,
+  // or the lanes); a device's collectives library keeps its own.
+  const double exchange_scratch = world > 1 && device == DeviceKind::kCpu
+                                      ? double(world - 1) * double(layout.max_padded() / world) * (deterministic ? lane_bytes : 4.0)
+                                      : 0.0;
   MemoryEstimate e;
   e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp, device));
   switch (stage) {
@@ -124,27 +131,32 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
       e.gathered = exact;
       // The comm engine's halving/doubling receive space (CommStats::scratch_bytes), kept from the
       // first step: half the largest all-reduce, the bucket that holds the largest tensor (the
-      // tied embedding: at GPT-2 small 77 MB, the default 4 MiB buckets being smaller). Fast mode:
-      // deterministic mode's canonical all-reduce is not sized here.
+      // tied embedding: at GPT-2 small 77 MB, the default 4 MiB buckets being smaller). Fast mode.
       double largest = 0;
       for (const auto& t : registry.tensors()) largest = std::max(largest, double(t.numel));
       if (world > 1 && !deterministic) e.communication = 4 * (largest / 2 + 1);
+      // Deterministic mode: the reduction pieces in flight (ddp.hpp), beside the lanes, and the
+      // engine's receive space for one piece's reduce-scatter.
+      if (deterministic && world > 1)
+        e.communication = double(GradientReducer::deterministic_bytes(registry.total(), world)) - exact +
+                          (device == DeviceKind::kCpu ? double(world - 1) * lane_bytes * double(GradientReducer::kPieceBlock) : 0.0);
       break;
     }
     // Stages 1-3 stage their collectives only between ranks: one rank has no communication buffers.
     case 1:
       e.model_state = 8 * Ppad + 8 * S;
-      e.communication = world > 1 ? 8 * S : 0.0;
+      e.communication = world > 1 ? 8 * S + exchange_scratch : 0.0;
       e.gathered = exact;
       break;
     case 2:
       e.model_state = 4 * Ppad + 12 * S;
-      e.communication = world > 1 ? 8 * S : 0.0;
+      e.communication = world > 1 ? 8 * S + exchange_scratch : 0.0;
       e.gathered = 4 * working + exact;
       break;
     default:
       e.model_state = 16 * S;
-      e.communication = world > 1 ? (deterministic ? lane_bytes : 4) * double(layout.max_padded() / world) : 0.0;
+      e.communication =
+          world > 1 ? (deterministic ? lane_bytes : 4) * double(layout.max_padded() / world) + exchange_scratch : 0.0;
       e.gathered = 4 * working + 4 * working + exact;
       break;
   }

@@ -10,18 +10,26 @@
 // Deterministic mode (contract 2 of docs/ARCHITECTURE.md): each micro-batch's gradient is computed alone (the buffer is
 // zeroed before it) and joins a reproducible integer sum (exact_sum.hpp), one per sharding unit,
 // as ZeRO has them. During the LAST micro-batch's backward, as soon as backward has completed a
-// unit's gradient, the unit's sum takes it, agrees its digit windows with the group (a small
-// blocking all-gather) and all-reduces its 64-bit lanes asynchronously, so the lanes of one unit
-// travel while backward computes the next; finish() adds the units backward completed last,
-// waits for every unit's lanes, decodes them to fp32 once, and adds the loss sums in global
-// micro-batch order. The result is bitwise independent of the number of ranks and of the
-// accumulation count, for any of either (and of the ZeRO stage, which uses the same rule), and of
-// when each unit was reduced (docs/PERFORMANCE.md "Deterministic mode" for its cost).
+// unit's gradient, the unit's sum takes it and agrees its digit windows with the group (a small
+// blocking all-gather); then, piece by piece (plan_lane_pieces), the group reduce-scatters the
+// piece's 64-bit lanes, each rank decodes its block to fp32 and the blocks are all-gathered
+// straight into the gradient buffer: 16 + 4 bytes per element cross a link (W - 1) / W times,
+// against 2 x 16 for an all-reduce of the lanes, and each rank decodes 1/W of them (on a
+// hierarchical group, whose two-level all-reduce sends 1/L of the bytes across nodes and can be
+// pipelined, the lanes are all-reduced whole as before and decoded in finish()). At most
+// kPiecesInFlight pieces' buffers exist at once; the pieces advance at fixed points (each time
+// backward completes units, and in finish()), the same on every rank, so the collectives' order
+// is too. finish() adds the units backward completed last, drains the pieces, and adds the loss
+// sums in global micro-batch order. The result is bitwise independent of the number of ranks
+// and of the accumulation count, for any of either (and of the ZeRO stage, which uses the same
+// rule), and of when each unit was reduced (docs/PERFORMANCE.md "Deterministic mode" for its cost).
 //
 // Every token's loss has weight 1/global_tokens (train_step.hpp), so the reduced sum IS the
 // global mean's gradient: no division after the all-reduce.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "shardtrain/backend/backend.hpp"
@@ -43,13 +51,37 @@ struct GradientBucket {
 // bucket per tensor.
 std::vector<GradientBucket> plan_buckets(const ParameterRegistry& registry, std::size_t bucket_bytes);
 
+// Deterministic mode's reduction pieces of one unit of n elements over `world` ranks: piece j
+// covers elements [first, first + world x block) of the unit, rank r decoding [first + r block,
+// first + (r + 1) block) clipped to n. Every block is whole chunks (ExactSum::kChunk) of at most
+// `block_elements` (rounded up to a chunk); only the last piece may reach past n (by less than
+// world chunks: the lanes' zero padding, ExactSum's padded_size = lane_pieces_end(pieces, world)).
+struct LanePiece {
+  std::size_t first = 0, block = 0;
+};
+std::vector<LanePiece> plan_lane_pieces(std::size_t n, int world, std::size_t block_elements);
+std::size_t lane_pieces_end(const std::vector<LanePiece>& pieces, int world);
+
 class GradientReducer {
  public:
+  // Deterministic mode: elements per rank per piece (16 MB of lanes), and how many pieces may be
+  // between their reduce-scatter's launch and their all-gather's end at once.
+  static constexpr std::size_t kPieceBlock = std::size_t(1) << 20;
+  static constexpr std::size_t kPiecesInFlight = 4;
+  // Host bytes deterministic mode holds beside the gradients at W ranks for a registry of
+  // `total` elements: the exact sums' lanes, and the pieces' buffers (reduce-scatter output,
+  // decoded block, a last piece's all-gather output) while they are in flight. Not the comm
+  // engine's receive space for the reduce-scatters ((W - 1) x 16 x kPieceBlock bytes), which
+  // the engine reports (CommStats::scratch_bytes).
+  static std::size_t deterministic_bytes(std::size_t total, int world);
+
   // grads: the model's flat gradient buffer (registry.total() floats, host-addressable for the
   // MPI transport and, in deterministic mode, for the exact sum). comm: the data-parallel group;
-  // micro_batches_per_rank: A (the global batch has A x comm.size() micro-batches).
+  // micro_batches_per_rank: A (the global batch has A x comm.size() micro-batches);
+  // piece_block: deterministic mode's elements per rank per piece (plan_lane_pieces).
   GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry, float* grads,
-                  ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank);
+                  ReductionMode mode, std::size_t bucket_bytes, int micro_batches_per_rank,
+                  std::size_t piece_block = kPieceBlock);
 
   ReductionMode mode() const { return mode_; }
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
@@ -79,6 +111,9 @@ class GradientReducer {
   // Deterministic mode, last micro-batch: every unit not yet taken whose gradient lies in
   // [ready_from, end) joins its sum, agrees its windows and has its lanes all-reduced (W > 1).
   void reduce_ready_units(std::size_t ready_from);
+  // Deterministic mode, W > 1: moves the pieces along until at most `keep` are between launch and
+  // end (0: all done). Called at fixed points only, so every rank issues the same collectives.
+  void advance_pieces(std::size_t keep);
 
   Backend& backend_;
   Communicator& comm_;
@@ -94,9 +129,23 @@ class GradientReducer {
   std::vector<CollectiveHandle> in_flight_;
 
   // Deterministic mode: per sharding unit (registry order), the exact sum of this rank's
-  // micro-batch gradients and, once the last micro-batch has reached it, its lanes' all-reduce.
+  // micro-batch gradients and its pieces; once the last micro-batch has reached a unit, its pieces
+  // queue up (waiting), then reduce-scatter (reducing), then all-gather (gathering).
+  struct PieceWork {
+    std::size_t unit = 0;
+    LanePiece piece;
+    std::vector<std::uint64_t> summed;  // this rank's block of the piece's lanes, summed
+    std::vector<float> decoded;         // ... decoded: the all-gather's input
+    std::vector<float> tail;            // the last piece's all-gather output when it reaches past the unit
+    CollectiveHandle handle;
+  };
+  void start_gather(PieceWork& w);
+  void finish_gather(PieceWork& w);
   std::vector<ParameterUnit> units_;
   std::vector<ExactSum> unit_sums_;
+  std::vector<std::vector<LanePiece>> unit_pieces_;
+  std::deque<PieceWork> waiting_, reducing_, gathering_;
+  bool in_pieces_ = false;  // W > 1 on a flat group; else the lanes' all-reduce (lanes_in_flight_)
   std::vector<CollectiveHandle> lanes_in_flight_;
   std::size_t units_pending_ = 0;  // last micro-batch: units [0, units_pending_) not yet reduced
   bool last_micro_batch_ = false;
