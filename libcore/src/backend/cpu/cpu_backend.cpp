@@ -29,30 +29,6 @@ namespace {
 
 constexpr float kLayerNormEps = 1e-5f;
 
-// A grow-only scratch area reused across calls, in the backend's host memory (host_memory.hpp).
-class Scratch {
- public:
-  explicit Scratch(HostMemory& memory) : memory_(memory) {}
-  ~Scratch() { memory_.release(data_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get(std::size_t count) {
-    if (count > capacity_) {
-      memory_.release(data_);
-      data_ = nullptr;  // stays valid for the destructor if the allocation below throws
-      capacity_ = 0;
-      data_ = static_cast<float*>(memory_.allocate(count * sizeof(float), "kernel scratch"));
-      capacity_ = count;
-    }
-    return data_;
-  }
-
- private:
-  HostMemory& memory_;
-  float* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
-
 // Splits [0, n) into `parts` contiguous ranges; returns the range of part p.
 inline void split_range(std::size_t n, int parts, int p, std::size_t& begin, std::size_t& end) {
   std::size_t base = n / parts, extra = n % parts;
@@ -582,7 +558,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<cpu::Gemm> gemms_[std::size(kGemmLibraryNames)];  // by GemmLibrary's value
   cpu::Gemm* gemm_ = nullptr;                                        // gemms_[library_]
   HostMemory memory_;  // before the scratch areas, which release into it when destroyed
-  Scratch scratch_qkv_{memory_}, scratch_y_{memory_}, scratch_dqkv_{memory_}, scratch_att_{memory_};
+  HostScratch scratch_qkv_{memory_}, scratch_y_{memory_}, scratch_dqkv_{memory_}, scratch_att_{memory_};
 };
 
 }  // namespace

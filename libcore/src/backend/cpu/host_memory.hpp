@@ -51,4 +51,29 @@ class HostMemory {
   std::size_t cached_bytes_ = 0;
 };
 
+// A grow-only scratch area of floats reused across calls, in a HostMemory (the kernels' working
+// space: contents are not kept when it grows).
+class HostScratch {
+ public:
+  explicit HostScratch(HostMemory& memory) : memory_(memory) {}
+  ~HostScratch() { memory_.release(data_); }
+  HostScratch(const HostScratch&) = delete;
+  HostScratch& operator=(const HostScratch&) = delete;
+  float* get(std::size_t count) {
+    if (count > capacity_) {
+      memory_.release(data_);
+      data_ = nullptr;  // stays valid for the destructor if the allocation below throws
+      capacity_ = 0;
+      data_ = static_cast<float*>(memory_.allocate(count * sizeof(float), "kernel scratch"));
+      capacity_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  HostMemory& memory_;
+  float* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
 }  // namespace shardtrain
