@@ -17,7 +17,8 @@
 // against 2 x 16 for an all-reduce of the lanes, and each rank decodes 1/W of them (on a
 // hierarchical group, whose two-level all-reduce sends 1/L of the bytes across nodes and can be
 // pipelined, the lanes are all-reduced whole as before and decoded in finish()). At most
-// kPiecesInFlight pieces' buffers exist at once; the pieces advance at fixed points (each time
+// kPiecesInFlight pieces reduce-scatter and as many all-gather at once (their buffers are all the
+// pieces hold); the pieces advance at fixed points (each time
 // backward completes units, and in finish()), the same on every rank, so the collectives' order
 // is too. finish() adds the units backward completed last, drains the pieces, and adds the loss
 // sums in global micro-batch order. The result is bitwise independent of the number of ranks
@@ -65,7 +66,8 @@ std::size_t lane_pieces_end(const std::vector<LanePiece>& pieces, int world);
 class GradientReducer {
  public:
   // Deterministic mode: elements per rank per piece (16 MB of lanes), and how many pieces may be
-  // between their reduce-scatter's launch and their all-gather's end at once.
+  // reduce-scattering (each holding its summed block, 16 bytes per element) and how many
+  // all-gathering (each holding its decoded block, 4 bytes per element) at once.
   static constexpr std::size_t kPieceBlock = std::size_t(1) << 20;
   static constexpr std::size_t kPiecesInFlight = 4;
   // Host bytes deterministic mode holds beside the gradients at W ranks for a registry of
