@@ -42,12 +42,10 @@ std::size_t lane_pieces_end(const std::vector<LanePiece>& pieces, int world) {
   return pieces.empty() ? 0 : pieces.back().first + std::size_t(world) * pieces.back().block;
 }
 
-std::size_t GradientReducer::deterministic_bytes(std::size_t total, int world) {
-  const std::size_t lane = ExactSum::kLanes * sizeof(std::uint64_t);
-  if (world <= 1) return lane * total;
-  // In flight: each piece's summed block and decoded block, and a last piece's all-gather output.
-  const std::size_t block = kPieceBlock, W = std::size_t(world);
-  return lane * total + kPiecesInFlight * (lane + sizeof(float)) * block + W * sizeof(float) * block;
+std::size_t GradientReducer::piece_bytes(int world) {
+  if (world <= 1) return 0;
+  const std::size_t lane = ExactSum::kLanes * sizeof(std::uint64_t), block = kPieceBlock;
+  return kPiecesInFlight * (lane + sizeof(float)) * block + std::size_t(world) * sizeof(float) * block;
 }
 
 GradientReducer::GradientReducer(Backend& backend, Communicator& comm, const ParameterRegistry& registry,

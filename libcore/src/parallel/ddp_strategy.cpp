@@ -97,10 +97,8 @@ class DdpStrategy final : public TrainingStrategy {
     r.peak[std::size_t(MemoryCategory::kOptimizer)] = p * 8;
     r.peak[std::size_t(MemoryCategory::kActivations)] = double(model_.activation_bytes());
     if (deterministic_) {  // the exact sums' lanes, and the reduction pieces in flight
-      const double lanes = double(ExactSum::kLanes * sizeof(std::uint64_t)) * p;
-      r.peak[std::size_t(MemoryCategory::kGathered)] = lanes;
-      r.peak[std::size_t(MemoryCategory::kCommunication)] =
-          double(GradientReducer::deterministic_bytes(model_.registry().total(), comm_.size())) - lanes;
+      r.peak[std::size_t(MemoryCategory::kGathered)] = double(ExactSum::kLanes * sizeof(std::uint64_t)) * p;
+      r.peak[std::size_t(MemoryCategory::kCommunication)] = double(GradientReducer::piece_bytes(comm_.size()));
     }
     r.model_state = p * 16;
     r.total = r.model_state + r.bytes(MemoryCategory::kActivations) + r.bytes(MemoryCategory::kGathered) +

@@ -117,12 +117,14 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
                        : stage == 0   ? lane_bytes * P
                        : grad_accum > 1 ? lane_bytes * Ppad
                                         : lane_bytes * (max_unit + max_block);
-  // ZeRO's reduce-scatters of host buffers run on the comm engine's pairwise exchange
-  // (comm/algorithms.hpp), which keeps (W - 1) received blocks of the largest unit's shard (fp32,
-  // or the lanes); a device's collectives library keeps its own.
-  const double exchange_scratch = world > 1 && device == DeviceKind::kCpu
-                                      ? double(world - 1) * double(layout.max_padded() / world) * (deterministic ? lane_bytes : 4.0)
-                                      : 0.0;
+  // Reduce-scatters of host buffers run on the comm engine's pairwise exchange
+  // (comm/algorithms.hpp), which keeps (W - 1) received blocks of the largest call's; a device's
+  // collectives library keeps its own. ZeRO's largest: a unit's shard (fp32, or the lanes).
+  const auto exchange_scratch_for = [&](double block_bytes) {
+    return world > 1 && device == DeviceKind::kCpu ? double(world - 1) * block_bytes : 0.0;
+  };
+  const double exchange_scratch =
+      exchange_scratch_for(double(layout.max_padded() / world) * (deterministic ? lane_bytes : 4.0));
   MemoryEstimate e;
   e.activations = double(GptModel::activation_bytes_for(model, micro_batch, tp, device));
   switch (stage) {
@@ -136,10 +138,10 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int stage, int world, i
       for (const auto& t : registry.tensors()) largest = std::max(largest, double(t.numel));
       if (world > 1 && !deterministic) e.communication = 4 * (largest / 2 + 1);
       // Deterministic mode: the reduction pieces in flight (ddp.hpp), beside the lanes, and the
-      // engine's receive space for one piece's reduce-scatter.
+      // engine's receive space for one piece's reduce-scatter (DDP's pieces are not ZeRO's shards).
       if (deterministic && world > 1)
-        e.communication = double(GradientReducer::deterministic_bytes(registry.total(), world)) - exact +
-                          (device == DeviceKind::kCpu ? double(world - 1) * lane_bytes * double(GradientReducer::kPieceBlock) : 0.0);
+        e.communication = double(GradientReducer::piece_bytes(world)) +
+                          exchange_scratch_for(lane_bytes * double(GradientReducer::kPieceBlock));
       break;
     }
     // Stages 1-3 stage their collectives only between ranks: one rank has no communication buffers.

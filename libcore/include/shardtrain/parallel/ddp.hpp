@@ -70,12 +70,11 @@ class GradientReducer {
   // all-gathering (each holding its decoded block, 4 bytes per element) at once.
   static constexpr std::size_t kPieceBlock = std::size_t(1) << 20;
   static constexpr std::size_t kPiecesInFlight = 4;
-  // Host bytes deterministic mode holds beside the gradients at W ranks for a registry of
-  // `total` elements: the exact sums' lanes, and the pieces' buffers (reduce-scatter output,
-  // decoded block, a last piece's all-gather output) while they are in flight. Not the comm
-  // engine's receive space for the reduce-scatters ((W - 1) x 16 x kPieceBlock bytes), which
-  // the engine reports (CommStats::scratch_bytes).
-  static std::size_t deterministic_bytes(std::size_t total, int world);
+  // Host bytes deterministic mode's pieces hold at most at W ranks, beside the exact sums' lanes
+  // (16 bytes per element): reduce-scatter outputs, decoded blocks and a last piece's all-gather
+  // output (0 at W = 1). Not the comm engine's receive space for the reduce-scatters ((W - 1) x 16
+  // x kPieceBlock bytes), which the engine reports (CommStats::scratch_bytes).
+  static std::size_t piece_bytes(int world);
 
   // grads: the model's flat gradient buffer (registry.total() floats, host-addressable for the
   // MPI transport and, in deterministic mode, for the exact sum). comm: the data-parallel group;
