@@ -12,6 +12,17 @@
 
 namespace shardtrain {
 namespace fs = std::filesystem;
+namespace {
+
+// Renames `temporary` over `path`; removes `temporary` when that fails.
+void rename_over(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) == 0) return;
+  const std::string why = std::strerror(errno);
+  ::unlink(temporary.c_str());
+  throw IoError(path + ": cannot rename " + temporary + " over it (" + why + ")");
+}
+
+}  // namespace
 
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -24,7 +35,7 @@ void fsync_path(const std::string& path) {
   ::close(fd);
 }
 
-void write_file_atomically(const std::string& path, const std::string& content) {
+void write_file_atomically(const std::string& path, const std::string& content, Durability durability) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(tmp + ": cannot create (" + std::string(std::strerror(errno)) + ")");
@@ -45,7 +56,8 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     ::unlink(tmp.c_str());
     throw IoError(tmp + ": close failed (" + why + ")");
   }
-  commit_file_atomically(tmp, path);
+  if (durability == Durability::kDurable) return commit_file_atomically(tmp, path);
+  rename_over(tmp, path);
 }
 
 void commit_file_atomically(const std::string& temporary, const std::string& path) {
@@ -55,17 +67,13 @@ void commit_file_atomically(const std::string& temporary, const std::string& pat
     ::unlink(temporary.c_str());
     throw;
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    throw IoError(path + ": cannot rename " + temporary + " over it (" + why + ")");
-  }
+  rename_over(temporary, path);
   const fs::path parent = fs::path(path).parent_path();
   fsync_path(parent.empty() ? "." : parent.string());
 }
 
-void write_json_file(const std::string& path, const nlohmann::json& value) {
-  write_file_atomically(path, value.dump(2) + "\n");
+void write_json_file(const std::string& path, const nlohmann::json& value, Durability durability) {
+  write_file_atomically(path, value.dump(2) + "\n", durability);
 }
 
 }  // namespace shardtrain

@@ -292,7 +292,7 @@ void write_flight_record(const std::string& path, int world_rank, int world_size
   triggers = triggers_with(world_rank, reason, trigger);
   const nlohmann::json record = record_json(world_rank, world_size, triggers);
   registry().last_groups[world_rank] = record["groups"];
-  write_json_file(path, record);
+  write_json_file(path, record, Durability::kVisible);  // see Durability::kVisible: a deadline, not a power failure
 }
 
 void forget_flight_triggers() {

@@ -156,7 +156,9 @@ std::string flight_job_id();
 nlohmann::json flight_record_json(int world_rank, int world_size, const std::string& reason,
                                   const nlohmann::json& trigger);
 // Writes the record to `path` atomically (temporary file + rename; dumps of one process are
-// serialised) and remembers the trigger for the rank's later dumps. Throws IoError.
+// serialised), without fsync (Durability::kVisible: a dump on SIGTERM must be whole before
+// mpirun's SIGKILL a second later), and remembers the trigger for the rank's later dumps.
+// Throws IoError.
 void write_flight_record(const std::string& path, int world_rank, int world_size, const std::string& reason,
                          const nlohmann::json& trigger);
 // Forgets the remembered triggers (a new job in the same process: the trainer's tests).
