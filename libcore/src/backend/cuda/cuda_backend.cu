@@ -55,40 +55,6 @@
 namespace shardtrain {
 namespace cuda_impl {
 
-std::string describe_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-  std::string where = file;
-  auto slash = where.find_last_of('/');
-  if (slash != std::string::npos) where = where.substr(slash + 1);
-  int device = -1;
-  cudaGetDevice(&device);  // best effort, for the message only
-  return std::string(call) + " failed on CUDA device " + std::to_string(device) + ": " +
-         cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ") [" + where + ":" +
-         std::to_string(line) + "]";
-}
-
-void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-  std::string message = describe_cuda_error(status, call, file, line);
-  if (status == cudaErrorMemoryAllocation)
-    throw UsageError(message + "; the device is out of memory: use a smaller micro-batch or "
-                               "sequence length, or more ranks");
-  // Sticky faults from earlier asynchronous work are reported by whichever call sees them first.
-  throw CudaError(message +
-                  "; if this is a kernel fault it may come from earlier queued work: rerun with "
-                  "CUDA_LAUNCH_BLOCKING=1 to locate it");
-}
-
-void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  std::string where = file;
-  auto slash = where.find_last_of('/');
-  if (slash != std::string::npos) where = where.substr(slash + 1);
-  std::string message = std::string(call) + " failed: " + cublasGetStatusName(status) + " (" +
-                        cublasGetStatusString(status) + ") [" + where + ":" + std::to_string(line) +
-                        "]";
-  if (status == CUBLAS_STATUS_ALLOC_FAILED)
-    throw UsageError(message + "; the device is out of memory");
-  throw CudaError(message);
-}
-
 namespace {
 
 // cuBLAS takes int dimensions; refuse shapes that do not fit rather than truncating.
