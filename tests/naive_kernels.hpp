@@ -1,7 +1,7 @@
 // Naive reference kernels: plain scalar loops in double precision, written from the math of each
 // op in shardtrain/backend.hpp, with no blocking, no vectorisation and no shared code with any
 // backend. They are the independent reference every backend's kernels are tested against
-// (tests/test_kernels.cpp); their own backward passes are checked against central finite
+// (tests/test_kernels_*.cpp); their own backward passes are checked against central finite
 // differences in tests/test_naive_kernels.cpp.
 //
 // Shapes follow backend.hpp: B batch, T sequence length, C channels, NH heads, hs = C / NH,

@@ -1,6 +1,6 @@
 // The CPU backend's GEMM libraries (cpu_gemm.hpp): names, what the build links, the choice rule,
 // the start-up measurement, and that every library computes the same products. (Every op on every
-// linked library against the naive reference is test_kernels.cpp's, at its stated tolerances.)
+// linked library against the naive reference is test_kernels_*.cpp's, at its stated tolerances.)
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -154,7 +154,7 @@ TEST_CASE("cpu gemm: the start-up measurement times every shape of the step and 
 
 TEST_CASE("cpu gemm: switching a backend's library changes its products only by rounding", "[gemm]") {
   // out = in @ w^T + b at a shape whose K (300) spans several of every library's blocks; each
-  // library against a double-precision reference, kReduction (test_kernels.cpp: 1e-5 relative in
+  // library against a double-precision reference, kReduction (kernel_test_support.hpp: 1e-5 relative in
   // max norm) as the tolerance.
   const std::size_t N = 37, C = 300, OC = 45;
   const std::vector<float> in = shardtrain::test::random_floats(N * C, 11), w = shardtrain::test::random_floats(OC * C, 12),

@@ -77,7 +77,7 @@ export SHARDTRAIN_NODE_OF_RANK=a,a,b,b
 
 # --allreduce auto with a step model: the model's two links decide per size. Links chosen so that
 # the lines cross at 2223 bytes on 2 x 2 (flat 1.5e-8 b + 6e-5 s, two levels 6e-9 b + 8e-5 s, as in
-# test_scaling_model's worked case): the 4 KiB gradient buckets go hierarchical, the small loss and
+# test_step_model_predict's worked case): the 4 KiB gradient buckets go hierarchical, the small loss and
 # norm sums stay flat, and the result is still bitwise W = 1's. A model whose flat path is faster per
 # byte keeps everything flat.
 step_model() {  # step_model FILE FLAT_BUSBW: a two-link model file as scale-bench fit writes it
