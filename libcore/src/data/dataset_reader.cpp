@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "base/h5_detail.hpp"
 #include "dataset_h5.hpp"
@@ -91,6 +92,123 @@ std::vector<std::string> read_string_column(const std::string& path, hid_t file,
   return out;
 }
 
+// The rows of a one-dimensional dataset (nullopt when the file has none by that name).
+std::optional<std::size_t> rows_of(hid_t file, const char* name) {
+  Hid d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  if (!d.ok()) return std::nullopt;
+  Hid s(H5Dget_space(d.get()), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(s.get(), &n, nullptr);
+  return std::size_t(n);
+}
+
+// The root attributes, each one checked: the format and its version, then the sizes.
+DatasetHeader read_header(const std::string& path, hid_t f) {
+  auto format = read_attr_str(f, "format");
+  if (!format || *format != kDatasetFormatName)
+    throw UsageError(path + ": not a shardtrain dataset (root attribute format != \"" +
+                     std::string(kDatasetFormatName) + "\")");
+  auto version = read_attr<int64_t>(f, "format_version");
+  if (!version || *version != kDatasetFormatVersion)
+    throw UsageError(path + ": dataset format_version " + (version ? std::to_string(*version) : "missing") +
+                     " is not supported (this build reads version " + std::to_string(kDatasetFormatVersion) + ")");
+  auto need_i64 = [&](const char* name) {
+    auto v = read_attr<int64_t>(f, name);
+    if (!v) throw UsageError(path + ": missing attribute " + name);
+    return *v;
+  };
+  auto need_str = [&](const char* name) {
+    auto v = read_attr_str(f, name);
+    if (!v) throw UsageError(path + ": missing attribute " + name);
+    return *v;
+  };
+  DatasetHeader h;
+  h.format_version = int(*version);
+  h.vocab = need_i64("vocab");
+  h.tokenizer = need_str("tokenizer");
+  h.separator_token = need_i64("separator_token");
+  h.token_bits = int(need_i64("token_bits"));
+  h.num_documents = uint64_t(need_i64("num_documents"));
+  h.num_tokens = uint64_t(need_i64("num_tokens"));
+  h.snapshot_id = need_str("snapshot_id");
+  h.created_by = read_attr_str(f, "created_by").value_or("");
+  if (const int64_t bits = need_i64("token_bits"); bits != 8 && bits != 16 && bits != 32)
+    throw UsageError(path + ": attribute token_bits is " + std::to_string(bits) + ", not 8, 16 or 32");
+  return h;
+}
+
+// /tokens, opened. The tokens the file holds, as HDF5 stores them: num_tokens must say the same,
+// since every range check below and in read_tokens is against num_tokens (a larger one would send
+// reads past the data and size their buffers by it).
+Hid open_tokens(const std::string& path, hid_t f, const DatasetHeader& header) {
+  Hid tokens(H5Dopen2(f, "tokens", H5P_DEFAULT), H5Dclose);
+  if (!tokens.ok()) throw UsageError(path + ": missing /tokens");
+  Hid space(H5Dget_space(tokens.get()), H5Sclose);
+  hsize_t stored = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw UsageError(path + ": /tokens is not one-dimensional");
+  // read_tokens_stored copies at token_bits: a wider stored type would be narrowed in silence.
+  Hid type(H5Dget_type(tokens.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) * 8 != std::size_t(header.token_bits))
+    throw UsageError(path + ": /tokens is not stored as " + std::to_string(header.token_bits) +
+                     "-bit integers, as attribute token_bits says");
+  H5Sget_simple_extent_dims(space.get(), &stored, nullptr);
+  const int64_t declared = read_attr<int64_t>(f, "num_tokens").value_or(-1);
+  if (declared < 0 || stored != header.num_tokens)
+    throw UsageError(path + ": attribute num_tokens is " + std::to_string(declared) + " but /tokens holds " +
+                     std::to_string(stored) + " tokens");
+  // A document read is sized by its length, at most num_tokens: the file must hold them.
+  check_column_stored(path, tokens.get(), "tokens", stored, std::size_t(header.token_bits / 8));
+  return tokens;
+}
+
+// The document table's columns, as records (their owners and token ranges not yet checked).
+std::vector<DocumentRecord> read_documents(const std::string& path, hid_t f, std::size_t D) {
+  auto ids = read_string_column(path, f, "documents/id", D);
+  auto versions = read_column<int64_t>(path, f, "documents/version", H5T_NATIVE_INT64, D);
+  auto offsets = read_column<uint64_t>(path, f, "documents/offset", H5T_NATIVE_UINT64, D);
+  auto lengths = read_column<uint64_t>(path, f, "documents/length", H5T_NATIVE_UINT64, D);
+  auto events = read_column<int64_t>(path, f, "documents/event_time", H5T_NATIVE_INT64, D);
+  auto avails = read_column<int64_t>(path, f, "documents/available_time", H5T_NATIVE_INT64, D);
+  auto owners = read_column<uint32_t>(path, f, "documents/owner", H5T_NATIVE_UINT32, D);
+  auto hashes = read_column<uint8_t>(path, f, "documents/token_sha256", H5T_NATIVE_UINT8, D, 32);
+  std::vector<DocumentRecord> documents(D);
+  for (std::size_t i = 0; i < D; ++i) {
+    auto& d = documents[i];
+    d.id = std::move(ids[i]);
+    d.version = versions[i];
+    d.offset = offsets[i];
+    d.length = lengths[i];
+    d.event_time = events[i];
+    d.available_time = avails[i];
+    d.owner = owners[i];
+    std::memcpy(d.token_sha256.data(), hashes.data() + 32 * i, 32);
+  }
+  return documents;
+}
+
+// Every document's owner within the owner table and its tokens within /tokens.
+void check_documents(const std::string& path, const std::vector<DocumentRecord>& documents, std::size_t owner_count,
+                     std::uint64_t num_tokens) {
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    const auto& d = documents[i];
+    if (d.owner >= owner_count || d.offset > num_tokens || d.length > num_tokens - d.offset)
+      throw UsageError(path + ": document " + std::to_string(i) + " (" + d.id +
+                       ") has an owner or token range outside the file's tables");
+  }
+}
+
+// The source files the dataset was prepared from (none in a file without /sources).
+std::vector<SourceRecord> read_sources(const std::string& path, hid_t f) {
+  std::vector<SourceRecord> sources;
+  if (H5Lexists(f, "sources", H5P_DEFAULT) <= 0) return sources;
+  const std::size_t n = rows_of(f, "sources/path").value_or(0);
+  auto paths = read_string_column(path, f, "sources/path", n);
+  auto shas = read_string_column(path, f, "sources/sha256", n);
+  auto bytes = read_column<uint64_t>(path, f, "sources/bytes", H5T_NATIVE_UINT64, n);
+  for (std::size_t i = 0; i < n; ++i) sources.push_back({paths[i], shas[i], bytes[i]});
+  return sources;
+}
+
 }  // namespace
 
 // ================================ reader ======================================================
@@ -117,103 +235,17 @@ DatasetReader DatasetReader::open(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw UsageError(path + ": not an HDF5 file (expected a shardtrain dataset)");
   m.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!m.file.ok()) throw IoError("cannot open dataset file " + path);
-  hid_t f = m.file.get();
-  auto format = read_attr_str(f, "format");
-  if (!format || *format != kDatasetFormatName)
-    throw UsageError(path + ": not a shardtrain dataset (root attribute format != \"" +
-                     std::string(kDatasetFormatName) + "\")");
-  auto version = read_attr<int64_t>(f, "format_version");
-  if (!version || *version != kDatasetFormatVersion)
-    throw UsageError(path + ": dataset format_version " + (version ? std::to_string(*version) : "missing") +
-                     " is not supported (this build reads version " + std::to_string(kDatasetFormatVersion) + ")");
-  auto need_i64 = [&](const char* name) {
-    auto v = read_attr<int64_t>(f, name);
-    if (!v) throw UsageError(path + ": missing attribute " + name);
-    return *v;
-  };
-  auto need_str = [&](const char* name) {
-    auto v = read_attr_str(f, name);
-    if (!v) throw UsageError(path + ": missing attribute " + name);
-    return *v;
-  };
-  m.header.format_version = int(*version);
-  m.header.vocab = need_i64("vocab");
-  m.header.tokenizer = need_str("tokenizer");
-  m.header.separator_token = need_i64("separator_token");
-  m.header.token_bits = int(need_i64("token_bits"));
-  m.header.num_documents = uint64_t(need_i64("num_documents"));
-  m.header.num_tokens = uint64_t(need_i64("num_tokens"));
-  m.header.snapshot_id = need_str("snapshot_id");
-  m.header.created_by = read_attr_str(f, "created_by").value_or("");
-  if (const int64_t bits = need_i64("token_bits"); bits != 8 && bits != 16 && bits != 32)
-    throw UsageError(path + ": attribute token_bits is " + std::to_string(bits) + ", not 8, 16 or 32");
-  // The tokens the file holds, as HDF5 stores them: num_tokens must say the same, since every
-  // range check below and in read_tokens is against num_tokens (a larger one would send reads past
-  // the data and size their buffers by it).
-  m.tokens = Hid(H5Dopen2(f, "tokens", H5P_DEFAULT), H5Dclose);
-  if (!m.tokens.ok()) throw UsageError(path + ": missing /tokens");
-  {
-    Hid space(H5Dget_space(m.tokens.get()), H5Sclose);
-    hsize_t stored = 0;
-    if (H5Sget_simple_extent_ndims(space.get()) != 1) throw UsageError(path + ": /tokens is not one-dimensional");
-    // read_tokens_stored copies at token_bits: a wider stored type would be narrowed in silence.
-    Hid type(H5Dget_type(m.tokens.get()), H5Tclose);
-    if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) * 8 != std::size_t(m.header.token_bits))
-      throw UsageError(path + ": /tokens is not stored as " + std::to_string(m.header.token_bits) +
-                       "-bit integers, as attribute token_bits says");
-    H5Sget_simple_extent_dims(space.get(), &stored, nullptr);
-    if (need_i64("num_tokens") < 0 || stored != m.header.num_tokens)
-      throw UsageError(path + ": attribute num_tokens is " + std::to_string(need_i64("num_tokens")) + " but /tokens holds " +
-                       std::to_string(stored) + " tokens");
-    // A document read is sized by its length, at most num_tokens: the file must hold them.
-    check_column_stored(path, m.tokens.get(), "tokens", stored, std::size_t(m.header.token_bits / 8));
-  }
-  if (need_i64("num_documents") < 0)
-    throw UsageError(path + ": attribute num_documents is " + std::to_string(need_i64("num_documents")));
-  const std::size_t D = m.header.num_documents;
-  auto ids = read_string_column(path, f, "documents/id", D);
-  auto versions = read_column<int64_t>(path, f, "documents/version", H5T_NATIVE_INT64, D);
-  auto offsets = read_column<uint64_t>(path, f, "documents/offset", H5T_NATIVE_UINT64, D);
-  auto lengths = read_column<uint64_t>(path, f, "documents/length", H5T_NATIVE_UINT64, D);
-  auto events = read_column<int64_t>(path, f, "documents/event_time", H5T_NATIVE_INT64, D);
-  auto avails = read_column<int64_t>(path, f, "documents/available_time", H5T_NATIVE_INT64, D);
-  auto owners = read_column<uint32_t>(path, f, "documents/owner", H5T_NATIVE_UINT32, D);
-  auto hashes = read_column<uint8_t>(path, f, "documents/token_sha256", H5T_NATIVE_UINT8, D, 32);
-  m.owners = read_string_column(path, f, "owners/name", [&] {
-    Hid d(H5Dopen2(f, "owners/name", H5P_DEFAULT), H5Dclose);
-    if (!d.ok()) throw UsageError(path + ": missing /owners/name");
-    Hid s(H5Dget_space(d.get()), H5Sclose);
-    hsize_t n = 0;
-    H5Sget_simple_extent_dims(s.get(), &n, nullptr);
-    return std::size_t(n);
-  }());
-  m.documents.resize(D);
-  for (std::size_t i = 0; i < D; ++i) {
-    auto& d = m.documents[i];
-    d.id = std::move(ids[i]);
-    d.version = versions[i];
-    d.offset = offsets[i];
-    d.length = lengths[i];
-    d.event_time = events[i];
-    d.available_time = avails[i];
-    d.owner = owners[i];
-    std::memcpy(d.token_sha256.data(), hashes.data() + 32 * i, 32);
-    if (d.owner >= m.owners.size() || d.offset > m.header.num_tokens || d.length > m.header.num_tokens - d.offset)
-      throw UsageError(path + ": document " + std::to_string(i) + " (" + d.id +
-                       ") has an owner or token range outside the file's tables");
-  }
-  if (H5Lexists(f, "sources", H5P_DEFAULT) > 0) {
-    Hid d(H5Dopen2(f, "sources/path", H5P_DEFAULT), H5Dclose);
-    hsize_t n = 0;
-    if (d.ok()) {
-      Hid s(H5Dget_space(d.get()), H5Sclose);
-      H5Sget_simple_extent_dims(s.get(), &n, nullptr);
-    }
-    auto paths = read_string_column(path, f, "sources/path", n);
-    auto shas = read_string_column(path, f, "sources/sha256", n);
-    auto bytes = read_column<uint64_t>(path, f, "sources/bytes", H5T_NATIVE_UINT64, n);
-    for (std::size_t i = 0; i < n; ++i) m.sources.push_back({paths[i], shas[i], bytes[i]});
-  }
+  const hid_t f = m.file.get();
+  m.header = read_header(path, f);
+  m.tokens = open_tokens(path, f, m.header);
+  if (const int64_t documents = read_attr<int64_t>(f, "num_documents").value_or(-1); documents < 0)
+    throw UsageError(path + ": attribute num_documents is " + std::to_string(documents));
+  m.documents = read_documents(path, f, m.header.num_documents);
+  const std::optional<std::size_t> owner_rows = rows_of(f, "owners/name");
+  if (!owner_rows) throw UsageError(path + ": missing /owners/name");
+  m.owners = read_string_column(path, f, "owners/name", *owner_rows);
+  check_documents(path, m.documents, m.owners.size(), m.header.num_tokens);
+  m.sources = read_sources(path, f);
   return r;
 }
 
