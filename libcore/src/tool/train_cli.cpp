@@ -14,7 +14,10 @@
 
 namespace shardtrain {
 
-void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
+namespace {
+
+// The dataset, its cutoff and hold-out, and the model's shape (a named one, fields overriding it).
+void add_data_and_shape_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--data", o.data.path, "Dataset file written by data-prep (HDF5)")->required();
   app.add_option("--cutoff", cli.cutoff, "Use only documents available at or before this RFC 3339 time");
   app.add_option("--eval-from", cli.eval_from, "Hold-out = documents with event time after this (default: --cutoff)");
@@ -26,6 +29,10 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--d-model", o.model.d_model, "Model width C")->capture_default_str();
   app.add_option("--layers", o.model.n_layer, "Transformer blocks")->capture_default_str();
   app.add_option("--heads", o.model.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
+}
+
+// The batch, the step count, AdamW and its learning-rate schedule, the seed.
+void add_schedule_and_optimizer_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--global-batch", o.schedule.global_batch, "Sequences per optimizer step, all ranks together")->capture_default_str();
   app.add_option("--micro-batch", o.schedule.micro_batch, "Sequences per forward/backward on one rank")->capture_default_str();
   app.add_option("--steps", o.schedule.steps, "Optimizer steps")->capture_default_str();
@@ -39,6 +46,10 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--eps", o.optimizer.eps, "AdamW epsilon")->capture_default_str();
   app.add_option("--grad-clip", o.optimizer.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
   app.add_option("--seed", o.schedule.seed, "Seed of initialisation and sample order")->capture_default_str();
+}
+
+// Where the step runs: CPU threads and matrix-product library, the device, its precision, the transport.
+void add_device_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--threads", o.parallelism.threads, "CPU threads per rank")->capture_default_str();
   add_choice_option<GemmLibrary>(app, "--gemm", o.parallelism.gemm, choices_of<GemmLibrary>(kGemmLibraryNames),
                                  "CPU matrix-product library: auto (the fastest of those linked, measured at the "
@@ -53,11 +64,19 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   add_choice_option<Transport>(app, "--transport", o.parallelism.transport, choices_of<Transport>(kTransportNames),
                                "Data-parallel transport: auto (nccl on cuda when every rank has its own GPU, else "
                                "mpi), mpi (on cuda: host staging, ranks may share a GPU) or nccl (cuda only)");
+}
+
+// What the run writes and prints: its folder, step lines, hold-out evaluation, the MFU denominator.
+void add_output_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_option("--run-dir", o.run_dir, "Folder for the step log and summary (created)")->capture_default_str();
   app.add_option("--log-every", o.telemetry.log_every, "Print a step line every N steps")->capture_default_str();
   app.add_option("--eval-every", o.evaluation.every, "Hold-out evaluation every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--eval-samples", o.evaluation.samples, "Hold-out samples per evaluation")->capture_default_str();
   app.add_option("--peak-gflops", cli.peak_gflop_per_s, "MFU denominator in GFLOP/s per rank (default: measured at start)");
+}
+
+// How the ranks share the work: exact sums, tensor parallelism, buckets and the all-reduce's algorithm.
+void add_parallelism_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--deterministic", o.parallelism.deterministic, "Exact order-independent gradient sums: results bitwise independent of the rank count and grad_accum");
   app.add_option("--tp", o.parallelism.tp, "Tensor-parallel degree T: W = DP x T ranks, the T ranks of a group adjacent (must divide the heads, 4 x d-model and W)")->capture_default_str();
   app.add_option("--bucket-mb", o.parallelism.bucket_mb, "Gradient bucket size for the overlapped all-reduce (MiB)")->capture_default_str();
@@ -76,9 +95,17 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                  "With --allreduce auto: a step model with intra- and inter-node links (scale-bench fit on a sweep "
                  "across nodes); each collective goes hierarchical from the size at which the model prices the two "
                  "levels cheaper than flat on the job's nodes, flat below");
+}
+
+// What watches the job: the collective timeout, the replica check, the single-rank baseline.
+void add_job_health_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--collective-timeout", o.telemetry.collective_timeout_s, "Seconds before a stuck collective dumps its flight record and exits 4")->capture_default_str();
   app.add_option("--check-replicas", o.telemetry.check_replicas, "Compare parameter hashes across ranks every N steps (0: off)")->capture_default_str();
   app.add_option("--baseline", o.telemetry.baseline_summary, "A 1-rank run's summary.json: report speedup and scaling efficiency");
+}
+
+// Checkpoints: where, how often, how many, in the background, and what a resume may accept.
+void add_checkpoint_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--ckpt-dir", o.checkpoint.dir, "Checkpoint folder (default: RUN_DIR/checkpoints)");
   app.add_option("--ckpt-every", o.checkpoint.every, "Save a checkpoint every N steps and after the last (0: only on SIGTERM/SIGUSR1)")->capture_default_str();
   app.add_option("--keep", o.checkpoint.keep, "Keep the newest K checkpoints (never deleting the newest valid)")->capture_default_str();
@@ -88,6 +115,10 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
   app.add_flag("--fine-tune", o.checkpoint.fine_tune, "With --resume: start a new run from the checkpoint's weights (step 0, "
                                            "fresh sampler and LR schedule; any data, batch and seed); implied for a "
                                            "checkpoint of ckpt-reshard --import");
+}
+
+// Stragglers, fault injection for the tests, and the flight recorder's depth.
+void add_diagnosis_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--straggler-threshold", o.telemetry.straggler_threshold, "A straggler score below this names a straggler, in (0, 1]")->capture_default_str();
   app.add_option("--straggler-window", o.telemetry.straggler_window, "Steps per window of the individual straggler score (>= 2)")->capture_default_str();
   app.add_option("--inject", o.inject,
@@ -99,6 +130,20 @@ void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
                  "(to measure their cost; hang-diagnose then has nothing to read)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+}  // namespace
+
+void add_training_options(CLI::App& app, TrainOptions& o, TrainingCli& cli) {
+  // In this order in --help.
+  add_data_and_shape_options(app, o, cli);
+  add_schedule_and_optimizer_options(app, o);
+  add_device_options(app, o);
+  add_output_options(app, o, cli);
+  add_parallelism_options(app, o, cli);
+  add_job_health_options(app, o);
+  add_checkpoint_options(app, o);
+  add_diagnosis_options(app, o);
   add_metrics_options(app, o.telemetry);
   o.optimizer.decay_steps = -1;  // "default: --steps", resolved in finish_training_options
 }
