@@ -123,6 +123,179 @@ std::vector<hsize_t> extent_of(hid_t space) {
   return dims;
 }
 
+// The index file of the checkpoint `folder`: the folder must exist and hold one (it is written last).
+std::string committed_index_of(const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) throw IoError(folder + ": no such checkpoint folder");
+  const std::string index = (fs::path(folder) / kIndexFile).string();
+  if (!fs::exists(index, ec))
+    throw IoError(index + ": missing, so " + folder +
+                  " is not a committed checkpoint (incomplete copy or interrupted save); use an earlier one");
+  return index;
+}
+
+// The manifest stored in the index, checked against its SHA-256 (into `sha256`).
+CheckpointManifest read_manifest(hid_t idx, const std::string& index, std::string& sha256) {
+  std::string text;
+  try {
+    text = detail::read_string_attr(idx, "/", "manifest", index);
+    sha256 = detail::read_string_attr(idx, "/", "manifest_sha256", index);
+  } catch (const UsageError& e) {
+    throw IoError(std::string(e.what()) + " (corrupt or foreign index)");
+  }
+  return CheckpointManifest::from_stored_text(text, sha256, index);
+}
+
+// A rank file the manifest lists: present, and of the size it records.
+void check_rank_file_size(const std::string& path, const FileRecord& f) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw IoError(path + ": missing rank file (the checkpoint is incomplete); resume from an earlier checkpoint");
+  const auto size = std::int64_t(fs::file_size(path, ec));
+  if (ec) throw IoError(path + ": cannot stat (" + ec.message() + ")");
+  if (size != f.bytes)
+    throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest records " + std::to_string(f.bytes) +
+                  " (truncated or overwritten); resume from an earlier checkpoint");
+}
+
+// The caller's model and its other conditions (ReadOptions::expected_model, compatible).
+void check_compatible(const std::string& index, const CheckpointManifest& manifest, const ReadOptions& options) {
+  if (options.expected_model && manifest.model != *options.expected_model)
+    throw UsageError(index + ": checkpoint of another model config: " +
+                     describe_difference(manifest.model, *options.expected_model) +
+                     "; resume with the checkpoint's model config or start a new --ckpt-dir");
+  if (options.compatible) {
+    const std::string why = options.compatible(manifest);
+    if (!why.empty()) throw UsageError(index + ": " + why);
+  }
+}
+
+// The index's tensor table against the manifest's digest of it.
+void check_tensor_table(const std::string& index, const std::vector<TensorInfo>& tensors,
+                        const CheckpointManifest& manifest) {
+  std::vector<TensorTableRow> rows;
+  rows.reserve(tensors.size());
+  for (const auto& t : tensors) rows.push_back({t.spec, t.checksum});
+  if (tensor_table_sha256(std::move(rows)) != manifest.tensor_table_sha256)
+    throw IoError(index + ": its tensor table (the names, types, shapes and checksums of " +
+                  std::to_string(tensors.size()) +
+                  " tensors) does not match the manifest's tensor_table_sha256 (corrupt index); resume from an "
+                  "earlier checkpoint");
+}
+
+// One tensor of the index, its shape and type read from every place the index records them and
+// required to agree.
+TensorInfo read_tensor_entry(hid_t idx, const std::string& index, const std::string& name) {
+  const std::string obj = "/tensors/" + name;
+  const std::string where = index + ": " + obj;
+  TensorInfo info;
+  info.spec.name = name;
+  std::string dtype, checksum;
+  std::int64_t numel = 0;
+  try {
+    info.spec.shape = detail::read_int_array_attr(idx, obj, "shape", index);
+    dtype = detail::read_string_attr(idx, obj, "dtype", index);
+    checksum = detail::read_string_attr(idx, obj, "checksum", index);
+    numel = detail::read_int_attr(idx, obj, "numel", index);
+  } catch (const UsageError& e) {
+    throw IoError(std::string(e.what()) + " (corrupt index)");
+  }
+  try {
+    info.spec.dtype = dtype_from_name(dtype);
+    info.checksum = parse_checksum(checksum);
+  } catch (const UsageError& e) {
+    throw IoError(where + ": " + e.what() + " (corrupt index)");
+  }
+  const std::optional<std::int64_t> shape_numel = checked_numel(info.spec.shape);
+  if (!shape_numel)
+    throw IoError(where + ": shape " + list_text(info.spec.shape) +
+                  " has a negative dimension or more than 2^63 elements (corrupt index)");
+  if (numel != *shape_numel) throw IoError(where + " numel disagrees with its shape (corrupt index)");
+  H5Id ds(H5Dopen2(idx, obj.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw IoError(where + ": not a readable dataset (corrupt index)");
+  H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  std::vector<hsize_t> extent(info.spec.shape.begin(), info.spec.shape.end());
+  if (extent.empty()) extent.push_back(1);  // a scalar is stored as (1,)
+  if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || extent_of(space.get()) != extent)
+    throw IoError(where + ": its shape attribute " + list_text(info.spec.shape) + " disagrees with its dataset's extent " +
+                  list_text(space.ok() ? extent_of(space.get()) : std::vector<hsize_t>{}) + " (corrupt index)");
+  H5Id type(H5Dget_type(ds.get()), H5Tclose);
+  if (!type.ok() || !stores_exactly(type.get(), info.spec.dtype))
+    throw IoError(where + ": its dtype attribute says " + dtype + ", its dataset stores " +
+                  (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) + " (corrupt index)");
+  return info;
+}
+
+// One piece of `tensor` in rank file `f` (the `fi`-th; open as `h`, at `path`), checked against
+// the tensor's entry in the index. Each piece's dataset is named by its offset and carries it again
+// as an attribute, with the tensor's element count; it must be a 1-D run of the tensor's type whose
+// bytes are all stored (the writer allocates them whole), inside the tensor. So the cover check
+// cannot overflow, and a tensor's elements are bounded by the bytes really in the rank files.
+PieceLocation read_piece(hid_t h, const std::string& path, const FileRecord& f, std::size_t fi,
+                         const std::string& tensor, const std::string& piece, const TensorSpec& spec,
+                         const std::string& index) {
+  const std::int64_t esize = std::int64_t(dtype_size(spec.dtype));
+  const std::string dname = "/pieces/" + tensor + "/" + piece;
+  const std::string where = path + ": " + dname;
+  H5Id ds(H5Dopen2(h, dname.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw IoError(path + ": cannot open " + dname + " (corrupt file)");
+  H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  PieceLocation loc;
+  loc.file = f.name;
+  loc.file_index = fi;
+  loc.dataset = dname;
+  std::int64_t tensor_numel = 0;
+  try {
+    loc.offset = detail::read_int_attr(ds.get(), ".", "offset", path);
+    tensor_numel = detail::read_int_attr(ds.get(), ".", "tensor_numel", path);
+  } catch (const UsageError& e) {
+    throw IoError(std::string(e.what()) + " (" + dname + ", corrupt file)");
+  }
+  if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || H5Sget_simple_extent_ndims(space.get()) != 1)
+    throw IoError(where + ": not a 1-D run of elements (corrupt file)");
+  loc.count = H5Sget_simple_extent_npoints(space.get());
+  if (loc.count < 1 || loc.count > std::numeric_limits<std::int64_t>::max() / esize)
+    throw IoError(where + ": " + std::to_string(loc.count) + " elements (corrupt file)");
+  H5Id type(H5Dget_type(ds.get()), H5Tclose);
+  if (!type.ok() || !stores_exactly(type.get(), spec.dtype))
+    throw IoError(where + ": stores " + (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) +
+                  ", the index says '" + tensor + "' is " + dtype_name(spec.dtype) + " (corrupt file)");
+  if (dname != detail::piece_dataset_name(tensor, loc.offset))
+    throw IoError(where + ": its offset attribute " + std::to_string(loc.offset) +
+                  " disagrees with its name (corrupt file)");
+  if (tensor_numel != spec.numel())
+    throw IoError(where + ": a piece of a " + std::to_string(tensor_numel) + "-element '" + tensor + "', " + index +
+                  " says " + std::to_string(spec.numel()) + " elements (mixed-up folder?)");
+  if (loc.offset < 0 || loc.offset > spec.numel() || loc.count > spec.numel() - loc.offset)
+    throw IoError(where + ": elements [" + std::to_string(loc.offset) + ", +" + std::to_string(loc.count) +
+                  ") lie outside the tensor's " + std::to_string(spec.numel()) + " (corrupt file)");
+  const hsize_t stored = H5Dget_storage_size(ds.get());
+  if (stored != hsize_t(loc.count * esize))
+    throw IoError(where + ": " + std::to_string(stored) + " bytes stored for its " + std::to_string(loc.count) +
+                  " elements of " + std::to_string(esize) + " bytes (corrupt file)");
+  loc.address = plain_read_address(ds.get(), spec.dtype, stored, f.bytes);
+  return loc;
+}
+
+// Every tensor's pieces, sorted by offset, must cover it exactly: no gap, no overlap, no element
+// in no rank file.
+void check_cover(const std::string& folder, std::vector<TensorInfo>& tensors) {
+  for (auto& t : tensors) {
+    std::sort(t.pieces.begin(), t.pieces.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    std::int64_t next = 0;
+    for (const auto& p : t.pieces) {
+      if (p.offset != next)
+        throw IoError(folder + ": tensor '" + t.spec.name + "' has " + (p.offset > next ? "a gap" : "overlapping pieces") +
+                      " at element " + std::to_string(std::min(next, p.offset)) + " in its rank files (" + p.file +
+                      "); the checkpoint is inconsistent: resume from an earlier one");
+      next = p.offset + p.count;
+    }
+    if (next != t.spec.numel())
+      throw IoError(folder + ": tensor '" + t.spec.name + "' has elements [" + std::to_string(next) + ", " +
+                    std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
+  }
+}
+
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptions& options)
@@ -131,25 +304,12 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   folder_ = folder_in;
   while (folder_.size() > 1 && folder_.back() == '/') folder_.pop_back();
   files_->folder = folder_;
-  std::error_code ec;
-  if (!fs::is_directory(folder_, ec))
-    throw IoError(folder_ + ": no such checkpoint folder");
-  const std::string index = (fs::path(folder_) / kIndexFile).string();
-  if (!fs::exists(index, ec))
-    throw IoError(index + ": missing, so " + folder_ +
-                  " is not a committed checkpoint (incomplete copy or interrupted save); use an earlier one");
+  const std::string index = committed_index_of(folder_);
 
   // 1. Manifest.
   H5Id idx(H5Fopen(index.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!idx.ok()) throw IoError(index + ": not a readable HDF5 file (truncated or corrupt?); use an earlier checkpoint");
-  std::string text;
-  try {
-    text = detail::read_string_attr(idx.get(), "/", "manifest", index);
-    manifest_sha256_ = detail::read_string_attr(idx.get(), "/", "manifest_sha256", index);
-  } catch (const UsageError& e) {
-    throw IoError(std::string(e.what()) + " (corrupt or foreign index)");
-  }
-  manifest_ = CheckpointManifest::from_stored_text(text, manifest_sha256_, index);
+  manifest_ = read_manifest(idx.get(), index, manifest_sha256_);
 
   // 2. Files: present, sizes, checksums (of this process's share when several validate together;
   // left to the reads when hashed while reading).
@@ -160,13 +320,7 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   for (std::size_t i = 0; i < manifest_.files.size(); ++i) {
     const auto& f = manifest_.files[i];
     const std::string path = (fs::path(folder_) / f.name).string();
-    if (!fs::exists(path, ec))
-      throw IoError(path + ": missing rank file (the checkpoint is incomplete); resume from an earlier checkpoint");
-    const auto size = std::int64_t(fs::file_size(path, ec));
-    if (ec) throw IoError(path + ": cannot stat (" + ec.message() + ")");
-    if (size != f.bytes)
-      throw IoError(path + ": " + std::to_string(size) + " bytes, the manifest records " + std::to_string(f.bytes) +
-                    " (truncated or overwritten); resume from an earlier checkpoint");
+    check_rank_file_size(path, f);
     if (options.verify_files && options.share.holds(i)) {
       share_files.insert(f.name);
       if (defer_hashing)
@@ -177,63 +331,17 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   }
 
   // 3. Compatibility.
-  if (options.expected_model && manifest_.model != *options.expected_model)
-    throw UsageError(index + ": checkpoint of another model config: " +
-                     describe_difference(manifest_.model, *options.expected_model) +
-                     "; resume with the checkpoint's model config or start a new --ckpt-dir");
-  if (options.compatible) {
-    const std::string why = options.compatible(manifest_);
-    if (!why.empty()) throw UsageError(index + ": " + why);
-  }
+  check_compatible(index, manifest_, options);
 
   // 4. Tensors and their pieces. The index records each tensor's shape twice (the shape attribute and
   // its dataset's extent) and its type three times (the dtype attribute, its dataset's type and the
   // pieces' type): a disagreement is corruption, never a value read as another shape or type.
   for (const auto& name : detail::list_group(idx.get(), "/tensors")) {
-    const std::string obj = "/tensors/" + name;
-    const std::string where = index + ": " + obj;
-    TensorInfo info;
-    info.spec.name = name;
-    std::string dtype, checksum;
-    std::int64_t numel = 0;
-    try {
-      info.spec.shape = detail::read_int_array_attr(idx.get(), obj, "shape", index);
-      dtype = detail::read_string_attr(idx.get(), obj, "dtype", index);
-      checksum = detail::read_string_attr(idx.get(), obj, "checksum", index);
-      numel = detail::read_int_attr(idx.get(), obj, "numel", index);
-    } catch (const UsageError& e) {
-      throw IoError(std::string(e.what()) + " (corrupt index)");
-    }
-    try {
-      info.spec.dtype = dtype_from_name(dtype);
-      info.checksum = parse_checksum(checksum);
-    } catch (const UsageError& e) {
-      throw IoError(where + ": " + e.what() + " (corrupt index)");
-    }
-    const std::optional<std::int64_t> shape_numel = checked_numel(info.spec.shape);
-    if (!shape_numel)
-      throw IoError(where + ": shape " + list_text(info.spec.shape) +
-                    " has a negative dimension or more than 2^63 elements (corrupt index)");
-    if (numel != *shape_numel) throw IoError(where + " numel disagrees with its shape (corrupt index)");
-    H5Id ds(H5Dopen2(idx.get(), obj.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!ds.ok()) throw IoError(where + ": not a readable dataset (corrupt index)");
-    H5Id space(H5Dget_space(ds.get()), H5Sclose);
-    std::vector<hsize_t> extent(info.spec.shape.begin(), info.spec.shape.end());
-    if (extent.empty()) extent.push_back(1);  // a scalar is stored as (1,)
-    if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || extent_of(space.get()) != extent)
-      throw IoError(where + ": its shape attribute " + list_text(info.spec.shape) + " disagrees with its dataset's extent " +
-                    list_text(space.ok() ? extent_of(space.get()) : std::vector<hsize_t>{}) + " (corrupt index)");
-    H5Id type(H5Dget_type(ds.get()), H5Tclose);
-    if (!type.ok() || !stores_exactly(type.get(), info.spec.dtype))
-      throw IoError(where + ": its dtype attribute says " + dtype + ", its dataset stores " +
-                    (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) + " (corrupt index)");
+    TensorInfo info = read_tensor_entry(idx.get(), index, name);
     by_name_[name] = tensors_.size();
     tensors_.push_back(std::move(info));
   }
-  // Each piece's dataset is named by its offset and carries it again as an attribute, with the
-  // tensor's element count; it must be a 1-D run of the tensor's type whose bytes are all stored
-  // (the writer allocates them whole), inside the tensor. So the cover check below cannot overflow,
-  // and a tensor's elements are bounded by the bytes really in the rank files.
+  // Then every piece of every rank file (read_piece), and their cover of each tensor (check_cover).
   for (std::size_t fi = 0; fi < manifest_.files.size(); ++fi) {
     const auto& f = manifest_.files[fi];
     const std::string path = (fs::path(folder_) / f.name).string();
@@ -244,65 +352,11 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
         throw IoError(path + ": holds pieces of '" + tensor + "', which " + index +
                       " does not list (mixed-up folder, or a corrupt index?)");
       const TensorSpec& spec = tensors_[it->second].spec;
-      const std::int64_t esize = std::int64_t(dtype_size(spec.dtype));
-      for (const auto& piece : detail::list_group(h, "/pieces/" + tensor)) {
-        const std::string dname = "/pieces/" + tensor + "/" + piece;
-        const std::string where = path + ": " + dname;
-        H5Id ds(H5Dopen2(h, dname.c_str(), H5P_DEFAULT), H5Dclose);
-        if (!ds.ok()) throw IoError(path + ": cannot open " + dname + " (corrupt file)");
-        H5Id space(H5Dget_space(ds.get()), H5Sclose);
-        PieceLocation loc;
-        loc.file = f.name;
-        loc.file_index = fi;
-        loc.dataset = dname;
-        std::int64_t tensor_numel = 0;
-        try {
-          loc.offset = detail::read_int_attr(ds.get(), ".", "offset", path);
-          tensor_numel = detail::read_int_attr(ds.get(), ".", "tensor_numel", path);
-        } catch (const UsageError& e) {
-          throw IoError(std::string(e.what()) + " (" + dname + ", corrupt file)");
-        }
-        if (!space.ok() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE || H5Sget_simple_extent_ndims(space.get()) != 1)
-          throw IoError(where + ": not a 1-D run of elements (corrupt file)");
-        loc.count = H5Sget_simple_extent_npoints(space.get());
-        if (loc.count < 1 || loc.count > std::numeric_limits<std::int64_t>::max() / esize)
-          throw IoError(where + ": " + std::to_string(loc.count) + " elements (corrupt file)");
-        H5Id type(H5Dget_type(ds.get()), H5Tclose);
-        if (!type.ok() || !stores_exactly(type.get(), spec.dtype))
-          throw IoError(where + ": stores " + (type.ok() ? stored_type_text(type.get()) : std::string("an unreadable type")) +
-                        ", the index says '" + tensor + "' is " + dtype_name(spec.dtype) + " (corrupt file)");
-        if (dname != detail::piece_dataset_name(tensor, loc.offset))
-          throw IoError(where + ": its offset attribute " + std::to_string(loc.offset) +
-                        " disagrees with its name (corrupt file)");
-        if (tensor_numel != spec.numel())
-          throw IoError(where + ": a piece of a " + std::to_string(tensor_numel) + "-element '" + tensor + "', " + index +
-                        " says " + std::to_string(spec.numel()) + " elements (mixed-up folder?)");
-        if (loc.offset < 0 || loc.offset > spec.numel() || loc.count > spec.numel() - loc.offset)
-          throw IoError(where + ": elements [" + std::to_string(loc.offset) + ", +" + std::to_string(loc.count) +
-                        ") lie outside the tensor's " + std::to_string(spec.numel()) + " (corrupt file)");
-        const hsize_t stored = H5Dget_storage_size(ds.get());
-        if (stored != hsize_t(loc.count * esize))
-          throw IoError(where + ": " + std::to_string(stored) + " bytes stored for its " + std::to_string(loc.count) +
-                        " elements of " + std::to_string(esize) + " bytes (corrupt file)");
-        loc.address = plain_read_address(ds.get(), spec.dtype, stored, f.bytes);
-        tensors_[it->second].pieces.push_back(loc);
-      }
+      for (const auto& piece : detail::list_group(h, "/pieces/" + tensor))
+        tensors_[it->second].pieces.push_back(read_piece(h, path, f, fi, tensor, piece, spec, index));
     }
   }
-  for (auto& t : tensors_) {
-    std::sort(t.pieces.begin(), t.pieces.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
-    std::int64_t next = 0;
-    for (const auto& p : t.pieces) {
-      if (p.offset != next)
-        throw IoError(folder_ + ": tensor '" + t.spec.name + "' has " + (p.offset > next ? "a gap" : "overlapping pieces") +
-                      " at element " + std::to_string(std::min(next, p.offset)) + " in its rank files (" + p.file +
-                      "); the checkpoint is inconsistent: resume from an earlier one");
-      next = p.offset + p.count;
-    }
-    if (next != t.spec.numel())
-      throw IoError(folder_ + ": tensor '" + t.spec.name + "' has elements [" + std::to_string(next) + ", " +
-                    std::to_string(t.spec.numel()) + ") in no rank file; the checkpoint is incomplete");
-  }
+  check_cover(folder_, tensors_);
 
   // 5. The index (the one file no file hash covers) against the manifest: its tensor table against
   // the manifest's digest of it; in a checkpoint written before the digest, with verify_files, every
@@ -310,14 +364,7 @@ CheckpointReader::CheckpointReader(const std::string& folder_in, const ReadOptio
   // the other shares' sums are the caller's to add: check_piece_sums). Refused here, where a resume
   // can still fall back, rather than at the first read.
   if (!manifest_.tensor_table_sha256.empty()) {
-    std::vector<TensorTableRow> rows;
-    rows.reserve(tensors_.size());
-    for (const auto& t : tensors_) rows.push_back({t.spec, t.checksum});
-    if (tensor_table_sha256(std::move(rows)) != manifest_.tensor_table_sha256)
-      throw IoError(index + ": its tensor table (the names, types, shapes and checksums of " +
-                    std::to_string(tensors_.size()) +
-                    " tensors) does not match the manifest's tensor_table_sha256 (corrupt index); resume from an "
-                    "earlier checkpoint");
+    check_tensor_table(index, tensors_, manifest_);
     return;
   }
   if (!options.verify_files) return;
