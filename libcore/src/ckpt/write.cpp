@@ -79,9 +79,9 @@ struct RankOutcome {
   double write_s = 0;
 };
 
-RankOutcome write_rank_data(const std::string& folder, int rank, int size, const CheckpointManifest& manifest,
-                            const std::map<std::string, const TensorSpec*>& specs,
-                            const std::vector<PieceView>& pieces) {
+// Every piece names a listed tensor and lies inside it, with data unless empty.
+void check_pieces(int rank, const CheckpointManifest& manifest, const std::map<std::string, const TensorSpec*>& specs,
+                  const std::vector<PieceView>& pieces) {
   for (const auto& p : pieces) {
     auto it = specs.find(p.tensor);
     if (it == specs.end())
@@ -92,82 +92,101 @@ RankOutcome write_rank_data(const std::string& folder, int rank, int size, const
                        ") of '" + p.tensor + "' is outside its " + std::to_string(it->second->numel()) +
                        " elements (or has no data)");
   }
+}
+
+const char* const kRankFileWhatToDo = " (disk full, quota or permission?): free space or fix the folder and save again";
+
+// A piece's bytes and where in the rank file they go.
+struct RawWrite {
+  std::int64_t file_offset, bytes;
+  const void* data;
+  std::string name;
+};
+
+// The rank file's HDF5 structure (attributes, one dataset per non-empty piece, its space allocated
+// and left unwritten): where each piece's bytes go.
+std::vector<RawWrite> create_rank_layout(const std::string& path, int rank, int size, const CheckpointManifest& manifest,
+                                         const std::map<std::string, const TensorSpec*>& specs,
+                                         const std::vector<PieceView>& pieces) {
+  const std::string what_to_do = kRankFileWhatToDo;
+  std::vector<RawWrite> raw;
+  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) throw IoError(path + ": cannot create the checkpoint file" + what_to_do);
+  bool ok = detail::write_string_attr(file.get(), "/", "format", std::string(kFormatName) + "-rank") &&
+            detail::write_int_attr(file.get(), "/", "format_version", kFormatVersion) &&
+            detail::write_int_attr(file.get(), "/", "rank", rank) &&
+            detail::write_int_attr(file.get(), "/", "writers", size) &&
+            detail::write_int_attr(file.get(), "/", "step", manifest.step);
+  if (!ok) throw IoError(path + ": cannot write the file attributes" + what_to_do);
+  H5Id pieces_group(H5Gcreate2(file.get(), "/pieces", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!pieces_group.ok()) throw IoError(path + ": cannot create /pieces" + what_to_do);
+  H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+  H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+  for (const auto& p : pieces) {
+    if (p.count == 0) continue;
+    const TensorSpec& spec = *specs.at(p.tensor);
+    const std::string group = "/pieces/" + p.tensor;
+    if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) {
+      H5Id g(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (!g.ok()) throw IoError(path + ": cannot create group " + group + what_to_do);
+    }
+    const std::string name = detail::piece_dataset_name(p.tensor, p.offset);
+    const hsize_t n = hsize_t(p.count);
+    H5Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    H5Id dset(H5Dcreate2(file.get(), name.c_str(), detail::file_type(spec.dtype), space.get(), H5P_DEFAULT,
+                         dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+    if (!dset.ok()) throw IoError(path + ": cannot create dataset " + name + what_to_do);
+    const haddr_t where = H5Dget_offset(dset.get());
+    if (where == HADDR_UNDEF) throw IoError(path + ": no storage allocated for " + name + what_to_do);
+    raw.push_back({std::int64_t(where), p.count * std::int64_t(dtype_size(spec.dtype)), p.data, name});
+    if (!detail::write_int_attr(dset.get(), ".", "offset", p.offset) ||
+        !detail::write_int_attr(dset.get(), ".", "tensor_numel", spec.numel()))
+      throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
+  }
+  pieces_group.reset();
+  if (!file.close()) throw IoError(path + ": closing (flushing) the file failed" + what_to_do);
+  return raw;
+}
+
+// The pieces' bytes with plain pwrite at their places (HDF5 not involved: see create_rank_layout's caller).
+void write_raw(const std::string& path, const std::vector<RawWrite>& raw) {
+  const std::string what_to_do = kRankFileWhatToDo;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(path + ": cannot reopen to write the data (" + std::strerror(errno) + ")");
+  for (const auto& r : raw) {
+    constexpr std::int64_t kChunk = 64 << 20;
+    for (std::int64_t done = 0; done < r.bytes;) {
+      const std::size_t len = std::size_t(std::min(kChunk, r.bytes - done));
+      const ssize_t n = ::pwrite(fd, static_cast<const char*>(r.data) + done, len, off_t(r.file_offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? std::strerror(errno) : "short write";
+        ::close(fd);
+        throw IoError(path + ": writing " + r.name + " (" + std::to_string(r.bytes) + " bytes) failed: " + why +
+                      what_to_do);
+      }
+      done += n;
+    }
+  }
+  if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
+}
+
+RankOutcome write_rank_data(const std::string& folder, int rank, int size, const CheckpointManifest& manifest,
+                            const std::map<std::string, const TensorSpec*>& specs,
+                            const std::vector<PieceView>& pieces) {
+  check_pieces(rank, manifest, specs, pieces);
   RankOutcome out;
   out.file.name = rank_file_name(rank);
   out.file.rank = rank;
   out.path = (fs::path(folder) / out.file.name).string();
-  const std::string& path = out.path;
-  const std::string what_to_do = " (disk full, quota or permission?): free space or fix the folder and save again";
-  struct RawWrite {
-    std::int64_t file_offset, bytes;
-    const void* data;
-    std::string name;
-  };
-  std::vector<RawWrite> raw;
-  Stopwatch phase_clock;
-  {
-    H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (!file.ok()) throw IoError(path + ": cannot create the checkpoint file" + what_to_do);
-    bool ok = detail::write_string_attr(file.get(), "/", "format", std::string(kFormatName) + "-rank") &&
-              detail::write_int_attr(file.get(), "/", "format_version", kFormatVersion) &&
-              detail::write_int_attr(file.get(), "/", "rank", rank) &&
-              detail::write_int_attr(file.get(), "/", "writers", size) &&
-              detail::write_int_attr(file.get(), "/", "step", manifest.step);
-    if (!ok) throw IoError(path + ": cannot write the file attributes" + what_to_do);
-    H5Id pieces_group(H5Gcreate2(file.get(), "/pieces", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-    if (!pieces_group.ok()) throw IoError(path + ": cannot create /pieces" + what_to_do);
-    // Metadata through HDF5; raw data space allocated now (contiguous, no fill) and written below
-    // with plain pwrite: HDF5 (a thread-safe build holds one global lock) is not held during the bulk
-    // I/O, so a background save never blocks the data loader's HDF5 reads for long.
-    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
-    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
-    for (const auto& p : pieces) {
-      if (p.count == 0) continue;
-      const TensorSpec& spec = *specs.at(p.tensor);
-      const std::string group = "/pieces/" + p.tensor;
-      if (H5Lexists(file.get(), group.c_str(), H5P_DEFAULT) <= 0) {
-        H5Id g(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-        if (!g.ok()) throw IoError(path + ": cannot create group " + group + what_to_do);
-      }
-      const std::string name = detail::piece_dataset_name(p.tensor, p.offset);
-      const hsize_t n = hsize_t(p.count);
-      H5Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-      H5Id dset(H5Dcreate2(file.get(), name.c_str(), detail::file_type(spec.dtype), space.get(), H5P_DEFAULT,
-                           dcpl.get(), H5P_DEFAULT),
-                H5Dclose);
-      if (!dset.ok()) throw IoError(path + ": cannot create dataset " + name + what_to_do);
-      const haddr_t where = H5Dget_offset(dset.get());
-      if (where == HADDR_UNDEF) throw IoError(path + ": no storage allocated for " + name + what_to_do);
-      raw.push_back({std::int64_t(where), p.count * std::int64_t(dtype_size(spec.dtype)), p.data, name});
-      if (!detail::write_int_attr(dset.get(), ".", "offset", p.offset) ||
-          !detail::write_int_attr(dset.get(), ".", "tensor_numel", spec.numel()))
-        throw IoError(path + ": cannot write the attributes of " + name + what_to_do);
-    }
-    pieces_group.reset();
-    if (!file.close()) throw IoError(path + ": closing (flushing) the file failed" + what_to_do);
-  }
-  {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(path + ": cannot reopen to write the data (" + std::strerror(errno) + ")");
-    for (const auto& r : raw) {
-      constexpr std::int64_t kChunk = 64 << 20;
-      for (std::int64_t done = 0; done < r.bytes;) {
-        const std::size_t len = std::size_t(std::min(kChunk, r.bytes - done));
-        const ssize_t n = ::pwrite(fd, static_cast<const char*>(r.data) + done, len, off_t(r.file_offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          const std::string why = n < 0 ? std::strerror(errno) : "short write";
-          ::close(fd);
-          throw IoError(path + ": writing " + r.name + " (" + std::to_string(r.bytes) + " bytes) failed: " + why +
-                        what_to_do);
-        }
-        done += n;
-      }
-    }
-    if (::close(fd) != 0) throw IoError(path + ": close failed (" + std::string(std::strerror(errno)) + ")" + what_to_do);
-  }
+  const Stopwatch phase_clock;
+  // Metadata through HDF5; raw data space allocated now (contiguous, no fill) and written after
+  // with plain pwrite: HDF5 (a thread-safe build holds one global lock) is not held during the bulk
+  // I/O, so a background save never blocks the data loader's HDF5 reads for long.
+  write_raw(out.path, create_rank_layout(out.path, rank, size, manifest, specs, pieces));
   out.write_s = phase_clock.seconds();
   return out;
 }
@@ -282,12 +301,10 @@ void write_index(const std::string& path, const CheckpointManifest& manifest, co
   if (!file.close()) throw IoError(path + ": closing (flushing) the index failed" + what_to_do);
 }
 
-// Rank 0: checks the gathered reports, writes the index, commits. Returns total bytes.
-std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const std::string& final_dir,
-                    CheckpointManifest manifest, const std::vector<TensorSpec>& tensors,
-                    const std::vector<std::string>& reports, const SaveOptions& options) {
-  // Each process reports an array of per-file reports (one per file it wrote), or one failure.
-  // Any failure wins (the first one, with its rank).
+// The processes' reports of the files they wrote, sorted by rank file. Each process reports an
+// array of per-file reports (one per file it wrote), or one failure: any failure wins (the first
+// one, with its rank), thrown as the error it was.
+std::vector<nlohmann::json> file_reports(const std::vector<std::string>& reports) {
   std::vector<nlohmann::json> parsed;
   for (const auto& text : reports) {
     const auto j = nlohmann::json::parse(text);
@@ -300,65 +317,55 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
   }
   std::sort(parsed.begin(), parsed.end(),
             [](const auto& a, const auto& b) { return a.at("file").at("rank").template get<int>() < b.at("file").at("rank").template get<int>(); });
-  std::map<std::string, std::vector<GatheredPiece>> pieces;
-  for (const auto& t : tensors) pieces[t.name];
-  std::int64_t total_bytes = 0;
-  manifest.files.clear();
-  for (const auto& j : parsed) {
-    FileRecord f;
-    f.name = j.at("file").at("name");
-    f.rank = j.at("file").at("rank");
-    f.bytes = j.at("file").at("bytes");
-    f.sha256 = j.at("file").at("sha256");
-    total_bytes += f.bytes;
-    for (const auto& p : j.at("pieces"))
-      pieces[p.at(0).get<std::string>()].push_back({p.at(1).get<std::int64_t>(), p.at(2).get<std::int64_t>(),
-                                                     p.at(3).get<std::uint64_t>(), f.name});
-    manifest.files.push_back(f);
-  }
-  // Exact cover of every tensor.
+  return parsed;
+}
+
+// Exact cover of every tensor by the pieces written (each list sorted by offset here).
+void check_exact_cover(std::int64_t step, const std::vector<TensorSpec>& tensors,
+                       std::map<std::string, std::vector<GatheredPiece>>& pieces) {
   for (const auto& t : tensors) {
     auto& list = pieces[t.name];
     std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
     std::int64_t next = 0;
     for (const auto& p : list) {
       if (p.offset > next)
-        throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
+        throw UsageError("checkpoint step " + std::to_string(step) + ": elements [" + std::to_string(next) +
                          ", " + std::to_string(p.offset) + ") of tensor '" + t.name +
                          "' are written by no rank; the pieces must cover every tensor exactly once (see spread_pieces)");
       if (p.offset < next)
-        throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": element " + std::to_string(p.offset) +
+        throw UsageError("checkpoint step " + std::to_string(step) + ": element " + std::to_string(p.offset) +
                          " of tensor '" + t.name + "' is written twice (again by " + p.file +
                          "); the pieces must cover every tensor exactly once");
       next = p.offset + p.count;
     }
     if (next != t.numel())
-      throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": elements [" + std::to_string(next) +
+      throw UsageError("checkpoint step " + std::to_string(step) + ": elements [" + std::to_string(next) +
                        ", " + std::to_string(t.numel()) + ") of tensor '" + t.name + "' are written by no rank");
   }
-  if (options.before_commit) options.before_commit();  // e.g. the source's file hashes: the likelier culprit first
-  // End-to-end check of a rewrite: the pieces just written add up to the source's checksums.
+}
+
+// End-to-end check of a rewrite: the pieces just written add up to the source's checksums.
+void check_expected_checksums(std::int64_t step, const std::map<std::string, std::vector<GatheredPiece>>& pieces,
+                              const SaveOptions& options) {
   for (const auto& [name, want] : options.expected_checksums) {
     auto it = pieces.find(name);
     if (it == pieces.end())
-      throw UsageError("checkpoint step " + std::to_string(manifest.step) + ": expected tensor '" + name +
+      throw UsageError("checkpoint step " + std::to_string(step) + ": expected tensor '" + name +
                        "' is not in the tensor list");
     std::uint64_t got = 0;
     for (const auto& p : it->second) got += p.checksum;
     if (got != want)
-      throw IoError("checkpoint step " + std::to_string(manifest.step) + ": tensor '" + name + "' as written has " +
+      throw IoError("checkpoint step " + std::to_string(step) + ": tensor '" + name + "' as written has " +
                     format_checksum(got) + ", its source has " + format_checksum(want) +
                     " (the source data is corrupt or changed while being read); nothing was committed");
   }
+}
 
-  const std::string index = (fs::path(tmp) / kIndexFile).string();
-  write_index(index, manifest, tensors, pieces);
-  fsync_path(index);
+// Renames the finished `tmp` folder to `final_dir` and makes the rename durable. An existing
+// folder of the same step (e.g. a corrupt one a resume skipped) is moved aside first and removed
+// after the new one is in place.
+void rename_into_place(const std::string& ckpt_dir, const std::string& tmp, const std::string& final_dir) {
   std::error_code ec;
-  total_bytes += std::int64_t(fs::file_size(index, ec));
-  fsync_path(tmp);
-  // Rename into place. An existing folder of the same step (e.g. a corrupt one a resume skipped) is
-  // moved aside first and removed after the new one is in place.
   const std::string aside = final_dir + ".replaced";
   bool replaced = false;
   if (fs::exists(final_dir, ec)) {
@@ -371,81 +378,90 @@ std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const s
   if (ec) throw IoError(tmp + ": cannot rename to " + final_dir + " (" + ec.message() + ")");
   fsync_path(ckpt_dir);
   if (replaced) fs::remove_all(aside, ec);
+}
+
+// Rank 0: checks the gathered reports, writes the index, commits. Returns total bytes.
+std::int64_t commit(const std::string& ckpt_dir, const std::string& tmp, const std::string& final_dir,
+                    CheckpointManifest manifest, const std::vector<TensorSpec>& tensors,
+                    const std::vector<std::string>& reports, const SaveOptions& options) {
+  std::map<std::string, std::vector<GatheredPiece>> pieces;
+  for (const auto& t : tensors) pieces[t.name];
+  std::int64_t total_bytes = 0;
+  manifest.files.clear();
+  for (const auto& j : file_reports(reports)) {
+    FileRecord f;
+    f.name = j.at("file").at("name");
+    f.rank = j.at("file").at("rank");
+    f.bytes = j.at("file").at("bytes");
+    f.sha256 = j.at("file").at("sha256");
+    total_bytes += f.bytes;
+    for (const auto& p : j.at("pieces"))
+      pieces[p.at(0).get<std::string>()].push_back({p.at(1).get<std::int64_t>(), p.at(2).get<std::int64_t>(),
+                                                     p.at(3).get<std::uint64_t>(), f.name});
+    manifest.files.push_back(f);
+  }
+  check_exact_cover(manifest.step, tensors, pieces);
+  if (options.before_commit) options.before_commit();  // e.g. the source's file hashes: the likelier culprit first
+  check_expected_checksums(manifest.step, pieces, options);
+
+  const std::string index = (fs::path(tmp) / kIndexFile).string();
+  write_index(index, manifest, tensors, pieces);
+  fsync_path(index);
+  std::error_code ec;
+  total_bytes += std::int64_t(fs::file_size(index, ec));
+  fsync_path(tmp);
+  rename_into_place(ckpt_dir, tmp, final_dir);
   if (options.update_latest) write_latest(ckpt_dir, fs::path(final_dir).filename().string());
   return total_bytes;
 }
 
-}  // namespace
-
-SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest,
-                           const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
-                           Communicator& comm, const SaveOptions& options) {
-  return save_checkpoint_files(ckpt_dir, manifest, tensors, comm.size(), [&](int) { return pieces; }, comm, options);
+// Every tensor by name (and each checked: a valid name, no negative dimension, listed once).
+std::map<std::string, const TensorSpec*> specs_by_name(const std::vector<TensorSpec>& tensors) {
+  std::map<std::string, const TensorSpec*> specs;
+  for (const auto& t : tensors) {
+    check_name(t.name);
+    for (auto d : t.shape)
+      if (d < 0) throw UsageError("checkpoint: tensor '" + t.name + "' has a negative dimension");
+    if (!specs.emplace(t.name, &t).second) throw UsageError("checkpoint: tensor '" + t.name + "' is listed twice");
+  }
+  return specs;
 }
 
-SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
-                                 const std::vector<TensorSpec>& tensors, int writers,
-                                 const std::function<std::vector<PieceView>(int)>& pieces_of, Communicator& comm,
-                                 const SaveOptions& options) {
-  detail::quiet_hdf5();
-  const Stopwatch total_clock;
-  const int rank = comm.rank(), size = comm.size();
-  if (writers < 1) throw UsageError("checkpoint: " + std::to_string(writers) + " rank files requested; need at least 1");
-  SaveResult result;
-  result.step = manifest_in.step;
-
-  CheckpointManifest manifest = manifest_in;
-  manifest.format_version = kFormatVersion;
-  manifest.writers = writers;
-  if (manifest.code_version.empty()) manifest.code_version = code_version();
-
-  std::string folder_name, tmp, final_dir;
-  std::map<std::string, const TensorSpec*> specs;
-
-  // Phase 1 (rank 0): a fresh step_N.tmp. Argument checks run on every rank (same inputs, same verdict).
-  std::string status;
-  try {
-    folder_name = step_folder_name(manifest.step);
-    final_dir = (fs::path(ckpt_dir) / folder_name).string();
-    tmp = final_dir + ".tmp";
-    for (const auto& t : tensors) {
-      check_name(t.name);
-      for (auto d : t.shape)
-        if (d < 0) throw UsageError("checkpoint: tensor '" + t.name + "' has a negative dimension");
-      if (!specs.emplace(t.name, &t).second) throw UsageError("checkpoint: tensor '" + t.name + "' is listed twice");
-    }
-    if (rank == 0) {
-      std::error_code ec;
-      fs::create_directories(ckpt_dir, ec);
-      if (ec) throw IoError(ckpt_dir + ": cannot create the checkpoint folder (" + ec.message() + ")");
-      if (fs::exists(tmp, ec)) {
-        log_line("checkpoint: removing " + tmp + " left by an interrupted save");
-        fs::remove_all(tmp, ec);
-      }
-      if (options.check_free_space) {
-        std::int64_t need = 1 << 20;
-        for (const auto& t : tensors) need += t.bytes();
-        struct statvfs st {};
-        if (::statvfs(ckpt_dir.c_str(), &st) == 0) {
-          const auto avail = std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize);
-          if (avail < need)
-            throw IoError(ckpt_dir + ": not enough free space for checkpoint " + folder_name + ": it needs about " +
-                          std::to_string(need >> 20) + " MiB, " + std::to_string(avail >> 20) +
-                          " MiB are available (disk full?); free space, lower --keep or use another --ckpt-dir");
-        }
-      }
-      if (!fs::create_directory(tmp, ec) || ec)
-        throw IoError(tmp + ": cannot create (" + (ec ? ec.message() : std::string("exists")) +
-                      "); check permissions and free space of " + ckpt_dir);
-    }
-  } catch (const std::exception& e) {
-    status = encode_error(e);
+// Rank 0: a fresh `tmp` folder for the step (one left by an interrupted save is removed), after
+// checking the file system has room for it.
+void create_step_folder(const std::string& ckpt_dir, const std::string& tmp, const std::string& folder_name,
+                        const std::vector<TensorSpec>& tensors, const SaveOptions& options) {
+  std::error_code ec;
+  fs::create_directories(ckpt_dir, ec);
+  if (ec) throw IoError(ckpt_dir + ": cannot create the checkpoint folder (" + ec.message() + ")");
+  if (fs::exists(tmp, ec)) {
+    log_line("checkpoint: removing " + tmp + " left by an interrupted save");
+    fs::remove_all(tmp, ec);
   }
-  const std::string local_error = status;
-  broadcast_string(status, comm);  // rank 0's verdict
-  if (!status.empty()) throw_encoded(status);
+  if (options.check_free_space) {
+    std::int64_t need = 1 << 20;
+    for (const auto& t : tensors) need += t.bytes();
+    struct statvfs st {};
+    if (::statvfs(ckpt_dir.c_str(), &st) == 0) {
+      const auto avail = std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize);
+      if (avail < need)
+        throw IoError(ckpt_dir + ": not enough free space for checkpoint " + folder_name + ": it needs about " +
+                      std::to_string(need >> 20) + " MiB, " + std::to_string(avail >> 20) +
+                      " MiB are available (disk full?); free space, lower --keep or use another --ckpt-dir");
+    }
+  }
+  if (!fs::create_directory(tmp, ec) || ec)
+    throw IoError(tmp + ": cannot create (" + (ec ? ec.message() : std::string("exists")) +
+                  "); check permissions and free space of " + ckpt_dir);
+}
 
-  // Phase 2 (every rank): its files, rank files r = rank, rank + size, ... (one each when writers == size).
+// This process's rank files r = rank, rank + size, ... written and sealed: the report rank 0's
+// commit reads (file_reports), or this rank's failure. Adds to result's write_s, sync_s, bytes_local.
+nlohmann::json write_own_files(const std::string& tmp, const CheckpointManifest& manifest,
+                               const std::map<std::string, const TensorSpec*>& specs, int writers,
+                               const std::function<std::vector<PieceView>(int)>& pieces_of, Communicator& comm,
+                               const std::string& local_error, SaveResult& result) {
+  const int rank = comm.rank(), size = comm.size();
   nlohmann::json report = nlohmann::json::array();
   try {
     if (!local_error.empty()) throw_encoded(local_error);  // this rank's arguments differ from rank 0's
@@ -480,6 +496,69 @@ SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointMa
     report = {{"ok", false}, {"kind", dynamic_cast<const UsageError*>(&e) ? "usage" : "io"},
               {"error", "rank " + std::to_string(rank) + ": " + e.what()}};
   }
+  return report;
+}
+
+void prune_after_commit(const std::string& ckpt_dir, int keep, const std::string& folder_name) {
+  try {
+    prune_checkpoints(ckpt_dir, keep, folder_name);
+  } catch (const std::exception& e) {
+    log_line(std::string("checkpoint: pruning failed (the new checkpoint is fine): ") + e.what());
+  }
+}
+
+void log_committed(const SaveResult& result, int writers) {
+  char line[256];
+  std::snprintf(line, sizeof line, "checkpoint: committed %s (%.1f MB in %.2f s: %.2f GB/s, %d rank files)",
+                result.path.c_str(), double(result.bytes_total) / 1e6, result.total_s,
+                double(result.bytes_total) / 1e9 / std::max(result.total_s, 1e-9), writers);
+  log_line(line);
+}
+
+}  // namespace
+
+SaveResult save_checkpoint(const std::string& ckpt_dir, const CheckpointManifest& manifest,
+                           const std::vector<TensorSpec>& tensors, const std::vector<PieceView>& pieces,
+                           Communicator& comm, const SaveOptions& options) {
+  return save_checkpoint_files(ckpt_dir, manifest, tensors, comm.size(), [&](int) { return pieces; }, comm, options);
+}
+
+SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointManifest& manifest_in,
+                                 const std::vector<TensorSpec>& tensors, int writers,
+                                 const std::function<std::vector<PieceView>(int)>& pieces_of, Communicator& comm,
+                                 const SaveOptions& options) {
+  detail::quiet_hdf5();
+  const Stopwatch total_clock;
+  const int rank = comm.rank();
+  if (writers < 1) throw UsageError("checkpoint: " + std::to_string(writers) + " rank files requested; need at least 1");
+  SaveResult result;
+  result.step = manifest_in.step;
+
+  CheckpointManifest manifest = manifest_in;
+  manifest.format_version = kFormatVersion;
+  manifest.writers = writers;
+  if (manifest.code_version.empty()) manifest.code_version = code_version();
+
+  std::string folder_name, tmp, final_dir;
+  std::map<std::string, const TensorSpec*> specs;
+
+  // Phase 1 (rank 0): a fresh step_N.tmp. Argument checks run on every rank (same inputs, same verdict).
+  std::string status;
+  try {
+    folder_name = step_folder_name(manifest.step);
+    final_dir = (fs::path(ckpt_dir) / folder_name).string();
+    tmp = final_dir + ".tmp";
+    specs = specs_by_name(tensors);
+    if (rank == 0) create_step_folder(ckpt_dir, tmp, folder_name, tensors, options);
+  } catch (const std::exception& e) {
+    status = encode_error(e);
+  }
+  const std::string local_error = status;
+  broadcast_string(status, comm);  // rank 0's verdict
+  if (!status.empty()) throw_encoded(status);
+
+  // Phase 2 (every rank): its files, rank files r = rank, rank + size, ... (one each when writers == size).
+  const nlohmann::json report = write_own_files(tmp, manifest, specs, writers, pieces_of, comm, local_error, result);
   const Stopwatch commit_clock;
   const auto reports = all_gather_strings(report.dump(), comm);  // rank 0 uses them
 
@@ -502,20 +581,10 @@ SaveResult save_checkpoint_files(const std::string& ckpt_dir, const CheckpointMa
   result.path = final_dir;
   result.commit_s = commit_clock.seconds();
   result.total_s = total_clock.seconds();
-  if (rank == 0 && options.keep > 0) {
-    // After the outcome is out, so the other ranks do not wait for the deletions.
-    try {
-      prune_checkpoints(ckpt_dir, options.keep, folder_name);
-    } catch (const std::exception& e) {
-      log_line(std::string("checkpoint: pruning failed (the new checkpoint is fine): ") + e.what());
-    }
-  }
   if (rank == 0) {
-    char line[256];
-    std::snprintf(line, sizeof line, "checkpoint: committed %s (%.1f MB in %.2f s: %.2f GB/s, %d rank files)",
-                  final_dir.c_str(), double(result.bytes_total) / 1e6, result.total_s,
-                  double(result.bytes_total) / 1e9 / std::max(result.total_s, 1e-9), writers);
-    log_line(line);
+    // After the outcome is out, so the other ranks do not wait for the deletions.
+    if (options.keep > 0) prune_after_commit(ckpt_dir, options.keep, folder_name);
+    log_committed(result, writers);
   }
   return result;
 }
