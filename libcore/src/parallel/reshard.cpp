@@ -85,11 +85,13 @@ void check_reshard_target(const ckpt::TensorSource& source, const StateLayout& t
                      std::to_string(specs.size()) + "; ckpt-reshard would drop the others, so it refuses");
 }
 
-ReshardResult reshard_checkpoint(const std::string& source_path, const std::string& out, const StateLayout& requested,
-                                 Communicator& comm) {
-  const Stopwatch clock;
-  StateLayout target = requested;  // zero_stage < 0: the source's, resolved once it is open
-  // Rank 0: refusals and full validation; its verdict (and the resolved source) to every rank.
+namespace {
+
+// Rank 0 refuses an existing `out` and validates the source against `target` (whose zero_stage < 0
+// it resolves to the source's); its verdict, and the resolved source path, go to every rank, which
+// then opens the same source. Structure, sizes and coverage only: the file hashes are the commit's.
+std::unique_ptr<ckpt::TensorSource> open_agreed_source(const std::string& source_path, const std::string& out,
+                                                       StateLayout& target, Communicator& comm) {
   std::unique_ptr<ckpt::TensorSource> source;
   std::string resolved;
   if (comm.rank() == 0) {
@@ -112,6 +114,49 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
     source = open_validated(resolved.substr(3), false);
     if (target.zero_stage < 0) target.zero_stage = source->manifest().layout.zero_stage;
   }
+  return source;
+}
+
+// The pieces of one target rank file, read from the source into one buffer (reused: valid until
+// the next call, as save_checkpoint_files's pieces_of promises).
+struct TargetFileReader {
+  ckpt::TensorSource& source;
+  const std::vector<ParameterRegistry>& local_registries;  // per TP position: rank file r is shard r % tp
+  const StateLayout& target;
+  const std::vector<ParameterInfo>& tensors;
+  std::vector<float> buffer;
+  double read_s = 0;
+
+  std::vector<ckpt::PieceView> pieces_of(int file) {
+    const auto owned = owned_state_pieces(local_registries[std::size_t(file % target.tp)], target, file);
+    std::size_t total = 0;
+    for (const auto& p : owned) total += std::size_t(p.count);
+    buffer.resize(total);
+    std::vector<ckpt::PieceView> pieces;
+    std::size_t at = 0;
+    const Stopwatch read_clock;
+    for (const auto& p : owned) {
+      const std::string name = state_tensor_prefix(p.kind) + tensors[p.tensor].name;
+      source.read_range(name, p.offset, p.count, buffer.data() + at);
+      pieces.push_back({name, p.offset, p.count, buffer.data() + at});
+      at += std::size_t(p.count);
+    }
+    read_s += read_clock.seconds();
+    char line[160];
+    std::snprintf(line, sizeof line, "ckpt-reshard: rank file %d of %d: %zu pieces, %.1f MB read in %.2f s; writing",
+                  file + 1, target.world, pieces.size(), double(total * sizeof(float)) / 1e6, read_clock.seconds());
+    log_line(line);
+    return pieces;
+  }
+};
+
+}  // namespace
+
+ReshardResult reshard_checkpoint(const std::string& source_path, const std::string& out, const StateLayout& requested,
+                                 Communicator& comm) {
+  const Stopwatch clock;
+  StateLayout target = requested;  // zero_stage < 0: the source's, resolved once it is open
+  const std::unique_ptr<ckpt::TensorSource> source = open_agreed_source(source_path, out, target, comm);
 
   const auto& m0 = source->manifest();
   const ModelConfig config = ModelConfig::from_json(m0.model);
@@ -150,33 +195,11 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
                          " (ckpt-reshard rewrites only valid checkpoints; nothing was written)");
   };
 
-  std::vector<float> buffer;  // one target file's pieces at a time
-  double read_s = 0;
-  const auto& tensors = registry.tensors();
-  auto pieces_of = [&](int file) {
-    const auto owned = owned_state_pieces(local_registries[std::size_t(file % target.tp)], target, file);
-    std::size_t total = 0;
-    for (const auto& p : owned) total += std::size_t(p.count);
-    buffer.resize(total);
-    std::vector<ckpt::PieceView> pieces;
-    std::size_t at = 0;
-    const Stopwatch read_clock;
-    for (const auto& p : owned) {
-      const std::string name = state_tensor_prefix(p.kind) + tensors[p.tensor].name;
-      source->read_range(name, p.offset, p.count, buffer.data() + at);
-      pieces.push_back({name, p.offset, p.count, buffer.data() + at});
-      at += std::size_t(p.count);
-    }
-    read_s += read_clock.seconds();
-    char line[160];
-    std::snprintf(line, sizeof line, "ckpt-reshard: rank file %d of %d: %zu pieces, %.1f MB read in %.2f s; writing",
-                  file + 1, target.world, pieces.size(), double(total * sizeof(float)) / 1e6, read_clock.seconds());
-    log_line(line);
-    return pieces;
-  };
+  TargetFileReader reader{*source, local_registries, target, registry.tensors(), {}, 0};
   ckpt::SaveResult saved;
   try {
-    saved = ckpt::save_checkpoint_files(out, manifest, specs, target.world, pieces_of, comm, options);
+    saved = ckpt::save_checkpoint_files(out, manifest, specs, target.world,
+                                        [&](int file) { return reader.pieces_of(file); }, comm, options);
   } catch (...) {
     if (comm.rank() == 0) {  // `out` did not exist before: leave nothing behind
       std::error_code ec;
@@ -190,7 +213,7 @@ ReshardResult reshard_checkpoint(const std::string& source_path, const std::stri
   result.tensor_bytes = tensor_bytes;
   result.bytes_total = saved.bytes_total;
   result.seconds = clock.seconds();
-  result.read_s = read_s;
+  result.read_s = reader.read_s;
   result.write_s = saved.write_s;
   result.sync_s = saved.sync_s;
   result.commit_s = saved.commit_s;
