@@ -269,22 +269,25 @@ std::optional<RankHosts> attempt_placement(const AttemptEvidence& evidence, int 
   }
 }
 
-AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
-  const std::vector<std::string> files = flight_record_files(evidence.run_dir);
-  if (files.empty()) {
-    AttemptVerdict v = verdict_from_output(evidence.command_output);
-    v.command_ended_at = evidence.command_ended_at;
-    const std::optional<RankHosts> placement = attempt_placement(evidence, evidence.world_size, v.source_detail);
-    if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
-      v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
-    return v;
-  }
-  AttemptVerdict v;
+namespace {
+
+// The culprit's host from the attempt's placement, where nothing named it yet.
+void host_from_placement(AttemptVerdict& v, const std::optional<RankHosts>& placement) {
+  if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
+    v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
+}
+
+AttemptVerdict verdict_without_records(const AttemptEvidence& evidence) {
+  AttemptVerdict v = verdict_from_output(evidence.command_output);
   v.command_ended_at = evidence.command_ended_at;
-  v.source = VerdictSource::kHangDiagnosis;
-  // Each record alone first: its host and triggers count even when the set cannot be diagnosed.
+  host_from_placement(v, attempt_placement(evidence, evidence.world_size, v.source_detail));
+  return v;
+}
+
+// The readable records, each rank's host in `hosts`; why one is unreadable in v.source_detail.
+std::vector<hang::RankDump> read_records(const std::vector<std::string>& files, std::map<int, std::string>& hosts,
+                                         AttemptVerdict& v) {
   std::vector<hang::RankDump> dumps;
-  std::map<int, std::string> hosts;
   for (const auto& f : files) {
     try {
       dumps.push_back(hang::read_flight_dump(f));
@@ -293,63 +296,86 @@ AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
       v.source_detail = std::string("hang diagnosis failed: ") + e.what();
     }
   }
-  bool no_failure = false;
-  if (v.source_detail.empty()) {
-    try {
-      const hang::DiagnosisSummary s =
-          hang::diagnose(hang::check_dump_set(dumps, evidence.world_size)).summary();
-      v.verdict_class = class_of(s.failure_class);
-      no_failure = s.failure_class == hang::FailureClass::kNoHang;
-      v.job_wide = s.job_wide;
-      if (!s.job_wide) v.culprit_rank = s.culprit_rank;  // an error of the whole job: nobody to exclude
-      v.group = s.group;
-      v.seq = s.seq;
-      v.op = s.op;
-      v.step = s.step;
-      v.phase = s.phase;
-    } catch (const Error& e) {
-      v.source_detail = std::string("hang diagnosis failed: ") + e.what();
-    }
+  return dumps;
+}
+
+// The diagnose layer's summary of the whole set into `v`; true when the records hold no failure.
+bool diagnose_records(const std::vector<hang::RankDump>& dumps, int world_size, AttemptVerdict& v) {
+  try {
+    const hang::DiagnosisSummary s = hang::diagnose(hang::check_dump_set(dumps, world_size)).summary();
+    v.verdict_class = class_of(s.failure_class);
+    v.job_wide = s.job_wide;
+    if (!s.job_wide) v.culprit_rank = s.culprit_rank;  // an error of the whole job: nobody to exclude
+    v.group = s.group;
+    v.seq = s.seq;
+    v.op = s.op;
+    v.step = s.step;
+    v.phase = s.phase;
+    return s.failure_class == hang::FailureClass::kNoHang;
+  } catch (const Error& e) {
+    v.source_detail = std::string("hang diagnosis failed: ") + e.what();
+    return false;
   }
+}
+
+void name_straggler(const std::string& run_dir, AttemptVerdict& v) {
+  try {
+    const StragglerReport report = straggler_report_from_run_dir(run_dir, StragglerOptions{});
+    std::set<int> named;
+    for (const auto& s : report.stragglers) named.insert(s.rank);
+    if (named.size() == 1) {
+      v.verdict_class = VerdictClass::kStraggler;
+      v.culprit_rank = report.stragglers.front().rank;
+      v.phase = section_name(report.stragglers.front().section);
+      v.source = VerdictSource::kStragglerScores;
+    }
+  } catch (const Error& e) {
+    v.source_detail = std::string("straggler scores failed: ") + e.what();
+  }
+}
+
+void name_lost_node(const RankHosts& placement, const std::map<int, std::string>& hosts, AttemptVerdict& v) {
+  if (const std::optional<LostNode> lost = lost_node(placement, hosts)) {
+    v.verdict_class = VerdictClass::kNodeLost;
+    v.culprit_host = lost->host;
+    v.culprit_rank = lost->ranks.front();
+    v.lost_ranks = lost->ranks;
+    v.job_wide = false;
+  }
+}
+
+void name_culprit_host(AttemptVerdict& v, const std::optional<RankHosts>& placement,
+                       const std::map<int, std::string>& hosts, const std::string& command_output) {
+  host_from_placement(v, placement);
+  if (!v.culprit_rank) return;
+  // Its record's host; a rank that left none (killed) is named with its host by mpirun.
+  const auto h = hosts.find(*v.culprit_rank);
+  if (h != hosts.end()) v.culprit_host = h->second;
+  if (v.culprit_host.empty()) {
+    const std::map<int, std::string> dead = dead_ranks(command_output);
+    if (const auto d = dead.find(*v.culprit_rank); d != dead.end()) v.culprit_host = d->second;
+  }
+}
+
+}  // namespace
+
+AttemptVerdict judge_attempt(const AttemptEvidence& evidence) {
+  const std::vector<std::string> files = flight_record_files(evidence.run_dir);
+  if (files.empty()) return verdict_without_records(evidence);
+  AttemptVerdict v;
+  v.command_ended_at = evidence.command_ended_at;
+  v.source = VerdictSource::kHangDiagnosis;
+  // Each record alone first: its host and triggers count even when the set cannot be diagnosed.
+  std::map<int, std::string> hosts;
+  const std::vector<hang::RankDump> dumps = read_records(files, hosts, v);
+  const bool no_failure = v.source_detail.empty() && diagnose_records(dumps, evidence.world_size, v);
   // Records without a failure in them: the one rank the step logs name as a straggler, if any.
-  if (no_failure && has_step_logs(evidence.run_dir)) {
-    try {
-      const StragglerReport report = straggler_report_from_run_dir(evidence.run_dir, StragglerOptions{});
-      std::set<int> named;
-      for (const auto& s : report.stragglers) named.insert(s.rank);
-      if (named.size() == 1) {
-        v.verdict_class = VerdictClass::kStraggler;
-        v.culprit_rank = report.stragglers.front().rank;
-        v.phase = section_name(report.stragglers.front().section);
-        v.source = VerdictSource::kStragglerScores;
-      }
-    } catch (const Error& e) {
-      v.source_detail = std::string("straggler scores failed: ") + e.what();
-    }
-  }
+  if (no_failure && has_step_logs(evidence.run_dir)) name_straggler(evidence.run_dir, v);
   // A lost node: every rank of one host without a record, ranks of another host with one.
   const int world = dumps.empty() ? evidence.world_size : dumps.front().world_size;
   const std::optional<RankHosts> placement = attempt_placement(evidence, world, v.source_detail);
-  if (placement) {
-    if (const std::optional<LostNode> lost = lost_node(*placement, hosts)) {
-      v.verdict_class = VerdictClass::kNodeLost;
-      v.culprit_host = lost->host;
-      v.culprit_rank = lost->ranks.front();
-      v.lost_ranks = lost->ranks;
-      v.job_wide = false;
-    }
-  }
-  if (v.culprit_rank && v.culprit_host.empty() && placement && std::size_t(*v.culprit_rank) < placement->hosts.size())
-    v.culprit_host = placement->hosts[std::size_t(*v.culprit_rank)];
-  if (v.culprit_rank) {
-    // Its record's host; a rank that left none (killed) is named with its host by mpirun.
-    const auto h = hosts.find(*v.culprit_rank);
-    if (h != hosts.end()) v.culprit_host = h->second;
-    if (v.culprit_host.empty()) {
-      const std::map<int, std::string> dead = dead_ranks(evidence.command_output);
-      if (const auto d = dead.find(*v.culprit_rank); d != dead.end()) v.culprit_host = d->second;
-    }
-  }
+  if (placement) name_lost_node(*placement, hosts, v);
+  name_culprit_host(v, placement, hosts, evidence.command_output);
   if (const std::optional<double> first = first_trigger(dumps))
     v.diagnosis_s = std::round((evidence.now - *first) * 1000) / 1000;
   return v;

@@ -60,28 +60,23 @@ std::optional<std::string> resumed_with(const ProofRun& run, int attempt) {
   return std::nullopt;
 }
 
-}  // namespace
+// The kills during a save, by what became of the write they were in.
+struct SaveKills {
+  std::vector<const FiredKill*> mid_write;  // the write was interrupted
+  std::vector<const FiredKill*> late;       // the write committed anyway
+};
 
-json FiredKill::to_json() const {
-  using json_fields::or_null;
-  json j = {{"index", index},
-            {"rank", rank},
-            {"pid", pid},
-            {"attempt", attempt},
-            {"mode", kill_mode_name(mode)},
-            {"planned_step", planned_step},
-            {"after_step", after_step},
-            {"lost", or_null(lost)},
-            {"latest_at_kill", or_null(latest_at_kill)},
-            {"interrupted", or_null(interrupted)}};
-  if (write_committed) j["outcome"] = *write_committed ? "committed anyway" : "write interrupted";
-  return j;
+SaveKills save_kills(const std::vector<FiredKill>& fired) {
+  SaveKills out;
+  for (const auto& k : fired) {
+    if (k.write_committed == std::optional<bool>(false)) out.mid_write.push_back(&k);
+    if (k.write_committed == std::optional<bool>(true)) out.late.push_back(&k);
+  }
+  return out;
 }
 
-ProofVerdict judge_proof(const ProofRun& run) {
-  ProofVerdict v;
+void judge_final_checkpoint(const ProofRun& run, ProofVerdict& v) {
   const std::string& final_ckpt = run.final_checkpoint;
-  // The invariant.
   if (run.run_status != 0) {
     v.lost.push_back("the resilient run did not finish (exit " + std::to_string(run.run_status) + ")");
   } else if (run.equiv_verdict != std::optional<std::string>("BITWISE")) {
@@ -91,11 +86,9 @@ ProofVerdict judge_proof(const ProofRun& run) {
     v.held.push_back("final " + final_ckpt + " (parameters and optimizer moments, " +
                      std::to_string(run.tensors_compared) + " tensors) BITWISE equal to the uninterrupted run");
   }
-  std::vector<const FiredKill*> mid_write, late;
-  for (const auto& k : run.fired) {
-    if (k.write_committed == std::optional<bool>(false)) mid_write.push_back(&k);
-    if (k.write_committed == std::optional<bool>(true)) late.push_back(&k);
-  }
+}
+
+void judge_mid_write_resumes(const ProofRun& run, const std::vector<const FiredKill*>& mid_write, ProofVerdict& v) {
   std::vector<std::string> notes;
   for (const FiredKill* k : mid_write) {
     const int next = k->attempt + 1;
@@ -120,25 +113,28 @@ ProofVerdict judge_proof(const ProofRun& run) {
     v.held.push_back(std::to_string(mid_write.size()) +
                      " mid-write kills, each resumed from the previous valid checkpoint (" + join(notes, "; ") + ")");
   v.notes = notes;
-  if (!run.shrink.empty()) {
-    std::vector<int> path;
-    for (const auto& r : run.restarts.restarts)
-      if (r.world && r.world->world_size != r.world->previous_world_size) path.push_back(r.world->world_size);
-    std::string unlogged;
-    for (const auto& k : run.fired) {
-      if (!k.lost) continue;
-      const RestartRecord* r = restart_of(run.restarts, k.attempt + 1);
-      if (!r || !r->world || r->world->world_size != *k.lost)
-        unlogged += "; the node loss in attempt " + std::to_string(k.attempt) + " (capacity " + std::to_string(*k.lost) +
-                    ") is not logged by restart " + std::to_string(k.attempt + 1);
-    }
-    const bool prefix = path.size() <= run.shrink.size() && std::equal(path.begin(), path.end(), run.shrink.begin());
-    if (!prefix || !unlogged.empty() || (run.run_status == 0 && path != run.shrink))
-      v.lost.push_back("world sizes changed to " + list_text(path) + ", planned " + list_text(run.shrink) + unlogged);
-    else
-      v.held.push_back("world size " + world_path(run.world, path) + ", each change logged in restarts.json");
+}
+
+void judge_world_sizes(const ProofRun& run, ProofVerdict& v) {
+  std::vector<int> path;
+  for (const auto& r : run.restarts.restarts)
+    if (r.world && r.world->world_size != r.world->previous_world_size) path.push_back(r.world->world_size);
+  std::string unlogged;
+  for (const auto& k : run.fired) {
+    if (!k.lost) continue;
+    const RestartRecord* r = restart_of(run.restarts, k.attempt + 1);
+    if (!r || !r->world || r->world->world_size != *k.lost)
+      unlogged += "; the node loss in attempt " + std::to_string(k.attempt) + " (capacity " + std::to_string(*k.lost) +
+                  ") is not logged by restart " + std::to_string(k.attempt + 1);
   }
-  // The count check.
+  const bool prefix = path.size() <= run.shrink.size() && std::equal(path.begin(), path.end(), run.shrink.begin());
+  if (!prefix || !unlogged.empty() || (run.run_status == 0 && path != run.shrink))
+    v.lost.push_back("world sizes changed to " + list_text(path) + ", planned " + list_text(run.shrink) + unlogged);
+  else
+    v.held.push_back("world size " + world_path(run.world, path) + ", each change logged in restarts.json");
+}
+
+void check_counts(const ProofRun& run, const SaveKills& save, ProofVerdict& v) {
   std::set<int> attempts;
   std::vector<int> attempt_list;
   for (const auto& k : run.fired) {
@@ -157,15 +153,16 @@ ProofVerdict judge_proof(const ProofRun& run) {
       not_ending.push_back("kill " + std::to_string(k.index) + " (attempt " + std::to_string(k.attempt) + ")");
   }
   if (!not_ending.empty()) v.harness.push_back("kills that did not end their attempt: " + join(not_ending, ", "));
-  if (!late.empty()) {
+  if (!save.late.empty()) {
     std::vector<std::string> names;
-    for (const FiredKill* k : late) names.push_back(k->interrupted.value_or("?") + " (kill " + std::to_string(k->index) + ")");
+    for (const FiredKill* k : save.late)
+      names.push_back(k->interrupted.value_or("?") + " (kill " + std::to_string(k->index) + ")");
     v.harness.push_back("planned mid-write kills whose write committed anyway: " + join(names, ", "));
   }
   const auto during_save = std::count_if(run.fired.begin(), run.fired.end(),
                                          [](const FiredKill& k) { return k.mode == KillMode::kDuringSave; });
-  if (int(mid_write.size() + late.size()) != run.save_kills || during_save != run.save_kills)
-    v.harness.push_back(std::to_string(mid_write.size()) + " kills interrupted a write, planned " +
+  if (int(save.mid_write.size() + save.late.size()) != run.save_kills || during_save != run.save_kills)
+    v.harness.push_back(std::to_string(save.mid_write.size()) + " kills interrupted a write, planned " +
                         std::to_string(run.save_kills));
   const std::size_t restarts = run.restarts.restarts.size();
   if (restarts < run.fired.size())
@@ -175,6 +172,35 @@ ProofVerdict judge_proof(const ProofRun& run) {
   v.count_line = std::to_string(run.fired.size()) + " of " + std::to_string(run.kills) + " planned kills fired, in " +
                  std::to_string(attempts.size()) + " distinct attempts; " + std::to_string(restarts) + " restarts" +
                  (unplanned > 0 ? " (" + std::to_string(unplanned) + " not caused by a planned kill)" : "");
+}
+
+}  // namespace
+
+json FiredKill::to_json() const {
+  using json_fields::or_null;
+  json j = {{"index", index},
+            {"rank", rank},
+            {"pid", pid},
+            {"attempt", attempt},
+            {"mode", kill_mode_name(mode)},
+            {"planned_step", planned_step},
+            {"after_step", after_step},
+            {"lost", or_null(lost)},
+            {"latest_at_kill", or_null(latest_at_kill)},
+            {"interrupted", or_null(interrupted)}};
+  if (write_committed) j["outcome"] = *write_committed ? "committed anyway" : "write interrupted";
+  return j;
+}
+
+ProofVerdict judge_proof(const ProofRun& run) {
+  ProofVerdict v;
+  // The invariant.
+  judge_final_checkpoint(run, v);
+  const SaveKills save = save_kills(run.fired);
+  judge_mid_write_resumes(run, save.mid_write, v);
+  if (!run.shrink.empty()) judge_world_sizes(run, v);
+  // The count check.
+  check_counts(run, save, v);
   return v;
 }
 

@@ -251,12 +251,15 @@ std::vector<std::string> paced(std::vector<std::string> argv, int ms) {
   return argv;
 }
 
-}  // namespace
+std::vector<std::string> with_run_dir(std::vector<std::string> argv, const std::string& dir) {
+  argv.insert(argv.end(), {"--run-dir", dir});
+  return argv;
+}
 
-int run_kill_resume_proof(const ProofOptions& o) {
+// The plan from --plan FILE, or drawn from the shape's seed; `origin` says which.
+std::vector<PlannedKill> kill_plan(const ProofOptions& o, std::string& origin) {
   const KillPlanShape& shape = o.shape;
   std::vector<PlannedKill> plan;
-  std::string origin;
   if (!o.plan_file.empty()) {
     std::ifstream in(o.plan_file);
     if (!in) throw UsageError("--plan " + o.plan_file + ": no such readable file");
@@ -268,13 +271,17 @@ int run_kill_resume_proof(const ProofOptions& o) {
     plan = draw_kill_plan(shape);
     origin = "seed " + std::to_string(shape.seed);
   }
-  check_kill_plan(plan, shape.world, shape.steps, shape.global_batch);
-  std::error_code ec;
-  if (!o.report.empty()) fs::remove(o.report, ec);  // a failed proof never leaves a pass behind
-  for (const char* tool : {"ddp-train", "data-prep", "run-resilient"})
-    if (access((o.bin_dir + "/" + tool).c_str(), X_OK) != 0)
-      throw UsageError(o.bin_dir + "/" + tool + " not found: build first (scripts/setup.sh), or give --bin DIR");
+  return plan;
+}
 
+void check_tools(const std::string& bin_dir) {
+  for (const char* tool : {"ddp-train", "data-prep", "run-resilient"})
+    if (access((bin_dir + "/" + tool).c_str(), X_OK) != 0)
+      throw UsageError(bin_dir + "/" + tool + " not found: build first (scripts/setup.sh), or give --bin DIR");
+}
+
+// What the verdict knows before the run: the shape and the plan.
+ProofRun planned_run(const KillPlanShape& shape, const std::vector<PlannedKill>& plan, const std::string& origin) {
   ProofRun run;
   run.world = shape.world;
   run.steps = shape.steps;
@@ -285,45 +292,54 @@ int run_kill_resume_proof(const ProofOptions& o) {
     if (k.capacity) run.shrink.push_back(*k.capacity);
   }
   run.final_checkpoint = step_name(shape.steps);
+  return run;
+}
 
-  const WorkDir work_dir(o.work_dir);
-  const std::string work = work_dir.path();
-  fs::remove_all(work, ec);
-  fs::create_directories(work);
-  const std::string bin = o.bin_dir;
-  std::vector<std::string> data_prep = {bin + "/data-prep", "--synthetic", "markov", "--documents", "20",
+// The model's shape arguments to ddp-train (a named model, or the small default).
+std::vector<std::string> model_args(const ProofOptions& o) {
+  if (!o.model.empty()) return {"--model", o.model, "--threads", "1"};
+  return {"--seq-len", "32", "--d-model", std::to_string(o.d_model), "--layers", "2", "--heads", "2"};
+}
+
+// WORK/markov.h5, the corpus both runs train on.
+void prepare_data(const ProofOptions& o, const std::string& work) {
+  std::vector<std::string> data_prep = {o.bin_dir + "/data-prep", "--synthetic", "markov", "--documents", "20",
                                         "--doc-tokens", "4000", "-o", work + "/markov.h5"};
-  std::vector<std::string> shape_args = {"--seq-len", "32", "--d-model", std::to_string(o.d_model), "--layers", "2",
-                                         "--heads", "2"};
-  if (!o.model.empty()) {  // a corpus over the whole vocabulary, so every embedding row can be touched
+  if (!o.model.empty())  // a corpus over the whole vocabulary, so every embedding row can be touched
     data_prep.insert(data_prep.end(), {"--symbols", std::to_string(model_preset(o.model).vocab - 1)});
-    shape_args = {"--model", o.model, "--threads", "1"};
-  }
   if (run_child(data_prep, work + "/data-prep.log") != 0)
     throw IoError("data-prep failed (" + work + "/data-prep.log)");
+}
+
+// The training command both runs share (each adds its own --run-dir).
+std::vector<std::string> training_command(const ProofOptions& o, const std::string& work) {
+  const KillPlanShape& shape = o.shape;
   std::vector<std::string> train_unpaced = {"mpirun", "-np", std::to_string(shape.world), "--oversubscribe",
-                                            bin + "/ddp-train", "--data", work + "/markov.h5"};
+                                            o.bin_dir + "/ddp-train", "--data", work + "/markov.h5"};
+  const std::vector<std::string> shape_args = model_args(o);
   train_unpaced.insert(train_unpaced.end(), shape_args.begin(), shape_args.end());
   train_unpaced.insert(train_unpaced.end(),
                        {"--global-batch", std::to_string(shape.global_batch), "--micro-batch", "1", "--steps",
                         std::to_string(shape.steps), "--deterministic", "--ckpt-every", std::to_string(o.ckpt_every),
                         "--keep", "100", "--peak-gflops", "100", "--log-every", "1000"});
-  const std::vector<std::string> train = paced(train_unpaced, o.pace_ms);
-  auto with_run_dir = [](std::vector<std::string> argv, const std::string& dir) {
-    argv.insert(argv.end(), {"--run-dir", dir});
-    return argv;
-  };
+  return paced(train_unpaced, o.pace_ms);
+}
 
+// The uninterrupted run (WORK/ref); false, with its log's tail said, when it failed.
+bool run_reference(const std::vector<std::string>& train, const KillPlanShape& shape, const std::string& work) {
   say("reference: " + std::to_string(shape.steps) + " steps uninterrupted on " + std::to_string(shape.world) + " ranks");
   if (run_child(with_run_dir(train, work + "/ref"), work + "/ref.log") != 0) {
     std::cout << tail_lines(work + "/ref.log", 30, "");
     std::cerr << "FAIL: the reference run failed" << std::endl;
-    return 1;
+    return false;
   }
-  say("kill plan (" + origin + "): " + describe_kill_plan(plan));
-  say("one kill per attempt: after a kill the killer waits for the next attempt's first step before it fires again");
-  write_file_atomically(work + "/capacity", std::to_string(shape.world) + "\n");
+  return true;
+}
 
+// The same job under run-resilient (WORK/run) while the killer fires the plan; its exit status and
+// the kills fired into `run`, the kills also in WORK/kills.jsonl.
+void run_with_killer(const std::vector<std::string>& train, const std::vector<PlannedKill>& plan, const std::string& bin,
+                     const std::string& work, ProofRun& run) {
   Killer killer(work + "/run", plan, work + "/capacity", work + "/killer.log");
   killer.start();
   say("resilient run: the same job under run-resilient");
@@ -339,28 +355,29 @@ int run_kill_resume_proof(const ProofOptions& o) {
   run.run_status = run_child(launcher, work + "/run.log");
   killer.finish();
   run.fired = killer.fired();
-  {
-    std::ofstream kills(work + "/kills.jsonl");
-    for (const auto& k : run.fired) kills << k.to_json().dump() << "\n";
-  }
-  std::cout << tail_lines(work + "/killer.log", 1000, "  ");
-  if (run.run_status != 0) std::cout << tail_lines(work + "/run.log", 20, "  run.log: ");
+  std::ofstream kills(work + "/kills.jsonl");
+  for (const auto& k : run.fired) kills << k.to_json().dump() << "\n";
+}
 
-  if (run.run_status == 0) {
-    equiv::EquivOptions eo;
-    eo.a = work + "/run/checkpoints/" + run.final_checkpoint + "/index.h5";
-    eo.b = work + "/ref/checkpoints/" + run.final_checkpoint + "/index.h5";
-    eo.kind = equiv::InputKind::kParams;
-    eo.group_a = eo.group_b = "tensors";
-    try {
-      const equiv::EquivReport report = equiv::compare_files(eo);
-      run.equiv_verdict = equiv::verdict_name(report.verdict);
-      run.tensors_compared = report.tensors.size();
-      if (report.verdict != equiv::Verdict::kBitwise) std::cout << report.table();
-    } catch (const Error& e) {
-      std::cout << "  equiv: " << e.what() << std::endl;
-    }
+// The resilient run's final checkpoint against the reference's, into run.equiv_verdict.
+void compare_final(const std::string& work, ProofRun& run) {
+  equiv::EquivOptions eo;
+  eo.a = work + "/run/checkpoints/" + run.final_checkpoint + "/index.h5";
+  eo.b = work + "/ref/checkpoints/" + run.final_checkpoint + "/index.h5";
+  eo.kind = equiv::InputKind::kParams;
+  eo.group_a = eo.group_b = "tensors";
+  try {
+    const equiv::EquivReport report = equiv::compare_files(eo);
+    run.equiv_verdict = equiv::verdict_name(report.verdict);
+    run.tensors_compared = report.tensors.size();
+    if (report.verdict != equiv::Verdict::kBitwise) std::cout << report.table();
+  } catch (const Error& e) {
+    std::cout << "  equiv: " << e.what() << std::endl;
   }
+}
+
+// The launcher's restart log and the checkpoint each restart resumed from, each restart said.
+void read_restarts(const std::string& work, ProofRun& run) {
   try {
     run.restarts = read_restart_log(work + "/restarts.json");
   } catch (const Error& e) {
@@ -374,7 +391,10 @@ int run_kill_resume_proof(const ProofOptions& o) {
               << (r.world ? ", W " + std::to_string(r.world->previous_world_size) + " -> " + std::to_string(r.world->world_size)
                           : "")
               << std::endl;
+}
 
+// The verdict said; the exit status, and the report where the proof holds.
+int conclude(const ProofOptions& o, const ProofRun& run) {
   const ProofVerdict verdict = judge_proof(run);
   std::cout << verdict.text(run) << std::flush;
   if (!verdict.invariant_holds()) {
@@ -388,15 +408,46 @@ int run_kill_resume_proof(const ProofOptions& o) {
   if (!o.report.empty())
     write_json_file(o.report, {{"proof", "holds"},
                                {"verdict", "BITWISE"},
-                               {"np", shape.world},
-                               {"steps", shape.steps},
+                               {"np", o.shape.world},
+                               {"steps", o.shape.steps},
                                {"kills", run.kills},
-                               {"seed", shape.seed},
+                               {"seed", o.shape.seed},
                                {"restarts", run.restarts.restarts.size()},
                                {"final", run.final_checkpoint},
                                {"created", now_rfc3339()},
                                {"by", "kill-resume-proof"}});
   return 0;
+}
+
+}  // namespace
+
+int run_kill_resume_proof(const ProofOptions& o) {
+  const KillPlanShape& shape = o.shape;
+  std::string origin;
+  const std::vector<PlannedKill> plan = kill_plan(o, origin);
+  check_kill_plan(plan, shape.world, shape.steps, shape.global_batch);
+  std::error_code ec;
+  if (!o.report.empty()) fs::remove(o.report, ec);  // a failed proof never leaves a pass behind
+  check_tools(o.bin_dir);
+  ProofRun run = planned_run(shape, plan, origin);
+
+  const WorkDir work_dir(o.work_dir);
+  const std::string work = work_dir.path();
+  fs::remove_all(work, ec);
+  fs::create_directories(work);
+  prepare_data(o, work);
+  const std::vector<std::string> train = training_command(o, work);
+  if (!run_reference(train, shape, work)) return 1;
+  say("kill plan (" + origin + "): " + describe_kill_plan(plan));
+  say("one kill per attempt: after a kill the killer waits for the next attempt's first step before it fires again");
+  write_file_atomically(work + "/capacity", std::to_string(shape.world) + "\n");
+  run_with_killer(train, plan, o.bin_dir, work, run);
+  std::cout << tail_lines(work + "/killer.log", 1000, "  ");
+  if (run.run_status != 0) std::cout << tail_lines(work + "/run.log", 20, "  run.log: ");
+
+  if (run.run_status == 0) compare_final(work, run);
+  read_restarts(work, run);
+  return conclude(o, run);
 }
 
 }  // namespace shardtrain::launch

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,7 +36,8 @@
 #include "shardtrain/telemetry/metrics_endpoint.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 #include "shardtrain/telemetry/scrape_targets.hpp"
-#include "shardtrain/telemetry/step_log.hpp"
+
+#include "run_folder.hpp"
 
 namespace shardtrain::launch {
 namespace {
@@ -70,64 +70,11 @@ void install_handlers() {
 
 void say(const std::string& line) { std::cerr << "run-resilient: " << line << std::endl; }
 
-std::string read_latest(const std::string& ckpt_dir) {
-  std::ifstream in(ckpt_dir + "/latest");
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream o;
-  o << in.rdbuf();
-  return o.str();
-}
-
-// The first step record of the rank-0 step log written after `t` (unix s), if any.
-std::optional<double> first_step_after(const std::string& run_dir, double t) {
-  const std::string path = run_dir + "/steps.rank0.jsonl";
-  if (!fs::exists(path)) return std::nullopt;
-  std::optional<double> first;
-  try {
-    for (const auto& e : read_step_log(path).steps)
-      if (e.written_at > t && (!first || e.written_at < *first)) first = e.written_at;
-  } catch (const Error&) {
-    return std::nullopt;  // a log being written as it is read: no restart time rather than no launcher
-  }
-  return first;
-}
-
-// Moves RUN_DIR/flight.rank*.json into RUN_DIR/<folder>/ (kept apart from the next attempt's).
-void move_flight_records(const std::string& run_dir, const std::string& folder) {
-  std::vector<fs::path> records;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("flight.rank", 0) == 0 && e.path().extension() == ".json") records.push_back(e.path());
-  }
-  if (records.empty()) return;
-  fs::create_directories(fs::path(run_dir) / folder);
-  for (const auto& r : records) fs::rename(r, fs::path(run_dir) / folder / r.filename());
-}
-
-// The command's own last message: the last line outside mpirun's banners (blocks between lines of
-// dashes), CLI hints and blank lines.
-std::string last_message(const std::string& output) {
-  static const std::regex dashes("^-{20,}$");
-  std::istringstream in(output);
-  std::string line, last;
-  bool banner = false;
-  while (std::getline(in, line)) {
-    if (std::regex_match(line, dashes)) {
-      banner = !banner;
-      continue;
-    }
-    if (banner || line.rfind("Run with --help", 0) == 0 || line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    last = line;
-  }
-  return last;
-}
+using detail::first_step_after;
+using detail::last_message;
+using detail::move_flight_records;
+using detail::read_latest;
+using detail::read_whole;
 
 std::optional<int> capacity_now(const LauncherOptions& options) {
   if (options.slurm_batch) {
@@ -363,6 +310,226 @@ int finish_time_limit(TimeLimitStop& stop, const LauncherOptions& options, const
   return 0;
 }
 
+RestartPolicy policy_for(const LauncherOptions& options, const ChildCommand& command) {
+  RestartPolicy policy = options.policy;
+  policy.launch_world = command.rank_count().value_or(0);
+  policy.micro_batches = command.global_batch() ? *command.global_batch() / command.micro_batch() : 0;
+  policy.exclude_hosts = !options.exclude_cmd.empty();
+  return policy;
+}
+
+// One attempt as the launcher ran it (its exit status: ResilientRun::status_).
+struct AttemptRun {
+  std::string resumed_from;  // `latest` when it was launched
+  double launched = 0;
+  double ended = 0;
+  std::string output_path;  // RUN_DIR/attemptN.log
+};
+
+// The launcher's loop: what it carries from one attempt to the next (the policy's state, the lost
+// hosts, the previous attempt's verdict and world size) and the restart log it writes at the end.
+class ResilientRun {
+ public:
+  ResilientRun(const LauncherOptions& options, const ChildCommand& command, std::string run_dir,
+               LauncherMetrics* metrics)
+      : options_(options), command_(command), policy_(policy_for(options, command)), run_dir_(std::move(run_dir)),
+        log_path_(options.log_path.empty() ? run_dir_ + "/restarts.json" : options.log_path), metrics_(metrics) {
+    if (options.slurm_batch) time_limit_.emplace(options.slurm_batch->time_limit);
+    state_.world = command.rank_count().value_or(0);
+    previous_world_ = state_.world;
+  }
+
+  // Attempts until one finishes, the policy stops, or a stop is requested.
+  void run_attempts() {
+    for (state_.attempt = 0;; ++state_.attempt) {
+      const AttemptRun attempt = run_attempt();
+      if (state_.attempt > 0) log_restart(attempt);
+      const AttemptOutcome outcome = outcome_of(attempt);
+      if (!restart(decide_after_attempt(policy_, state_, outcome), attempt)) return;
+    }
+  }
+
+  // The restart log written; the launcher's exit status.
+  int finish() {
+    log_.final_exit_status = status_;
+    if (status_ != 0 && status_ != 2 && previous_verdict_) log_.final_verdict = previous_verdict_;
+    write_restart_log(log_path_, log_);
+    if (time_limit_ && g_stop_requested && !g_terminating) return finish_time_limit(*time_limit_, options_, command_);
+    if (g_terminating && status_ == 0) return 128 + g_terminating;
+    return status_;
+  }
+
+ private:
+  AttemptRun run_attempt() {
+    const std::vector<std::string> argv = ChildCommand::on_hosts(
+        command_.for_attempt(state_.attempt, command_.rank_count() ? std::optional<int>(state_.world) : std::nullopt),
+        live_slots_, lost_hosts_, std::getenv("SLURM_JOB_ID") != nullptr);
+    if (state_.attempt > 0) wait_for_old_steps(argv);
+    AttemptRun a;
+    a.resumed_from = read_latest(command_.ckpt_dir());
+    a.launched = unix_now();
+    a.output_path = run_dir_ + "/attempt" + std::to_string(state_.attempt) + ".log";
+    say("attempt " + std::to_string(state_.attempt) + ": " + join(argv));
+    AttemptWatch watch(run_dir_, state_.world, a.launched);
+    if (metrics_) metrics_->attempt_started(state_.attempt, state_.world);
+    // Only mpirun outlives its ranks' failure (it waits for a daemon on a cut-off node); srun ends
+    // with its tasks, and its own report of a lost node is what names the node: ending it early
+    // would cut that report off.
+    const bool watched = !argv.empty() && fs::path(argv.front()).filename() != "srun";
+    const auto should_end = [&] { return time_limit_ends_attempt() || (watched && watch()); };
+    status_ = run_child_teed(
+        argv, a.output_path, [](int pid) { g_child = pid; }, 0.5, should_end, kWatchKillAfterS);
+    a.ended = unix_now();
+    if (metrics_) metrics_->attempt_ended(status_);
+    if (const std::string line = watch.ended_line(state_.attempt); !line.empty()) say(line);
+    return a;
+  }
+
+  // The time-limit stop (time_limit.hpp decides), polled while an attempt runs once SIGUSR1 came:
+  // true when it ends the attempt.
+  bool time_limit_ends_attempt() {
+    if (!time_limit_ || !g_stop_requested) return false;
+    if (!time_limit_->begun()) {
+      say(time_limit_->begin(unix_now(), read_latest(command_.ckpt_dir())));
+      ask_ranks_to_checkpoint(*options_.slurm_batch);
+    }
+    const TimeLimitStop::Poll p = time_limit_->poll(unix_now(), read_latest(command_.ckpt_dir()));
+    for (const auto& line : p.lines) say(line);
+    return p.end_attempt;
+  }
+
+  // The restart that launched attempt `a`: how the previous attempt ended, where `a` resumed from.
+  void log_restart(const AttemptRun& a) {
+    RestartRecord r;
+    r.attempt = state_.attempt;
+    r.previous_exit_status = previous_status_;
+    r.failed_rank = previous_verdict_ && !previous_verdict_->job_wide ? previous_verdict_->culprit_rank : std::nullopt;
+    r.verdict = previous_verdict_;
+    if (!a.resumed_from.empty()) r.resumed_from = a.resumed_from;
+    r.relaunch_time = a.launched;
+    r.first_resumed_step_time = first_step_after(run_dir_, a.launched);
+    if (policy_.min_ranks) r.world = WorldChange{previous_world_, state_.world, world_reason_};
+    log_.restarts.push_back(r);
+  }
+
+  AttemptOutcome outcome_of(const AttemptRun& a) {
+    AttemptOutcome outcome;
+    outcome.exit_status = status_;
+    outcome.stop_requested = g_stop_requested || g_terminating;
+    outcome.committed_checkpoint = read_latest(command_.ckpt_dir()) != a.resumed_from;
+    previous_verdict_.reset();
+    if (status_ != 0 && status_ != 2 && !outcome.stop_requested) judge_failure(a, outcome);
+    return outcome;
+  }
+
+  // A failed attempt's verdict: said, written to RUN_DIR/attemptN.verdict.json, its flight records
+  // moved aside, a lost or unreachable node kept off; its culprit goes to the policy in `outcome`.
+  void judge_failure(const AttemptRun& a, AttemptOutcome& outcome) {
+    AttemptEvidence evidence{run_dir_, read_whole(a.output_path), state_.world, a.ended, 0};
+    evidence.now = unix_now();
+    evidence.launched_at = a.launched;
+    const auto t0 = std::chrono::steady_clock::now();
+    AttemptVerdict v = probe_for_partition(judge_attempt(evidence), evidence);
+    v.analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // "diagnosed in" runs from the first failure trigger to the verdict, the analysis included.
+    if (v.diagnosis_s) v.diagnosis_s = std::round((*v.diagnosis_s + *v.analysis_s) * 1000) / 1000;
+    say(v.line(state_.attempt));
+    write_json_file(run_dir_ + "/attempt" + std::to_string(state_.attempt) + ".verdict.json", v.to_json(true));
+    move_flight_records(run_dir_, "flight.attempt" + std::to_string(state_.attempt));
+    outcome.culprit_rank = v.job_wide ? std::nullopt : v.culprit_rank;
+    outcome.culprit_host = v.culprit_host;
+    if (v.verdict_class == VerdictClass::kNodeLost || v.verdict_class == VerdictClass::kNodeUnreachable) {
+      outcome.lost_node_ranks = int(v.lost_ranks.size());
+      note_lost_host(run_dir_, v.culprit_host, v.verdict_class == VerdictClass::kNodeLost ? "lost" : "unreachable",
+                     lost_hosts_, live_slots_);
+    }
+    previous_verdict_ = v;
+    if (metrics_) {
+      metrics_->judged(state_.attempt, v, unix_now());
+      metrics_->hosts_excluded(int(lost_hosts_.size()));
+    }
+  }
+
+  // The policy's decision carried out: true once the next attempt may launch (after the backoff,
+  // its world size chosen), false when the loop ends.
+  bool restart(const NextAction& next, const AttemptRun& a) {
+    if (!next.note.empty()) say(next.note);
+    if (next.action == Action::kFinish) {
+      say(next.message);
+      if (status_ == 2) {
+        const std::string last = last_message(read_whole(a.output_path));
+        if (!last.empty()) std::cerr << last << std::endl;
+      }
+      return false;
+    }
+    if (next.action == Action::kExclude) {
+      exclude_host(next);
+      return false;
+    }
+    if (next.action == Action::kStop) {
+      say(next.message);
+      log_.stop_reason = next.message;
+      return false;
+    }
+    const std::string latest = read_latest(command_.ckpt_dir());
+    say(next.message + "; restarting from " + (latest.empty() ? "the start" : latest) + " in " +
+        seconds_text(next.wait_s) + "s");
+    interruptible_sleep(next.wait_s);
+    if (g_stop_requested || g_terminating) {
+      say("a stop was requested during the backoff: not restarted");
+      return false;
+    }
+    previous_status_ = status_;
+    previous_world_ = state_.world;
+    world_reason_.reset();
+    return !policy_.min_ranks || choose_next_world();
+  }
+
+  void exclude_host(const NextAction& next) {
+    say("excluding host " + next.exclude_host + " (rank " + std::to_string(next.exclude_rank) + " named " +
+        std::to_string(state_.same_culprit_runs) + " times in a row)");
+    const int rc = run_child({"/bin/bash", "-c", options_.exclude_cmd + " \"$1\" \"$2\"", "exclude", next.exclude_host,
+                              std::to_string(next.exclude_rank)});
+    if (rc != 0) say("--exclude-cmd exited " + std::to_string(rc) + " (host " + next.exclude_host + ", rank " +
+                     std::to_string(next.exclude_rank) + ")");
+    log_.stop_reason = next.message;
+    status_ = next.exit_status;
+  }
+
+  // The next attempt's world size (choose_world sets it in state_); false when none fits.
+  bool choose_next_world() {
+    const WorldChoice choice = choose_world(policy_, state_, capacity_now(options_));
+    if (!choice.world) {
+      say(choice.reason);
+      log_.stop_reason = choice.reason;
+      return false;
+    }
+    if (*choice.world != previous_world_) {
+      world_reason_ = choice.reason;
+      say("world size " + std::to_string(previous_world_) + " -> " + std::to_string(*choice.world) + " (" +
+          choice.reason + "); grad_accum absorbs the difference");
+    }
+    return true;
+  }
+
+  const LauncherOptions& options_;
+  const ChildCommand& command_;
+  const RestartPolicy policy_;
+  const std::string run_dir_;
+  const std::string log_path_;
+  LauncherMetrics* const metrics_;  // null without --metrics-port
+  std::optional<TimeLimitStop> time_limit_;
+  RestartLog log_;
+  std::vector<std::string> lost_hosts_;    // nodes lost so far: the next attempts stay off them
+  std::map<std::string, int> live_slots_;  // the other hosts and the ranks each held
+  PolicyState state_;
+  int status_ = 0;  // the last attempt's exit status (the policy's, after an exclusion)
+  std::optional<AttemptVerdict> previous_verdict_;
+  int previous_status_ = 0;
+  std::optional<std::string> world_reason_;
+  int previous_world_ = 0;
+};
+
 }  // namespace
 
 void LauncherOptions::validate(const ChildCommand& command) const {
@@ -382,162 +549,15 @@ void LauncherOptions::validate(const ChildCommand& command) const {
 
 int run_resilient(const LauncherOptions& options, const ChildCommand& command) {
   options.validate(command);
-  RestartPolicy policy = options.policy;
-  policy.launch_world = command.rank_count().value_or(0);
-  policy.micro_batches = command.global_batch() ? *command.global_batch() / command.micro_batch() : 0;
-  policy.exclude_hosts = !options.exclude_cmd.empty();
   const std::string run_dir = command.run_dir();
-  const std::string log_path = options.log_path.empty() ? run_dir + "/restarts.json" : options.log_path;
   fs::create_directories(run_dir);
   install_handlers();
   const std::optional<LauncherEndpoint> served = serve_launcher_metrics(options, run_dir);
-  LauncherMetrics* metrics = served ? served->metrics.get() : nullptr;
   // Records of an earlier job in this run folder would be read with this one's: kept apart.
   move_flight_records(run_dir, "flight.before");
-
-  std::optional<TimeLimitStop> time_limit;
-  if (options.slurm_batch) time_limit.emplace(options.slurm_batch->time_limit);
-  RestartLog log;
-  std::vector<std::string> lost_hosts;    // nodes lost so far: the next attempts stay off them
-  std::map<std::string, int> live_slots;  // the other hosts and the ranks each held
-  PolicyState state;
-  state.world = command.rank_count().value_or(0);
-  std::optional<AttemptVerdict> previous_verdict;
-  int previous_status = 0;
-  std::optional<std::string> world_reason;
-  int previous_world = state.world;
-  int status = 0;
-  for (state.attempt = 0;; ++state.attempt) {
-    const std::vector<std::string> argv = ChildCommand::on_hosts(
-        command.for_attempt(state.attempt, command.rank_count() ? std::optional<int>(state.world) : std::nullopt),
-        live_slots, lost_hosts, std::getenv("SLURM_JOB_ID") != nullptr);
-    if (state.attempt > 0) wait_for_old_steps(argv);
-    const std::string resumed_from = read_latest(command.ckpt_dir());
-    const double launched = unix_now();
-    const std::string output_path = run_dir + "/attempt" + std::to_string(state.attempt) + ".log";
-    say("attempt " + std::to_string(state.attempt) + ": " + join(argv));
-    AttemptWatch watch(run_dir, state.world, launched);
-    if (metrics) metrics->attempt_started(state.attempt, state.world);
-    // Only mpirun outlives its ranks' failure (it waits for a daemon on a cut-off node); srun ends
-    // with its tasks, and its own report of a lost node is what names the node: ending it early
-    // would cut that report off.
-    const bool watched = !argv.empty() && fs::path(argv.front()).filename() != "srun";
-    const auto should_end = [&] {
-      if (time_limit && g_stop_requested) {
-        if (!time_limit->begun()) {
-          say(time_limit->begin(unix_now(), read_latest(command.ckpt_dir())));
-          ask_ranks_to_checkpoint(*options.slurm_batch);
-        }
-        const TimeLimitStop::Poll p = time_limit->poll(unix_now(), read_latest(command.ckpt_dir()));
-        for (const auto& line : p.lines) say(line);
-        if (p.end_attempt) return true;
-      }
-      return watched && watch();
-    };
-    status = run_child_teed(
-        argv, output_path, [](int pid) { g_child = pid; }, 0.5, should_end, kWatchKillAfterS);
-    const double ended = unix_now();
-    if (metrics) metrics->attempt_ended(status);
-    if (const std::string line = watch.ended_line(state.attempt); !line.empty()) say(line);
-    if (state.attempt > 0) {
-      RestartRecord r;
-      r.attempt = state.attempt;
-      r.previous_exit_status = previous_status;
-      r.failed_rank = previous_verdict && !previous_verdict->job_wide ? previous_verdict->culprit_rank : std::nullopt;
-      r.verdict = previous_verdict;
-      if (!resumed_from.empty()) r.resumed_from = resumed_from;
-      r.relaunch_time = launched;
-      r.first_resumed_step_time = first_step_after(run_dir, launched);
-      if (policy.min_ranks) r.world = WorldChange{previous_world, state.world, world_reason};
-      log.restarts.push_back(r);
-    }
-    AttemptOutcome outcome;
-    outcome.exit_status = status;
-    outcome.stop_requested = g_stop_requested || g_terminating;
-    outcome.committed_checkpoint = read_latest(command.ckpt_dir()) != resumed_from;
-    previous_verdict.reset();
-    if (status != 0 && status != 2 && !outcome.stop_requested) {
-      AttemptEvidence evidence{run_dir, read_whole(output_path), state.world, ended, 0};
-      evidence.now = unix_now();
-      evidence.launched_at = launched;
-      const auto t0 = std::chrono::steady_clock::now();
-      AttemptVerdict v = probe_for_partition(judge_attempt(evidence), evidence);
-      v.analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // "diagnosed in" runs from the first failure trigger to the verdict, the analysis included.
-      if (v.diagnosis_s) v.diagnosis_s = std::round((*v.diagnosis_s + *v.analysis_s) * 1000) / 1000;
-      say(v.line(state.attempt));
-      write_json_file(run_dir + "/attempt" + std::to_string(state.attempt) + ".verdict.json", v.to_json(true));
-      move_flight_records(run_dir, "flight.attempt" + std::to_string(state.attempt));
-      outcome.culprit_rank = v.job_wide ? std::nullopt : v.culprit_rank;
-      outcome.culprit_host = v.culprit_host;
-      if (v.verdict_class == VerdictClass::kNodeLost || v.verdict_class == VerdictClass::kNodeUnreachable) {
-        outcome.lost_node_ranks = int(v.lost_ranks.size());
-        note_lost_host(run_dir, v.culprit_host, v.verdict_class == VerdictClass::kNodeLost ? "lost" : "unreachable",
-                       lost_hosts, live_slots);
-      }
-      previous_verdict = v;
-      if (metrics) {
-        metrics->judged(state.attempt, v, unix_now());
-        metrics->hosts_excluded(int(lost_hosts.size()));
-      }
-    }
-    NextAction next = decide_after_attempt(policy, state, outcome);
-    if (!next.note.empty()) say(next.note);
-    if (next.action == Action::kFinish) {
-      say(next.message);
-      if (status == 2) {
-        const std::string last = last_message(read_whole(output_path));
-        if (!last.empty()) std::cerr << last << std::endl;
-      }
-      break;
-    }
-    if (next.action == Action::kExclude) {
-      say("excluding host " + next.exclude_host + " (rank " + std::to_string(next.exclude_rank) + " named " +
-          std::to_string(state.same_culprit_runs) + " times in a row)");
-      const int rc = run_child({"/bin/bash", "-c", options.exclude_cmd + " \"$1\" \"$2\"", "exclude", next.exclude_host,
-                                std::to_string(next.exclude_rank)});
-      if (rc != 0) say("--exclude-cmd exited " + std::to_string(rc) + " (host " + next.exclude_host + ", rank " +
-                       std::to_string(next.exclude_rank) + ")");
-      log.stop_reason = next.message;
-      status = next.exit_status;
-      break;
-    }
-    if (next.action == Action::kStop) {
-      say(next.message);
-      log.stop_reason = next.message;
-      break;
-    }
-    const std::string latest = read_latest(command.ckpt_dir());
-    say(next.message + "; restarting from " + (latest.empty() ? "the start" : latest) + " in " +
-        seconds_text(next.wait_s) + "s");
-    interruptible_sleep(next.wait_s);
-    if (g_stop_requested || g_terminating) {
-      say("a stop was requested during the backoff: not restarted");
-      break;
-    }
-    previous_status = status;
-    previous_world = state.world;
-    world_reason.reset();
-    if (policy.min_ranks) {
-      const WorldChoice choice = choose_world(policy, state, capacity_now(options));
-      if (!choice.world) {
-        say(choice.reason);
-        log.stop_reason = choice.reason;
-        break;
-      }
-      if (*choice.world != previous_world) {
-        world_reason = choice.reason;
-        say("world size " + std::to_string(previous_world) + " -> " + std::to_string(*choice.world) + " (" +
-            choice.reason + "); grad_accum absorbs the difference");
-      }
-    }
-  }
-  log.final_exit_status = status;
-  if (status != 0 && status != 2 && previous_verdict) log.final_verdict = previous_verdict;
-  write_restart_log(log_path, log);
-  if (time_limit && g_stop_requested && !g_terminating) return finish_time_limit(*time_limit, options, command);
-  if (g_terminating && status == 0) return 128 + g_terminating;
-  return status;
+  ResilientRun run(options, command, run_dir, served ? served->metrics.get() : nullptr);
+  run.run_attempts();
+  return run.finish();
 }
 
 }  // namespace shardtrain::launch
