@@ -9,7 +9,6 @@ ratios and verdict lines that docs/PERFORMANCE.md quotes. A benchmark that check
 (bench-verdict.sh) exits 1 with one line saying what was wrong; unreadable input exits 2. Nothing
 here measures: the scripts run the jobs, so the figures can be recomputed from saved rows.
 """
-import json
 import os
 import re
 import statistics as st
@@ -213,41 +212,6 @@ def verdict(lines, rounds):
               f"(min {min(seconds):.2f}, max {max(seconds):.2f})")
     if len(got) != rounds or len(seconds) != len(got) or bad:
         raise Failed(f"{len(got)} verdicts for {rounds} rounds, {len(seconds)} with a time; wrong: {bad}")
-
-
-@command(("out", str))
-def make_flight_records(out):
-    """bench-hang-diagnose.sh's input: 8 flight records (format_version 3) of two groups, dp and tp,
-    1,000 entries each; dp's last collective in flight everywhere but on rank 5, one collective
-    behind (not submitted), so hang-diagnose's whole analysis runs."""
-    world, per_group, t0 = 8, 1000, 1.7e9
-    for rank in range(world):
-        groups = []
-        for gi, name in enumerate(["dp", "tp"]):
-            behind = rank == 5 and name == "dp"
-            in_flight = name == "dp"  # dp's last collective is in flight (or, on rank 5, not submitted)
-            last = per_group - (1 if behind else 0)
-            entries = []
-            for seq in range(1, per_group + 1):
-                state = "completed" if seq < per_group or not in_flight else ("started" if not behind else None)
-                if state is None:
-                    continue
-                t = t0 + seq * 0.1 + gi * 0.01
-                entries.append({"id": seq * 2 + gi, "seq": seq, "op": "AllReduce", "group": name, "dtype": "float32",
-                                "numel": 4096, "bytes": 16384, "root": -1, "step": seq // 10, "phase": "backward",
-                                "state": state, "t_enqueue": t, "t_start": t,
-                                "t_end": t + 0.05 if state == "completed" else None})
-            groups.append({"name": name, "rank": rank, "size": world, "world_ranks": list(range(world)), "phase": None,
-                           "last_enqueued_seq": last, "last_started_seq": last,
-                           "last_completed_seq": per_group - (1 if in_flight else 0),
-                           "capacity": 2048, "dropped": 0, "entries": entries})
-        dump = {"format": "shardtrain-flight-record", "format_version": 3, "job_id": "bench", "rank": rank,
-                "world_size": world, "hostname": "h", "pid": 1, "code_version": "bench",
-                "reason": "signal" if rank == 5 else "timeout", "dumped_at": t0 + 500,
-                "timed_out_group": None if rank == 5 else "dp", "trigger": None, "triggers": [],
-                "now": {"phase": "data", "step": 99, "since": t0 + 99}, "phases": [], "groups": groups}
-        with open(f"{out}/flight.rank{rank}.json", "w") as f:
-            json.dump(dump, f)
 
 
 @command(("demo", str))

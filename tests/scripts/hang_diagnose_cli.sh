@@ -3,17 +3,17 @@
 # W=2 (exit 1, culprit rank 1 in --json), a healthy job (exit 0), a killed rank found through the
 # run directory (exit 1, culprit rank 3), and unusable input (exit 2 with the file named): malformed
 # JSON, a truncated file, format_version 2, mixed job_id, two dumps of one rank, an empty directory.
-# Synthetic dumps written to docs/FORMATS.md "Flight record" (checks make-flight-dump).
+# The dumps are written by the comm engine itself (tests/flight_fixture.cpp: ranks as threads over
+# the in-process fake transport, a real skip, timeout or missing rank).
 #
-# Usage: hang_diagnose_cli.sh BIN_DIR WORK_DIR
-BIN_DIR=$1 WORK=$2
+# Usage: hang_diagnose_cli.sh BIN_DIR WORK_DIR FLIGHT_FIXTURE
+BIN_DIR=$1 WORK=$2 FIXTURE=$3
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"  # strict mode, a fresh WORK, fail/pass, checks (its dataset is unused)
 TOOL="$BIN_DIR/hang-diagnose"
 
-# make_dump FILE RANK WORLD REASON LAST_STARTED STATE_OF_SEQ_5 [JOB_ID]: seq 1..4 completed in
-# group dp; seq 5 recorded with the given state ("none": not submitted).
-make_dump() { checks make-flight-dump "$@"; }
+# fixture SCENARIO DIR [JOB_ID]: a job's flight records in DIR (see tests/flight_fixture.cpp).
+fixture() { "$FIXTURE" "$@" || fail "flight_fixture $* failed"; }
 
 # run_tool EXPECTED_EXIT ARGS...: runs hang-diagnose, keeps stdout in $WORK/out and stderr in $WORK/err.
 run_tool() {
@@ -30,26 +30,25 @@ expect_error() {
   sed 's/^/    /' "$WORK/err"
 }
 
-# A skipped collective: rank 0 timed out in seq 5, rank 1 skipped it.
-skip="$WORK/skip" && mkdir -p "$skip"
-make_dump "$skip/flight.rank0.json" 0 2 timeout 5 timed_out
-make_dump "$skip/flight.rank1.json" 1 2 signal 4 skipped
+# A skipped collective: rank 1 skipped seq 5 of group dp, both ranks timed out in it.
+skip="$WORK/skip"
+fixture skip "$skip"
 run_tool 1 --json "$skip"
 checks skipped-by "$WORK/out" 1 5 || fail "--json does not name rank 1 as the skipping culprit"
 run_tool 1 "$skip/flight.rank0.json" "$skip/flight.rank1.json"
 grep -q "^verdict: hang" "$WORK/out" || fail "text report lacks 'verdict: hang'"
 pass "skipped collective: exit 1, culprit rank 1"
 
-# No hang: every rank completed seq 1..4.
-ok="$WORK/ok" && mkdir -p "$ok"
-for r in 0 1; do make_dump "$ok/flight.rank$r.json" $r 2 requested 4 none; done
+# No hang: every rank completed seq 1..4, then dumped on request.
+ok="$WORK/ok"
+fixture healthy "$ok"
 run_tool 0 "$ok"
 grep -q "no hang found" "$WORK/out" || fail "no 'no hang found'"
 pass "healthy job: exit 0"
 
-# A killed rank: 3 of 4 dumps.
-killed="$WORK/killed" && mkdir -p "$killed"
-for r in 0 1 2; do make_dump "$killed/flight.rank$r.json" $r 4 timeout 5 timed_out; done
+# A killed rank: rank 3 stopped before seq 5; 3 of 4 dumps.
+killed="$WORK/killed"
+fixture killed "$killed"
 run_tool 1 --json "$killed"
 checks no-dump-culprit "$WORK/out" 3 || fail "killed rank 3 not named"
 pass "killed rank: exit 1, culprit rank 3 (no dump)"
@@ -63,7 +62,8 @@ head -c 200 "$ok/flight.rank1.json" >"$bad/truncated.json"
 run_tool 2 "$good" "$bad/truncated.json" && expect_error truncated.json "truncated"
 checks make-format-version "$ok/flight.rank1.json" "$bad/v2.json" 2
 run_tool 2 "$good" "$bad/v2.json" && expect_error v2.json "format_version 2"
-make_dump "$bad/other_job.json" 1 2 requested 4 none job-2
+fixture healthy "$WORK/other" job-2
+cp "$WORK/other/flight.rank1.json" "$bad/other_job.json"
 run_tool 2 "$good" "$bad/other_job.json" && expect_error other_job.json "different jobs"
 cp "$good" "$bad/copy.json"
 run_tool 2 "$good" "$bad/copy.json" && expect_error copy.json "second dump of rank 0"

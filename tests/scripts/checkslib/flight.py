@@ -172,36 +172,6 @@ def hang_case(run, diagnosis, spec, cause, culprit, world):
 
 # ---- hang-diagnose's command line (hang_diagnose_cli.sh) ----
 
-@command(("path", str), ("rank", int), ("world", int), ("reason", str), ("last_started", int), ("state5", str),
-         ("job", str, "?"))
-def make_flight_dump(path, rank, world, reason, last_started, state5, job):
-    """Writes a synthetic flight record (docs/FORMATS.md "Flight record", format_version 3) of rank
-    in a world of world, for job (default job-1): AllReduce seq 1..4 completed in group dp, seq 5
-    recorded in state state5 ("none": not submitted), last started seq last_started; a reason
-    "timeout" names dp's seq 5 as its trigger."""
-    t0 = 1.7e9
-
-    def entry(seq, state):
-        started = state not in ("queued", "skipped")
-        return {"id": seq, "seq": seq, "op": "AllReduce", "group": "dp", "dtype": "float32", "numel": 1024,
-                "bytes": 4096, "root": -1, "step": (seq + 1) // 2, "phase": "backward", "state": state,
-                "t_enqueue": t0 + seq, "t_start": t0 + seq if started else None,
-                "t_end": t0 + seq + 0.01 if state == "completed" else None}
-    entries = [entry(s, "completed") for s in range(1, 5)]
-    if state5 != "none":
-        entries.append(entry(5, state5))
-    group = {"name": "dp", "rank": rank, "size": world, "world_ranks": list(range(world)), "phase": None,
-             "last_enqueued_seq": 5 if state5 != "none" else 4, "last_started_seq": last_started,
-             "last_completed_seq": 4, "capacity": 2048, "dropped": 0, "entries": entries}
-    timeout = reason == "timeout"
-    save({"format": "shardtrain-flight-record", "format_version": 3, "job_id": job or "job-1", "rank": rank,
-          "world_size": world, "hostname": "h", "pid": 100 + rank, "code_version": "test", "reason": reason,
-          "dumped_at": t0 + 305, "timed_out_group": "dp" if timeout else None,
-          "trigger": {"group": "dp", "seq": 5, "op": "AllReduce", "timeout_ms": 300000} if timeout else None,
-          "triggers": [], "now": {"phase": "forward", "step": 3, "since": t0 + 4.5}, "phases": [], "groups": [group]},
-         path)
-
-
 @command(("source", str), ("out", str), ("version", int))
 def make_format_version(source, out, version):
     """Writes the flight record source to out with its format_version set to version."""
