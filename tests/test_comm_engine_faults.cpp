@@ -25,9 +25,6 @@
 
 using namespace shardtrain;
 using std::chrono::milliseconds;
-using test::bitwise_equal;
-using test::int_values;  // small integers: every sum below is exact in any order
-using test::tree_sum;    // the canonical tree over the ranks' inputs, computed serially
 using namespace comm_engine_test;
 
 TEST_CASE("comm engine: a timeout names the operation and dumps every group of the rank", "[comm]") {

@@ -21,12 +21,6 @@ using namespace shardtrain;
 using namespace shardtrain::data;
 
 namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 DataPrepOptions jsonl_options(const std::string& input, const std::string& output) {
   DataPrepOptions o;
   o.jsonl_inputs = {input};
@@ -82,7 +76,7 @@ TEST_CASE("data-prep round-trips JSONL text documents and their metadata", "[dat
   }
   CHECK(summary.tokens == tokens);
   REQUIRE(r.sources().size() == 1);
-  const std::string raw = slurp(input);
+  const std::string raw = test::file_contents(input);
   CHECK(r.sources()[0].sha256_hex == to_hex(sha256(raw.data(), raw.size())));
   CHECK(r.sources()[0].bytes == raw.size());
 }
@@ -203,7 +197,7 @@ TEST_CASE("the data-prep tool exits 0/2/3 and prints one error line", "[data_pre
   const std::string tool = test::tool_path("data-prep");
   REQUIRE(std::filesystem::exists(tool));
   CHECK(run(tool + " --help > " + dir + "/help.txt") == 0);
-  CHECK_THAT(slurp(dir + "/help.txt"), Catch::Contains("--skip-bad"));
+  CHECK_THAT(test::file_contents(dir + "/help.txt"), Catch::Contains("--skip-bad"));
   CHECK(run(tool + " --no-such-option > /dev/null 2>&1") == 2);
   CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " > /dev/null 2>&1") == 2);  // no -o
   CHECK(run(tool + " " + test::testdata_path("data/valid.jsonl") + " -o " + dir + "/ok.h5 --progress-interval 0 > " +
@@ -213,7 +207,7 @@ TEST_CASE("the data-prep tool exits 0/2/3 and prints one error line", "[data_pre
   CHECK(summary.documents == 5);
   const std::string bad = test::testdata_path("data/bad_time.jsonl");
   CHECK(run(tool + " " + bad + " -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
-  const std::string err = slurp(dir + "/err.txt");
+  const std::string err = test::file_contents(dir + "/err.txt");
   CHECK(err.rfind("[rank 0/1] error: " + bad + ":2: field 'event_time'", 0) == 0);
   CHECK(std::count(err.begin(), err.end(), '\n') == 1);
   CHECK(run(tool + " " + dir + "/missing.jsonl -o " + dir + "/m.h5 2> /dev/null") == 3);
@@ -339,10 +333,10 @@ TEST_CASE("data-prep --synthetic takes GPT-2's vocabulary and names the range of
   for (const std::string bad : {"65536", "1", "0", "-3", "2147483647"}) {
     INFO("symbols " << bad);
     CHECK(run(tool + " --symbols " + bad + " -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
-    CHECK(slurp(dir + "/err.txt").find("--symbols must be in [2, 65535]") != std::string::npos);
+    CHECK(test::file_contents(dir + "/err.txt").find("--symbols must be in [2, 65535]") != std::string::npos);
   }
   CHECK(run(tool + " --successors 65 -o " + dir + "/bad.h5 2> " + dir + "/err.txt") == 2);
-  CHECK(slurp(dir + "/err.txt").find("--successors must be in [0, 15]") != std::string::npos);  // 16 symbols
+  CHECK(test::file_contents(dir + "/err.txt").find("--successors must be in [0, 15]") != std::string::npos);  // 16 symbols
 }
 
 namespace {

@@ -3,27 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;
+using shardtrain::test::file_contents;
 using shardtrain::test::temp_dir;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string contents_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream all;
-  all << in.rdbuf();
-  return all.str();
-}
-
-}  // namespace
 
 TEST_CASE("durable_file: a write replaces the file whole and leaves no temporary, durable or only visible",
           "[base]") {
@@ -31,12 +19,12 @@ TEST_CASE("durable_file: a write replaces the file whole and leaves no temporary
   const std::string dir = temp_dir("durable_file");
   const std::string path = dir + "/record.json";
   write_file_atomically(path, "old\n", durability);
-  REQUIRE(contents_of(path) == "old\n");
+  REQUIRE(file_contents(path) == "old\n");
   const std::string big(3 << 20, 'x');  // several write() calls' worth
   write_file_atomically(path, big, durability);
-  CHECK(contents_of(path) == big);
+  CHECK(file_contents(path) == big);
   write_json_file(path, {{"step", 3}}, durability);
-  CHECK(nlohmann::json::parse(contents_of(path)) == nlohmann::json{{"step", 3}});
+  CHECK(nlohmann::json::parse(file_contents(path)) == nlohmann::json{{"step", 3}});
   CHECK_FALSE(fs::exists(path + ".tmp"));
   fs::remove_all(dir);
 }

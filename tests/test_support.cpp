@@ -82,6 +82,11 @@ ToolRun run_built_tool(const std::string& name, const std::vector<std::string>& 
   return r;
 }
 
+std::string file_contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string temp_dir(const std::string& tag) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / ("shardtrain-" + tag + "-XXXXXX")).string();

@@ -52,6 +52,8 @@ struct ToolRun {
 ToolRun run_built_tool(const std::string& name, const std::vector<std::string>& args);
 // A fresh empty temporary folder, removed at process exit.
 std::string temp_dir(const std::string& tag);
+// The whole file's bytes ("" when it cannot be opened).
+std::string file_contents(const std::string& path);
 // Collective over MPI_COMM_WORLD: rank 0 makes a temp_dir(tag), every rank returns its path.
 std::string shared_temp_dir(const std::string& tag);
 

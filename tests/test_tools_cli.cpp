@@ -34,11 +34,8 @@ TEST_CASE("each tool's --help options are all in its man page and bad options ex
     int status = 0;
     const std::string help = run_capture(shardtrain::test::tool_path(tool) + " --help", &status);
     CHECK(status == 0);
-    std::ifstream man_in(std::string(SHARDTRAIN_SOURCE_DIR) + "/man/man1/" + tool + ".1");
-    REQUIRE(man_in.good());
-    std::stringstream man_text;
-    man_text << man_in.rdbuf();
-    std::string man = man_text.str();
+    std::string man = shardtrain::test::file_contents(std::string(SHARDTRAIN_SOURCE_DIR) + "/man/man1/" + tool + ".1");
+    REQUIRE_FALSE(man.empty());
     man.erase(std::remove(man.begin(), man.end(), '\\'), man.end());  // troff escapes: \-\- -> --
     std::set<std::string> options;
     const std::regex option_re("(--[a-z][a-z0-9-]*)");
