@@ -332,6 +332,13 @@ std::string find_home(const std::string& given, const std::string& exe_dir) {
   return "";
 }
 
+int run_chain_command(PipelineArgs args, const std::string& self, const std::vector<std::string>& self_args) {
+  const std::string exe_dir = fs::path(self).parent_path().string();
+  if (args.bin.empty()) args.bin = exe_dir;
+  args.home = find_home(args.home, exe_dir);
+  return run_pipeline(validate(args, fs::current_path().string()), self, self_args);
+}
+
 int run_pipeline(const Settings& s, const std::string& self, const std::vector<std::string>& self_args) {
   // Local stages start mpirun as whoever runs this (root in a container) on however many cores.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
