@@ -310,4 +310,11 @@ int run_cycles(const CyclesSettings& s, const std::string& self, const std::vect
   return run_local(s, g);
 }
 
+int run_cycles_command(CyclesArgs args, const std::string& self, const std::vector<std::string>& self_args) {
+  const std::string exe_dir = fs::path(self).parent_path().string();
+  if (args.bin.empty()) args.bin = exe_dir;
+  args.home = find_home(args.home, exe_dir);
+  return run_cycles(validate_cycles(args, fs::current_path().string()), self, self_args);
+}
+
 }  // namespace shardtrain::pipeline

@@ -115,6 +115,107 @@ std::string joined(const std::vector<std::string>& words, const std::string& sep
   return out;
 }
 
+// The training jobs' script, HOME/scripts/slurm/train.sbatch; UsageError when sbatch or it is missing.
+std::string require_train_sbatch(const Settings& settings) {
+  if (find_on_path("sbatch").empty()) throw UsageError("sbatch not found: run on a Slurm login node, or use --local");
+  const std::string train_sbatch_file = settings.home + "/scripts/slurm/train.sbatch";
+  if (settings.home.empty() || !fs::exists(train_sbatch_file))
+    throw UsageError("scripts/slurm/train.sbatch not found" + (settings.home.empty() ? "" : " in " + settings.home) +
+                     ": give --home (the clone holding scripts/) or set SHARDTRAIN_HOME");
+  return train_sbatch_file;
+}
+
+void export_training_environment(const Settings& settings) {
+  // MODEL and TRAIN_ARGS hold spaces and commas (which --export would split): they reach the
+  // training jobs through this environment (--export=ALL).
+  std::string schedule = " --decay-steps " + std::to_string(settings.steps);
+  for (const auto& w : join(split_words(settings.model), split_words(settings.train_args)))
+    if (w == "--decay-steps") schedule = "";
+  setenv("MODEL", settings.model.c_str(), 1);
+  const std::string train_env = "--cutoff " + settings.cutoff + " --check-replicas " +
+                                std::to_string(settings.check_replicas) + schedule + " " + settings.train_args;
+  setenv("TRAIN_ARGS", train_env.c_str(), 1);
+}
+
+// The settings with only the scale points this cluster can hold (the others said so), after
+// every job shape is checked.
+Settings with_fitting_shapes(const Settings& settings, const std::vector<std::string>& user,
+                             const std::vector<std::string>& train_opts) {
+  // Every job shape, checked before anything is submitted: a request this cluster can never
+  // satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.
+  const std::string hint = "change --np, --sbatch or --train-sbatch";
+  slurm::require_job_shape("1-task", join({"--ntasks=1"}, user), hint);
+  if (settings.proof) slurm::require_job_shape("proof (2-task)", join({"--ntasks=2"}, user), hint);
+  slurm::require_job_shape("training (" + std::to_string(settings.np) + " ranks)",
+                    join({"--ntasks=" + std::to_string(settings.np)}, train_opts), hint);
+  Settings fitting = settings;
+  fitting.scale.clear();
+  for (int w : settings.scale) {
+    if (slurm::job_shape_fits(join({"--ntasks=" + std::to_string(w)}, train_opts)))
+      fitting.scale.push_back(w);
+    else
+      say(settings, "W=" + std::to_string(w) + " does not fit this cluster (sbatch --test-only --ntasks=" +
+                        std::to_string(w) + "): left out of the scaling report");
+  }
+  return fitting;
+}
+
+// What every job of one submission shares: the user's sbatch options, the training script, and the
+// command line a step job runs again.
+struct ChainJobs {
+  const Settings& settings;
+  std::vector<std::string> user, train_opts;
+  std::string train_sbatch_file, wrap;
+
+  // The sbatch command line of stage `st`'s job.
+  std::vector<std::string> argv(const Stage& st, const std::string& dependency) const {
+    std::vector<std::string> argv = slurm::chain_job_argv(user, settings.name + "-" + st.name,
+                                                          settings.run + "/slurm-" + st.name + "-%j.out", st.ranks,
+                                                          dependency);
+    if (st.kind == StageKind::kTrain) {
+      argv.push_back("--export=ALL,SHARDTRAIN_HOME=" + settings.home + ",SHARDTRAIN_BIN=" + settings.bin +
+                     ",RUN_DIR=" + st.run_dir + ",DATA=" + settings.data + ",STEPS=" + std::to_string(st.steps) +
+                     ",SEQ_LEN=" + std::to_string(settings.seq_len) + ",DEVICE=" + settings.device +
+                     ",LAUNCHER=" + settings.launcher + ",DETERMINISTIC=1");
+      argv = join(argv, train_opts);
+    }
+    if (st.kind == StageKind::kTrain) argv.push_back(train_sbatch_file);
+    else argv = join(argv, {"--wrap", wrap + " --stage " + st.name});
+    return argv;
+  }
+};
+
+using SubmittedJobs = std::vector<std::pair<std::string, std::string>>;
+
+void write_jobs_file(const std::string& run, const SubmittedJobs& submitted) {
+  std::ostringstream jobs;
+  for (const auto& [stage, job] : submitted) jobs << stage << ' ' << job << '\n';
+  write_text(run + "/jobs.txt", jobs.str());
+}
+
+// A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
+// failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.) True when cancelled.
+bool cancelled_never_starting(const Settings& settings, const SubmittedJobs& submitted) {
+  std::vector<std::string> ids;
+  for (const auto& [stage, job] : submitted) ids.push_back(job);
+  const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
+  if (bad.empty()) return false;
+  std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
+  for (const auto& b : bad) message += "\n  job " + b;
+  std::cerr << message << std::endl;
+  return true;
+}
+
+void say_submitted(const Settings& settings, const StageGraph& graph, const SubmittedJobs& submitted) {
+  std::map<std::string, std::string> id(submitted.begin(), submitted.end());
+  const std::string& run = settings.run;
+  std::string line;
+  for (const Stage& st : graph.stages) line += (line.empty() ? " " : ", ") + st.name + " " + id[st.name];
+  say(settings, "submitted:" + line);
+  say(settings, "job ids: " + run + "/jobs.txt; outputs: " + run + "/slurm-<stage>-<id>.out; the decision: " + run +
+                    "/slurm-decide-" + id["decide"] + ".out; costs: " + run + "/costs.json");
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
@@ -201,85 +302,22 @@ int run_local(const Settings& s) {
 }
 
 int submit_slurm(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args) {
-  if (find_on_path("sbatch").empty()) throw UsageError("sbatch not found: run on a Slurm login node, or use --local");
-  const std::string train_sbatch_file = settings.home + "/scripts/slurm/train.sbatch";
-  if (settings.home.empty() || !fs::exists(train_sbatch_file))
-    throw UsageError("scripts/slurm/train.sbatch not found" + (settings.home.empty() ? "" : " in " + settings.home) +
-                     ": give --home (the clone holding scripts/) or set SHARDTRAIN_HOME");
-  const std::string& run = settings.run;
+  const std::string train_sbatch_file = require_train_sbatch(settings);
   const std::vector<std::string> user = split_words(settings.sbatch), user_train = split_words(settings.train_sbatch);
-  const std::vector<std::string> train_opts = join(user, user_train);
-  make_dirs(run);
-  write_text(run + "/stages.jsonl", "");
-  // MODEL and TRAIN_ARGS hold spaces and commas (which --export would split): they reach the
-  // training jobs through this environment (--export=ALL).
-  std::string schedule = " --decay-steps " + std::to_string(settings.steps);
-  for (const auto& w : join(split_words(settings.model), split_words(settings.train_args)))
-    if (w == "--decay-steps") schedule = "";
-  setenv("MODEL", settings.model.c_str(), 1);
-  const std::string train_env = "--cutoff " + settings.cutoff + " --check-replicas " +
-                                std::to_string(settings.check_replicas) + schedule + " " + settings.train_args;
-  setenv("TRAIN_ARGS", train_env.c_str(), 1);
+  const ChainJobs jobs{settings, user, join(user, user_train), train_sbatch_file, shell_command(self, self_args)};
+  make_dirs(settings.run);
+  write_text(settings.run + "/stages.jsonl", "");
+  export_training_environment(settings);
+  // The graph of the scale points kept: the report's points follow them.
+  const StageGraph graph = build_graph(with_fitting_shapes(settings, user, jobs.train_opts));
 
-  // Every job shape, checked before anything is submitted: a request this cluster can never
-  // satisfy (more tasks than a node or partition holds, an unknown partition or account) fails here.
-  const std::string hint = "change --np, --sbatch or --train-sbatch";
-  slurm::require_job_shape("1-task", join({"--ntasks=1"}, user), hint);
-  if (settings.proof) slurm::require_job_shape("proof (2-task)", join({"--ntasks=2"}, user), hint);
-  slurm::require_job_shape("training (" + std::to_string(settings.np) + " ranks)",
-                    join({"--ntasks=" + std::to_string(settings.np)}, train_opts), hint);
-  Settings fitting = settings;
-  fitting.scale.clear();
-  for (int w : settings.scale) {
-    if (slurm::job_shape_fits(join({"--ntasks=" + std::to_string(w)}, train_opts)))
-      fitting.scale.push_back(w);
-    else
-      say(settings, "W=" + std::to_string(w) + " does not fit this cluster (sbatch --test-only --ntasks=" +
-                        std::to_string(w) + "): left out of the scaling report");
-  }
-  const StageGraph graph = build_graph(fitting);  // the report's points follow the scale points kept
-
-  const std::string wrap = shell_command(self, self_args);
   // The cost table (costs, after_all) runs after all of them, whatever their outcome, and reads
   // Slurm's record of each job listed in jobs.txt.
-  const auto submitted = submit_graph(graph, [&](const Stage& st, const std::string& dependency) {
-    std::vector<std::string> argv = slurm::chain_job_argv(user, settings.name + "-" + st.name,
-                                                          run + "/slurm-" + st.name + "-%j.out", st.ranks, dependency);
-    if (st.kind == StageKind::kTrain) {
-      argv.push_back("--export=ALL,SHARDTRAIN_HOME=" + settings.home + ",SHARDTRAIN_BIN=" + settings.bin +
-                     ",RUN_DIR=" + st.run_dir + ",DATA=" + settings.data + ",STEPS=" + std::to_string(st.steps) +
-                     ",SEQ_LEN=" + std::to_string(settings.seq_len) + ",DEVICE=" + settings.device +
-                     ",LAUNCHER=" + settings.launcher + ",DETERMINISTIC=1");
-      argv = join(argv, train_opts);
-    }
-    if (st.kind == StageKind::kTrain) argv.push_back(train_sbatch_file);
-    else argv = join(argv, {"--wrap", wrap + " --stage " + st.name});
-    return argv;
-  });
-  std::map<std::string, std::string> id;
-  std::vector<std::string> ids;
-  std::ostringstream jobs;
-  for (const auto& [stage, job] : submitted) {
-    id[stage] = job;
-    ids.push_back(job);
-    jobs << stage << ' ' << job << '\n';
-  }
-  write_text(run + "/jobs.txt", jobs.str());
-
-  // A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
-  // failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.)
-  const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
-  if (!bad.empty()) {
-    std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
-    for (const auto& b : bad) message += "\n  job " + b;
-    std::cerr << message << std::endl;
-    return static_cast<int>(ExitCode::kUsage);
-  }
-  std::string line;
-  for (const Stage& st : graph.stages) line += (line.empty() ? " " : ", ") + st.name + " " + id[st.name];
-  say(settings, "submitted:" + line);
-  say(settings, "job ids: " + run + "/jobs.txt; outputs: " + run + "/slurm-<stage>-<id>.out; the decision: " + run +
-                    "/slurm-decide-" + id["decide"] + ".out; costs: " + run + "/costs.json");
+  const SubmittedJobs submitted =
+      submit_graph(graph, [&](const Stage& st, const std::string& dependency) { return jobs.argv(st, dependency); });
+  write_jobs_file(settings.run, submitted);
+  if (cancelled_never_starting(settings, submitted)) return static_cast<int>(ExitCode::kUsage);
+  say_submitted(settings, graph, submitted);
   return 0;
 }
 
@@ -292,6 +330,13 @@ std::string find_home(const std::string& given, const std::string& exe_dir) {
     if (fs::exists(dir / "scripts/slurm/train.sbatch")) return dir.string();
   }
   return "";
+}
+
+int run_chain_command(PipelineArgs args, const std::string& self, const std::vector<std::string>& self_args) {
+  const std::string exe_dir = fs::path(self).parent_path().string();
+  if (args.bin.empty()) args.bin = exe_dir;
+  args.home = find_home(args.home, exe_dir);
+  return run_pipeline(validate(args, fs::current_path().string()), self, self_args);
 }
 
 int run_pipeline(const Settings& s, const std::string& self, const std::vector<std::string>& self_args) {

@@ -61,65 +61,71 @@ json stage_row_from_runs(const std::string& stage, const std::string& job, const
   return row;
 }
 
-}  // namespace
-
-json measure_costs(const std::string& run_dir_given, const CostOptions& options) {
-  std::error_code ec;
-  if (!fs::is_directory(run_dir_given, ec))
-    throw UsageError(run_dir_given + ": not a folder (release-gate costs takes a pipeline run folder, run/<name>)");
-  const std::string run = fs::absolute(run_dir_given).lexically_normal().string();
-  const std::vector<StageRecord> local = read_stage_records(run + "/stages.jsonl");
+// The (stage, job id) lines of RUN/jobs.txt, but this costs job's own; none when there is no file.
+std::vector<std::pair<std::string, std::string>> listed_jobs(const std::string& run, const std::string& own_job_id) {
   std::vector<std::pair<std::string, std::string>> jobs;
-  {
-    std::ifstream in(run + "/jobs.txt");
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream words(line);
-      std::string stage, job, extra;
-      if (words >> stage >> job && !(words >> extra) && job != options.own_job_id) jobs.emplace_back(stage, job);
-    }
+  std::ifstream in(run + "/jobs.txt");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string stage, job, extra;
+    if (words >> stage >> job && !(words >> extra) && job != own_job_id) jobs.emplace_back(stage, job);
   }
+  return jobs;
+}
+
+// One row per listed job, from Slurm's accounting (`source` says which of its records answered).
+json slurm_stage_rows(const std::vector<std::pair<std::string, std::string>>& jobs,
+                      const std::vector<StageRecord>& local, std::string& source) {
   json rows = json::array();
-  std::string source = "local";
-  if (!jobs.empty()) {
-    std::vector<std::string> ids;
-    for (const auto& [stage, job] : jobs) ids.push_back(job);
-    const slurm::JobAccounting accounting = slurm::account_jobs(ids);
-    source = accounting.source;
-    for (const auto& [stage, job] : jobs) {
-      const auto it = accounting.runs.find(job);
-      const std::vector<slurm::JobRun> rs = it == accounting.runs.end() ? std::vector<slurm::JobRun>{} : it->second;
-      if (rs.empty()) {
-        rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
-        continue;
-      }
-      json row = stage_row_from_runs(stage, job, rs);
-      // Slurm keeps run times in whole seconds: a job that ran 0.6 s reads 0. The job's own stage
-      // line (stages.jsonl, written by the job, with its id) has the sub-second figure; for a job
-      // that ran once, the larger of the two is its run time.
-      if (rs.size() == 1)
-        for (const auto& s : local)
-          if (s.job_id == job && s.wall_s() > row.value("run_s", 0.0)) {
-            row["run_s"] = s.wall_s();
-            row["compute_core_s"] = row.value("run_s", 0.0) * row.value("cpus", 1);
-          }
-      rows.push_back(std::move(row));
+  std::vector<std::string> ids;
+  for (const auto& [stage, job] : jobs) ids.push_back(job);
+  const slurm::JobAccounting accounting = slurm::account_jobs(ids);
+  source = accounting.source;
+  for (const auto& [stage, job] : jobs) {
+    const auto it = accounting.runs.find(job);
+    const std::vector<slurm::JobRun> rs = it == accounting.runs.end() ? std::vector<slurm::JobRun>{} : it->second;
+    if (rs.empty()) {
+      rows.push_back({{"stage", stage}, {"job_id", job}, {"state", "unknown (no longer in Slurm's memory)"}});
+      continue;
     }
-  } else {
-    for (const auto& s : local) {
-      if (s.stage == "costs") continue;
-      const double wall = s.wall_s();
-      const int ranks = s.ranks;
-      rows.push_back({{"stage", s.stage},
-                      {"job_id", nullptr},
-                      {"state", s.exit_status == 0 ? "COMPLETED" : "FAILED"},
-                      {"cpus", ranks},
-                      {"run_s", wall},
-                      {"compute_core_s", wall * ranks},
-                      {"queue_wait_s", 0.0},
-                      {"resource_wait_s", 0.0},
-                      {"started", true}});
-    }
+    json row = stage_row_from_runs(stage, job, rs);
+    // Slurm keeps run times in whole seconds: a job that ran 0.6 s reads 0. The job's own stage
+    // line (stages.jsonl, written by the job, with its id) has the sub-second figure; for a job
+    // that ran once, the larger of the two is its run time.
+    if (rs.size() == 1)
+      for (const auto& s : local)
+        if (s.job_id == job && s.wall_s() > row.value("run_s", 0.0)) {
+          row["run_s"] = s.wall_s();
+          row["compute_core_s"] = row.value("run_s", 0.0) * row.value("cpus", 1);
+        }
+    rows.push_back(std::move(row));
   }
+  return rows;
+}
+
+// One row per stage run here (stages.jsonl), the costs stage itself left out.
+json local_stage_rows(const std::vector<StageRecord>& local) {
+  json rows = json::array();
+  for (const auto& s : local) {
+    if (s.stage == "costs") continue;
+    const double wall = s.wall_s();
+    const int ranks = s.ranks;
+    rows.push_back({{"stage", s.stage},
+                    {"job_id", nullptr},
+                    {"state", s.exit_status == 0 ? "COMPLETED" : "FAILED"},
+                    {"cpus", ranks},
+                    {"run_s", wall},
+                    {"compute_core_s", wall * ranks},
+                    {"queue_wait_s", 0.0},
+                    {"resource_wait_s", 0.0},
+                    {"started", true}});
+  }
+  return rows;
+}
+
+// The run's storage: {"dataset", "checkpoints", "records" (the rest), "total"} in bytes.
+json storage_bytes(const std::string& run) {
+  std::error_code ec;
   const std::uintmax_t dataset = fs::exists(run + "/data.h5", ec) ? fs::file_size(run + "/data.h5", ec) : 0;
   std::uintmax_t checkpoints = 0;
   for (auto it = fs::recursive_directory_iterator(run, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -130,6 +136,24 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
     }
   }
   const std::uintmax_t total = bytes_under(run);
+  return {{"dataset", dataset},
+          {"checkpoints", checkpoints},
+          {"records", total - dataset - checkpoints},
+          {"total", total}};
+}
+
+}  // namespace
+
+json measure_costs(const std::string& run_dir_given, const CostOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir_given, ec))
+    throw UsageError(run_dir_given + ": not a folder (release-gate costs takes a pipeline run folder, run/<name>)");
+  const std::string run = fs::absolute(run_dir_given).lexically_normal().string();
+  const std::vector<StageRecord> local = read_stage_records(run + "/stages.jsonl");
+  const std::vector<std::pair<std::string, std::string>> jobs = listed_jobs(run, options.own_job_id);
+  std::string source = "local";
+  const json rows = jobs.empty() ? local_stage_rows(local) : slurm_stage_rows(jobs, local, source);
+  const json storage = storage_bytes(run);
   std::optional<double> prep;
   for (const auto& s : local)
     if (s.stage == "prep") prep = s.wall_s();
@@ -142,8 +166,7 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
           {"version", 1},
           {"run", run},
           {"source", source},
-          {"storage_bytes",
-           {{"dataset", dataset}, {"checkpoints", checkpoints}, {"records", total - dataset - checkpoints}, {"total", total}}},
+          {"storage_bytes", storage},
           {"preprocessing_s", prep ? json(*prep) : json()},
           {"stages", rows},
           {"compute_core_s_total", core_total},

@@ -172,11 +172,31 @@ BaselineRecord register_baseline(const BaselineOptions& o) {
   return baseline;
 }
 
-Decision decide_release(const DecideOptions& o) {
-  const std::string started = now_rfc3339();
-  const ReleasePolicy policy = read_release_policy(o.policy_path);
-  const ReleaseRegistry registry(o.registry);
-  BaselineChoice baseline = choose_baseline(registry, o.baseline);
+namespace {
+
+// One decision's inputs, gathered before any check is scored: the baseline, the candidate and what
+// promoting is weighed against.
+struct DecisionInputs {
+  BaselineChoice baseline;
+  std::string run_dir;
+  std::optional<CostTable> costs;
+  CheckpointEvaluation candidate;
+  std::optional<CheckpointEvaluation> in_service;
+  std::string fallback_name;
+  const CheckpointEvaluation& fallback_eval() const { return in_service ? *in_service : baseline.evaluation; }
+};
+
+// The scored checks, and the rubric and utility the promote reason quotes.
+struct ScoredChecks {
+  std::vector<CheckResult> checks;
+  RubricScore rubric;
+  UtilityEstimate utility;
+};
+
+DecisionInputs gather_inputs(const DecideOptions& o, const ReleaseRegistry& registry) {
+  DecisionInputs in;
+  in.baseline = choose_baseline(registry, o.baseline);
+  BaselineChoice& baseline = in.baseline;
 
   // The hold-out: as given, else the baseline's, so the two always score the same positions.
   ReleaseEvalOptions eval = o.eval;
@@ -185,21 +205,26 @@ Decision decide_release(const DecideOptions& o) {
   if (eval.holdout.cutoff.empty()) eval.holdout.cutoff = bh.cutoff;
   eval.holdout.max_samples = o.max_samples.value_or(bh.max_samples);
   const std::string folder = resolve_checkpoint_folder(o.checkpoint);
-  const std::string run_dir = o.run_dir.empty() ? fs::path(folder).parent_path().parent_path().string() : o.run_dir;
-  const std::optional<CostTable> costs = cost_table(o.costs_path, run_dir);  // before the evaluation: a bad file fails fast
-  const CheckpointEvaluation candidate = evaluate_checkpoint(folder, eval);
+  in.run_dir = o.run_dir.empty() ? fs::path(folder).parent_path().parent_path().string() : o.run_dir;
+  in.costs = cost_table(o.costs_path, in.run_dir);  // before the evaluation: a bad file fails fast
+  in.candidate = evaluate_checkpoint(folder, eval);
   // What promoting is weighed against: the release in service when there is one, else the named
   // baseline; last-known-good as the baseline is that same evaluation.
-  std::optional<CheckpointEvaluation> in_service;
-  if (baseline.last_known_good) in_service = in_service_on(*baseline.last_known_good, candidate, eval);
-  else if (baseline.served) in_service = baseline_on(registry, baseline, candidate, eval);
-  if (o.baseline == kLastKnownGood) baseline.evaluation = *in_service;
-  const CheckpointEvaluation& fallback_eval = in_service ? *in_service : baseline.evaluation;
-  const std::string fallback_name = baseline.last_known_good ? std::string(kLastKnownGood)
-                                    : baseline.served        ? baseline.served->name
-                                                             : baseline.description.name;
+  if (baseline.last_known_good) in.in_service = in_service_on(*baseline.last_known_good, in.candidate, eval);
+  else if (baseline.served) in.in_service = baseline_on(registry, baseline, in.candidate, eval);
+  if (o.baseline == kLastKnownGood) baseline.evaluation = *in.in_service;
+  in.fallback_name = baseline.last_known_good ? std::string(kLastKnownGood)
+                     : baseline.served        ? baseline.served->name
+                                              : baseline.description.name;
+  return in;
+}
 
-  std::vector<CheckResult> checks = compare_with_baseline(policy, candidate, baseline.evaluation);
+ScoredChecks score_checks(const DecideOptions& o, const ReleasePolicy& policy, const ReleaseRegistry& registry,
+                          const DecisionInputs& in) {
+  const BaselineChoice& baseline = in.baseline;
+  const CheckpointEvaluation& candidate = in.candidate;
+  ScoredChecks s;
+  s.checks = compare_with_baseline(policy, candidate, baseline.evaluation);
   // A rollback on slices still standing (nothing promoted since): those slices must be back within the
   // rule that rolled the release back (release/monitor.hpp). Its reference figures: the release in
   // service's release-time ones, or, with a baseline in service, the rolled-back release's own.
@@ -211,52 +236,71 @@ Decision decide_release(const DecideOptions& o) {
                                             policy.rollback.value_or(RollbackRules{}).max_slice_regression,
                                             baseline.last_known_good ? "the release in service's"
                                                                      : "the rolled-back release's"))
-      checks.push_back(std::move(c));
+      s.checks.push_back(std::move(c));
   }
   const std::vector<EvidenceResult> evidence =
-      collect_evidence(policy, run_dir, o.evidence, candidate.holdout.dataset_snapshot_id);
-  RubricScore rubric;
-  for (auto& c : score_rubric(policy, evidence, &rubric)) checks.push_back(std::move(c));
-  const UtilityEstimate utility = estimate_utility(policy.utility, candidate, fallback_eval, fallback_name);
-  for (auto& c : check_utility(utility)) checks.push_back(std::move(c));
+      collect_evidence(policy, in.run_dir, o.evidence, candidate.holdout.dataset_snapshot_id);
+  for (auto& c : score_rubric(policy, evidence, &s.rubric)) s.checks.push_back(std::move(c));
+  s.utility = estimate_utility(policy.utility, candidate, in.fallback_eval(), in.fallback_name);
+  for (auto& c : check_utility(s.utility)) s.checks.push_back(std::move(c));
+  return s;
+}
 
-  Decision d;
-  d.promote = std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.passed; });
-  ReleaseRecord& r = d.record;
-  r.promote = d.promote;
-  for (const auto& c : checks)
+// The release record of the decision `promote`; decided, record_path and in_service.record not yet set.
+ReleaseRecord release_record(const DecideOptions& o, const ReleasePolicy& policy, const ReleaseRegistry& registry,
+                             const DecisionInputs& in, const ScoredChecks& s, bool promote) {
+  const BaselineChoice& baseline = in.baseline;
+  ReleaseRecord r;
+  r.promote = promote;
+  for (const auto& c : s.checks)
     if (!c.passed) r.reasons.push_back(c.name + ": " + c.reason);
-  if (d.promote)
-    r.reasons.push_back("every check passed, the rubric scored " + std::to_string(rubric.score) +
-                        " and the expected utility over " + fallback_name + " is " +
-                        std::to_string(utility.expected_utility) + " with P(regret) " +
-                        std::to_string(utility.regret_probability));
-  r.checks = checks;
-  const CheckpointIdentity& ck = candidate.checkpoint;
-  const HoldoutIdentity& h = candidate.holdout;
+  if (promote)
+    r.reasons.push_back("every check passed, the rubric scored " + std::to_string(s.rubric.score) +
+                        " and the expected utility over " + in.fallback_name + " is " +
+                        std::to_string(s.utility.expected_utility) + " with P(regret) " +
+                        std::to_string(s.utility.regret_probability));
+  r.checks = s.checks;
+  const CheckpointIdentity& ck = in.candidate.checkpoint;
+  const HoldoutIdentity& h = in.candidate.holdout;
   r.data = {h.data, h.dataset_snapshot_id, h.selection_snapshot_id, h.cutoff, ck.data_snapshot_id, ck.data_cutoff};
   r.transformation = transformation_state(h.data);
   r.artifact = {ck.folder, ck.step, ck.manifest_sha256, ck.files};
   r.model = ck.model;
   r.run_config = ck.config;
   r.code_version = ck.code_version;
-  r.candidate = candidate;
+  r.candidate = in.candidate;
   r.baseline_evaluation = baseline.evaluation;
-  r.rubric = rubric;
-  r.utility = utility;
-  r.costs = costs;
+  r.rubric = s.rubric;
+  r.utility = s.utility;
+  r.costs = in.costs;
   r.policy = policy;
   r.baseline = baseline.description;
   if (baseline.last_known_good) r.previous_last_known_good = baseline.last_known_good->record_path;
-  if (d.promote) {
+  if (promote) {
     r.in_service.name = "candidate";
     r.in_service.checkpoint = ck.folder;
   } else {
     r.in_service = fallback_of(registry, baseline);
   }
-  if (d.promote) r.review = ReviewNeed::of(policy.review.promote_minutes);
+  if (promote) r.review = ReviewNeed::of(policy.review.promote_minutes);
   r.dry_run = o.dry_run;
   r.release_gate_version = code_version();
+  return r;
+}
+
+}  // namespace
+
+Decision decide_release(const DecideOptions& o) {
+  const std::string started = now_rfc3339();
+  const ReleasePolicy policy = read_release_policy(o.policy_path);
+  const ReleaseRegistry registry(o.registry);
+  const DecisionInputs inputs = gather_inputs(o, registry);
+  const ScoredChecks scored = score_checks(o, policy, registry, inputs);
+
+  Decision d;
+  d.promote = std::all_of(scored.checks.begin(), scored.checks.end(), [](const CheckResult& c) { return c.passed; });
+  d.record = release_record(o, policy, registry, inputs, scored, d.promote);
+  ReleaseRecord& r = d.record;
   r.started = started;
   r.decided = now_rfc3339();
   if (o.dry_run) return d;

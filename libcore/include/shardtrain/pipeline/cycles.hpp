@@ -146,4 +146,10 @@ int run_cycle_stage(const CyclesSettings& settings, const Stage& stage);
 // error or a job the cluster can never start.
 int run_cycles(const CyclesSettings& settings, const std::string& self, const std::vector<std::string>& self_args);
 
+// `pipeline cycles` as a user gave it: --bin defaults to the folder of `self` (this program, as
+// /proc/self/exe names it), --home is found from that folder (pipeline.hpp find_home); then
+// validate_cycles() against the current folder (UsageError) and run_cycles. Returns run_cycles'
+// status.
+int run_cycles_command(CyclesArgs args, const std::string& self, const std::vector<std::string>& self_args);
+
 }  // namespace shardtrain::pipeline

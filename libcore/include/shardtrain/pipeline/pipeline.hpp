@@ -57,6 +57,11 @@ double pending_check_s();
 // local stages need (as root, oversubscribed) for every child.
 int run_pipeline(const Settings& settings, const std::string& self, const std::vector<std::string>& self_args);
 
+// The pipeline tool's chain as a user gave it: --bin defaults to the folder of `self` (this program,
+// as /proc/self/exe names it), --home is found from that folder (find_home); then validate()
+// against the current folder (UsageError) and run_pipeline. Returns run_pipeline's status.
+int run_chain_command(PipelineArgs args, const std::string& self, const std::vector<std::string>& self_args);
+
 // The clone whose scripts/slurm/train.sbatch the training jobs run: `given` (--home) when set,
 // else $SHARDTRAIN_HOME, else the first of the two folders above `exe_dir` that holds it (a
 // build's bin/ inside the clone: CLONE/build/bin); "" when none does (the Slurm submitter then
