@@ -41,8 +41,12 @@ using namespace shardtrain;
 using namespace shardtrain::scaling;
 using namespace scaling_test;
 
-TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with reasons", "[scaling-model]") {
-  StepModel link;  // no latency: the layouts differ by their traffic alone
+namespace {
+
+// 1.3B parameters at GPT-2's vocabulary and context on 8 ranks, micro-batch 1, a 10 GB/s link
+// without latency (the layouts differ by their traffic alone), and room for everything.
+PlanOptions eight_ranks() {
+  StepModel link;
   link.busbw_Bps = 10e9;
   link.alpha_s = 0;
   PlanOptions o;
@@ -52,8 +56,30 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   o.seq_len = 1024;
   o.vocab = 50257;
   o.model = link;
-  o.memory_per_rank = 1e15;  // everything fits
-  const ModelConfig cfg = model_for_parameter_count(o.params, o.vocab, o.seq_len);
+  o.memory_per_rank = 1e15;
+  return o;
+}
+
+ModelConfig shape_of(const PlanOptions& o) { return model_for_parameter_count(o.params, o.vocab, o.seq_len); }
+
+const PlanRow& row(const Plan& p, const std::string& name) {
+  for (const auto& r : p.rows)
+    if (r.layout == name) return r;
+  throw std::runtime_error("no row " + name);
+}
+
+// The best row without TP.
+const PlanRow& first_tp1(const Plan& p) {
+  for (const auto& r : p.rows)
+    if (r.tp == 1) return r;
+  throw std::runtime_error("no TP-1 row");
+}
+
+}  // namespace
+
+TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with reasons", "[scaling-model]") {
+  const PlanOptions o = eight_ranks();
+  const ModelConfig cfg = shape_of(o);
   CHECK(std::fabs(double(cfg.parameter_count()) / o.params - 1) < 0.05);
   const Plan all = plan_layouts(o);
   // Every TP degree the trainers accept on 8 ranks (dividing 8, n_head and 4 x d_model), counted
@@ -75,11 +101,6 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
     CHECK(r.predicted.comm_s == Approx(r.dp_comm_s + r.tp_comm_s));
   }
   const double P = double(cfg.parameter_count());
-  const auto row = [](const Plan& p, const std::string& name) -> const PlanRow& {
-    for (const auto& r : p.rows)
-      if (r.layout == name) return r;
-    throw std::runtime_error("no row " + name);
-  };
   CHECK(row(all, "DDP").memory.model_state == 16 * P);  // the formula of PERFORMANCE.md
   for (std::size_t i = 1; i < all.rows.size(); ++i)
     CHECK(all.rows[i - 1].predicted.tokens_per_s >= all.rows[i].predicted.tokens_per_s);
@@ -93,31 +114,39 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(row(all, "ZeRO-3").predicted.comm_s ==
         Approx(row(all, "DDP").predicted.comm_s + 7.0 / 8 * 4 * blocks / 10e9).epsilon(1e-4));
   CHECK(row(all, "ZeRO-1").predicted.comm_s == Approx(row(all, "DDP").predicted.comm_s));
-  // With latency, the fewer calls win: DDP's 4 MiB buckets (ceil(4P / 4 MiB) all-reduces, 2(W-1)
-  // ring steps each) against ZeRO-1's L + 2 reduce-scatters and all-gathers (W-1 steps each).
+  CHECK(all.text().find("not built yet") == std::string::npos);
+  CHECK(all.text().find("tensor parallelism: TP degrees 1, 2") != std::string::npos);
+  CHECK(all.to_json()["tensor_parallelism"]["degrees"] == degrees);
+}
+
+TEST_CASE("plan: with latency the layout with fewer calls wins, worked by hand", "[scaling-model]") {
+  // DDP's 4 MiB buckets (ceil(4P / 4 MiB) all-reduces, 2(W-1) ring steps each) against ZeRO-1's
+  // L + 2 reduce-scatters and all-gathers (W-1 steps each).
+  PlanOptions o = eight_ranks();
+  const ModelConfig cfg = shape_of(o);
+  const Plan all = plan_layouts(o);
   o.model.alpha_s = 20e-6;
   const Plan lat = plan_layouts(o);
+  const double P = double(cfg.parameter_count());
   // DDP's buckets: the embeddings' gradient (pinned, reduced after backward) apart from the rest.
-  const double E = double(registry.units().front().size());
+  const double E = double(ParameterRegistry(cfg).units().front().size());
   const double buckets = std::ceil(4 * (P - E) / (4.0 * 1024 * 1024)) + std::ceil(4 * E / (4.0 * 1024 * 1024));
   CHECK(row(lat, "DDP").predicted.comm_s - row(all, "DDP").predicted.comm_s == Approx(buckets * 14 * 20e-6));
   CHECK(row(lat, "ZeRO-1").predicted.comm_s - row(all, "ZeRO-1").predicted.comm_s ==
         Approx(2 * (cfg.n_layer + 2) * 7 * 20e-6));
-  const auto first_tp1 = [](const Plan& p) -> const PlanRow& {  // the best row without TP
-    for (const auto& r : p.rows)
-      if (r.tp == 1) return r;
-    throw std::runtime_error("no TP-1 row");
-  };
   CHECK(first_tp1(lat).layout == "ZeRO-1");
-  o.model.alpha_s = 0;
-  CHECK(all.text().find("not built yet") == std::string::npos);
-  CHECK(all.text().find("tensor parallelism: TP degrees 1, 2") != std::string::npos);
+}
 
-  // TP 2 by hand, the ring formula with alpha 0: the DP axis (4 ranks) all-reduces one TP rank's
-  // share of the gradients, 2(4-1)/4 x 4 P_local / busbw; the TP axis (2 ranks) per micro-batch
-  // (one here) 4L+2 all-reduces of 4NC bytes and one of 8N (2(2-1)/2 x bytes / busbw each) and an
-  // all-gather of 4N x 2 bytes ((2-1)/2 x bytes / busbw).
-  const PlanRow& ddp_tp2 = row(all, "DDP x TP2");
+TEST_CASE("plan: TP 2's two axes worked by hand, its sums exposed whatever the overlap; none on cuda",
+          "[scaling-model]") {
+  // The ring formula with alpha 0: the DP axis (4 ranks) all-reduces one TP rank's share of the
+  // gradients, 2(4-1)/4 x 4 P_local / busbw; the TP axis (2 ranks) per micro-batch (one here) 4L+2
+  // all-reduces of 4NC bytes and one of 8N (2(2-1)/2 x bytes / busbw each) and an all-gather of
+  // 4N x 2 bytes ((2-1)/2 x bytes / busbw).
+  PlanOptions o = eight_ranks();
+  const ModelConfig cfg = shape_of(o);
+  const PlanRow ddp_tp2 = row(plan_layouts(o), "DDP x TP2");
+  const double P = double(cfg.parameter_count());
   const double P_local = double(ParameterRegistry(cfg, {2, 0}).total());
   CHECK(P_local < 0.6 * P);  // the split matrices and wte halve; LayerNorms, wpe and biases do not
   CHECK(ddp_tp2.dp == 4);
@@ -131,18 +160,22 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   // pinned embeddings' reduction (after backward) is, the rest hides behind backward.
   o.model.overlap = 1;
   const Plan hidden = plan_layouts(o);
+  const double E = double(ParameterRegistry(cfg).units().front().size());
   const double E_tp2 = double(ParameterRegistry(cfg, {2, 0}).units().front().size());
   CHECK(row(hidden, "DDP x TP2").predicted.exposed_comm_s == Approx(ddp_tp2.tp_comm_s + 1.5 * 4 * E_tp2 / 10e9));
   CHECK(row(hidden, "DDP").predicted.exposed_comm_s == Approx(2.0 * 7 / 8 * 4 * E / 10e9));
-  o.model.overlap = 0;
   // --device cuda: the trainers refuse --tp > 1 there, so the plan holds TP 1 only and says why.
+  o.model.overlap = 0;
   o.device = DeviceKind::kCuda;
   const Plan cuda = plan_layouts(o);
   CHECK(cuda.tp_degrees == std::vector<int>{1});
   CHECK(cuda.rows.size() == 4);
   CHECK(cuda.text().find("only TP 1 on --device cuda") != std::string::npos);
-  o.device = DeviceKind::kCpu;
+}
 
+TEST_CASE("plan: a memory budget excludes the layouts that need more, each saying why", "[scaling-model]") {
+  PlanOptions o = eight_ranks();
+  const Plan all = plan_layouts(o);
   // A budget below every TP-1 layout's need but above the least a TP layout needs: only TP
   // layouts fit, every TP-1 one is excluded saying why.
   double least_tp1 = 1e300, least_tp = 1e300;
@@ -157,7 +190,6 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(only_tp.rows.front().tp > 1);
   for (const auto& r : only_tp.rows)
     if (r.tp == 1) CHECK_FALSE(r.fits);
-  o.memory_per_rank = 1e15;
 
   // A budget between ZeRO-3's need and ZeRO-2's at TP 1: of the TP-1 layouts only ZeRO-3 fits,
   // the others say why.
@@ -181,7 +213,6 @@ TEST_CASE("plan: memory by memory.hpp, ranking by throughput, exclusions with re
   CHECK(j["layouts"].size() == tight.rows.size());
   CHECK(j["layouts"][0]["fits"] == true);
   CHECK(j["layouts"][0]["dp"].get<int>() * j["layouts"][0]["tp"].get<int>() == 8);
-  CHECK(all.to_json()["tensor_parallelism"]["degrees"] == degrees);
 }
 
 TEST_CASE("plan: on a slow link what outlasts its pass is exposed, worked by hand", "[scaling-model]") {
