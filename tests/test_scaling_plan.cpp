@@ -137,7 +137,7 @@ TEST_CASE("plan: with latency the layout with fewer calls wins, worked by hand",
   CHECK(first_tp1(lat).layout == "ZeRO-1");
 }
 
-TEST_CASE("plan: TP 2's two axes worked by hand, its sums exposed whatever the overlap; none on cuda",
+TEST_CASE("plan: TP 2's two axes worked by hand, its sums exposed whatever the overlap, none on cuda",
           "[scaling-model]") {
   // The ring formula with alpha 0: the DP axis (4 ranks) all-reduces one TP rank's share of the
   // gradients, 2(4-1)/4 x 4 P_local / busbw; the TP axis (2 ranks) per micro-batch (one here) 4L+2
