@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm_engine_test_support.hpp"  // failing_options: 200 ms timeouts, little grace
 #include "fake_transport.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/comm/fault_injection.hpp"
@@ -36,15 +37,6 @@
 using namespace shardtrain;
 
 namespace {
-
-CommOptions group_options(const std::string& dir) {
-  CommOptions o;
-  o.name = "dp";
-  o.timeout = std::chrono::milliseconds(300);  // short: every scenario that times out waits for it once
-  o.teardown_grace = std::chrono::milliseconds(20);
-  o.run_dir = dir;
-  return o;
-}
 
 std::string record_path(const std::string& dir, int rank) { return dir + "/flight.rank" + std::to_string(rank) + ".json"; }
 
@@ -72,7 +64,7 @@ void healthy(const std::string& dir) {
   auto world = std::make_shared<test::FakeWorld>(W);
   std::barrier done(W);
   test::run_ranks(W, [&](int r) {
-    auto dp = make_communicator(world->transport(r), group_options(dir));
+    auto dp = make_communicator(world->transport(r), comm_engine_test::failing_options("dp", dir));
     all_reduces(*dp, 4);
     done.arrive_and_wait();  // both completed seq 4 before either dumps
     write_flight_record(record_path(dir, r), r, W, "requested", nullptr);
@@ -83,7 +75,7 @@ void skip(const std::string& dir) {
   const int W = 2;
   auto world = std::make_shared<test::FakeWorld>(W);
   test::run_ranks(W, [&](int r) {
-    auto dp = make_communicator(world->transport(r), group_options(dir));
+    auto dp = make_communicator(world->transport(r), comm_engine_test::failing_options("dp", dir));
     dp->set_fault_injection(FaultInjection::parse({"skip-collective:rank=1,step=5"}));
     all_reduces(*dp, 4);
     time_out_in(*dp, 5);
@@ -94,7 +86,7 @@ void killed(const std::string& dir) {
   const int W = 4;
   auto world = std::make_shared<test::FakeWorld>(W);
   test::run_ranks(W, [&](int r) {
-    auto dp = make_communicator(world->transport(r), group_options(dir));
+    auto dp = make_communicator(world->transport(r), comm_engine_test::failing_options("dp", dir));
     all_reduces(*dp, 4);
     if (r == 3) return;  // "killed": no seq 5, no record
     time_out_in(*dp, 5);
@@ -105,7 +97,7 @@ void bench(const std::string& dir, int entries) {
   const int W = 8;
   auto world = std::make_shared<test::FakeWorld>(W);
   test::run_ranks(W, [&](int r) {
-    auto dp = make_communicator(world->transport(r), group_options(dir));
+    auto dp = make_communicator(world->transport(r), comm_engine_test::failing_options("dp", dir));
     auto tp = dp->split(r / 2, r, "tp", Phase::kForward);  // dp's seq 1
     all_reduces(*tp, entries);
     all_reduces(*dp, entries - 2);  // with the split, entries - 1 operations in dp: all complete

@@ -152,7 +152,7 @@ Hid open_tokens(const std::string& path, hid_t f, const DatasetHeader& header) {
     throw UsageError(path + ": /tokens is not stored as " + std::to_string(header.token_bits) +
                      "-bit integers, as attribute token_bits says");
   H5Sget_simple_extent_dims(space.get(), &stored, nullptr);
-  const int64_t declared = read_attr<int64_t>(f, "num_tokens").value_or(-1);
+  const auto declared = int64_t(header.num_tokens);  // as the file wrote it: a negative one fails here too
   if (declared < 0 || stored != header.num_tokens)
     throw UsageError(path + ": attribute num_tokens is " + std::to_string(declared) + " but /tokens holds " +
                      std::to_string(stored) + " tokens");
@@ -238,7 +238,7 @@ DatasetReader DatasetReader::open(const std::string& path) {
   const hid_t f = m.file.get();
   m.header = read_header(path, f);
   m.tokens = open_tokens(path, f, m.header);
-  if (const int64_t documents = read_attr<int64_t>(f, "num_documents").value_or(-1); documents < 0)
+  if (const auto documents = int64_t(m.header.num_documents); documents < 0)
     throw UsageError(path + ": attribute num_documents is " + std::to_string(documents));
   m.documents = read_documents(path, f, m.header.num_documents);
   const std::optional<std::size_t> owner_rows = rows_of(f, "owners/name");
