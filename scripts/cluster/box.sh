@@ -45,6 +45,7 @@ set -euo pipefail
 
 me=box.sh
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/slurm-conf.sh"
 self="$here/box.sh"
 die() { echo "$me: $*" >&2; exit 2; }
 say() { echo "$me: $*" >&2; }
@@ -76,9 +77,9 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 case "$dir/" in /tmp/*) die "DIR $dir is under /tmp, which every node has its own of: use a folder outside /tmp (it is the cluster's shared file system)" ;; esac
 # What runs inside a node must be on the shared file system: a checkout under /tmp is invisible
-# there (each node has its own /tmp). The box keeps its own copy of this script and of tcp_rate.py.
+# there (each node has its own /tmp). The box keeps its own copy of this script, slurm-conf.sh and tcp_rate.py.
 mkdir -p "$dir/.box"
-for f in box.sh tcp_rate.py; do cmp -s "$here/$f" "$dir/.box/$f" || cp "$here/$f" "$dir/.box/$f"; done
+for f in box.sh slurm-conf.sh tcp_rate.py; do cmp -s "$here/$f" "$dir/.box/$f" || cp "$here/$f" "$dir/.box/$f"; done
 self="$dir/.box/box.sh" here_shared="$dir/.box"
 conf="$dir/slurm.conf"
 export SLURM_CONF=$conf  # every client run inside the box talks to this cluster
@@ -280,40 +281,15 @@ SlurmctldPort=6817
 SlurmdPort=6818
 SlurmUser=root
 SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$socket
-StateSaveLocation=$dir/state
 # DIR/node is each node's own folder (DIR/nodes/NODE, bound there in the node's mount namespace).
 SlurmdSpoolDir=$dir/node/spool
 SlurmdPidFile=$dir/node/slurmd.pid
 SlurmdLogFile=$dir/node/slurmd.log
 SlurmctldPidFile=$run/slurmctld.pid.own
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SchedulerType=sched/backfill
-SchedulerParameters=defer_batch=0
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/log/jobcomp.txt
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-MinJobAge=3600
-KillWait=5
-InactiveLimit=0
-SlurmdTimeout=$timeout
-SlurmctldTimeout=60
-MessageTimeout=5
 TCPTimeout=2
-SlurmdParameters=config_overrides
 EOF
+      slurm_conf_shared "$socket" "$dir/state" "$dir/log/jobcomp.txt" 5 "$timeout" 5
       for node in $(nodes); do
         echo "NodeName=$node NodeAddr=$(addr_of "$node") NodeHostname=$node CPUs=$cpus RealMemory=2000 State=UNKNOWN"
       done

@@ -22,6 +22,7 @@
 #   mostly wait share cores: slurmd is then told to trust the config, SlurmdParameters=config_overrides).
 # Runs as root (the daemons and the jobs run as the calling user: SlurmUser=SlurmdUser=$(id -un)).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/cluster/slurm-conf.sh"
 
 die() { echo "slurm_cluster.sh: $*" >&2; exit 2; }
 (($# == 2)) || die "usage: slurm_cluster.sh start|stop|env DIR"
@@ -108,37 +109,12 @@ SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=$user
 SlurmdUser=$user
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$socket
-StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid.own
 SlurmdPidFile=$dir/slurmd.pid.own
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SchedulerType=sched/backfill
-SchedulerParameters=defer_batch=0
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/jobcomp.txt
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-MinJobAge=3600
-KillWait=10
-InactiveLimit=0
-SlurmdTimeout=60
-SlurmctldTimeout=60
-MessageTimeout=10
-SlurmdParameters=config_overrides
+$(slurm_conf_shared "$socket" "$dir/state" "$dir/jobcomp.txt" 10 60 10)
 NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
