@@ -1,13 +1,17 @@
 // The slurm layer's readings of what Slurm tells a job (pure): the task list, the live ranks,
 // srun's MPI plugins, sacct's and scontrol's records of a job's runs, the states a job does not
-// leave, a chain job's sbatch command and the pending reasons that never clear. The commands themselves run in the Slurm end-to-end tests (slurm_chain, multinode_box).
+// leave, a chain job's sbatch command, the pending reasons that never clear and the chain's job list. The commands themselves run in the Slurm end-to-end tests (slurm_chain, multinode_box).
 #include <catch2/catch.hpp>
+
+#include <fstream>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/slurm/accounting.hpp"
 #include "shardtrain/slurm/allocation.hpp"
 #include "shardtrain/slurm/job_control.hpp"
+#include "shardtrain/slurm/job_list.hpp"
 #include "shardtrain/slurm/submit.hpp"
+#include "test_support.hpp"
 
 using namespace shardtrain;
 
@@ -108,4 +112,23 @@ TEST_CASE("slurm: one sbatch command shape for every job of a chain, and the id 
   CHECK(slurm::job_id_of("1234\n") == "1234");
   CHECK(slurm::job_id_of("1234;cluster2\n") == "1234");
   CHECK(slurm::job_id_of("") == "");
+}
+
+TEST_CASE("slurm: a chain's job list is read back as written, a missing file is no jobs", "[slurm]") {
+  const std::string dir = test::temp_dir("job-list");
+  const std::vector<slurm::ListedJob> jobs = {{"prep", "101"}, {"cycle-2/decide", "102"}, {"total", "103"}};
+  slurm::write_job_list(dir + "/jobs.txt", jobs);
+  CHECK(test::file_contents(dir + "/jobs.txt") == "prep 101\ncycle-2/decide 102\ntotal 103\n");
+  auto back = slurm::read_job_list(dir + "/jobs.txt");
+  REQUIRE(back.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(back[i].stage == jobs[i].stage);
+    CHECK(back[i].job_id == jobs[i].job_id);
+  }
+  // A line that is not "STAGE ID" (a note someone added) is passed over, not misread as a job.
+  std::ofstream(dir + "/jobs.txt", std::ios::app) << "# resubmitted by hand 104\n\nextra\n";
+  CHECK(slurm::read_job_list(dir + "/jobs.txt").size() == 3);
+  CHECK(slurm::read_job_list(dir + "/none.txt").empty());
+  CHECK(slurm::never_starting_message("pipeline cycles", {"7 cycle-1-train PartitionConfig"}) ==
+        "pipeline cycles: cancelled the chain: these jobs can never start:\n  job 7 cycle-1-train PartitionConfig");
 }

@@ -200,34 +200,31 @@ int run_slurm(const CyclesSettings& s, const StageGraph& g, const std::string& s
   });
   // The job ids: each cycle's in its jobs.txt (release-gate costs reads them: "STEP ID"), every
   // one in WORK/jobs.txt (to follow or cancel the pattern).
-  std::map<std::string, std::string> per_dir;
-  std::string all_lines, line;
+  std::map<std::string, std::vector<slurm::ListedJob>> per_dir;
+  std::string line;
   std::vector<std::string> ids;
   const std::map<std::string, const Stage*> by_name = [&] {
     std::map<std::string, const Stage*> m;
     for (const Stage& st : g.stages) m[st.name] = &st;
     return m;
   }();
-  for (const auto& [name, id] : submitted) {
-    const Stage& st = *by_name.at(name);
-    if (!st.after_all) per_dir[st.run_dir] += parse_cycle_stage_name(name).step + " " + id + "\n";
-    all_lines += name + " " + id + "\n";
-    ids.push_back(id);
-    line += (line.empty() ? " " : ", ") + name + " " + id;
+  for (const auto& job : submitted) {
+    const Stage& st = *by_name.at(job.stage);
+    if (!st.after_all) per_dir[st.run_dir].push_back({parse_cycle_stage_name(job.stage).step, job.job_id});
+    ids.push_back(job.job_id);
+    line += (line.empty() ? " " : ", ") + job.stage + " " + job.job_id;
   }
-  for (const auto& [dir, text] : per_dir) write_text(dir + "/jobs.txt", text);
-  write_text(s.work + "/jobs.txt", all_lines);
+  for (const auto& [dir, jobs] : per_dir) slurm::write_job_list(dir + "/jobs.txt", jobs);
+  slurm::write_job_list(s.work + "/jobs.txt", submitted);
   const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
   if (!bad.empty()) {
-    std::string message = "pipeline cycles: cancelled the chain: these jobs can never start:";
-    for (const auto& b : bad) message += "\n  job " + b;
-    std::cerr << message << std::endl;
+    std::cerr << slurm::never_starting_message("pipeline cycles", bad) << std::endl;
     return static_cast<int>(ExitCode::kUsage);
   }
   say({}, "submitted:" + line);
   say({}, "job ids: " + s.work + "/jobs.txt; waiting for the last one (the pattern's cost table)");
   // The total runs after every other job, whatever their outcome: when it has ended, all have.
-  const std::string total = submitted.back().second;
+  const std::string total = submitted.back().job_id;
   while (!slurm::job_has_ended(total)) std::this_thread::sleep_for(std::chrono::seconds(2));
   // What each stage's job left, in graph order, told as --local tells it; then the pattern's table.
   int rc = 0;

@@ -185,29 +185,22 @@ struct ChainJobs {
   }
 };
 
-using SubmittedJobs = std::vector<std::pair<std::string, std::string>>;
-
-void write_jobs_file(const std::string& run, const SubmittedJobs& submitted) {
-  std::ostringstream jobs;
-  for (const auto& [stage, job] : submitted) jobs << stage << ' ' << job << '\n';
-  write_text(run + "/jobs.txt", jobs.str());
-}
+using SubmittedJobs = std::vector<slurm::ListedJob>;
 
 // A job pending for a reason that does not clear by itself: cancel the chain and say which. (A
 // failed upstream job is not one: --kill-on-invalid-dep cancels what depends on it.) True when cancelled.
 bool cancelled_never_starting(const Settings& settings, const SubmittedJobs& submitted) {
   std::vector<std::string> ids;
-  for (const auto& [stage, job] : submitted) ids.push_back(job);
+  for (const auto& j : submitted) ids.push_back(j.job_id);
   const std::vector<std::string> bad = slurm::cancel_if_never_starting(ids, pending_check_s());
   if (bad.empty()) return false;
-  std::string message = "pipeline [" + settings.name + "]: cancelled the chain: these jobs can never start:";
-  for (const auto& b : bad) message += "\n  job " + b;
-  std::cerr << message << std::endl;
+  std::cerr << slurm::never_starting_message("pipeline [" + settings.name + "]", bad) << std::endl;
   return true;
 }
 
 void say_submitted(const Settings& settings, const StageGraph& graph, const SubmittedJobs& submitted) {
-  std::map<std::string, std::string> id(submitted.begin(), submitted.end());
+  std::map<std::string, std::string> id;
+  for (const auto& j : submitted) id[j.stage] = j.job_id;
   const std::string& run = settings.run;
   std::string line;
   for (const Stage& st : graph.stages) line += (line.empty() ? " " : ", ") + st.name + " " + id[st.name];
@@ -218,21 +211,21 @@ void say_submitted(const Settings& settings, const StageGraph& graph, const Subm
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
+std::vector<slurm::ListedJob> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv) {
   std::map<std::string, std::string> id;
-  std::vector<std::pair<std::string, std::string>> submitted;
+  std::vector<slurm::ListedJob> submitted;
   auto submit = [&](const Stage& st, const std::string& dependency) {
     std::string job;
     try {
       job = slurm::submit_job(sbatch_argv(st, dependency));
     } catch (const IoError& e) {
       std::vector<std::string> ids;
-      for (const auto& [name, j] : submitted) ids.push_back(j);
+      for (const auto& j : submitted) ids.push_back(j.job_id);
       slurm::cancel_jobs(ids);
       throw Error(ExitCode::kFailure, "stage " + st.name + ": " + e.what() + "; the jobs submitted before it were cancelled");
     }
     id[st.name] = job;
-    submitted.emplace_back(st.name, job);
+    submitted.push_back({st.name, job});
   };
   std::string all;
   for (const Stage& st : graph.stages) {
@@ -315,7 +308,7 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
   // Slurm's record of each job listed in jobs.txt.
   const SubmittedJobs submitted =
       submit_graph(graph, [&](const Stage& st, const std::string& dependency) { return jobs.argv(st, dependency); });
-  write_jobs_file(settings.run, submitted);
+  slurm::write_job_list(settings.run + "/jobs.txt", submitted);
   if (cancelled_never_starting(settings, submitted)) return static_cast<int>(ExitCode::kUsage);
   say_submitted(settings, graph, submitted);
   return 0;

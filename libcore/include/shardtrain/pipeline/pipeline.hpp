@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shardtrain/pipeline/stage_graph.hpp"
+#include "shardtrain/slurm/job_list.hpp"
 #include "shardtrain/telemetry/stage_record.hpp"
 
 namespace shardtrain::pipeline {
@@ -46,9 +47,10 @@ int submit_slurm(const Settings& settings, const std::string& self, const std::v
 using SbatchArgv = std::function<std::vector<std::string>(const Stage& stage, const std::string& dependency)>;
 // Submits every stage of `graph` in graph order, each with `sbatch_argv`: a stage with needs after
 // them (afterok:IDS), an after_all stage after every other (afterany:IDS). The argv must ask for
-// --parsable (slurm::chain_job_argv does). Returns (stage name, job id) in graph order. When one sbatch fails, cancels the jobs
-// submitted before it and throws Error (exit 1) naming the stage.
-std::vector<std::pair<std::string, std::string>> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv);
+// --parsable (slurm::chain_job_argv does). Returns each stage's job, in graph order (what
+// slurm::write_job_list writes to jobs.txt). When one sbatch fails, cancels the jobs submitted
+// before it and throws Error (exit 1) naming the stage.
+std::vector<slurm::ListedJob> submit_graph(const StageGraph& graph, const SbatchArgv& sbatch_argv);
 // The seconds to wait before asking squeue why the chain's jobs pend (slurm/submit.hpp,
 // cancel_if_never_starting): $PIPELINE_PENDING_CHECK_S, default 3.
 double pending_check_s();
