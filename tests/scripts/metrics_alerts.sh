@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The live-metrics proof (issue 49): a real Prometheus and a real Alertmanager (Debian's), started
 # here on free loopback ports with their own data folders, Prometheus discovering the job's ranks
-# from the run folders' prometheus-targets.json (linked into one folder) and evaluating scripts/prometheus/shardtrain.rules.yml
+# from the run folders' prometheus-targets.json (linked into one folder) and evaluating deploy/prometheus/shardtrain.rules.yml
 # (1 s scrapes and evaluations), on 2-rank ddp-train runs with --metrics-port:
 #   A. control: every rank's series is in Prometheus with its host label; the discovery file
 #      names every rank's port and labels; no alert of the run, pending or firing, while it runs;
@@ -47,7 +47,7 @@ receivers: [{name: keep}]
 EOT
 cat >"$WORK/prometheus.yml" <<EOT
 global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
-rule_files: ["$repo/scripts/prometheus/shardtrain.rules.yml"]
+rule_files: ["$repo/deploy/prometheus/shardtrain.rules.yml"]
 alerting:
   alertmanagers: [{static_configs: [{targets: ["127.0.0.1:$am_port"]}]}]
 scrape_configs:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The alert rules shipped for Prometheus (scripts/prometheus/shardtrain.rules.yml): promtool checks
+# The alert rules shipped for Prometheus (deploy/prometheus/shardtrain.rules.yml): promtool checks
 # them, and runs their unit tests (shardtrain.rules.test.yml: each alert fires on the condition
 # it names and not on a healthy rank); a rules file with a broken expression is refused with a
 # message naming the file (the negative control of the check).
@@ -10,9 +10,9 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 command -v promtool >/dev/null ||
   { echo "SKIPPED: metrics_rules needs promtool (Debian: prometheus; scripts/setup.sh installs it)"; exit 77; }
 rm -rf "$WORK" && mkdir -p "$WORK"
-rules="$repo/scripts/prometheus/shardtrain.rules.yml"
+rules="$repo/deploy/prometheus/shardtrain.rules.yml"
 promtool check rules "$rules"
-(cd "$repo/scripts/prometheus" && promtool test rules shardtrain.rules.test.yml)
+(cd "$repo/deploy/prometheus" && promtool test rules shardtrain.rules.test.yml)
 sed 's/> ignoring (comm_group, seq, op) group_left/> ignoring (comm_group, seq, op) group_left (/' "$rules" >"$WORK/broken.rules.yml"
 rc=0
 out=$(promtool check rules "$WORK/broken.rules.yml" 2>&1) || rc=$?

@@ -8,7 +8,7 @@
 // computes then what must move while the loop is blocked: the age of the oldest collective in
 // flight (from the comm engine's flight recorder) and the newest checkpoint's age.
 //
-// Series (gauges; times in seconds, unix time for timestamps; scripts/prometheus/shardtrain.rules.yml
+// Series (gauges; times in seconds, unix time for timestamps; deploy/prometheus/shardtrain.rules.yml
 // alerts on them):
 //   shardtrain_start_timestamp_seconds               when this process started serving (a restart moves it)
 //   shardtrain_steps_planned                         --steps
