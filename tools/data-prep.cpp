@@ -1,6 +1,7 @@
 // data-prep: documents (JSONL, text files) -> HDF5 token dataset; or a synthetic Markov corpus.
 // Options here, everything else in libcore (data_prep.hpp, synthetic.hpp). See data-prep(1).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "shardtrain/data/data_prep.hpp"
+#include "shardtrain/data/fortunes.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/synthetic.hpp"
 #include "shardtrain/tool/numbers.hpp"
@@ -20,7 +22,8 @@ int main(int argc, char** argv) {
                "Input lines: {\"id\", \"version\", \"owner\", \"event_time\", \"available_time\", \"text\" | \"tokens\"}.",
                "data-prep"};
   data::DataPrepOptions o;
-  std::string owner, event_time, available_time, available_by, tokenizer, skip_bad, synthetic, synthetic_jsonl;
+  std::string owner, event_time, available_time, available_by, tokenizer, skip_bad, synthetic, synthetic_jsonl, fortunes,
+      fortunes_jsonl;
   int64_t vocab = 0, separator = -1;
   data::MarkovOptions markov;
   app.add_option("inputs", o.jsonl_inputs, "JSONL files, one document per line ('-' reads standard input)");
@@ -28,6 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--text", o.text_inputs, "Plain text file or folder: one document per file (repeatable)");
   app.add_option("--llmc", o.llmc_inputs, "llm.c token shard (.bin: 256 x int32 header, uint16 GPT-2 tokens); "
                                          "each document between end-of-text tokens is one document (repeatable)");
+  CLI::Option* fortunes_option = app.add_option(
+      "--fortunes", fortunes, "A fortunes folder (Debian's /usr/share/games/fortunes): one document per fortune, by the "
+                              "rule of docs/FORMATS.md \"Bundled corpora\"; written as JSONL first (--fortunes-jsonl), then read as one");
+  app.add_option("--fortunes-jsonl", fortunes_jsonl, "--fortunes: where its JSONL goes (default: the output's name with .jsonl)")
+      ->needs(fortunes_option);
   app.add_option("--owner", owner, "--text/--llmc: owner of the documents (default: the file's name)");
   app.add_option("--doc-version", o.text.version, "--text/--llmc: document version")->capture_default_str();
   app.add_option("--event-time", event_time, "--text/--llmc: RFC 3339 event time (default: file modification time)");
@@ -61,11 +69,17 @@ int main(int argc, char** argv) {
   return shardtrain::run_tool(app, argc, argv, {}, [&] {
     nlohmann::json summary;
     if (!synthetic.empty()) {
-      if (!o.jsonl_inputs.empty() || !o.text_inputs.empty() || !o.llmc_inputs.empty())
-        throw shardtrain::UsageError("--synthetic generates its corpus: give no input files or --text");
+      if (!o.jsonl_inputs.empty() || !o.text_inputs.empty() || !o.llmc_inputs.empty() || !fortunes.empty())
+        throw shardtrain::UsageError("--synthetic generates its corpus: give no input files, --text, --llmc or --fortunes");
       summary = data::write_markov_dataset(o.output, markov).to_json();
       if (!synthetic_jsonl.empty()) summary["jsonl"] = data::write_markov_jsonl(synthetic_jsonl, markov).output;
     } else {
+      if (!fortunes.empty()) {
+        if (fortunes_jsonl.empty()) fortunes_jsonl = std::filesystem::path(o.output).replace_extension(".jsonl").string();
+        const data::FortunesJsonl f = data::write_fortunes_jsonl(fortunes, fortunes_jsonl);
+        std::cerr << "data-prep: " << f.documents << " fortunes from " << f.files << " files -> " << f.output << std::endl;
+        o.jsonl_inputs.push_back(f.output);
+      }
       if (!owner.empty()) o.text.owner = owner;
       if (!event_time.empty()) o.text.event_time = event_time;
       if (!available_time.empty()) o.text.available_time = available_time;
