@@ -11,7 +11,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/utility.hpp"

@@ -15,7 +15,7 @@
 #include "shardtrain/ckpt/ckpt.hpp"
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/gpt.hpp"
-#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
 #include "shardtrain/train/evaluation.hpp"
 #include "shardtrain/train/run_summary.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
-#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
 #include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_number.hpp"
 

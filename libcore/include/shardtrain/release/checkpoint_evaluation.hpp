@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/holdout_scores.hpp"
+#include "shardtrain/stats/holdout_scores.hpp"
 
 namespace shardtrain {
 

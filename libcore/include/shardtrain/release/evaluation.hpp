@@ -16,7 +16,7 @@
 
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/release/checkpoint_evaluation.hpp"
-#include "shardtrain/release/holdout_scores.hpp"
+#include "shardtrain/stats/holdout_scores.hpp"
 
 namespace shardtrain {
 

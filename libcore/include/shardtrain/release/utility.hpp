@@ -8,7 +8,7 @@
 // their scores.per_sequence pair up: for hold-out sequence i with t_i scored tokens,
 //   d_i = fallback loss sum_i - candidate loss sum_i                  (nats; > 0: the candidate is better)
 //   S   = sum(d) / sum(t)     loss saved per token (= fallback loss - candidate loss, nats/token)
-//   S_r = the same ratio on bootstrap resample r = 0..R-1 (release/bootstrap.hpp's draws, with the
+//   S_r = the same ratio on bootstrap resample r = 0..R-1 (stats/bootstrap.hpp's draws, with the
 //         candidate's bootstrap resamples and level and seed XOR fnv1a64("utility"))
 //   L   = candidate p99 - fallback p99, ms per sequence (0 and "not applicable" against an n-gram,
 //         which has no comparable latency: as the policy's latency check)

@@ -1,10 +1,10 @@
-#include "shardtrain/release/calibration.hpp"
+#include "shardtrain/stats/calibration.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/model/token_loss.hpp"
+#include "shardtrain/stats/token_loss.hpp"
 #include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {

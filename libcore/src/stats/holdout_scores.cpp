@@ -1,11 +1,11 @@
-#include "shardtrain/release/holdout_scores.hpp"
+#include "shardtrain/stats/holdout_scores.hpp"
 
 #include <cmath>
 #include <numeric>
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
-#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
 #include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {

@@ -1,4 +1,4 @@
-#include "shardtrain/release/bootstrap.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shardtrain/release/calibration.hpp"
+#include "shardtrain/stats/calibration.hpp"
 
 namespace shardtrain {
 

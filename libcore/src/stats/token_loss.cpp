@@ -1,4 +1,4 @@
-#include "shardtrain/model/token_loss.hpp"
+#include "shardtrain/stats/token_loss.hpp"
 
 #include <algorithm>
 #include <cmath>
