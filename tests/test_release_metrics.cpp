@@ -12,7 +12,7 @@
 #include "shardtrain/stats/holdout_scores.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/data/dataset.hpp"
-#include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/releaseeval/evaluation.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

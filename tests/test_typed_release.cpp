@@ -11,7 +11,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/release/baseline.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/release/record.hpp"
 #include "shardtrain/release/registry.hpp"
 #include "test_support.hpp"

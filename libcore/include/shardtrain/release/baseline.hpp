@@ -1,7 +1,7 @@
 // A registered baseline (<registry>/baselines/<name>.json, release/registry.hpp): a named n-gram
 // model of a training selection and its evaluation on the hold-out after the cutoff, which a
 // candidate is compared with (`release-gate decide --baseline NAME`). The model's probabilities are
-// beside it (model_file, HDF5: release/evaluation.hpp's write_ngram_file). docs/FORMATS.md
+// beside it (model_file, HDF5: releaseeval/evaluation.hpp's write_ngram_file). docs/FORMATS.md
 // ("Release registry") lists the fields.
 #pragma once
 #include <string>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 
 namespace shardtrain {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "shardtrain/release/baseline.hpp"
-#include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/releaseeval/evaluation.hpp"
 #include "shardtrain/release/record.hpp"
 
 namespace shardtrain::release_gate {

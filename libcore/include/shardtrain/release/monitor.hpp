@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/releaseeval/evaluation.hpp"
 #include "shardtrain/release/monitoring_record.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/record.hpp"

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/release/policy.hpp"
 
 namespace shardtrain {

@@ -1,5 +1,5 @@
 // The release policy (a versioned JSON file; its sha256 is the file's bytes) and the checks it
-// makes of a candidate's evaluation against a baseline's (release/checkpoint_evaluation.hpp). The
+// makes of a candidate's evaluation against a baseline's (releaseeval/checkpoint_evaluation.hpp). The
 // format, with every field, is in docs/FORMATS.md ("Release policy"); scripts/release-policy.json
 // is the default policy.
 //
@@ -33,7 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/release/utility.hpp"
 
 namespace shardtrain {

@@ -13,7 +13,7 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/model/hf_model_card.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/release/costs.hpp"
 #include "shardtrain/release/policy.hpp"
 #include "shardtrain/release/utility.hpp"

@@ -1,10 +1,10 @@
-// Human-readable views of a release evaluation (release/checkpoint_evaluation.hpp) and of a release
+// Human-readable views of a release evaluation (releaseeval/checkpoint_evaluation.hpp) and of a release
 // record (release/record.hpp): the Markdown summary, the reliability diagram (gnuplot, as the
 // scaling report draws its plots) and the lines `release-gate decide` prints.
 #pragma once
 #include <string>
 
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/release/record.hpp"
 
 namespace shardtrain {

@@ -4,7 +4,7 @@
 // slowly, or one that is likely noise, does not pay. docs/FORMATS.md ("Release policy", "Release
 // record") and docs/RUNBOOK.md (a worked example) repeat the definitions.
 //
-// The two evaluations (release/checkpoint_evaluation.hpp) scored the same hold-out by the same code, so
+// The two evaluations (releaseeval/checkpoint_evaluation.hpp) scored the same hold-out by the same code, so
 // their scores.per_sequence pair up: for hold-out sequence i with t_i scored tokens,
 //   d_i = fallback loss sum_i - candidate loss sum_i                  (nats; > 0: the candidate is better)
 //   S   = sum(d) / sum(t)     loss saved per token (= fallback loss - candidate loss, nats/token)
@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 
 namespace shardtrain {
 

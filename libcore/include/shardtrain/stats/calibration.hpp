@@ -1,7 +1,7 @@
 // Next-token scoring of one position from its logits, and the calibration summary of many
 // positions: top-1/top-5 accuracy, expected calibration error (ECE) with its reliability table,
 // and the Brier score. Pure arithmetic on host values; the model and the n-gram baselines both
-// feed it (release/evaluation.hpp).
+// feed it (releaseeval/evaluation.hpp).
 //
 // Definitions (docs/FORMATS.md "Release evaluation" repeats them):
 //   p_k = softmax(logits)_k over the V classes, computed in double with the max subtracted.

@@ -2,7 +2,7 @@
 // perplexity, per-slice losses (by owner and by document version) with counts and bootstrap
 // intervals (bootstrap.hpp), the calibration summary, the worst slice and the slices worse than the
 // overall mean beyond their interval. Independent of what produced the scores (a checkpoint or an
-// n-gram baseline: release/evaluation.hpp), so both are summarised identically and compare.
+// n-gram baseline: releaseeval/evaluation.hpp), so both are summarised identically and compare.
 //
 // Slices: "owner=<name>" and "version=<n>" for the document each scored position's *target* token
 // belongs to. The bootstrap unit of a slice is the part of one hold-out sequence that falls in the

@@ -1,4 +1,4 @@
-// The result of a release evaluation (release/evaluation.hpp): of a checkpoint, or of an n-gram
+// The result of a release evaluation (releaseeval/evaluation.hpp): of a checkpoint, or of an n-gram
 // baseline, on the temporal hold-out. What `release-gate eval` writes as evaluation.json, what a
 // registered baseline and a release record keep, and what the policy checks, the utility and the
 // report read. docs/FORMATS.md ("Release evaluation") lists the fields; the JSON keys below are

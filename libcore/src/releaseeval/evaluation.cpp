@@ -1,4 +1,4 @@
-#include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/releaseeval/evaluation.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "shardtrain/data/selection.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/stats/holdout_scores.hpp"
 
 namespace shardtrain {
@@ -43,7 +43,7 @@ struct ReleaseEvalOptions {
 std::string resolve_checkpoint_folder(const std::string& path);
 
 // Evaluates the checkpoint (validated, checksums verified) on the hold-out: an evaluation of kind
-// "checkpoint" (release/checkpoint_evaluation.hpp), with the training run's figures when its
+// "checkpoint" (releaseeval/checkpoint_evaluation.hpp), with the training run's figures when its
 // summary.json is found.
 CheckpointEvaluation evaluate_checkpoint(const std::string& checkpoint, const ReleaseEvalOptions& options);
 

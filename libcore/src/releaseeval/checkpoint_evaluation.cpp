@@ -1,4 +1,4 @@
-#include "shardtrain/release/checkpoint_evaluation.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 
 #include "shardtrain/base/json_fields.hpp"
 
