@@ -54,7 +54,7 @@ struct LossInterval {
 
 // The overall bootstrap's units in arrival order (one per hold-out sequence): two evaluations of the
 // same hold-out list the same sequences and token counts, so their losses pair up position for
-// position (release/utility.hpp resamples the paired differences).
+// position (decision/utility.hpp resamples the paired differences).
 struct PerSequenceLosses {
   std::vector<std::uint64_t> sequence;  // hold-out sequence index of each unit
   std::vector<double> loss_sums;        // nats

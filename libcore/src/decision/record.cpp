@@ -1,4 +1,4 @@
-#include "shardtrain/release/record.hpp"
+#include "shardtrain/decision/record.hpp"
 
 #include <cstdio>
 

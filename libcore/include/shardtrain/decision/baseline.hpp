@@ -1,4 +1,4 @@
-// A registered baseline (<registry>/baselines/<name>.json, release/registry.hpp): a named n-gram
+// A registered baseline (<registry>/baselines/<name>.json, decision/registry.hpp): a named n-gram
 // model of a training selection and its evaluation on the hold-out after the cutoff, which a
 // candidate is compared with (`release-gate decide --baseline NAME`). The model's probabilities are
 // beside it (model_file, HDF5: releaseeval/evaluation.hpp's write_ngram_file). docs/FORMATS.md

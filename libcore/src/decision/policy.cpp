@@ -1,4 +1,4 @@
-#include "shardtrain/release/policy.hpp"
+#include "shardtrain/decision/policy.hpp"
 
 #include <algorithm>
 #include <cmath>

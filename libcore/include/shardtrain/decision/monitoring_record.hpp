@@ -1,5 +1,5 @@
-// The records of the release over time (release/monitor.hpp writes them; the registry keeps them,
-// release/registry.hpp): a monitoring record joins what the release in service did on the
+// The records of the release over time (monitor/monitor.hpp writes them; the registry keeps them,
+// decision/registry.hpp): a monitoring record joins what the release in service did on the
 // documents that matured after its release to that release by exact version; a rollback record
 // says why the in-service pointer moved back, with the evidence, and is committed before the
 // pointer moves. Every field is listed in docs/FORMATS.md ("Monitoring record", "Rollback
@@ -14,7 +14,7 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
-#include "shardtrain/release/policy.hpp"
+#include "shardtrain/decision/policy.hpp"
 
 namespace shardtrain {
 
@@ -41,7 +41,7 @@ struct ReleaseRef {
   static ReleaseRef from_json(const JsonFile& file, const std::string& at);
 };
 
-// A registered baseline (release/baseline.hpp) put in service by a rollback when there was no
+// A registered baseline (decision/baseline.hpp) put in service by a rollback when there was no
 // previous known-good release to put back: by name, its files in the registry, and the sha256 of
 // its model file, so a baseline registered again under the same name is not taken for it.
 struct ServedBaseline {
@@ -95,7 +95,7 @@ struct MonitoringRecord {
   CheckpointEvaluation matured;
   HoldoutSummary release_time;  // the release record's own estimates (per-sequence losses left out)
   InputQuality input_quality;
-  std::vector<CheckResult> checks;  // release/monitor.hpp rollback_checks
+  std::vector<CheckResult> checks;  // decision/rollback_rules.hpp rollback_checks
   std::string verdict;              // kVerdict*
   std::string policy_path, policy_version, policy_sha256;  // the policy the checks applied
   std::string run_dir;              // the folder (a cycle's) that ran the monitor; "" when none was named

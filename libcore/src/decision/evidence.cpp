@@ -1,4 +1,4 @@
-#include "shardtrain/release/evidence.hpp"
+#include "shardtrain/decision/evidence.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -30,9 +30,9 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/baseline.hpp"
-#include "shardtrain/release/monitoring_record.hpp"
-#include "shardtrain/release/record.hpp"
+#include "shardtrain/decision/baseline.hpp"
+#include "shardtrain/decision/monitoring_record.hpp"
+#include "shardtrain/decision/record.hpp"
 
 namespace shardtrain {
 

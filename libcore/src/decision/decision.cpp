@@ -1,4 +1,4 @@
-#include "shardtrain/release/decision.hpp"
+#include "shardtrain/decision/decision.hpp"
 
 #include <algorithm>
 #include <ctime>
@@ -10,11 +10,12 @@
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/data/dataset.hpp"
-#include "shardtrain/release/costs.hpp"
-#include "shardtrain/release/evidence.hpp"
-#include "shardtrain/release/monitor.hpp"
-#include "shardtrain/release/policy.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/costs.hpp"
+#include "shardtrain/decision/evidence.hpp"
+#include "shardtrain/decision/policy.hpp"
+#include "shardtrain/decision/registry.hpp"
+#include "shardtrain/decision/rollback_rules.hpp"
+#include "shardtrain/decision/service_timeline.hpp"
 
 namespace shardtrain::release_gate {
 namespace fs = std::filesystem;
@@ -226,7 +227,7 @@ ScoredChecks score_checks(const DecideOptions& o, const ReleasePolicy& policy, c
   ScoredChecks s;
   s.checks = compare_with_baseline(policy, candidate, baseline.evaluation);
   // A rollback on slices still standing (nothing promoted since): those slices must be back within the
-  // rule that rolled the release back (release/monitor.hpp). Its reference figures: the release in
+  // rule that rolled the release back (decision/rollback_rules.hpp). Its reference figures: the release in
   // service's release-time ones, or, with a baseline in service, the rolled-back release's own.
   if (const auto standing = standing_rollback(registry.history(), registry.rollbacks());
       standing && (baseline.last_known_good || baseline.served)) {

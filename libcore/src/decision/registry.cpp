@@ -1,4 +1,4 @@
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/registry.hpp"
 
 #include <unistd.h>
 

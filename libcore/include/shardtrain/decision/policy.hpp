@@ -21,7 +21,7 @@
 //   rubric               evidence score < rubric.min_score, or a required item missing or failing
 //                        ("evidence:<item>").
 //   utility              the expected utility of promoting against keeping the fallback is not > 0
-//                        (release/utility.hpp: the policy's utility model on the paired hold-out).
+//                        (decision/utility.hpp: the policy's utility model on the paired hold-out).
 //   regret               the probability of regret (the candidate worse than the fallback) is not
 //                        below utility.regret_bound.
 #pragma once
@@ -34,7 +34,7 @@
 
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
-#include "shardtrain/release/utility.hpp"
+#include "shardtrain/decision/utility.hpp"
 
 namespace shardtrain {
 
@@ -47,7 +47,7 @@ struct RubricItem {
   bool operator==(const RubricItem&) const = default;
 };
 
-// When a release in service must go (release/monitor.hpp applies them to the matured data): the
+// When a release in service must go (monitor/monitor.hpp applies them to the matured data, through rollback_rules.hpp): the
 // policy file's optional "rollback" object. A monitor refuses a policy without one (it cannot say
 // when to roll back, so it will not pretend to keep watch).
 //   matured_loss            the matured loss's lower bound > the release-time upper bound +

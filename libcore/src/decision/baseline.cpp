@@ -1,4 +1,4 @@
-#include "shardtrain/release/baseline.hpp"
+#include "shardtrain/decision/baseline.hpp"
 
 #include "shardtrain/base/json_fields.hpp"
 

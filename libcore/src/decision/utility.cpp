@@ -1,4 +1,4 @@
-#include "shardtrain/release/utility.hpp"
+#include "shardtrain/decision/utility.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "shardtrain/release/baseline.hpp"
+#include "shardtrain/decision/baseline.hpp"
 #include "shardtrain/releaseeval/evaluation.hpp"
-#include "shardtrain/release/record.hpp"
+#include "shardtrain/decision/record.hpp"
 
 namespace shardtrain::release_gate {
 
@@ -40,17 +40,17 @@ struct Decision {
 // Throws UsageError/IoError for unusable input (exit 2/3): an unreadable policy, an unknown
 // baseline, no last-known-good yet, a checkpoint that does not validate, a named baseline scored on
 // another hold-out. Last-known-good scored on another hold-out (an older snapshot) is scored again on
-// the candidate's. After a rollback that still stands (release/monitor.hpp standing_rollback), the
+// the candidate's. After a rollback that still stands (decision/service_timeline.hpp standing_rollback), the
 // candidate must also pass rolled_back_slice:<key> for each slice that rolled a release back.
 // Missing or failing evidence is a reject naming the item, not an error. A cost table that is present
-// but not one (release/costs.hpp) is unusable input; an absent one is "costs": null in the record.
-// The utility (release/utility.hpp) is weighed against the fallback: last-known-good when there is
+// but not one (decision/costs.hpp) is unusable input; an absent one is "costs": null in the record.
+// The utility (decision/utility.hpp) is weighed against the fallback: last-known-good when there is
 // one (its evaluation must be of the same hold-out), else the named baseline.
 // With a baseline in service (a rollback put it back: registry.hpp ServiceState), --baseline
 // last-known-good compares with that baseline under its own name, its n-gram scored again from
 // its model file on the candidate's hold-out when the registered evaluation is of another; a reject
 // leaves it in service; the rolled-back slices are held to the rolled-back release's own
-// release-time figures (release/monitor.hpp rolled_back_slice_checks).
+// release-time figures (decision/rollback_rules.hpp rolled_back_slice_checks).
 Decision decide_release(const DecideOptions& options);
 
 }  // namespace shardtrain::release_gate

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "shardtrain/release/policy.hpp"
+#include "shardtrain/decision/policy.hpp"
 
 namespace shardtrain {
 

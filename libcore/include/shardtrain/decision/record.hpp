@@ -1,5 +1,5 @@
 // The release record: one decision of `release-gate decide`, as the registry keeps it
-// (<registry>/records/<...>.json, release/registry.hpp) and as `decide --json` and `history --json`
+// (<registry>/records/<...>.json, decision/registry.hpp) and as `decide --json` and `history --json`
 // print it. Every field is listed in docs/FORMATS.md ("Release record"); the JSON keys below are
 // that format's and do not change (tests/scripts/release_gate.sh, scripts/demo.sh, the Slurm chain
 // and jq users read them).
@@ -14,9 +14,9 @@
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/model/hf_model_card.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
-#include "shardtrain/release/costs.hpp"
-#include "shardtrain/release/policy.hpp"
-#include "shardtrain/release/utility.hpp"
+#include "shardtrain/decision/costs.hpp"
+#include "shardtrain/decision/policy.hpp"
+#include "shardtrain/decision/utility.hpp"
 
 namespace shardtrain {
 

@@ -1,4 +1,4 @@
-#include "shardtrain/release/costs.hpp"
+#include "shardtrain/decision/costs.hpp"
 
 #include "shardtrain/base/json_number.hpp"
 

@@ -1,5 +1,5 @@
 // The cost table of a pipeline run, measured (cost_accounting.hpp).
-#include "shardtrain/release/cost_accounting.hpp"
+#include "shardtrain/decision/cost_accounting.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,8 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_number.hpp"
-#include "shardtrain/base/subprocess.hpp"
-#include "shardtrain/release/costs.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/costs.hpp"
+#include "shardtrain/decision/registry.hpp"
 #include "shardtrain/slurm/accounting.hpp"
 #include "shardtrain/telemetry/stage_record.hpp"
 

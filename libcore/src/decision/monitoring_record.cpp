@@ -1,4 +1,4 @@
-#include "shardtrain/release/monitoring_record.hpp"
+#include "shardtrain/decision/monitoring_record.hpp"
 
 #include "shardtrain/base/json_fields.hpp"
 

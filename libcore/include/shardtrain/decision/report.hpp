@@ -1,11 +1,11 @@
 // Human-readable views of a release evaluation (releaseeval/checkpoint_evaluation.hpp) and of a release
-// record (release/record.hpp): the Markdown summary, the reliability diagram (gnuplot, as the
+// record (decision/record.hpp): the Markdown summary, the reliability diagram (gnuplot, as the
 // scaling report draws its plots) and the lines `release-gate decide` prints.
 #pragma once
 #include <string>
 
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
-#include "shardtrain/release/record.hpp"
+#include "shardtrain/decision/record.hpp"
 
 namespace shardtrain {
 

@@ -1,12 +1,12 @@
-#include "shardtrain/release/report.hpp"
+#include "shardtrain/decision/report.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "shardtrain/base/gnuplot.hpp"
-#include "shardtrain/release/costs.hpp"
-#include "shardtrain/release/utility.hpp"
+#include "shardtrain/decision/costs.hpp"
+#include "shardtrain/decision/utility.hpp"
 
 namespace shardtrain {
 namespace {
@@ -25,7 +25,7 @@ std::string general(double v) {
   return buf;
 }
 
-// The utility with the policy's numbers substituted into its formula (release/utility.hpp).
+// The utility with the policy's numbers substituted into its formula (decision/utility.hpp).
 std::string utility_lines(const UtilityEstimate& u) {
   std::ostringstream t;
   const auto& m = u.model;
