@@ -13,12 +13,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SRC = ROOT / "libcore" / "src"
 # target -> the reader sources whose literals are its keywords
 READERS = {
-    "release_policy": ["release/policy.cpp"],
-    "release_record": ["release/record.cpp", "release/evidence.cpp"],
-    "registry_pointer": ["release/registry.cpp", "release/monitoring_record.cpp"],
-    "monitoring_record": ["release/monitoring_record.cpp"],
-    "cost_table": ["release/costs.cpp"],
-    "stages_jsonl": ["telemetry/stage_record.cpp", "release/cost_accounting.cpp"],
+    "release_policy": ["decision/policy.cpp"],
+    "release_record": ["decision/record.cpp", "decision/evidence.cpp"],
+    "registry_pointer": ["decision/registry.cpp", "decision/monitoring_record.cpp"],
+    "monitoring_record": ["decision/monitoring_record.cpp"],
+    "cost_table": ["decision/costs.cpp"],
+    "stages_jsonl": ["telemetry/stage_record.cpp", "decision/cost_accounting.cpp"],
     "step_log": ["telemetry/step_log.cpp"],
     "restart_log": ["launch/restart_log.cpp", "launch/attempt_verdict.cpp"],
     "flight_record": ["diagnose/flight_dump.cpp", "comm/flight_recorder.cpp"],

@@ -1,6 +1,6 @@
-// The cost table measured from a pipeline run (release/cost_accounting.hpp): Slurm's time and
+// The cost table measured from a pipeline run (decision/cost_accounting.hpp): Slurm's time and
 // duration forms, sacct and scontrol output as the two Slurm sources print it, and a --local run's
-// stage records, read back through the table's one reader (release/costs.hpp).
+// stage records, read back through the table's one reader (decision/costs.hpp).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -8,8 +8,8 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/release/cost_accounting.hpp"
-#include "shardtrain/release/costs.hpp"
+#include "shardtrain/decision/cost_accounting.hpp"
+#include "shardtrain/decision/costs.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

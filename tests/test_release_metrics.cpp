@@ -7,12 +7,12 @@
 #include <cmath>
 #include <fstream>
 
-#include "shardtrain/release/bootstrap.hpp"
-#include "shardtrain/release/calibration.hpp"
-#include "shardtrain/release/holdout_scores.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
+#include "shardtrain/stats/calibration.hpp"
+#include "shardtrain/stats/holdout_scores.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/data/dataset.hpp"
-#include "shardtrain/release/evaluation.hpp"
+#include "shardtrain/releaseeval/evaluation.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

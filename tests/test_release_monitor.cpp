@@ -1,4 +1,4 @@
-// The monitor's pure parts (release/monitor.hpp, issue 36): the Jensen-Shannon divergence, the
+// The monitor's pure parts (monitor/monitor.hpp, issue 36): the Jensen-Shannon divergence, the
 // rollback rules, the rolled-back-slice check of a later decision, the in-service timeline and
 // "what was in service at T", the fail-closed refusals of monitor_release before it scores, and
 // the rollback to a registered baseline when there is no previous known-good (where it goes, what
@@ -15,9 +15,15 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/data/dataset.hpp"
 #include "shardtrain/data/synthetic.hpp"
-#include "shardtrain/release/decision.hpp"
-#include "shardtrain/release/monitor.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/decision.hpp"
+#include "shardtrain/decision/registry.hpp"
+#include "shardtrain/decision/registry_history.hpp"
+#include "shardtrain/decision/registry_time.hpp"
+#include "shardtrain/decision/rollback_rules.hpp"
+#include "shardtrain/decision/service_timeline.hpp"
+#include "shardtrain/monitor/drift.hpp"
+#include "shardtrain/monitor/monitor.hpp"
+#include "shardtrain/monitor/rollback_target.hpp"
 #include "shardtrain/train/trainer.hpp"
 #include "test_support.hpp"
 

@@ -8,9 +8,9 @@
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/data_prep.hpp"
-#include "shardtrain/release/evidence.hpp"
-#include "shardtrain/release/policy.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/evidence.hpp"
+#include "shardtrain/decision/policy.hpp"
+#include "shardtrain/decision/registry.hpp"
 #include "shardtrain/train/run_summary.hpp"
 #include "test_support.hpp"
 

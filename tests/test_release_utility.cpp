@@ -1,4 +1,4 @@
-// release-gate's decision utility (release/utility.hpp) and the run's cost table (release/costs.hpp)
+// release-gate's decision utility (decision/utility.hpp) and the run's cost table (decision/costs.hpp)
 // on hand-made evaluations and files. Reference values are worked by hand from the formula in the
 // header; the probability of regret is checked against the exact distribution of a two-unit
 // bootstrap (each draw picks a unit with probability 1/2) and against the interval code.
@@ -11,10 +11,10 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/bootstrap.hpp"
-#include "shardtrain/release/costs.hpp"
-#include "shardtrain/release/policy.hpp"
-#include "shardtrain/release/utility.hpp"
+#include "shardtrain/stats/bootstrap.hpp"
+#include "shardtrain/decision/costs.hpp"
+#include "shardtrain/decision/policy.hpp"
+#include "shardtrain/decision/utility.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -10,10 +10,10 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/baseline.hpp"
-#include "shardtrain/release/checkpoint_evaluation.hpp"
-#include "shardtrain/release/record.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/baseline.hpp"
+#include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
+#include "shardtrain/decision/record.hpp"
+#include "shardtrain/decision/registry.hpp"
 #include "test_support.hpp"
 
 using namespace shardtrain;

@@ -1,6 +1,6 @@
 // Fuzz target: the cost table (RUN_DIR/costs.json), through CostTable::read.
 #include "fuzz_target.hpp"
-#include "shardtrain/release/costs.hpp"
+#include "shardtrain/decision/costs.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(cost_table) {
   using namespace shardtrain;

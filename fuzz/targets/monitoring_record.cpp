@@ -1,7 +1,7 @@
 // Fuzz target: a release-gate monitor record (registry monitoring/*.json), through MonitoringRecord::from_json on JsonFile::parse.
 #include "fuzz_target.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/monitoring_record.hpp"
+#include "shardtrain/decision/monitoring_record.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(monitoring_record) {
   using namespace shardtrain;

@@ -1,7 +1,7 @@
 // Fuzz target: a release registry's last-known-good pointer, through LastKnownGood::from_json on JsonFile::parse.
 #include "fuzz_target.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/registry.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(registry_pointer) {
   using namespace shardtrain;

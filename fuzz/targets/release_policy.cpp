@@ -1,6 +1,6 @@
 // Fuzz target: the release policy (release-gate --policy), through read_release_policy.
 #include "fuzz_target.hpp"
-#include "shardtrain/release/policy.hpp"
+#include "shardtrain/decision/policy.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(release_policy) {
   using namespace shardtrain;

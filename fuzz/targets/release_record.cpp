@@ -1,7 +1,7 @@
 // Fuzz target: a release registry's record (records/*.json), through ReleaseRecord::from_json on JsonFile::parse, the registry's reader.
 #include "fuzz_target.hpp"
 #include "shardtrain/base/json_file.hpp"
-#include "shardtrain/release/record.hpp"
+#include "shardtrain/decision/record.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(release_record) {
   using namespace shardtrain;

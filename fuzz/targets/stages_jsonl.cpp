@@ -2,7 +2,7 @@
 // telemetry/stage_record.hpp: the pipeline's and the cost table's) and measure_costs
 // (release-gate costs RUN_DIR, whose local figures come from it).
 #include "fuzz_target.hpp"
-#include "shardtrain/release/cost_accounting.hpp"
+#include "shardtrain/decision/cost_accounting.hpp"
 #include "shardtrain/telemetry/stage_record.hpp"
 
 SHARDTRAIN_FUZZ_TARGET(stages_jsonl) {

@@ -4,9 +4,9 @@
 Writes testdata/release_metrics_reference.json, read by tests/test_release_metrics.cpp:
   * logits (float32, N positions x V classes, seeded, spread so every confidence bin is used) and
     targets; per-position loss, confidence, top-1, top-5 and Brier terms; ECE over 15 bins, the
-    reliability table and the mean Brier score (definitions: libcore/include/shardtrain/release/calibration.hpp);
+    reliability table and the mean Brier score (definitions: libcore/include/shardtrain/stats/calibration.hpp);
   * bootstrap units (loss sums, token counts) and the percentile interval of the ratio statistic,
-    replaying the counter-based draws of libcore/include/shardtrain/release/bootstrap.hpp with
+    replaying the counter-based draws of libcore/include/shardtrain/stats/bootstrap.hpp with
     Python integers (splitmix64 finaliser, 128-bit product) and numpy.percentile (method "linear").
 
 Usage: /usr/bin/python3 testdata/generators/release_metrics_reference.py [OUT.json]   (Debian: python3-numpy)

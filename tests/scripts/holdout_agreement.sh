@@ -2,7 +2,7 @@
 # One definition of the hold-out (issue 22): the trainer's hold-out loss (summary.json
 # eval.holdout_loss) and release-gate eval's (evaluation.json scores.loss) for the same checkpoint,
 # data, cutoff and sample count are the same number, bit for bit: both score the samples of
-# data::spread_holdout_samples through train/evaluation.hpp's loop and model/token_loss.hpp.
+# data::spread_holdout_samples through train/evaluation.hpp's loop and stats/token_loss.hpp.
 # Checked for a 2-rank DDP run, a 2-rank ZeRO-3 run (the trainer gathers the full model for the
 # evaluation) and a 2-rank ZeRO-1 run (rank 0 scores with the strategy's own model, which reads the
 # replicated parameters where they lie), at a sample count that does not divide evenly over the

@@ -13,7 +13,7 @@
 #include "shardtrain/ckpt/inspect.hpp"
 #include "shardtrain/comm/mpi.hpp"
 #include "shardtrain/data/dataset.hpp"
-#include "shardtrain/release/registry.hpp"
+#include "shardtrain/decision/registry.hpp"
 #include "shardtrain/ckpt/format.hpp"
 #include "shardtrain/model/config.hpp"
 #include "shardtrain/model/hf_export.hpp"

@@ -7,13 +7,16 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
-#include "shardtrain/release/cost_accounting.hpp"
-#include "shardtrain/release/registry.hpp"
-#include "shardtrain/release/report.hpp"
-#include "shardtrain/scaling/report.hpp"
-#include "shardtrain/release/decision.hpp"
-#include "shardtrain/release/monitor.hpp"
 #include "shardtrain/base/time.hpp"
+#include "shardtrain/decision/cost_accounting.hpp"
+#include "shardtrain/decision/decision.hpp"
+#include "shardtrain/decision/registry.hpp"
+#include "shardtrain/decision/registry_history.hpp"
+#include "shardtrain/decision/registry_time.hpp"
+#include "shardtrain/decision/report.hpp"
+#include "shardtrain/decision/service_timeline.hpp"
+#include "shardtrain/monitor/monitor.hpp"
+#include "shardtrain/scaling/report.hpp"
 
 namespace shardtrain::release_gate {
 namespace {

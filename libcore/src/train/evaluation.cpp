@@ -8,7 +8,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/h5file.hpp"
 #include "shardtrain/base/stopwatch.hpp"
-#include "shardtrain/model/token_loss.hpp"
+#include "shardtrain/stats/token_loss.hpp"
 
 namespace shardtrain {
 

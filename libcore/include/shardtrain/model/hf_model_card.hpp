@@ -21,8 +21,8 @@
 
 namespace shardtrain {
 
-// What the card says of a release decision: the release layer (above this one) reads the record
-// (release/record.hpp, ReleaseRecord) and fills this in, so the record's format is parsed in one
+// What the card says of a release decision: the decision layer (above this one) reads the record
+// (decision/record.hpp, ReleaseRecord) and fills this in, so the record's format is parsed in one
 // place. Values are the card's text already ("-" for none); paths are kept whole here and cut to
 // their last component by the card.
 struct ModelCardRelease {

@@ -80,7 +80,7 @@ struct CycleStageName {
 CycleStageName parse_cycle_stage_name(const std::string& name);
 
 // What is in service, from the registry's `last-known-good` pointer (docs/FORMATS.md, "Release
-// registry"; read here, not through the release layer, so that this tool carries no trainer):
+// registry"; read here, not through the decision layer, so that this tool carries no trainer):
 // nothing, a release (its checkpoint), or a baseline a rollback put back (its name).
 struct InService {
   enum class Kind { kNone, kRelease, kBaseline } kind = Kind::kNone;

@@ -15,7 +15,7 @@
 
 namespace shardtrain::pipeline {
 
-// One line of RUN/stages.jsonl, the cost table's local figures (release/cost_accounting.hpp reads
+// One line of RUN/stages.jsonl, the cost table's local figures (decision/cost_accounting.hpp reads
 // it): {"stage", "ranks", "start", "end" (Unix seconds), "wall_s", "exit_status", "job_id" (the
 // Slurm job, null outside one)}.
 

@@ -3,7 +3,7 @@
 // The hold-out is defined once, here and in data/selection.hpp, for every figure called a
 // hold-out loss: which samples (data::spread_holdout_samples), how they are run (forwards of a
 // fixed number of sequences, the logits downloaded) and how a position is scored
-// (model/token_loss.hpp). The trainer's evaluation (summary.json "holdout_loss") and release-gate
+// (stats/token_loss.hpp). The trainer's evaluation (summary.json "holdout_loss") and release-gate
 // eval (evaluation.json "scores.loss") both go through score_holdout_positions, so the same
 // checkpoint, data, cutoff and sample count give the same loss, bit for bit at the same batch.
 #pragma once

@@ -1,0 +1,109 @@
+// The result of a release evaluation (releaseeval/evaluation.hpp): of a checkpoint, or of an n-gram
+// baseline, on the temporal hold-out. What `release-gate eval` writes as evaluation.json, what a
+// registered baseline and a release record keep, and what the policy checks, the utility and the
+// report read. docs/FORMATS.md ("Release evaluation") lists the fields; the JSON keys below are
+// that format's and must not change (scripts and jq users read them).
+//
+// One struct for both kinds: they share the hold-out identity and the scores (the same code
+// measured the same positions, so they compare); a checkpoint adds its identity, the latency probe,
+// the wall time and the training run's figures, an n-gram its order and counted tokens.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/stats/holdout_scores.hpp"
+
+namespace shardtrain {
+
+inline constexpr const char* kCheckpointEvaluation = "checkpoint";
+inline constexpr const char* kNgramEvaluation = "ngram";
+
+// Which positions were scored. Two evaluations compare only when every field but `data` (the
+// path the dataset was named by) is equal: same_positions().
+struct HoldoutIdentity {
+  std::string data, dataset_snapshot_id, selection_snapshot_id;
+  std::string cutoff;  // RFC 3339: the hold-out is the documents after it
+  int seq_len = 0, max_samples = 0;
+  std::uint64_t samples = 0, documents = 0;
+  bool same_positions(const HoldoutIdentity& other) const;
+  bool operator==(const HoldoutIdentity&) const = default;
+  // {"data", "dataset_snapshot_id", "selection_snapshot_id", "cutoff", "seq_len", "max_samples", "samples", "documents"}
+  nlohmann::json to_json() const;
+  static HoldoutIdentity from_json(const JsonFile& file, const std::string& at);
+};
+
+struct CheckpointFile {
+  std::string name, sha256;
+  std::int64_t bytes = 0;
+  bool operator==(const CheckpointFile&) const = default;
+  nlohmann::json to_json() const;  // {"name", "sha256", "bytes"}
+  static CheckpointFile from_json(const JsonFile& file, const std::string& at);
+};
+
+// The evaluated checkpoint, from its validated manifest.
+struct CheckpointIdentity {
+  std::string folder;  // absolute, normalised
+  std::int64_t step = 0;
+  std::string manifest_sha256;
+  std::vector<CheckpointFile> files;
+  // The manifest's model config and run config as it has them (ckpt/format.hpp): copied, not read.
+  nlohmann::json model = nlohmann::json::object(), config = nlohmann::json::object();
+  std::string data_snapshot_id, data_cutoff, code_version;  // data_cutoff "" when trained on everything
+  bool operator==(const CheckpointIdentity&) const = default;
+  // {"folder", "step", "manifest_sha256", "files", "model", "config", "data_snapshot_id", "data_cutoff", "code_version"}
+  nlohmann::json to_json() const;
+  static CheckpointIdentity from_json(const JsonFile& file, const std::string& at);
+};
+
+// The latency probe: `runs` timed forwards of `batch` sequences after one warm-up.
+struct LatencyProbe {
+  int batch = 0, runs = 0, threads = 0;
+  double ms_per_sequence_p50 = 0, ms_per_sequence_p99 = 0;
+  double forward_tokens_per_s = 0;  // scored positions / seconds in the scoring forwards
+  bool operator==(const LatencyProbe&) const = default;
+  // {"batch", "runs", "threads", "ms_per_sequence_p50", "ms_per_sequence_p99", "forward_tokens_per_s"}
+  nlohmann::json to_json() const;
+  static LatencyProbe from_json(const JsonFile& file, const std::string& at);
+};
+
+// The training run's figures from its summary.json (absent there: nothing, null in JSON).
+struct TrainingFigures {
+  std::string summary;  // the summary's path
+  std::optional<double> throughput_tokens_per_s, scaling_efficiency, mfu;
+  std::optional<std::int64_t> world_size;
+  bool operator==(const TrainingFigures&) const = default;
+  // {"summary", "throughput_tokens_per_s", "scaling_efficiency", "world_size", "mfu"}
+  nlohmann::json to_json() const;
+  static TrainingFigures from_json(const JsonFile& file, const std::string& at);
+};
+
+struct CheckpointEvaluation {
+  std::string kind = kCheckpointEvaluation;  // "checkpoint" or "ngram"
+  HoldoutIdentity holdout;
+  HoldoutSummary scores;
+  // kind "checkpoint" only:
+  CheckpointIdentity checkpoint;
+  LatencyProbe latency;
+  std::optional<TrainingFigures> training;  // null: no summary.json beside the checkpoints
+  double seconds = 0;                       // wall time of the whole evaluation
+  double evaluated_tokens_per_s = 0;        // scored positions / seconds
+  // kind "ngram" only:
+  int order = 0;
+  std::uint64_t counted_tokens = 0;
+
+  bool is_checkpoint() const { return kind == kCheckpointEvaluation; }
+  bool operator==(const CheckpointEvaluation&) const = default;  // the other kind's fields stay default
+  // checkpoint: {"kind", "checkpoint", "holdout", "scores", "latency", "training", "seconds",
+  // "evaluated_tokens_per_s"}; ngram: {"kind", "order", "counted_tokens", "holdout", "scores"}.
+  nlohmann::json to_json() const;
+  // Reads the evaluation at JSON pointer `at` ("" for a whole evaluation.json). Throws UsageError
+  // naming the file and the field, or an unknown kind.
+  static CheckpointEvaluation from_json(const JsonFile& file, const std::string& at = "");
+};
+
+}  // namespace shardtrain
