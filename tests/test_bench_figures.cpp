@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "shardtrain/bench/bench_expr.hpp"
 #include "shardtrain/bench/bench_figures.hpp"
 #include "shardtrain/bench/bench_runner.hpp"
 #include "test_support.hpp"
@@ -52,12 +53,17 @@ TEST_CASE("bench figures: reductions, derived readings and medians", "[bench-har
   CHECK(median({5, 1, 3}) == 3);
   CHECK(median({4, 1, 3, 2}) == 2.5);
   const BenchSpec s = spec_of(R"({"about": "d", "variants": [{"name": "v", "command": ["x"]}], "readings": [
-    {"name": "a", "wall": true}, {"name": "b", "wall": true}, {"name": "d", "derived": ["a", "-", "b"], "scale": 1000}]})");
+    {"name": "a", "wall": true}, {"name": "b", "wall": true}, {"name": "d", "derived": "a - b", "scale": 1000}]})");
   Reading d = *s.reading("d");
   CHECK(*derive(d, {{"a", 2.5}, {"b", 0.5}}) == 2000);
-  d.op = '/';
+  d.expr = "a / b";
   CHECK_FALSE(derive(d, {{"a", 1}, {"b", 0}}));  // no division by zero
   CHECK_FALSE(derive(d, {{"a", 1}}));
+  // Precedence, parentheses, unary minus, numbers in exponent form.
+  d.expr = "(a + 2 * b) * 1e-3 / -(b - 3)", d.scale = 1;
+  CHECK(*derive(d, {{"a", 4}, {"b", 1}}) == Approx(0.003));
+  CHECK(expression_names("(calls * ns + (3 + 2 * ga) * ns_phase) / step_s") ==
+        std::vector<std::string>{"calls", "ns", "ga", "ns_phase", "step_s"});
 }
 
 TEST_CASE("bench figures: ratios per round, their median, checks and #wrong", "[bench-harness]") {
@@ -95,6 +101,15 @@ TEST_CASE("bench figures: a ratio to a variant that did not run is no column, no
   REQUIRE(f.rows.size() == 1);
   CHECK_FALSE(f.rows[0].expected[2]);
   CHECK(f.checks.empty());  // the medians line has no det/fast to bound either
+  CHECK(f.wrong == 0);
+}
+
+TEST_CASE("bench figures: a ratio over another reading of the baseline (ours over the peer's)", "[bench-harness]") {
+  const BenchSpec s = spec_of(R"({"about": "p", "variants": [{"name": "ours", "command": ["x"]}, {"name": "peer", "command": ["y"]}],
+    "readings": [{"name": "tok_s", "pointer": "/a", "variants": ["ours"]}, {"name": "peer_tok_s", "pointer": "/b", "variants": ["peer"]}],
+    "ratios": [{"name": "x_peer", "reading": "tok_s", "baseline": "peer", "over": "peer_tok_s"}]})");
+  const Figures f = compute_figures(s, {RunRow{1, "ours", {{"tok_s", 300}}}, RunRow{1, "peer", {{"peer_tok_s", 200}}}});
+  CHECK(*f.rows[0].cells[2] == Approx(1.5));
   CHECK(f.wrong == 0);
 }
 

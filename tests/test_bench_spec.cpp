@@ -28,7 +28,7 @@ nlohmann::json small_spec() {
     ],
     "readings": [
       {"name": "step_s", "pointer": "/median_step_s"},
-      {"name": "step_ms", "derived": ["step_s", "*", "step_s"], "scale": 1000, "show": false}
+      {"name": "step_ms", "derived": "step_s * step_s", "scale": 1000, "show": false}
     ],
     "ratios": [{"name": "det/fast", "reading": "step_s", "baseline": "fast", "variants": ["det"]}],
     "checks": [{"column": "det/fast", "max": 1.10}]
@@ -51,7 +51,7 @@ TEST_CASE("bench spec: a valid spec reads into its typed parts", "[bench-harness
   CHECK(s.readings[0].kind == ReadingKind::kJson);
   CHECK(s.readings[0].file == "summary.json");  // the default file of a pointer reading
   CHECK(s.readings[1].kind == ReadingKind::kDerived);
-  CHECK(s.readings[1].op == '*');
+  CHECK(s.readings[1].expr == "step_s * step_s");
   CHECK_FALSE(s.readings[1].shown);
   REQUIRE(s.checks.size() == 1);
   CHECK(*s.checks[0].max == Approx(1.10));
@@ -76,8 +76,10 @@ TEST_CASE("bench spec: each malformed field is refused in one line naming the fi
       {"/variants/0/every", true, "field /variants/0/every is not a field of the benchmark spec here"},
       {"/readings/0/regex", "(", "field /readings/0/regex is not a regular expression"},
       {"/readings/0/reduce", "median", "field /readings/0/reduce is not one of only, first"},
-      {"/readings/1/derived", nlohmann::json::array({"step_s", "^", "step_s"}), "/readings/1/derived is not"},
-      {"/readings/1/derived", nlohmann::json::array({"late", "/", "step_s"}), "/readings/1/derived/0: no reading \"late\" before"},
+      {"/readings/1/derived", "step_s ^ 2", "/readings/1/derived: expression \"step_s ^ 2\" at character 8: unexpected '^'"},
+      {"/readings/1/derived", "(step_s", "/readings/1/derived: expression \"(step_s\" at character 8: ')' expected"},
+      {"/readings/1/derived", "late / step_s", "/readings/1/derived: no reading \"late\" before"},
+      {"/ratios/0/over", "tok_s", "field /ratios/0/over: no reading \"tok_s\""},
       {"/ratios/0/baseline", "slow", "field /ratios/0/baseline: no variant \"slow\""},
       {"/ratios/0/reading", "tok_s", "field /ratios/0/reading: no reading \"tok_s\""},
       {"/checks/0/column", "det/slow", "field /checks/0/column: no reading or ratio \"det/slow\""},

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "shardtrain/bench/bench_expr.hpp"
+
 namespace shardtrain::bench {
 namespace {
 
@@ -27,7 +29,7 @@ const RunRow* find_row(const std::vector<RunRow>& rows, int round, const std::st
 
 std::optional<double> ratio_in_round(const Ratio& ratio, const std::vector<RunRow>& rows, const RunRow& row) {
   const auto mine = value_of(&row, ratio.reading);
-  const auto base = value_of(find_row(rows, row.round, ratio.baseline), ratio.reading);
+  const auto base = value_of(find_row(rows, row.round, ratio.baseline), ratio.over);
   if (!mine || !base || *base == 0) return std::nullopt;
   return *mine / *base * ratio.scale;
 }
@@ -78,7 +80,7 @@ void apply_check(const Check& check, std::size_t column, TableLine& line, std::v
 std::string number_text(double v) {
   char text[64];
   if (!std::isfinite(v)) std::snprintf(text, sizeof text, "%g", v);
-  else if (std::fabs(v) >= 1000) std::snprintf(text, sizeof text, "%.0f", v);
+  else if (std::fabs(v) >= 1000 || (v == std::floor(v) && std::fabs(v) < 1e15)) std::snprintf(text, sizeof text, "%.0f", v);
   else if (std::fabs(v) >= 1) std::snprintf(text, sizeof text, "%.3f", v);
   else std::snprintf(text, sizeof text, "%.4g", v);
   return text;
@@ -123,15 +125,9 @@ std::optional<double> reduce_numbers(const std::vector<double>& n, Reduce reduce
 }
 
 std::optional<double> derive(const Reading& r, const std::map<std::string, double>& values) {
-  const auto l = values.find(r.left), rt = values.find(r.right);
-  if (l == values.end() || rt == values.end()) return std::nullopt;
-  const double a = l->second, b = rt->second;
-  switch (r.op) {
-    case '+': return (a + b) * r.scale;
-    case '-': return (a - b) * r.scale;
-    case '*': return a * b * r.scale;
-    default: return b == 0 ? std::nullopt : std::optional<double>(a / b * r.scale);
-  }
+  const auto v = evaluate(r.expr, values);
+  if (!v) return std::nullopt;
+  return *v * r.scale;
 }
 
 double median(std::vector<double> v) {

@@ -141,6 +141,9 @@ Ran run_variant(const BenchSpec& spec, const Folders& f, int round, const Varian
     if (!r.variants.empty() && std::find(r.variants.begin(), r.variants.end(), v.name) == r.variants.end()) continue;
     if (const auto value = read_reading(r, places, places.at("run"), wall, row.values)) row.values[r.name] = *value;
   }
+  if (!v.cleanup.empty())
+    run_command(expand_command(spec, v.cleanup, places, spec.path + ": cleanup of " + v.name), places.at("log"), 600, {0}, {},
+                "round " + std::to_string(round) + " cleanup of " + v.name);
   return {row, wall};
 }
 

@@ -7,6 +7,7 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/bench/bench_expr.hpp"
 #include "bench_spec_check.hpp"
 
 namespace shardtrain::bench {
@@ -14,8 +15,6 @@ namespace {
 
 namespace jf = json_fields;
 using jf::field;
-
-const char* const kBuiltins[] = {"bin", "data", "work", "round", "run", "log"};
 
 // A field the reader does not know is refused by name: a misspelt "every_rounds" would otherwise
 // turn a check off without a word.
@@ -48,7 +47,7 @@ std::vector<std::string> command_of(const JsonFile& f, const std::string& pointe
 }
 
 Variant read_variant(const JsonFile& f, const std::string& at) {
-  only_fields(f, at, {"name", "command", "when", "exit", "kill", "timeout_s"});
+  only_fields(f, at, {"name", "command", "when", "exit", "kill", "cleanup", "timeout_s"});
   Variant v;
   v.name = f.string(field(at, "name"));
   v.command = command_of(f, field(at, "command"));
@@ -63,6 +62,7 @@ Variant read_variant(const JsonFile& f, const std::string& at) {
     only_fields(f, k, {"file", "after_step"});
     v.kill = KillRule{f.string(field(k, "file")), jf::integer(f, field(k, "after_step"))};
   }
+  if (f.has(field(at, "cleanup"))) v.cleanup = command_of(f, field(at, "cleanup"));
   if (f.has(field(at, "timeout_s"))) v.timeout_s = f.number(field(at, "timeout_s"));
   if (v.timeout_s <= 0) f.fail("field " + field(at, "timeout_s") + " must be above 0");
   return v;
@@ -111,10 +111,12 @@ void read_reading_source(const JsonFile& f, const std::string& at, Reading& r) {
   if (f.has(field(at, "derived"))) {
     ++kinds;
     r.kind = ReadingKind::kDerived;
-    const auto parts = jf::strings(f, field(at, "derived"));
-    if (parts.size() != 3 || parts[1].size() != 1 || std::string("+-*/").find(parts[1][0]) == std::string::npos)
-      f.fail("field " + field(at, "derived") + " is not [\"READING\", \"+|-|*|/\", \"READING\"]");
-    r.left = parts[0], r.op = parts[1][0], r.right = parts[2];
+    r.expr = f.string(field(at, "derived"));
+    try {
+      expression_names(r.expr);
+    } catch (const UsageError& e) {
+      f.fail("field " + field(at, "derived") + ": " + e.what());
+    }
   }
   if (kinds != 1) f.fail("reading " + at + " needs exactly one of pointer, regex, wall, bytes, derived");
   if (r.kind != ReadingKind::kJson && r.kind != ReadingKind::kRegex && f.has(field(at, "file")))
@@ -141,11 +143,12 @@ Reading read_reading(const JsonFile& f, const std::string& at) {
 }
 
 Ratio read_ratio(const JsonFile& f, const std::string& at) {
-  only_fields(f, at, {"name", "reading", "baseline", "variants", "scale"});
+  only_fields(f, at, {"name", "reading", "baseline", "over", "variants", "scale"});
   Ratio r;
   r.name = f.string(field(at, "name"));
   r.reading = f.string(field(at, "reading"));
   r.baseline = f.string(field(at, "baseline"));
+  r.over = optional_string(f, field(at, "over"), r.reading);
   r.variants = optional_strings(f, field(at, "variants"));
   if (f.has(field(at, "scale"))) r.scale = f.number(field(at, "scale"));
   return r;
@@ -256,6 +259,8 @@ Places places_for(const BenchSpec& spec, const std::string& bin, const std::stri
   Places p = spec.options;
   const std::string round_dir = work + "/r" + std::to_string(round);
   p["bin"] = bin, p["data"] = data, p["work"] = work, p["round"] = std::to_string(round);
+  std::error_code ec;
+  p["cwd"] = std::filesystem::current_path(ec).string();  // the clone's root when run from there
   p["run"] = round_dir + "/" + variant;
   p["log"] = round_dir + "/" + variant + ".log";
   for (const auto& v : spec.variants) p["run:" + v.name] = round_dir + "/" + v.name;

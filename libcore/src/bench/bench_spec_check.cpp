@@ -3,6 +3,7 @@
 #include <set>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/bench/bench_expr.hpp"
 
 namespace shardtrain::bench {
 namespace {
@@ -44,15 +45,14 @@ void check_names(const JsonFile& f, const BenchSpec& s) {
     const auto& r = s.readings[i];
     const std::string at = "/readings/" + std::to_string(i);
     known_variants(f, s, r.variants, at + "/variants");
-    if (r.kind == ReadingKind::kDerived) {
-      earlier_reading(f, s, i, r.left, at + "/derived/0");
-      earlier_reading(f, s, i, r.right, at + "/derived/2");
-    }
+    if (r.kind == ReadingKind::kDerived)
+      for (const auto& name : expression_names(r.expr)) earlier_reading(f, s, i, name, at + "/derived");
     if (r.where) earlier_reading(f, s, i, r.where->equals, at + "/where/equals");
   }
   for (std::size_t i = 0; i < s.ratios.size(); ++i) {
     const std::string at = "/ratios/" + std::to_string(i);
     if (!s.reading(s.ratios[i].reading)) f.fail("field " + at + "/reading: no reading \"" + s.ratios[i].reading + "\"");
+    if (!s.reading(s.ratios[i].over)) f.fail("field " + at + "/over: no reading \"" + s.ratios[i].over + "\"");
     known_variants(f, s, {s.ratios[i].baseline}, at + "/baseline");
     known_variants(f, s, s.ratios[i].variants, at + "/variants");
   }
@@ -81,6 +81,7 @@ void check_placeholders(const JsonFile& f, const BenchSpec& s) {
   for (std::size_t i = 0; i < s.variants.size(); ++i) {
     const std::string at = "/variants/" + std::to_string(i);
     check_all(s.variants[i].command, at + "/command");
+    check_all(s.variants[i].cleanup, at + "/cleanup");
     if (s.variants[i].kill) check(s.variants[i].kill->file, at + "/kill/file");
   }
   for (std::size_t i = 0; i < s.readings.size(); ++i) check(s.readings[i].file, "/readings/" + std::to_string(i) + "/file");

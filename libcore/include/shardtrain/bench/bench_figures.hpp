@@ -53,7 +53,7 @@ struct Figures {
 // others need at least one. Nothing when the rule is not met.
 std::optional<double> reduce_numbers(const std::vector<double>& numbers, Reduce reduce);
 
-// A derived reading's value in a row (left OP right, then scale); nothing when an operand is
+// A derived reading's value in a row (its expression, then scale); nothing when an operand is
 // missing or a division is by zero.
 std::optional<double> derive(const Reading& reading, const std::map<std::string, double>& values);
 
@@ -69,8 +69,8 @@ bool has_column(const BenchSpec& spec, const std::string& column, const std::str
 Figures compute_figures(const BenchSpec& spec, const std::vector<RunRow>& rows);
 
 // The table: "# " title lines, a header, one line per row, the medians lines, one "# check" line
-// per check outcome and the "# wrong" total. Numbers: whole above 1000, 3 decimals above 1, else
-// 4 significant digits; "-" for a column the variant does not have, "missing" for a missing value.
+// per check outcome and the "# wrong" total. Numbers: whole above 1000 or when integral (counts),
+// 3 decimals above 1, else 4 significant digits; "-" for a column the variant does not have, "missing" for a missing value.
 std::string format_table(const BenchSpec& spec, const Figures& figures);
 
 // The same as JSON (format "shardtrain-compare"): options, columns, rows and medians with their

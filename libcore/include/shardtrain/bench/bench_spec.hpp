@@ -7,8 +7,8 @@
 //
 // Placeholders: "{NAME}" anywhere in a command, a setup step, a reading's file or an argument list
 // is replaced by a value: the built-ins bin (the tools' folder), data (the data folder), work (the
-// scratch folder), round (1-based), run (this variant's run folder in this round), log (its output
-// log), run:VARIANT (another variant's run folder in the same round), and every option of the
+// scratch folder), cwd (the folder compare started in), round (1-based), run (this variant's run
+// folder in this round), log (its output log), run:VARIANT (another variant's run folder in the same round), and every option of the
 // spec ("options", overridable by --set KEY=VALUE). An argument that is exactly "@NAME" (after
 // expansion, so "@{model}" picks a list by an option) is replaced by the spec's argument list NAME
 // (whose own "@" arguments are replaced in turn). "include": [FILE...] merges shared options,
@@ -36,6 +36,7 @@ struct Variant {
   std::string when;                  // an option: the variant runs only when it is non-empty ("" = always)
   std::vector<int> exit_ok{0};       // exit statuses that are a run (a planted hang's launcher exits 1)
   std::optional<KillRule> kill;
+  std::vector<std::string> cleanup;  // argv run after the readings (a gigabyte checkpoint removed); may be empty
   double timeout_s = 3600;           // the command (all its processes) is ended after this many seconds
 };
 
@@ -48,7 +49,7 @@ enum class ReadingKind {
   kRegex,    // group 1 of every match of a regular expression in a text file, as numbers
   kWall,     // the wall-clock seconds of the variant's command, measured by the runner
   kBytes,    // the total bytes of the regular files under a path (a checkpoint folder)
-  kDerived,  // left OP right, two readings of the same row
+  kDerived,  // an expression of readings read before it in the same row (bench_expr.hpp)
 };
 
 // Of the records a "*" pointer takes, only those whose field `pointer` equals the reading named
@@ -66,16 +67,16 @@ struct Reading {
   std::string regex;                  // kRegex (ECMAScript)
   Reduce reduce = Reduce::kOnly;
   std::optional<Where> where;         // kJson with "*"
-  char op = 0;                        // kDerived: one of + - * /
-  std::string left, right;            // kDerived: reading names
+  std::string expr;                   // kDerived
   double scale = 1;                   // the value is multiplied by it (ms: 1000; GB: 1e-9)
   std::vector<std::string> variants;  // the variants that have it; empty: all
   bool shown = true;                  // false: an input of other readings, not a column
 };
 
-// name = reading of each variant / the same reading of `baseline` in the same round, x scale.
+// name = `reading` of each variant / `over` (default: the same reading) of `baseline` in the same
+// round, x scale.
 struct Ratio {
-  std::string name, reading, baseline;
+  std::string name, reading, baseline, over;
   std::vector<std::string> variants;  // empty: every variant but the baseline
   double scale = 1;
 };
@@ -124,7 +125,7 @@ void apply_setting(BenchSpec& spec, const std::string& key_value);
 // The values of the placeholders for one command (built-ins and options together).
 using Places = std::map<std::string, std::string>;
 
-// Places for variant `variant` in round `round` (1-based): bin, data, work, round, run, log,
+// Places for variant `variant` in round `round` (1-based): bin, data, work, cwd, round, run, log,
 // run:NAME for every variant, and the options. Run folders are WORK/rROUND/VARIANT.
 Places places_for(const BenchSpec& spec, const std::string& bin, const std::string& data, const std::string& work,
                   int round, const std::string& variant);
