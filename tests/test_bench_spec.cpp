@@ -133,6 +133,7 @@ TEST_CASE("bench spec: placeholders and argument lists expand, run folders are W
   CHECK(p.at("log") == "/w/r2/fast.log");
   CHECK(p.at("run:det") == "/w/r2/det");
   CHECK(p.at("round") == "2");
+  CHECK(p.at("spec_dir") == std::filesystem::current_path().string());  // "s.json" is in the current folder
   CHECK(expand("{bin}/x-{round}", p, "here") == "/b/x-2");
   CHECK(expand("no braces", p, "here") == "no braces");
   CHECK(test::usage_error_of([&] { expand("{bin", p, "here"); }) == "here: \"{bin\" has a '{' without its '}'");

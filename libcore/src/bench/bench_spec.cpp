@@ -260,7 +260,9 @@ Places places_for(const BenchSpec& spec, const std::string& bin, const std::stri
   const std::string round_dir = work + "/r" + std::to_string(round);
   p["bin"] = bin, p["data"] = data, p["work"] = work, p["round"] = std::to_string(round);
   std::error_code ec;
-  p["cwd"] = std::filesystem::current_path(ec).string();  // the clone's root when run from there
+  p["cwd"] = std::filesystem::current_path(ec).string();
+  // The spec's own folder, so that a spec names the clone's files (bench/torch_peer.py) from wherever it is run.
+  p["spec_dir"] = std::filesystem::absolute(spec.path, ec).lexically_normal().parent_path().string();
   p["run"] = round_dir + "/" + variant;
   p["log"] = round_dir + "/" + variant + ".log";
   for (const auto& v : spec.variants) p["run:" + v.name] = round_dir + "/" + v.name;

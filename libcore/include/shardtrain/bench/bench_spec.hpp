@@ -7,7 +7,7 @@
 //
 // Placeholders: "{NAME}" anywhere in a command, a setup step, a reading's file or an argument list
 // is replaced by a value: the built-ins bin (the tools' folder), data (the data folder), work (the
-// scratch folder), cwd (the folder compare started in), round (1-based), run (this variant's run
+// scratch folder), cwd (the folder compare started in), spec_dir (the spec file's folder), round (1-based), run (this variant's run
 // folder in this round), log (its output log), run:VARIANT (another variant's run folder in the same round), and every option of the
 // spec ("options", overridable by --set KEY=VALUE). An argument that is exactly "@NAME" (after
 // expansion, so "@{model}" picks a list by an option) is replaced by the spec's argument list NAME
@@ -125,7 +125,7 @@ void apply_setting(BenchSpec& spec, const std::string& key_value);
 // The values of the placeholders for one command (built-ins and options together).
 using Places = std::map<std::string, std::string>;
 
-// Places for variant `variant` in round `round` (1-based): bin, data, work, cwd, round, run, log,
+// Places for variant `variant` in round `round` (1-based): bin, data, work, cwd, spec_dir, round, run, log,
 // run:NAME for every variant, and the options. Run folders are WORK/rROUND/VARIANT.
 Places places_for(const BenchSpec& spec, const std::string& bin, const std::string& data, const std::string& work,
                   int round, const std::string& variant);
