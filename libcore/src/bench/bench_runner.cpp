@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -17,6 +18,34 @@ namespace shardtrain::bench {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A SIGINT or SIGTERM while a command runs: its children lead a process group of their own, so a
+// terminal's Ctrl-C reaches only us; the watch below then ends the command's whole group (mpirun
+// and its ranks) instead of leaving it running behind a dead benchmark.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The handlers for the length of a benchmark; the previous ones back after it.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 // The last `n` lines of a log, for the message of a command that failed.
 std::string tail_of(const std::string& path, std::size_t n = 15) {
@@ -102,8 +131,10 @@ Folders folders_for(const CompareOptions& o) {
 // Runs one command to its end; Error when its status is not one of `exit_ok` or it timed out.
 double run_command(const std::vector<std::string>& argv, const std::string& log, double timeout_s,
                    const std::vector<int>& exit_ok, const std::function<bool()>& watch, const std::string& what) {
-  const LimitedRun r = run_child_limited(argv, log, timeout_s, watch, 5);
-  bool ok = !r.timed_out && !r.stopped;
+  const LimitedRun r = run_child_limited(argv, log, timeout_s, [&] { return g_stop_signal != 0 || (watch && watch()); }, 5);
+  if (r.stopped)
+    throw Error(ExitCode::kFailure, what + " stopped by signal " + std::to_string(g_stop_signal) + "; its log: " + log);
+  bool ok = !r.timed_out;
   if (ok) ok = std::find(exit_ok.begin(), exit_ok.end(), r.status) != exit_ok.end();
   if (!ok)
     throw Error(ExitCode::kFailure, what + " " + (r.timed_out ? "ran past " + std::to_string(timeout_s) + " s" :
@@ -157,6 +188,7 @@ std::string this_program_dir() {
 }
 
 std::vector<RunRow> run_benchmark(const BenchSpec& spec, const CompareOptions& options) {
+  const StopOnSignals stop_on_signals;
   const Folders f = folders_for(options);
   // The spec's environment (Open MPI as root, oversubscription) is every command's: ours, inherited.
   const Places base = places_for(spec, f.bin, f.data, f.work, 0, spec.variants.front().name);

@@ -1,6 +1,7 @@
 // scale-bench compare (scale_bench.hpp): a benchmark declared as data (bench/specs/*.json),
 // options then one call into libcore (bench/bench_runner.hpp, bench/bench_figures.hpp). No MPI in
 // this process: the variants' commands start their own mpirun.
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -46,7 +47,9 @@ Subcommand add_compare_command(CLI::App& parent) {
       return 0;
     }
     args->options.on_row = [](const bench::RunRow& row, double wall_s) {
-      std::cerr << "scale-bench compare: round " << row.round << " " << row.variant << " ran " << wall_s << " s" << std::endl;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.2f", wall_s);
+      std::cerr << "scale-bench compare: round " << row.round << " " << row.variant << " ran " << seconds << " s" << std::endl;
     };
     const auto figures = bench::compute_figures(spec, bench::run_benchmark(spec, args->options));
     if (args->json_path == "-") {

@@ -28,7 +28,9 @@ std::string this_program_dir();
 
 // Every setup step and round: the rows, in the order run. Error (exit 1) when a command exits
 // with a status its variant does not accept or runs past its timeout, naming the command, the
-// status and the log, with the log's last lines; the work folder is then kept for a look.
+// status and the log, with the log's last lines; the work folder is then kept for a look. A
+// SIGINT or SIGTERM meanwhile ends the running command's whole process group (mpirun and its
+// ranks) and stops the benchmark the same way.
 std::vector<RunRow> run_benchmark(const BenchSpec& spec, const CompareOptions& options);
 
 // The commands run_benchmark would run, expanded (setup steps, then round 1's variants), one per
