@@ -2,6 +2,7 @@
 // the file and the field, --set, placeholder expansion with argument lists, the rounds' order;
 // and every spec of bench/specs/ read and expanded as `compare --dry-run` would.
 #include <filesystem>
+#include <fstream>
 
 #include <catch2/catch.hpp>
 
@@ -158,6 +159,24 @@ TEST_CASE("bench spec: a round runs the variants whose option is set, even round
   CHECK(names(3) == std::vector<std::string>{"fast", "det", "prev"});
   s.alternate = false;
   CHECK(names(2) == std::vector<std::string>{"fast", "det", "prev"});
+}
+
+TEST_CASE("bench spec: an include's options, lists and environment merge under the spec's own", "[bench-harness]") {
+  const std::string dir = test::temp_dir("bench-include");
+  std::filesystem::create_directories(dir + "/include");
+  std::ofstream(dir + "/include/shared.json")
+      << R"({"options": {"model": "tiny", "steps": "9"}, "args": {"tiny": ["--layers", "2"]}, "env": {"A": "1"}})";
+  std::ofstream(dir + "/spec.json") << R"({"about": "x", "include": ["include/shared.json"], "options": {"steps": "3"},
+    "variants": [{"name": "v", "command": ["t", "@{model}", "--steps", "{steps}"]}]})";
+  const BenchSpec s = read_bench_spec(dir + "/spec.json");
+  CHECK(s.options.at("steps") == "3");  // the spec's own value wins
+  CHECK(s.options.at("model") == "tiny");
+  CHECK(s.env.at("A") == "1");
+  const Places p = places_for(s, "/b", "/d", "/w", 1, "v");
+  CHECK(expand_command(s, s.variants[0].command, p, "c") == std::vector<std::string>{"t", "--layers", "2", "--steps", "3"});
+  std::ofstream(dir + "/include/shared.json") << R"({"variants": []})";
+  CHECK(test::usage_error_of([&] { read_bench_spec(dir + "/spec.json"); }) ==
+        dir + "/include/shared.json: the benchmark spec's include field /variants is not a field of the benchmark spec here");
 }
 
 // The specs the project ships: each reads, and its setup and round-1 commands expand (what
