@@ -132,7 +132,7 @@ TEST_CASE("bench figures: the table and the JSON show the same rows, medians and
   const std::string table = format_table(s, f);
   INFO(table);
   CHECK(table.find("# t.json: a\n") == 0);
-  CHECK(table.find("#   round  variant      step_s       bytes    det/fast  #wrong\n") != std::string::npos);
+  CHECK(table.find("#  round  variant      step_s       bytes    det/fast  #wrong\n") != std::string::npos);
   CHECK(table.find("       1  fast         0.0125           -           -       0\n") != std::string::npos);
   CHECK(table.find("       1  det           0.015  1500000000       1.200       0\n") != std::string::npos);
   CHECK(table.find("  median  det           0.015  1500000000       1.200       1\n") != std::string::npos);

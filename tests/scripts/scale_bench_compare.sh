@@ -14,7 +14,7 @@ SB="$BIN_DIR/scale-bench"
 "$SB" compare "$SPEC" --data "$WORK" --work "$WORK/runs" --json "$WORK/figures.json" >"$WORK/table.txt" 2>"$WORK/err.log" ||
   { cat "$WORK/table.txt" "$WORK/err.log" >&2; fail "scale-bench compare exited $?"; }
 sed 's/^/  /' "$WORK/table.txt"
-grep -q '^#   round  variant     step_ms       tok_s       steps      wall_s    det/fast  #wrong$' "$WORK/table.txt" ||
+grep -q '^#  round  variant     step_ms       tok_s       steps      wall_s    det/fast  #wrong$' "$WORK/table.txt" ||
   fail "no header line"
 for r in 1 2; do
   for v in fast det; do

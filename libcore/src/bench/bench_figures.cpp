@@ -180,17 +180,19 @@ std::string format_table(const BenchSpec& spec, const Figures& f) {
                        const std::string& wrong) {
     char head[160];
     std::snprintf(head, sizeof head, "%8s  %-*s", round.c_str(), static_cast<int>(name_width), variant.c_str());
-    s << head;
-    for (std::size_t c = 0; c < cells.size(); ++c) s << "  " << std::string(widths[c] - std::min(widths[c], cells[c].size()), ' ') << cells[c];
-    s << "  " << std::string(6 - std::min<std::size_t>(6, wrong.size()), ' ') << wrong << "\n";
+    std::string line = head;
+    for (std::size_t c = 0; c < cells.size(); ++c)
+      line += "  " + std::string(widths[c] - std::min(widths[c], cells[c].size()), ' ') + cells[c];
+    return line + "  " + std::string(6 - std::min<std::size_t>(6, wrong.size()), ' ') + wrong + "\n";
   };
-  s << "\n#";
-  line_text("round", "variant", f.columns, "#wrong");
+  std::string header = line_text("round", "variant", f.columns, "#wrong");
+  header[0] = '#';  // a comment line for readers of the table, aligned with the rows below it
+  s << "\n" << header;
   for (const auto* lines : {&f.rows, &f.medians})
     for (const auto& l : *lines) {
       std::vector<std::string> cells;
       for (std::size_t c = 0; c < f.columns.size(); ++c) cells.push_back(cell_text(l, c));
-      line_text(round_text(l.round), l.variant, cells, std::to_string(l.wrong));
+      s << line_text(round_text(l.round), l.variant, cells, std::to_string(l.wrong));
     }
   for (const auto& o : f.checks)
     s << "# check " << o.column << " of " << o.variant << " (" << (o.round ? "round " + round_text(o.round) : "median")
