@@ -38,6 +38,17 @@ jq -e --slurpfile s "$WORK/runs/r1/det/summary.json" \
    "$WORK/figures.json" >/dev/null || fail "tok_s is not the summary's"
 pass "--json: the rows, the ratio of the round's pair, the summary's own numbers"
 
+# --reread: the same figures from the kept runs, nothing run; then a changed check counts wrong.
+"$SB" compare "$SPEC" --data "$WORK" --work "$WORK/runs" --reread --json "$WORK/reread.json" >/dev/null ||
+  fail "--reread exited $?"
+[ "$(jq -S . "$WORK/reread.json")" = "$(jq -S . "$WORK/figures.json")" ] || fail "--reread gave other figures"
+jq '.checks[1].max = 1.0' "$SPEC" >"$WORK/strict.json"
+rc=0
+"$SB" compare "$WORK/strict.json" --data "$WORK" --work "$WORK/runs" --reread >"$WORK/strict.txt" || rc=$?
+[ "$rc" = 1 ] && grep -q '^# check det/fast of det (median): .*bound <= 1: WRONG$' "$WORK/strict.txt" ||
+  { cat "$WORK/strict.txt" >&2; fail "a tighter bound on the kept runs: exit $rc"; }
+pass "--reread: the same JSON from the kept runs; a tighter det/fast bound is wrong there (exit 1)"
+
 # A variant that ran but wrote nothing: its readings are missing, counted wrong, exit 1.
 rc=0
 "$SB" compare "$SPEC" --data "$WORK" --rounds 1 --set broken=yes --set steps=2 >"$WORK/broken.txt" 2>&1 || rc=$?

@@ -119,10 +119,10 @@ std::optional<std::vector<double>> file_numbers(const Reading& r, const std::str
 
 }  // namespace
 
-std::optional<double> read_reading(const Reading& r, const Places& places, const std::string& run_dir, double wall_s,
-                                   const std::map<std::string, double>& row) {
+std::optional<double> read_reading(const Reading& r, const Places& places, const std::string& run_dir,
+                                   std::optional<double> wall_s, const std::map<std::string, double>& row) {
   if (r.kind == ReadingKind::kDerived) return derive(r, row);
-  if (r.kind == ReadingKind::kWall) return wall_s * r.scale;
+  if (r.kind == ReadingKind::kWall) return wall_s ? std::optional<double>(*wall_s * r.scale) : std::nullopt;
   std::string path = expand(r.file, places, "reading " + r.name + " file");
   if (!path.empty() && path[0] != '/') path = run_dir + "/" + path;
   std::optional<double> v;

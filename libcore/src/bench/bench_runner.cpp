@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -153,6 +154,16 @@ void run_setup(const BenchSpec& spec, const Folders& f) {
   }
 }
 
+// The readings of one run, in the spec's order (a derived reading uses those before it).
+RunRow read_row(const BenchSpec& spec, const Variant& v, int round, const Places& places, std::optional<double> wall_s) {
+  RunRow row{round, v.name, {}};
+  for (const auto& r : spec.readings) {
+    if (!r.variants.empty() && std::find(r.variants.begin(), r.variants.end(), v.name) == r.variants.end()) continue;
+    if (const auto value = read_reading(r, places, places.at("run"), wall_s, row.values)) row.values[r.name] = *value;
+  }
+  return row;
+}
+
 struct Ran {
   RunRow row;
   double wall_s = 0;
@@ -167,11 +178,10 @@ Ran run_variant(const BenchSpec& spec, const Folders& f, int round, const Varian
   if (v.kill) watch = KillWatcher(expand(v.kill->file, places, "kill file"), v.kill->after_step);
   const double wall = run_command(argv, places.at("log"), v.timeout_s, v.exit_ok, watch,
                                   "round " + std::to_string(round) + " variant " + v.name);
-  RunRow row{round, v.name, {}};
-  for (const auto& r : spec.readings) {
-    if (!r.variants.empty() && std::find(r.variants.begin(), r.variants.end(), v.name) == r.variants.end()) continue;
-    if (const auto value = read_reading(r, places, places.at("run"), wall, row.values)) row.values[r.name] = *value;
-  }
+  char seconds[40];
+  std::snprintf(seconds, sizeof seconds, "%.17g\n", wall);  // every digit: --reread gives the same figures
+  std::ofstream(places.at("run") + ".wall_s") << seconds;
+  RunRow row = read_row(spec, v, round, places, wall);
   if (!v.cleanup.empty())
     run_command(expand_command(spec, v.cleanup, places, spec.path + ": cleanup of " + v.name), places.at("log"), 600, {0}, {},
                 "round " + std::to_string(round) + " cleanup of " + v.name);
@@ -207,6 +217,27 @@ std::vector<RunRow> run_benchmark(const BenchSpec& spec, const CompareOptions& o
     std::error_code ec;
     fs::remove_all(f.work, ec);  // best effort: the figures are already read
   }
+  return rows;
+}
+
+std::vector<RunRow> reread_benchmark(const BenchSpec& spec, const CompareOptions& options) {
+  std::error_code ec;
+  if (options.work_dir.empty() || !fs::is_directory(options.work_dir, ec))
+    throw UsageError("--reread needs --work DIR, the folder of an earlier compare run's rounds");
+  const std::string work = fs::absolute(options.work_dir).string();
+  const std::string bin = options.bin_dir.empty() ? this_program_dir() : options.bin_dir;
+  const std::string data = fs::absolute(options.data_dir).string();
+  std::vector<RunRow> rows;
+  for (int round = 1; round <= spec.rounds; ++round)
+    for (const Variant* v : round_order(spec, round)) {
+      const Places places = places_for(spec, bin, data, work, round, v->name);
+      if (!fs::exists(places.at("log"), ec)) continue;  // not run (the round or the variant)
+      std::optional<double> wall;
+      double seconds = 0;
+      if (std::ifstream(places.at("run") + ".wall_s") >> seconds) wall = seconds;
+      rows.push_back(read_row(spec, *v, round, places, wall));
+    }
+  if (rows.empty()) throw UsageError("--work " + options.work_dir + " holds no run of " + spec.path + "'s variants");
   return rows;
 }
 

@@ -18,7 +18,7 @@ Subcommand add_compare_command(CLI::App& parent) {
     std::string spec_path, json_path;
     std::vector<std::string> settings;
     int rounds = 0;
-    bool dry_run = false;
+    bool dry_run = false, reread = false;
     bench::CompareOptions options;
   };
   auto args = std::make_shared<Args>();
@@ -35,9 +35,13 @@ Subcommand add_compare_command(CLI::App& parent) {
   c.app->add_option("--bin", args->options.bin_dir, "The tools' folder {bin} (default: this program's folder)");
   c.app->add_option("--data", args->options.data_dir, "The data folder {data}")->capture_default_str();
   c.app->add_option("--work", args->options.work_dir,
-                    "Keep the runs in this empty folder {work} (default: a temporary folder, removed after)");
+                    "Keep the runs in this empty folder {work} (default: a temporary folder, removed after);\n"
+                    "with --reread, the folder to read them from");
   c.app->add_option("--json", args->json_path, "Also write the figures as JSON to FILE ('-': to stdout, no table)");
   c.app->add_flag("--dry-run", args->dry_run, "Check the spec and print the commands of the setup and round 1; run nothing");
+  c.app->add_flag("--reread", args->reread,
+                  "Run nothing: the figures again from the runs an earlier compare left in --work DIR (after a\n"
+                  "change of the spec's readings, ratios or checks)");
   c.run = [args] {
     bench::BenchSpec spec = bench::read_bench_spec(args->spec_path);
     for (const auto& s : args->settings) bench::apply_setting(spec, s);
@@ -51,7 +55,8 @@ Subcommand add_compare_command(CLI::App& parent) {
       std::snprintf(seconds, sizeof seconds, "%.2f", wall_s);
       std::cerr << "scale-bench compare: round " << row.round << " " << row.variant << " ran " << seconds << " s" << std::endl;
     };
-    const auto figures = bench::compute_figures(spec, bench::run_benchmark(spec, args->options));
+    const auto rows = args->reread ? bench::reread_benchmark(spec, args->options) : bench::run_benchmark(spec, args->options);
+    const auto figures = bench::compute_figures(spec, rows);
     if (args->json_path == "-") {
       std::cout << bench::figures_json(spec, figures).dump(2) << std::endl;
     } else {

@@ -33,15 +33,21 @@ std::string this_program_dir();
 // ranks) and stops the benchmark the same way.
 std::vector<RunRow> run_benchmark(const BenchSpec& spec, const CompareOptions& options);
 
+// The rows again from the run folders an earlier run_benchmark left in options.work_dir (--work),
+// running nothing: for a spec whose readings, ratios or checks changed since. Each run's wall
+// time is read back from RUN.wall_s; a file a variant's cleanup removed is missing now.
+// UsageError when work_dir is not given or holds no run of the spec's variants.
+std::vector<RunRow> reread_benchmark(const BenchSpec& spec, const CompareOptions& options);
+
 // The commands run_benchmark would run, expanded (setup steps, then round 1's variants), one per
 // line, arguments quoted where they hold spaces: what --dry-run prints. Checks every "@NAME".
 std::string planned_commands(const BenchSpec& spec, const CompareOptions& options);
 
 // One reading of one run: `run_dir` is the run's folder (relative files are read there), `places`
-// its placeholders, `wall_s` the command's seconds, `row` the readings read before this one. A
+// its placeholders, `wall_s` the command's seconds (none: a wall reading is missing), `row` the readings read before this one. A
 // file that is missing or not readable, a pointer that is not there, a non-number: nothing (the
 // table shows "missing" and counts it wrong); scale applied.
 std::optional<double> read_reading(const Reading& reading, const Places& places, const std::string& run_dir,
-                                   double wall_s, const std::map<std::string, double>& row);
+                                   std::optional<double> wall_s, const std::map<std::string, double>& row);
 
 }  // namespace shardtrain::bench
