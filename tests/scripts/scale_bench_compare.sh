@@ -53,7 +53,7 @@ pass "--reread: the same JSON from the kept runs; a tighter det/fast bound is wr
 rc=0
 "$SB" compare "$SPEC" --data "$WORK" --rounds 1 --set broken=yes --set steps=2 >"$WORK/broken.txt" 2>&1 || rc=$?
 [ "$rc" = 1 ] || { cat "$WORK/broken.txt" >&2; fail "a missing value exited $rc, not 1"; }
-grep -Eq '^ +1  silent +missing +missing +missing +[0-9.]+ +- +4$' "$WORK/broken.txt" ||
+grep -Eq '^ +1  silent +missing +missing +missing +[0-9.e+-]+ +- +4$' "$WORK/broken.txt" ||
   { cat "$WORK/broken.txt" >&2; fail "no silent row with 4 wrong (3 missing, the steps check)"; }
 pass "a run that wrote no figures: 'missing' cells, counted in #wrong, exit 1"
 
