@@ -132,14 +132,18 @@ Folders folders_for(const CompareOptions& o) {
 // Runs one command to its end; Error when its status is not one of `exit_ok` or it timed out.
 double run_command(const std::vector<std::string>& argv, const std::string& log, double timeout_s,
                    const std::vector<int>& exit_ok, const std::function<bool()>& watch, const std::string& what) {
-  const LimitedRun r = run_child_limited(argv, log, timeout_s, [&] { return g_stop_signal != 0 || (watch && watch()); }, 5);
+  LimitedRun r;
+  try {
+    r = run_child_limited(argv, log, timeout_s, [&] { return g_stop_signal != 0 || (watch && watch()); }, 5);
+  } catch (const IoError& e) {  // a program not found, a log that cannot be written: say which command
+    throw IoError(what + ": " + e.what());
+  }
   if (r.stopped)
     throw Error(ExitCode::kFailure, what + " stopped by signal " + std::to_string(g_stop_signal) + "; its log: " + log);
   bool ok = !r.timed_out;
   if (ok) ok = std::find(exit_ok.begin(), exit_ok.end(), r.status) != exit_ok.end();
   if (!ok)
-    throw Error(ExitCode::kFailure, what + " " + (r.timed_out ? "ran past " + std::to_string(timeout_s) + " s" :
-                                                     "exited " + std::to_string(r.status)) +
+    throw Error(ExitCode::kFailure, what + " " + (r.timed_out ? "ran past its timeout_s" : "exited " + std::to_string(r.status)) +
                                         ": " + quoted(argv) + "; its log " + log + " ends:" + tail_of(log));
   return r.seconds;
 }
