@@ -4,7 +4,7 @@
 // 2048-entry flight recorder; the step loop waits for it only when it publishes during a scrape).
 // And what a step's TensorBoard events cost a rank (telemetry/tensorboard_events.hpp: the step
 // record's scalars, one framed record appended with one write(2) to a file in a temporary folder).
-// scripts/bench-metrics.sh divides them by a measured step, beside its noisier on/off runs. Run:
+// bench/specs/metrics.json divides them by a measured step, beside its noisier on/off runs. Run:
 //   SHARDTRAIN_METRICS_BENCH=1 build/bench/shardtrain_bench "[metrics-bench]"
 #include <catch2/catch.hpp>
 #include <cstdio>

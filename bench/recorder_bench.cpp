@@ -1,6 +1,6 @@
 // Benchmark (not a timed test): the flight recorder's and the phase marking's own cost, per
 // recorded collective (record + started + completed, what the comm engine does for each
-// operation) and per phase change (set_phase with the history on and off). scripts/bench-recorder.sh
+// operation) and per phase change (set_phase with the history on and off). bench/specs/recorder.json
 // multiplies them by a training step's collectives and phase changes to bound their share of a
 // step, beside its noisier on/off end-to-end runs. Run:
 //   SHARDTRAIN_RECORDER_BENCH=1 build/bench/shardtrain_bench "[recorder-bench]"

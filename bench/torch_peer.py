@@ -18,9 +18,9 @@ micro x seq x world / median step.
   python3 bench/torch_peer.py --sdpa 1 --compile 1 # fused attention and torch.compile (PyTorch 2.x)
   python3 bench/torch_peer.py --sdpa 1 --profile 1 # plus a per-kernel table (torch.profiler) on stderr
 
-Used by scripts/bench-peer.sh (one rank, ratio of throughputs; PyTorch 2.x from PyPI in the cached
+Used by bench/specs/peer.json (one rank, ratio of throughputs; PyTorch 2.x from PyPI in the cached
 environment of scripts/python-env.sh peer, eager with --sdpa 1 and --compile 1) and
-scripts/bench-ddp.sh (the peer's own E(2)). Needs PyTorch: a PyPI wheel (the strongest CPU
+bench/specs/ddp.json (the peer's own E(2)). Needs PyTorch: a PyPI wheel (the strongest CPU
 configuration, with --sdpa 1) or Debian's python3-torch (1.13, no SDPA; its OpenBLAS misdetects
 recent x86 processors, so run it with OPENBLAS_CORETYPE=SkylakeX).
 

@@ -64,7 +64,9 @@ killer=$!
 wait "$killer" 2>/dev/null || true
 
 echo "demo.sh: [3/4] report"
-python3 "$here/scripts/lib/figures.py" demo-report "$demo"
+jq -r '"  1 rank : \(.throughput_tokens_per_s | floor) tokens/s, MFU \(100 * .mfu * 10 | round / 10)%, hold-out loss \(.eval.holdout_loss * 1000 | round / 1000) nats/token after \(.steps) steps"' "$demo/one/summary.json"
+jq -r '"  2 ranks: \(.throughput_tokens_per_s | floor) tokens/s, scaling efficiency E(2) = \(.scaling_efficiency * 1000 | round / 1000), exposed communication \(100 * .exposed_comm_fraction * 100 | round / 100)% of a step, hold-out loss \(.eval.holdout_loss * 1000 | round / 1000)"' "$demo/two/summary.json"
+jq -r '.restarts[] | "  restart \(.attempt): rank \(.failed_rank) died (exit \(.previous_exit_status)), resumed from \(.resumed_from), first resumed step \(if .restart_s then "\(.restart_s * 10 | round / 10) s" else "n/a" end) after relaunch"' "$demo/restarts.json"
 echo "demo.sh: [4/4] release-gate: the rubric's evidence, a bigram baseline, then run 2 decided on (and a planted bad candidate)"
 gate="$build/bin/release-gate"
 cutoff=2019-01-01T00:00:00Z

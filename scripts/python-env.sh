@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cached Python environments of the project, made OUTSIDE the clone so a second run installs nothing:
 #   hf    (default) the Hugging Face tests' (tests/scripts/hf_roundtrip.sh): PyTorch (CPU) and transformers;
-#   peer  the benchmark peer's (scripts/bench-peer.sh, bench/torch_peer.py): PyTorch 2.x from PyPI, the
+#   peer  the benchmark peer's (bench/specs/peer.json, bench/torch_peer.py): PyTorch 2.x from PyPI, the
 #         release users install, with scaled_dot_product_attention and torch.compile;
 #   tensorboard  the TensorBoard events test's (tests/scripts/tensorboard_events.sh): the tensorboard
 #         package from PyPI, whose own event-file reader checks what the trainers write.

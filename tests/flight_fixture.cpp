@@ -13,7 +13,7 @@
 //                                         1000) operations each (dp's first is the split); rank 5
 //                                         does not submit dp's last one and every other rank times
 //                                         out in it: 8 records of 2 x ENTRIES entries (rank 5's one
-//                                         fewer), for scripts/bench-hang-diagnose.sh.
+//                                         fewer), for bench/specs/hang-diagnose.json.
 // Each writes DIR/flight.rank<R>.json (DIR created) with job id JOB_ID (default job-1) and exits 0;
 // a bad command line exits 2 with one line.
 #include <barrier>

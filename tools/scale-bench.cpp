@@ -11,12 +11,13 @@
 int main(int argc, char** argv) {
   namespace sb = shardtrain::scale_bench;
   CLI::App app{"Scaling efficiency E(W) = throughput_W / (W x throughput_1): measure collectives, run and report a\n"
-               "job at 1/2/4/8 ranks, fit and predict a step model, plan a parallel layout.",
+               "job at 1/2/4/8 ranks, fit and predict a step model, plan a parallel layout; run a declared benchmark.",
                "scale-bench"};
   app.require_subcommand(1);
   const std::vector<sb::Subcommand> commands = {sb::add_collectives_command(app), sb::add_run_command(app),
                                                 sb::add_report_command(app),      sb::add_fit_command(app),
-                                                sb::add_predict_command(app),     sb::add_plan_command(app)};
+                                                sb::add_predict_command(app),     sb::add_plan_command(app),
+                                                sb::add_compare_command(app)};
   shardtrain::add_version_flag(app);
   auto chosen = [&]() -> const sb::Subcommand& {
     for (const auto& c : commands)

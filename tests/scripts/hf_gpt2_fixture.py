@@ -8,7 +8,7 @@
     PY hf_gpt2_fixture.py make-shape DIR L D H T
                                               one randomly initialised GPT2LMHeadModel (seed 25, vocab 50,257)
                                               of L layers, width D, H heads, context T, in DIR (fp32 only:
-                                              GPT-2 small is 12 768 12 1024; scripts/bench-gpt2-chain.sh)
+                                              GPT-2 small is 12 768 12 1024; bench/specs/gpt2-chain.json)
     PY hf_gpt2_fixture.py logits DIR LOGITS   compares transformers' logits of DIR on the tokens of LOGITS
                                               (model_logits_helper's safetensors: tokens, logits) with the
                                               logits stored there: max |diff| / max |theirs| <= 1e-5 (fp32 both

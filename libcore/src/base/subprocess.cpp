@@ -211,16 +211,17 @@ LimitedRun run_child_limited(const std::vector<std::string>& argv, const std::st
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();  // before the start: seconds is the command's as a user's clock sees it
   const int rc = posix_spawn(&pid, program.c_str(), &fa.actions, &attr, args.data(), environ);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw IoError(program + ": cannot start (" + std::strerror(rc) + ")");
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
   const auto limit = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
   LimitedRun out;
   Clock::time_point killed_at{};
   bool ended = false, exited = false;
   int status = 0;
+  useconds_t pause = 1000;  // 1 ms, doubling to 20: a short command's end is seen within a few ms
   while (!exited) {
     status = wait_for(pid, WNOHANG, exited);
     if (exited) break;
@@ -233,7 +234,8 @@ LimitedRun run_child_limited(const std::vector<std::string>& argv, const std::st
     } else if (ended && now - killed_at >= std::chrono::duration<double>(grace_s)) {
       kill(-pid, SIGKILL);
     }
-    usleep(20000);
+    usleep(pause);
+    pause = std::min<useconds_t>(pause * 2, 20000);
   }
   if (ended) kill(-pid, SIGKILL);  // what the group's leader left behind (ESRCH when nothing)
   out.status = exit_status_of(status);

@@ -21,7 +21,7 @@ Driver::Driver(Transport& transport, const std::atomic<int>& waiters, std::funct
 
 // While the compute thread computes, after a short spin the thread sleeps between tests (backing off
 // to kMaxPollSleep): a rank's communication thread shares its core with the compute thread, and
-// yield-spinning there took ~6% of a training step at W = 2 (measured with scripts/bench-ddp.sh); a
+// yield-spinning there took ~6% of a training step at W = 2 (measured with bench/specs/ddp.json); a
 // test every <= 100 us still drives Open MPI's non-blocking collectives well within a bucket's time.
 // While a caller is blocked in wait(), its compute thread needs no core, so the thread only yields
 // between tests (every nap there would be exposed communication time); yielding rather than

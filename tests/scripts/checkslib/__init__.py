@@ -15,15 +15,10 @@ This package holds them by theme, one module each; common.py has the registry (`
 `command` decorator makes a function a subcommand) and the helpers they share. Importing the
 package registers every subcommand, in the order of the imports below (the order --help lists).
 """
-import os
-import sys
-
-# The frame (readers, Failed, the subcommand registry) is the scripts' own: scripts/lib/subcommands.py.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts", "lib"))
-
-from . import (checkpoints, telemetry, flight, faults, datasets, release, kill_resume,  # noqa: E402
+# The frame (readers, Failed, the subcommand registry) is subcommands.py beside this file.
+from . import (checkpoints, telemetry, flight, faults, datasets, release, kill_resume,
                scale, gpu_check, slurm, metrics)
-from .common import checks  # noqa: E402
+from .common import checks
 
 __all__ = ["checks", "checkpoints", "telemetry", "flight", "faults", "datasets", "release", "kill_resume",
            "scale", "gpu_check", "slurm", "metrics"]

@@ -1,11 +1,11 @@
 """What every theme's module shares: the subcommand registry and the readers of what the tools wrote."""
 import json
 
-from subcommands import Registry, Unusable, expect, load, load_lines, read_text
+from .subcommands import Registry, Unusable, expect, load, load_lines, read_text
 
 from . import __doc__ as package_doc
 
-# The frame's names the themes use, passed on from here (scripts/lib/subcommands.py).
+# The frame's names the themes use, passed on from here (subcommands.py).
 __all__ = ["checks", "command", "Unusable", "expect", "load", "load_lines", "read_text", "save", "group_of",
            "flight_records"]
 

@@ -43,15 +43,15 @@ ChildOutput run_child_captured(const std::vector<std::string>& argv, bool stderr
 
 // Runs argv under a time limit, as coreutils' `timeout -k GRACE LIMIT` would, but without a shell:
 // the child leads a process group of its own, its stdout and stderr are appended to `log_path`
-// (created when missing). When `limit_s` passes, or `stop()` turns true (polled every 20 ms; a
-// signal we were sent), the whole group gets SIGTERM, then SIGKILL `grace_s` later if the child
+// (created when missing). When `limit_s` passes, or `stop()` turns true (polled every 1 ms at first,
+// the pause doubling to 20 ms; a signal we were sent), the whole group gets SIGTERM, then SIGKILL `grace_s` later if the child
 // still runs: an mpirun and its ranks end together. After a limit or a stop, what is left of the
 // group is killed too. status is the child's exit status as run_child returns it; the same IoErrors.
 struct LimitedRun {
   int status = 0;
   bool timed_out = false;  // the limit passed: the group was ended
   bool stopped = false;    // stop() asked: the group was ended
-  double seconds = 0;
+  double seconds = 0;      // from just before the start to the exit seen: within the poll's pause (1-20 ms)
 };
 LimitedRun run_child_limited(const std::vector<std::string>& argv, const std::string& log_path, double limit_s,
                              const std::function<bool()>& stop = {}, double grace_s = 10);

@@ -7,6 +7,7 @@
 //   report        the efficiency report of run folders (report.json, report.md, SVG plots)
 //   fit, predict  the alpha-beta step model: fitted from measurements; its deterministic simulation
 //   plan          every parallel layout that fits a memory budget, ranked by predicted throughput
+//   compare       a benchmark declared as data (bench/specs/*.json): variants in rounds, medians, checks
 #pragma once
 #include <functional>
 
@@ -26,5 +27,6 @@ Subcommand add_report_command(CLI::App& parent);
 Subcommand add_fit_command(CLI::App& parent);
 Subcommand add_predict_command(CLI::App& parent);
 Subcommand add_plan_command(CLI::App& parent);
+Subcommand add_compare_command(CLI::App& parent);
 
 }  // namespace shardtrain::scale_bench

@@ -1,5 +1,4 @@
-"""The frame of the project's small Python modules of named functions (scripts/lib/figures.py,
-tests/scripts/checks.py): JSON readers, a registry of subcommands, and one main that turns the
+"""The frame of the tests' module of named functions (tests/scripts/checks.py): JSON readers, a registry of subcommands, and one main that turns the
 outcome into an exit status and a one-line message.
 
 A subcommand raises Failed when what it checked does not hold (exit 1) and Unusable when its input
