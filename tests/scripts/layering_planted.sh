@@ -3,7 +3,7 @@
 #   (1) an upward include (base, the lowest layer, including a train header) fails `cmake --build`
 #       of a copy of the tree, the compiler naming the file and line;
 #   (2) so does an include of an upper layer's private header;
-#   (3) a public header including a private one fails scripts/check-layers.py, naming file and line
+#   (3) a public header including a private one fails tests/scripts/check-layers.py, naming file and line
 #       (it compiles inside libcore: the check the build cannot make);
 #   (4) so does a raw MPI call outside the comm layer (in train, and in a tool), while the same
 #       call in a comment, or inside comm, passes.
@@ -23,7 +23,7 @@ fi
 cmake -S "$work" -B "$build" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_TESTS=OFF -DSHARDTRAIN_CUDA=OFF \
   >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; echo "FAIL: the copy does not configure"; exit 1; }
 build_base() { cmake --build "$build" --target libcore_base -j 2 2>&1; }
-check() { python3 "$work/scripts/check-layers.py" "$work"; }
+check() { python3 "$src/tests/scripts/check-layers.py" "$work"; }
 
 build_base >"$work/clean.log" || { tail -30 "$work/clean.log"; echo "FAIL: the unmodified copy does not build"; exit 1; }
 check >/dev/null || { echo "FAIL: the unmodified copy does not pass check-layers.py"; check; exit 1; }

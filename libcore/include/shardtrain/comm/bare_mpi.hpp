@@ -2,7 +2,7 @@
 // number, no timeout, no flight record. Only for a benchmark's yardstick: scale-bench collectives'
 // "mpi" rows, and the barriers and reductions that keep its ranks in step and gather its timings.
 // Every collective of a job goes through a Communicator (contract 6); no file outside the comm
-// layer calls MPI (scripts/check-layers.py, ctest layering, refuses one).
+// layer calls MPI (tests/scripts/check-layers.py, ctest layering, refuses one).
 //
 // Buffers are float32 host memory; counts are elements (each below 2^31, MPI's int). Collective:
 // every rank of the world calls each function in the same order.

@@ -1,6 +1,6 @@
 // Communicator (communicator.hpp) over MPI, for CPU ranks: the comm engine (transport.hpp) with the
 // MPI transport (libcore/src/comm/mpi_transport.cpp), and the MPI process's start and end. The comm
-// layer is the only one that calls MPI (scripts/check-layers.py refuses a call anywhere else in
+// layer is the only one that calls MPI (tests/scripts/check-layers.py refuses a call anywhere else in
 // libcore or tools/): mpi_transport.cpp, mpi_process.cpp (below) and bare_mpi.cpp (a benchmark's
 // bare yardstick, bare_mpi.hpp).
 //

@@ -18,7 +18,7 @@ upward include fails to compile. What include roots cannot see is checked here, 
     micro-benchmarks in bench/ (their own MPI set-up) are not checked.
 System includes (<...>) are not checked. Fails naming FILE:LINE.
 
-Usage: check-layers.py [REPO_ROOT]   (default: the repository holding this script)
+Usage: tests/scripts/check-layers.py [REPO_ROOT]   (default: the repository holding this script)
 Exit status: 0 clean, 1 violations found (one line each), 2 the tree cannot be read.
 """
 import os
@@ -98,7 +98,7 @@ def check(root):
 
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                           os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+                           os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     problems, count = check(root)
     for p in problems:
         print(p)
