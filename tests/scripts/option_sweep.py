@@ -50,6 +50,7 @@ BASES = {
                         "--work", "{work}/cycles", "--bin", MISSING],
     "scale-bench collectives": ["--min-bytes", "8", "--max-bytes", "64", "--iterations", "1", "--warmup", "0",
                                 "--ops", "broadcast"],
+    "scale-bench compare": [MISSING + "/spec.json"],
     "scale-bench fit": ["--collectives", MISSING + "/sweep.json", "-o", "{work}/model.json"],
     "scale-bench predict": ["--example", "seed-lab"],
     "scale-bench plan": ["--params", "1e6", "--ranks", "2", "--memory-per-rank", "8GB", "--model", MISSING + "/m.json"],

@@ -31,7 +31,7 @@ Subcommand add_compare_command(CLI::App& parent) {
   c.app->add_option("spec", args->spec_path, "The benchmark spec (JSON; format in scale-bench(1))")->required();
   c.app->add_option("--set", args->settings, "KEY=VALUE: an option of the spec (e.g. model=gpt2-small), repeatable")
       ->allow_extra_args(false);  // one KEY=VALUE per --set: `--set a=b SPEC` leaves SPEC the spec
-  c.app->add_option("--rounds", args->rounds, "Rounds instead of the spec's")->check(CLI::PositiveNumber);
+  c.app->add_option("--rounds", args->rounds, "Rounds instead of the spec's (1 to 1000)")->check(CLI::Range(1, 1000));
   c.app->add_option("--bin", args->options.bin_dir, "The tools' folder {bin} (default: this program's folder)");
   c.app->add_option("--data", args->options.data_dir, "The data folder {data}")->capture_default_str();
   c.app->add_option("--work", args->options.work_dir,
