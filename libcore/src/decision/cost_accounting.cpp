@@ -15,6 +15,7 @@
 #include "shardtrain/decision/costs.hpp"
 #include "shardtrain/decision/registry.hpp"
 #include "shardtrain/slurm/accounting.hpp"
+#include "shardtrain/slurm/job_list.hpp"
 #include "shardtrain/telemetry/stage_record.hpp"
 
 namespace shardtrain {
@@ -60,24 +61,20 @@ json stage_row_from_runs(const std::string& stage, const std::string& job, const
   return row;
 }
 
-// The (stage, job id) lines of RUN/jobs.txt, but this costs job's own; none when there is no file.
-std::vector<std::pair<std::string, std::string>> listed_jobs(const std::string& run, const std::string& own_job_id) {
-  std::vector<std::pair<std::string, std::string>> jobs;
-  std::ifstream in(run + "/jobs.txt");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::string stage, job, extra;
-    if (words >> stage >> job && !(words >> extra) && job != own_job_id) jobs.emplace_back(stage, job);
-  }
+// The jobs of RUN/jobs.txt (slurm/job_list.hpp), but this costs job's own; none when there is no file.
+std::vector<slurm::ListedJob> listed_jobs(const std::string& run, const std::string& own_job_id) {
+  std::vector<slurm::ListedJob> jobs;
+  for (auto& job : slurm::read_job_list(run + "/jobs.txt"))
+    if (job.job_id != own_job_id) jobs.push_back(std::move(job));
   return jobs;
 }
 
 // One row per listed job, from Slurm's accounting (`source` says which of its records answered).
-json slurm_stage_rows(const std::vector<std::pair<std::string, std::string>>& jobs,
+json slurm_stage_rows(const std::vector<slurm::ListedJob>& jobs,
                       const std::vector<StageRecord>& local, std::string& source) {
   json rows = json::array();
   std::vector<std::string> ids;
-  for (const auto& [stage, job] : jobs) ids.push_back(job);
+  for (const auto& j : jobs) ids.push_back(j.job_id);
   const slurm::JobAccounting accounting = slurm::account_jobs(ids);
   source = accounting.source;
   for (const auto& [stage, job] : jobs) {
@@ -149,7 +146,7 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
     throw UsageError(run_dir_given + ": not a folder (release-gate costs takes a pipeline run folder, run/<name>)");
   const std::string run = fs::absolute(run_dir_given).lexically_normal().string();
   const std::vector<StageRecord> local = read_stage_records(run + "/stages.jsonl");
-  const std::vector<std::pair<std::string, std::string>> jobs = listed_jobs(run, options.own_job_id);
+  const std::vector<slurm::ListedJob> jobs = listed_jobs(run, options.own_job_id);
   std::string source = "local";
   const json rows = jobs.empty() ? local_stage_rows(local) : slurm_stage_rows(jobs, local, source);
   const json storage = storage_bytes(run);

@@ -8,6 +8,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/data/data_prep.hpp"
 #include "shardtrain/train/run_summary.hpp"
+#include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain {
 namespace {
@@ -67,18 +68,9 @@ Outcome judge(const std::string& item, const std::string& path, const std::strin
 }  // namespace
 
 std::string default_evidence_path(const std::string& item) {
-  // The items the checks know and where a run keeps their evidence, in the table's order.
-  static constexpr std::pair<const char*, const char*> kItems[] = {
-      {"deterministic_twin", "evidence/equivalence.json"}, {"kill_resume", "evidence/kill-resume.json"},
-      {"efficiency_report", "evidence/scaling/report.json"}, {"replica_checks", "summary.json"},
-      {"no_skipped_data", "evidence/data-prep.json"}};
-  std::string known;
-  for (const auto& [name, path] : kItems) {
-    if (item == name) return path;
-    if (!known.empty()) known += ", ";
-    known += name;
-  }
-  throw UsageError("unknown evidence item '" + item + "' (known: " + known + ")");
+  const std::string path = run_evidence::path_of_item(item);
+  if (path.empty()) throw UsageError("unknown evidence item '" + item + "' (known: " + run_evidence::known_items() + ")");
+  return path;
 }
 
 std::vector<EvidenceResult> collect_evidence(const ReleasePolicy& policy, const std::string& run_dir,

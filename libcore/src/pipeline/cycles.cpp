@@ -20,6 +20,7 @@
 #include "shardtrain/slurm/accounting.hpp"
 #include "shardtrain/slurm/submit.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
+#include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain::pipeline {
 
@@ -72,7 +73,7 @@ const Snapshot& snapshot_of(const CyclesSettings& s, const CycleStageName& n) {
 std::vector<std::string> lines_of(const CyclesSettings& s, const Stage& st) {
   const CycleStageName n = parse_cycle_stage_name(st.name);
   return cycle_stage_lines(n, snapshot_of(s, n), read_text(log_of(st)),
-                           n.step == "prep" ? read_text(st.run_dir + "/evidence/data-prep.json") : "");
+                           n.step == "prep" ? read_text(st.run_dir + "/" + run_evidence::kDataPrep) : "");
 }
 
 // The outcome lines said (callers say a failed stage's failure instead).
@@ -120,7 +121,7 @@ int write_prep_evidence(const Stage& st) {
     write_text(log_of(st), "\nprep.log is not data-prep's JSON summary: see the lines above\n", std::ios::app);
     return static_cast<int>(ExitCode::kFailure);
   }
-  write_text(st.run_dir + "/evidence/data-prep.json", j.dump(2) + "\n");
+  write_text(st.run_dir + "/" + run_evidence::kDataPrep, j.dump(2) + "\n");
   return 0;
 }
 
@@ -130,7 +131,7 @@ void prepare_folders(const CyclesSettings& s) {
   for (int k = 1; k <= int(s.snapshots.size()); ++k) {
     std::error_code ec;
     fs::remove_all(s.cycle_dir(k), ec);
-    fs::create_directories(s.cycle_dir(k) + "/evidence", ec);
+    fs::create_directories(fs::path(s.cycle_dir(k) + "/" + run_evidence::kDataPrep).parent_path(), ec);
     if (ec) throw IoError(s.cycle_dir(k) + ": cannot create the folder (" + ec.message() + ")");
   }
 }

@@ -9,6 +9,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/pipeline/cycles.hpp"
+#include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain::pipeline {
 
@@ -95,7 +96,7 @@ StageGraph build_cycles_graph(const CyclesSettings& s) {
   for (int k = 1; k <= int(s.snapshots.size()); ++k) {
     const std::string c = "cycle-" + std::to_string(k) + "/";
     add(k, "prep", {});
-    g.stages.back().outputs = {"data.h5", "evidence/data-prep.json", "prep.log"};
+    g.stages.back().outputs = {"data.h5", run_evidence::kDataPrep, "prep.log"};
     std::vector<std::string> train_needs = {c + "prep"};
     if (k > 1) {
       add(k, "monitor", {c + "prep", "cycle-" + std::to_string(k - 1) + "/decide"}, 1, 1);
@@ -173,7 +174,7 @@ StagePlan plan_cycle_stage(const CyclesSettings& s, const Stage& stage, const In
     } else {
       plan.commands.push_back(
           {join({gate, "monitor", "--registry", s.registry, "--policy", s.policy, "--data", data, "--since",
-                 s.snapshots[n.cycle - 2].time, "--data-prep", dir + "/evidence/data-prep.json", "--run-dir", dir},
+                 s.snapshots[n.cycle - 2].time, "--data-prep", dir + "/" + run_evidence::kDataPrep, "--run-dir", dir},
                 s.gate_args),
            log, 1});
     }

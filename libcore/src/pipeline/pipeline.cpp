@@ -20,6 +20,7 @@
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/slurm/submit.hpp"
+#include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain::pipeline {
 
@@ -51,12 +52,12 @@ void write_text(const std::string& path, const std::string& text) {
 
 // A step stage's commands, run in order; the first non-zero status ends the stage.
 int run_step(const Settings& s, const Stage& st, const StageGraph& graph) {
-  const std::string ev = s.run + "/evidence";
+  const auto evidence = [&](const char* path) { return s.run + "/" + path; };
   if (st.name == "prep") {
-    make_dirs(ev);
+    make_dirs(fs::path(evidence(run_evidence::kDataPrep)).parent_path().string());
     // Its JSON summary on stdout is the no_skipped_data evidence; its log lines stay on stderr.
     const ChildOutput out = run_child_captured({s.bin + "/data-prep", s.input, "-o", s.data});
-    write_text(ev + "/data-prep.json", out.out);
+    write_text(evidence(run_evidence::kDataPrep), out.out);
     if (out.status != 0) return out.status;
     const auto j = nlohmann::json::parse(out.out, nullptr, false);
     if (!j.is_discarded() && j.contains("documents") && j.contains("rejects"))
@@ -65,12 +66,12 @@ int run_step(const Settings& s, const Stage& st, const StageGraph& graph) {
     return 0;
   }
   if (st.name == "proof") {
-    make_dirs(ev);
+    make_dirs(fs::path(evidence(run_evidence::kKillResume)).parent_path().string());
     return run_child(join(join({s.bin + "/kill-resume-proof", "--bin", s.bin}, split_words(s.proof_args)),
-                          {"--report", ev + "/kill-resume.json"}));
+                          {"--report", evidence(run_evidence::kKillResume)}));
   }
   if (st.name == "equiv")
-    return run_child({s.bin + "/equiv-check", "--json", ev + "/equivalence.json", s.run + "/twin/params.h5",
+    return run_child({s.bin + "/equiv-check", "--json", evidence(run_evidence::kEquivalence), s.run + "/twin/params.h5",
                       s.run + "/baseline/params.h5"});
   if (st.name == "report") {
     // The baseline, the scale points that left a summary (under Slurm one the cluster cannot hold
@@ -79,7 +80,7 @@ int run_step(const Settings& s, const Stage& st, const StageGraph& graph) {
     for (const Stage& point : graph.stages)
       if (point.kind == StageKind::kTrain && point.name.rfind("scale", 0) == 0 && fs::exists(point.run_dir + "/summary.json"))
         argv.push_back(point.run_dir);
-    return run_child(join(argv, {s.run, "--out", ev + "/scaling"}));
+    return run_child(join(argv, {s.run, "--out", evidence(run_evidence::kScalingFolder)}));
   }
   if (st.name == "decide") {
     if (!fs::exists(s.registry + "/baselines/bigram.json")) {

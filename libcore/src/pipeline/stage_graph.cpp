@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain::pipeline {
 
@@ -119,9 +120,9 @@ StageGraph build_graph(const Settings& s) {
     st.outputs = std::move(outputs);
     g.stages.push_back(st);
   };
-  step("prep", {}, {"data.h5", "evidence/data-prep.json"});
+  step("prep", {}, {"data.h5", run_evidence::kDataPrep});
   if (s.proof) {
-    step("proof", {}, {"evidence/kill-resume.json"});
+    step("proof", {}, {run_evidence::kKillResume});
     g.stages.back().ranks = 2;  // the proof's own small job runs on two ranks
   }
   train("baseline", 1, "baseline", s.base_steps, {"baseline/summary.json", "baseline/params.h5"});
@@ -132,9 +133,9 @@ StageGraph build_graph(const Settings& s) {
     train("scale" + std::to_string(w), w, folder, s.base_steps, {folder + "/summary.json"});
     points.push_back("scale" + std::to_string(w));
   }
-  step("equiv", {"baseline", "twin"}, {"evidence/equivalence.json"});
+  step("equiv", {"baseline", "twin"}, {run_evidence::kEquivalence});
   train("train", s.np, "", s.steps, {"summary.json", "checkpoints/latest"});
-  step("report", points, {"evidence/scaling/report.json", "evidence/scaling/report.md"});
+  step("report", points, {run_evidence::kScalingReport, run_evidence::kScalingReportText});
   step("decide", {"prep", "equiv", "report", "proof"}, {});  // its record goes to the registry
   step("costs", {}, {"costs.json"});
   g.stages.back().after_all = true;
