@@ -49,7 +49,7 @@ void write_steps(const std::string& path, const std::vector<double>& losses) {
 // A run summary with every field (the rest at their defaults).
 void write_summary(const std::string& path, const RunSummary& s) {
   fs::create_directories(fs::path(path).parent_path());
-  write_json_file(path, s.to_json());
+  write_json_file(path, json_fields::write(s));
 }
 
 equiv::EquivReport compare_logs(const std::string& dir, const std::vector<double>& a, const std::vector<double>& b,

@@ -25,7 +25,7 @@ nlohmann::json run_summary_json(int world, int every, std::int64_t checks) {
   RunSummary s;
   s.world_size = world;
   s.replica_checks = {every, checks};
-  return s.to_json();
+  return json_fields::write(s);
 }
 
 std::string write_policy(const std::string& dir, const nlohmann::json& j) {

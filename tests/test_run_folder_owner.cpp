@@ -22,12 +22,11 @@ namespace {
 std::string lock_of(const std::string& dir) { return dir + "/" + RunFolderOwner::kLockName; }
 
 void write_lock(const std::string& dir, const RunFolderOwnerRecord& r) {
-  std::ofstream(lock_of(dir)) << r.to_json().dump() << "\n";
+  std::ofstream(lock_of(dir)) << json_fields::write(r).dump() << "\n";
 }
 
 RunFolderOwnerRecord read_lock(const std::string& dir) {
-  std::ifstream in(lock_of(dir));
-  return RunFolderOwnerRecord::from_json(nlohmann::json::parse(in), lock_of(dir));
+  return json_fields::read<RunFolderOwnerRecord>(JsonFile::read(lock_of(dir), "the run folder owner record"), "");
 }
 
 // A pid that surely ran on this host and is gone: a child that exited and was reaped.

@@ -185,7 +185,7 @@ TEST_CASE("the training view concatenates the selected documents and slices the 
   check_stream(d, news_stream, true, news.first_sample);
   CHECK(d.holdout_slice_of(0) == 0);
   CHECK(d.holdout_slice_of(news.first_sample) == 1);
-  auto j = d.describe().to_json();
+  auto j = json_fields::write(d.describe());
   CHECK(j["cutoff"] == "2024-02-15T00:00:00Z");
   CHECK(j["eval_from"] == "2024-02-15T00:00:00Z");
   CHECK(j["train"]["documents"] == 4);

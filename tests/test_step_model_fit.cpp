@@ -85,7 +85,7 @@ TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[
           sweep.rows.push_back({o, "communicator-fast", w, bytes, 10, t, 0, 0, 0});
           sweep.rows.push_back({o, "mpi", w, bytes, 10, 10 * t, 0, 0, 0});  // another impl: ignored
         }
-    write_text(dir / "coll.json", sweep.to_json().dump());
+    write_text(dir / "coll.json", json_fields::write(sweep).dump());
     FitOptions fo;
     fo.collectives_path = (dir / "coll.json").string();
     for (int w : {1, 2, 4, 8, 16, 32, 64})
@@ -107,7 +107,7 @@ TEST_CASE("fit: synthetic measurements with 2% noise recover the parameters", "[
         summary.throughput_tokens_per_s = w * truth.tokens_per_step / step;
         summary.per_rank_medians.columns["comm_total_s"].stats.median = t.comm_s;
         summary.per_rank_medians.columns["comm_exposed_s"].stats.median = t.exposed_comm_s;
-        write_text(run / "summary.json", summary.to_json().dump());
+        write_text(run / "summary.json", json_fields::write(summary).dump());
         fo.run_dirs.push_back(run.string());
       }
     const StepModel fit = fit_model(fo);
@@ -150,7 +150,7 @@ TEST_CASE("fit: each operation gets its own link where the sweep measured it apa
         const double t = collective_seconds(o, double(bytes), w, ar ? 10e9 : 25e9, ar ? 20e-6 : 5e-6);
         sweep.rows.push_back({o, "communicator-fast", w, bytes, 10, t, 0, 0, 0});
       }
-  write_text(dir / "coll.json", sweep.to_json().dump());
+  write_text(dir / "coll.json", json_fields::write(sweep).dump());
   FitOptions fo;
   fo.collectives_path = (dir / "coll.json").string();
   StepModel m = fit_model(fo);

@@ -11,6 +11,7 @@
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/comm/mpi.hpp"
 
 namespace shardtrain::test {
@@ -27,11 +28,14 @@ std::string usage_error_of(Call&& call) {
   return "accepted";
 }
 
-// T::from_json over `j` as if read from a file "test.json" (the typed readers take a JsonFile and
-// a pointer): the round trips' way back, and their errors name the field by pointer.
+// T's reader over `j` as if read from a file "test.json" (the typed readers take a JsonFile and
+// a pointer): the round trips' way back, and their errors name the field by pointer. A type with a
+// field list (base/json_record.hpp) is read by it, any other by its from_json.
 template <typename T>
 T read_back(const nlohmann::json& j) {
-  return T::from_json(JsonFile::parse(j.dump(), "test.json", "the value"), "");
+  const JsonFile f = JsonFile::parse(j.dump(), "test.json", "the value");
+  if constexpr (requires { T::fields(); }) return json_fields::read<T>(f, "");
+  else return T::from_json(f, "");
 }
 
 // testdata/ in the source tree.

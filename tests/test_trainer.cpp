@@ -196,7 +196,7 @@ TEST_CASE("trainer --precision: auto and fp32 train in fp32 on the cpu, bf16 on 
   o.optimizer.decay_steps = 2;
   const auto run = run_training(o);  // precision "auto"
   REQUIRE(run);
-  const nlohmann::json summary = run->to_json();  // as summary.json has it
+  const nlohmann::json summary = json_fields::write(*run);  // as summary.json has it
   CHECK(summary["precision"] == "fp32");
   CHECK(summary["device_name"] == "");
   CHECK(summary["mfu_datasheet"].is_null());

@@ -37,7 +37,7 @@ TEST_CASE("typed results: HoldoutLoss survives its JSON round trip", "[typed]") 
   h.loss = 2.6133918762207031;
   h.tokens = 8192;
   h.loss_by_owner = {{"alice", 2.5}, {"bob", 2.7267837524414062}};
-  const nlohmann::json j = h.to_json();
+  const nlohmann::json j = json_fields::write(h);
   CHECK(j["holdout_loss"] == h.loss);  // the summary's field names (docs/FORMATS.md "eval")
   const HoldoutLoss back = test::read_back<HoldoutLoss>(j);
   CHECK(back.loss == h.loss);

@@ -134,7 +134,7 @@ RunSummary populated_summary() {
 
 TEST_CASE("typed train: DataSelectionInfo survives its JSON round trip, null times included", "[typed]") {
   const data::DataSelectionInfo d = populated_data();
-  const nlohmann::json j = d.to_json();
+  const nlohmann::json j = json_fields::write(d);
   CHECK(j["cutoff"] == "2024-01-17T00:00:00Z");  // the summary's "data" keys
   CHECK(j["train"]["samples"] == 600);
   CHECK(j["holdout"]["slices"][1]["owner"] == "markov-b");
@@ -142,9 +142,9 @@ TEST_CASE("typed train: DataSelectionInfo survives its JSON round trip, null tim
   data::DataSelectionInfo untimed = d;
   untimed.cutoff.reset();
   untimed.eval_from.reset();
-  CHECK(untimed.to_json()["cutoff"].is_null());
-  CHECK(test::read_back<data::DataSelectionInfo>(untimed.to_json()) == untimed);
-  CHECK_FALSE(test::read_back<data::DataSelectionInfo>(untimed.to_json()) == d);
+  CHECK(json_fields::write(untimed)["cutoff"].is_null());
+  CHECK(test::read_back<data::DataSelectionInfo>(json_fields::write(untimed)) == untimed);
+  CHECK_FALSE(test::read_back<data::DataSelectionInfo>(json_fields::write(untimed)) == d);
   nlohmann::json missing = j;
   missing["holdout"].erase("samples");
   CHECK_THROWS_WITH(test::read_back<data::DataSelectionInfo>(missing), Catch::Contains("has no field /holdout/samples"));
@@ -152,37 +152,37 @@ TEST_CASE("typed train: DataSelectionInfo survives its JSON round trip, null tim
 
 TEST_CASE("typed train: the summary's parts survive their JSON round trips", "[typed]") {
   const PerRankTable table = populated_summary().per_rank_medians;
-  const nlohmann::json tj = table.to_json();
+  const nlohmann::json tj = json_fields::write(table);
   CHECK(tj["data_s"]["by_rank"][1] == 0.002);
   CHECK(tj["data_s"]["median"] == 0.0015);
   CHECK(test::read_back<PerRankTable>(tj) == table);
   CHECK_THROWS_AS(table.at("no_such_column"), UsageError);
 
   const Baseline b{"w1/summary.json", 2500.0, 1};
-  CHECK(test::read_back<Baseline>(b.to_json()) == b);
+  CHECK(test::read_back<Baseline>(json_fields::write(b)) == b);
   const ScalingVsBaseline vs = scaling_against(b, 4000.0, 2);
   CHECK(vs.speedup == Approx(1.6));
   CHECK(vs.scaling_efficiency == Approx(0.8));
 
   const MfuPeak peak = populated_summary().mfu_peak;
-  CHECK(test::read_back<MfuPeak>(peak.to_json()) == peak);
+  CHECK(test::read_back<MfuPeak>(json_fields::write(peak)) == peak);
   MfuPeak given;
   given.basis = "given (--peak-gflops)";
   given.source = "given";
-  CHECK(given.to_json()["shared_cores"].is_null());
-  CHECK(given.to_json()["host_cpus"].is_null());
-  CHECK(test::read_back<MfuPeak>(given.to_json()) == given);
+  CHECK(json_fields::write(given)["shared_cores"].is_null());
+  CHECK(json_fields::write(given)["host_cpus"].is_null());
+  CHECK(test::read_back<MfuPeak>(json_fields::write(given)) == given);
 
   const RunIdentity id{"cfg", "sel", "v1", ""};
-  CHECK(id.to_json()["checkpoint_id"].is_null());
-  CHECK(test::read_back<RunIdentity>(id.to_json()) == id);
+  CHECK(json_fields::write(id)["checkpoint_id"].is_null());
+  CHECK(test::read_back<RunIdentity>(json_fields::write(id)) == id);
   const StragglerReport stragglers = populated_stragglers();
   CHECK(test::read_back<StragglerReport>(stragglers.to_json()) == stragglers);
 }
 
 TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with the summary.json keys", "[typed]") {
   const RunSummary s = populated_summary();
-  const nlohmann::json j = s.to_json();
+  const nlohmann::json j = json_fields::write(s);
   // Keys and values as scripts read them with jq and python.
   CHECK(j["precision"] == "bf16");
   CHECK(j["eval"]["holdout_loss"] == 2.65);
@@ -209,7 +209,7 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
   bare.peak_flops_datasheet_per_rank.reset();
   bare.scaling.reset();
   bare.precision = Precision::kFp32;
-  const nlohmann::json bj = bare.to_json();
+  const nlohmann::json bj = json_fields::write(bare);
   CHECK(bj["eval"].is_null());
   CHECK(bj["mfu_datasheet"].is_null());
   CHECK_FALSE(bj.contains("baseline"));
@@ -227,7 +227,7 @@ TEST_CASE("typed train: a populated RunSummary survives its JSON round trip with
 }
 
 TEST_CASE("typed train: a run summary missing a field is refused naming the field (and the file)", "[typed]") {
-  const nlohmann::json j = populated_summary().to_json();
+  const nlohmann::json j = json_fields::write(populated_summary());
   for (const char* field : {"throughput_tokens_per_s", "eval", "memory_bytes_by_rank", "mfu_peak", "data"}) {
     INFO(field);
     nlohmann::json missing = j;
@@ -385,7 +385,7 @@ TEST_CASE("typed train: the summary's communication, levels and TP group include
   dp.hierarchical_from_bytes = {{CollectiveOp::kAllReduce, 2223}, {CollectiveOp::kReduceScatter, ~std::uint64_t(0)}};
   s.communication.tp = CommStats{};
   s.communication.tp->per_op[int(CollectiveOp::kAllGather)] = {8, 512, 0.01, 0.005};
-  const nlohmann::json j = s.to_json();
+  const nlohmann::json j = json_fields::write(s);
   CHECK(j["communication"]["levels"]["dp.cross"]["inter_node"] == true);
   CHECK(j["communication"]["inter_node_busy_s"] == 1.5);
   CHECK(j["communication"]["hierarchical_from_bytes"]["ReduceScatter"].is_null());  // never
@@ -394,7 +394,7 @@ TEST_CASE("typed train: the summary's communication, levels and TP group include
   // The levels come back in the order of their names (a JSON object's), the rest field for field.
   CHECK(back.communication.dp.levels.size() == 2);
   CHECK(back.communication.dp.level_busy_s(true) == 1.5);
-  CHECK(back.to_json() == j);
+  CHECK(json_fields::write(back) == j);
   nlohmann::json missing = j;
   missing["communication"]["levels"]["dp.node"].erase("inter_node");
   CHECK_THROWS_WITH(test::read_back<RunSummary>(missing), Catch::Contains("/communication/levels/dp.node/inter_node"));

@@ -504,66 +504,8 @@ DataPrepResult run_data_prep(const DataPrepOptions& options) {
   return prep.run();
 }
 
-using json_fields::or_null;
+nlohmann::json DataPrepResult::to_json() const { return json_fields::write(*this); }
 
-nlohmann::json DataPrepResult::to_json() const {
-  nlohmann::json by_class = nlohmann::json::object();
-  for (const auto& [cls, n] : rejects_by_class) by_class[cls] = n;
-  nlohmann::json src = nlohmann::json::array();
-  for (const auto& s : sources) src.push_back({{"path", s.path}, {"sha256", s.sha256}, {"bytes", s.bytes}});
-  return {{"output", output},
-          {"documents", documents},
-          {"tokens", tokens},
-          {"owners", owners},
-          {"vocab", vocab},
-          {"tokenizer", tokenizer},
-          {"separator_token", separator_token},
-          {"token_bits", token_bits},
-          {"event_time", {{"min", or_null(event_time_min)}, {"max", or_null(event_time_max)}}},
-          {"available_time", {{"min", or_null(available_time_min)}, {"max", or_null(available_time_max)}}},
-          {"snapshot_id", snapshot_id},
-          {"rejects", {{"count", rejects}, {"file", or_null(rejects_file)}, {"by_class", by_class}}},
-          {"available_by", or_null(available_by)},
-          {"not_yet_available", not_yet_available},
-          {"sources", src},
-          {"input_bytes", input_bytes},
-          {"seconds", seconds},
-          {"mb_per_s", mb_per_s},
-          {"code_version", code_version}};
-}
-
-DataPrepResult DataPrepResult::from_json(const JsonFile& f) {
-  DataPrepResult r;
-  r.output = f.string("/output");
-  r.documents = json_fields::count(f, "/documents");
-  r.tokens = json_fields::count(f, "/tokens");
-  r.owners = json_fields::count(f, "/owners");
-  r.vocab = json_fields::integer(f, "/vocab");
-  r.tokenizer = f.string("/tokenizer");
-  r.separator_token = json_fields::integer(f, "/separator_token");
-  r.token_bits = json_fields::small_integer(f, "/token_bits");
-  r.event_time_min = json_fields::nullable_string(f, "/event_time/min");
-  r.event_time_max = json_fields::nullable_string(f, "/event_time/max");
-  r.available_time_min = json_fields::nullable_string(f, "/available_time/min");
-  r.available_time_max = json_fields::nullable_string(f, "/available_time/max");
-  r.snapshot_id = f.string("/snapshot_id");
-  r.rejects = json_fields::count(f, "/rejects/count");
-  r.rejects_file = json_fields::nullable_string(f, "/rejects/file");
-  r.available_by = json_fields::nullable_string(f, "/available_by");
-  if (f.has("/not_yet_available")) r.not_yet_available = json_fields::count(f, "/not_yet_available");
-  json_fields::require_object(f, "/rejects/by_class");
-  const nlohmann::json& by_class = f.at("/rejects/by_class");
-  for (auto it = by_class.begin(); it != by_class.end(); ++it)
-    r.rejects_by_class[it.key()] = json_fields::count(f, "/rejects/by_class/" + it.key());
-  for (std::size_t i = 0, n = json_fields::array_size(f, "/sources"); i < n; ++i) {
-    const std::string at = "/sources/" + std::to_string(i);
-    r.sources.push_back({f.string(at + "/path"), f.string(at + "/sha256"), json_fields::count(f, at + "/bytes")});
-  }
-  r.input_bytes = json_fields::count(f, "/input_bytes");
-  r.seconds = f.number("/seconds");
-  r.mb_per_s = f.number("/mb_per_s");
-  r.code_version = f.string("/code_version");
-  return r;
-}
+DataPrepResult DataPrepResult::from_json(const JsonFile& f) { return json_fields::read<DataPrepResult>(f, ""); }
 
 }  // namespace shardtrain::data

@@ -236,49 +236,4 @@ DataSelectionInfo TrainingData::describe() const {
   return d;
 }
 
-nlohmann::json DataSelectionInfo::to_json() const {
-  nlohmann::json slices = nlohmann::json::array();
-  for (const auto& s : holdout_slices)
-    slices.push_back({{"owner", s.owner}, {"documents", s.documents}, {"tokens", s.tokens}, {"samples", s.samples}});
-  return {{"path", path},
-          {"dataset_snapshot_id", dataset_snapshot_id},
-          {"selection_snapshot_id", selection_snapshot_id},
-          {"cutoff", json_fields::or_null(cutoff)},
-          {"eval_from", json_fields::or_null(eval_from)},
-          {"vocab", vocab},
-          {"tokenizer", tokenizer},
-          {"separator_token", separator_token},
-          {"seq_len", seq_len},
-          {"train", {{"documents", train.documents}, {"tokens", train.tokens}, {"samples", train.samples}}},
-          {"holdout", {{"documents", holdout_documents}, {"samples", holdout_samples}, {"slices", slices}}}};
-}
-
-DataSelectionInfo DataSelectionInfo::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  DataSelectionInfo d;
-  d.path = f.string(field(at, "path"));
-  d.dataset_snapshot_id = f.string(field(at, "dataset_snapshot_id"));
-  d.selection_snapshot_id = f.string(field(at, "selection_snapshot_id"));
-  d.cutoff = json_fields::null_or(f, field(at, "cutoff"), &JsonFile::string);
-  d.eval_from = json_fields::null_or(f, field(at, "eval_from"), &JsonFile::string);
-  d.vocab = json_fields::integer(f, field(at, "vocab"));
-  d.tokenizer = f.string(field(at, "tokenizer"));
-  d.separator_token = json_fields::integer(f, field(at, "separator_token"));
-  d.seq_len = json_fields::small_integer(f, field(at, "seq_len"));
-  const std::string train = field(at, "train");
-  d.train = {json_fields::count(f, field(train, "documents")), json_fields::count(f, field(train, "tokens")),
-             json_fields::count(f, field(train, "samples"))};
-  const std::string holdout = field(at, "holdout");
-  d.holdout_documents = json_fields::count(f, field(holdout, "documents"));
-  d.holdout_samples = json_fields::count(f, field(holdout, "samples"));
-  const std::string slices = field(holdout, "slices");
-  for (std::size_t i = 0, n = json_fields::array_size(f, slices); i < n; ++i) {
-    const std::string s = field(slices, std::to_string(i));
-    d.holdout_slices.push_back({f.string(field(s, "owner")), json_fields::count(f, field(s, "documents")),
-                                json_fields::count(f, field(s, "tokens")), json_fields::count(f, field(s, "samples"))});
-  }
-  return d;
-}
-
 }  // namespace shardtrain::data

@@ -111,35 +111,6 @@ DiagnosisSummary Diagnosis::summary() const {
   return s;
 }
 
-json DiagnosisSummary::to_json() const {
-  using json_fields::or_null;
-  return {{"class", failure_class_name(failure_class)},
-          {"culprit_rank", or_null(culprit_rank)},
-          {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
-          {"job_wide", job_wide},
-          {"group", or_null(group)},
-          {"seq", or_null(seq)},
-          {"op", or_null(op)},
-          {"step", or_null(step)},
-          {"phase", or_null(phase)}};
-}
-
-DiagnosisSummary DiagnosisSummary::from_json(const JsonFile& f, const std::string& at) {
-  namespace jf = json_fields;
-  using jf::field;
-  DiagnosisSummary s;
-  s.failure_class = parse_failure_class(f.string(field(at, "class")), f.path() + ": " + f.what() + " field " + field(at, "class"));
-  s.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
-  s.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
-  s.job_wide = jf::boolean(f, field(at, "job_wide"));
-  s.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
-  s.seq = jf::null_or(f, field(at, "seq"), jf::count);
-  s.op = jf::null_or(f, field(at, "op"), &JsonFile::string);
-  s.step = jf::null_or(f, field(at, "step"), jf::integer);
-  s.phase = jf::null_or(f, field(at, "phase"), &JsonFile::string);
-  return s;
-}
-
 std::string Diagnosis::text() const {
   std::ostringstream o;
   o << "hang-diagnose: job " << (job_id.empty() ? "(unknown)" : job_id) << ", world size " << world_size << ", "
@@ -197,7 +168,7 @@ json Diagnosis::to_json() const {
     j["culprit"] = nullptr;
   }
   j["candidates"] = candidates;
-  j["summary"] = summary().to_json();
+  j["summary"] = json_fields::write(summary());
   if (blocked) {
     const BlockedCollective& b = *blocked;
     j["blocked"] = {{"group", b.group}, {"seq", b.seq}, {"op", b.op}, {"numel", b.numel}, {"dtype", b.dtype},

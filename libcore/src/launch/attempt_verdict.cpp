@@ -145,15 +145,7 @@ std::string number_or_dash(const std::optional<T>& v) {
 
 const char* verdict_class_name(VerdictClass c) { return name_in(kVerdictClassNames, c); }
 
-const char* verdict_source_name(VerdictSource s) {
-  switch (s) {
-    case VerdictSource::kHangDiagnosis: return "hang-diagnosis";
-    case VerdictSource::kStragglerScores: return "straggler-scores";
-    case VerdictSource::kCommandOutput: return "command-output";
-    case VerdictSource::kNothing: return "nothing";
-  }
-  return "?";
-}
+const char* verdict_source_name(VerdictSource s) { return name_in(kVerdictSourceNames, s); }
 
 std::string AttemptVerdict::line(int attempt) const {
   char diagnosed[48] = "-";
@@ -173,63 +165,16 @@ std::string AttemptVerdict::line(int attempt) const {
 }
 
 json AttemptVerdict::to_json(bool with_source) const {
-  using json_fields::or_null;
-  json j = {{"class", verdict_class_name(verdict_class)},
-            {"culprit_rank", or_null(culprit_rank)},
-            {"culprit_host", culprit_host.empty() ? json() : json(culprit_host)},
-            {"job_wide", job_wide},
-            {"lost_ranks", lost_ranks},
-            {"unreachable_hosts", unreachable_hosts},
-            {"records_class", records_class ? json(verdict_class_name(*records_class)) : json()},
-            {"group", or_null(group)},
-            {"seq", or_null(seq)},
-            {"op", or_null(op)},
-            {"step", or_null(step)},
-            {"phase", or_null(phase)},
-            {"diagnosis_s", or_null(diagnosis_s)}};
-  if (with_source) {
-    j["source"] = verdict_source_name(source);
-    j["source_detail"] = source_detail;
-    j["command_ended_at"] = command_ended_at;
-    j["analysis_s"] = or_null(analysis_s);
-  }
+  json j = json_fields::write_fields(*this, verdict_fields());
+  if (with_source) j.update(json_fields::write_fields(*this, source_fields()));
   return j;
 }
 
 AttemptVerdict AttemptVerdict::from_json(const JsonFile& f, const std::string& at) {
-  namespace jf = json_fields;
-  using jf::field;
   AttemptVerdict v;
-  const std::string cls = f.string(field(at, "class"));
-  const std::optional<VerdictClass> known = value_named(kVerdictClassNames, cls);
-  if (!known) f.fail("field " + field(at, "class") + " is '" + cls + "', not a verdict class");
-  v.verdict_class = *known;
-  v.culprit_rank = jf::null_or(f, field(at, "culprit_rank"), jf::small_integer);
-  v.culprit_host = jf::nullable_string(f, field(at, "culprit_host")).value_or("");
-  v.job_wide = jf::boolean(f, field(at, "job_wide"));
-  if (f.has(field(at, "lost_ranks")))
-    for (std::uint64_t r : jf::counts(f, field(at, "lost_ranks"))) v.lost_ranks.push_back(int(r));
-  if (f.has(field(at, "unreachable_hosts"))) v.unreachable_hosts = jf::strings(f, field(at, "unreachable_hosts"));
-  if (const auto records = f.has(field(at, "records_class")) ? jf::nullable_string(f, field(at, "records_class"))
-                                                              : std::nullopt) {
-    v.records_class = value_named(kVerdictClassNames, *records);
-    if (!v.records_class) f.fail("field " + field(at, "records_class") + " is '" + *records + "', not a verdict class");
-  }
-  v.group = jf::null_or(f, field(at, "group"), &JsonFile::string);
-  v.seq = jf::null_or(f, field(at, "seq"), jf::count);
-  v.op = jf::null_or(f, field(at, "op"), &JsonFile::string);
-  v.step = jf::null_or(f, field(at, "step"), jf::integer);
-  v.phase = jf::null_or(f, field(at, "phase"), &JsonFile::string);
-  v.diagnosis_s = jf::null_or(f, field(at, "diagnosis_s"), &JsonFile::number);
-  if (f.has(field(at, "source"))) {
-    const std::string source = f.string(field(at, "source"));
-    for (VerdictSource s : {VerdictSource::kHangDiagnosis, VerdictSource::kStragglerScores,
-                            VerdictSource::kCommandOutput, VerdictSource::kNothing})
-      if (source == verdict_source_name(s)) v.source = s;
-    v.source_detail = f.string(field(at, "source_detail"));
-    v.command_ended_at = f.number(field(at, "command_ended_at"));
-    v.analysis_s = jf::null_or(f, field(at, "analysis_s"), &JsonFile::number);
-  }
+  json_fields::read_fields(f, at, v, verdict_fields());
+  // attemptN.verdict.json has the source part; the restart log's copy has none of its keys.
+  if (f.has(json_fields::field(at, std::get<0>(source_fields()).name))) json_fields::read_fields(f, at, v, source_fields());
   return v;
 }
 

@@ -120,45 +120,6 @@ std::vector<RankLinkStep> read_run_link_steps(const std::string& run_dir) {
   return out;
 }
 
-nlohmann::json NetworkStragglerReport::to_json() const {
-  nlohmann::json hs = nlohmann::json::array(), ss = nlohmann::json::array();
-  for (const HostLinkRate& h : hosts) hs.push_back({{"host", h.host}, {"median_rate_MBps", h.median_rate_Bps * 1e-6}, {"steps", h.steps}});
-  for (const NetworkStraggler& s : stragglers)
-    ss.push_back({{"host", s.host}, {"ranks", s.ranks}, {"rate_MBps", s.rate_Bps * 1e-6},
-                  {"others_rate_MBps", s.others_rate_Bps * 1e-6}, {"first_step", s.first_step}, {"slow_steps", s.slow_steps}});
-  return {{"ratio", options.ratio}, {"consecutive", options.consecutive}, {"min_bytes", options.min_bytes},
-          {"steps_judged", steps_judged}, {"hosts", hs}, {"stragglers", ss}};
-}
-
-NetworkStragglerReport NetworkStragglerReport::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  NetworkStragglerReport r;
-  r.options.ratio = f.number(field(at, "ratio"));
-  r.options.consecutive = json_fields::small_integer(f, field(at, "consecutive"));
-  r.options.min_bytes = json_fields::count(f, field(at, "min_bytes"));
-  r.steps_judged = json_fields::small_integer(f, field(at, "steps_judged"));
-  const std::string hosts = field(at, "hosts");
-  for (std::size_t i = 0, n = json_fields::array_size(f, hosts); i < n; ++i) {
-    const std::string row = field(hosts, std::to_string(i));
-    r.hosts.push_back({f.string(field(row, "host")), f.number(field(row, "median_rate_MBps")) * 1e6,
-                       json_fields::small_integer(f, field(row, "steps"))});
-  }
-  const std::string named = field(at, "stragglers");
-  for (std::size_t i = 0, n = json_fields::array_size(f, named); i < n; ++i) {
-    const std::string row = field(named, std::to_string(i));
-    NetworkStraggler s;
-    s.host = f.string(field(row, "host"));
-    for (std::uint64_t rank : json_fields::counts(f, field(row, "ranks"))) s.ranks.push_back(int(rank));
-    s.rate_Bps = f.number(field(row, "rate_MBps")) * 1e6;
-    s.others_rate_Bps = f.number(field(row, "others_rate_MBps")) * 1e6;
-    s.first_step = json_fields::integer(f, field(row, "first_step"));
-    s.slow_steps = json_fields::small_integer(f, field(row, "slow_steps"));
-    r.stragglers.push_back(s);
-  }
-  return r;
-}
-
 std::string format_network_stragglers(const NetworkStragglerReport& report) {
   std::string out;
   for (const NetworkStraggler& s : report.stragglers) {

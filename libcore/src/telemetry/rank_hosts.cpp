@@ -12,29 +12,14 @@ std::map<std::string, std::vector<int>> RankHosts::ranks_by_host() const {
   return out;
 }
 
-nlohmann::json RankHosts::to_json() const {
-  return {{"format", kRankHostsFormat},
-          {"version", 1},
-          {"job_id", job_id.empty() ? nlohmann::json() : nlohmann::json(job_id)},
-          {"hosts", hosts}};
-}
-
-RankHosts RankHosts::from_json(const JsonFile& f) {
-  if (f.string("/format") != kRankHostsFormat) f.fail("is not a rank hosts file (format " + f.string("/format") + ")");
-  RankHosts h;
-  h.job_id = json_fields::nullable_string(f, "/job_id").value_or("");
-  h.hosts = json_fields::strings(f, "/hosts");
-  return h;
-}
-
 std::string rank_hosts_path(const std::string& run_dir) { return run_dir + "/hosts.json"; }
 
 void write_rank_hosts(const std::string& run_dir, const RankHosts& hosts) {
-  write_json_file(rank_hosts_path(run_dir), hosts.to_json());
+  write_json_file(rank_hosts_path(run_dir), json_fields::write(hosts));
 }
 
 RankHosts read_rank_hosts(const std::string& run_dir) {
-  return RankHosts::from_json(JsonFile::read(rank_hosts_path(run_dir), "the rank hosts file"));
+  return json_fields::read<RankHosts>(JsonFile::read(rank_hosts_path(run_dir), "the rank hosts file"), "");
 }
 
 }  // namespace shardtrain

@@ -52,25 +52,6 @@ const RankSpread& PerRankTable::at(const std::string& column) const {
   return it->second;
 }
 
-nlohmann::json PerRankTable::to_json() const {
-  nlohmann::json table = nlohmann::json::object();
-  for (const auto& [name, spread] : columns) {
-    table[name] = spread.stats.to_json();
-    table[name]["by_rank"] = spread.by_rank;
-  }
-  return table;
-}
-
-PerRankTable PerRankTable::from_json(const JsonFile& f, const std::string& at) {
-  json_fields::require_object(f, at);
-  PerRankTable table;
-  for (const auto& [name, column] : f.at(at).items()) {
-    const std::string c = json_fields::field(at, name);
-    table.columns[name] = {SeriesStats::from_json(f, c), json_fields::numbers(f, json_fields::field(c, "by_rank"))};
-  }
-  return table;
-}
-
 int slowest_rank(const std::vector<ColumnMedians>& medians) {
   constexpr int kStep = timing_column("step_s"), kExposed = timing_column("comm_exposed_s");
   static_assert(kStep >= 0 && kExposed >= 0);
@@ -78,16 +59,6 @@ int slowest_rank(const std::vector<ColumnMedians>& medians) {
   for (int r = 1; r < int(medians.size()); ++r)
     if (medians[r][kStep] - medians[r][kExposed] > medians[slowest][kStep] - medians[slowest][kExposed]) slowest = r;
   return slowest;
-}
-
-nlohmann::json Baseline::to_json() const {
-  return {{"path", path}, {"throughput_tokens_per_s", throughput_tokens_per_s}, {"world_size", world_size}};
-}
-
-Baseline Baseline::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  return {f.string(field(at, "path")), f.number(field(at, "throughput_tokens_per_s")),
-          json_fields::small_integer(f, field(at, "world_size"))};
 }
 
 ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, int world) {

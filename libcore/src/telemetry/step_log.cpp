@@ -21,21 +21,6 @@
 
 namespace shardtrain {
 
-nlohmann::json RunIdentity::to_json() const {
-  return {{"config_hash", config_hash},
-          {"data_snapshot_id", data_snapshot_id},
-          {"code_version", code_version},
-          {"checkpoint_id", checkpoint_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(checkpoint_id)}};
-}
-
-RunIdentity RunIdentity::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  return {f.string(field(at, "config_hash")), f.string(field(at, "data_snapshot_id")), f.string(field(at, "code_version")),
-          // present; null before the first checkpoint
-          json_fields::null_or(f, field(at, "checkpoint_id"), &JsonFile::string).value_or("")};
-}
-
 nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
   static const std::string this_host = host_name();  // a process does not move between hosts
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -44,7 +29,7 @@ nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
                       {"tokens", tokens}, {"loss", loss}, {"lr", lr},    {"grad_norm", grad_norm},
                       {"tokens_per_s", tokens_per_s}, {"mfu", mfu}};
   for (const TimingColumn& column : kTimingColumns) j[column.name] = this->*column.field;
-  const nlohmann::json identity = id.to_json();  // named: items() must not outlive its object
+  const nlohmann::json identity = json_fields::write(id);  // named: items() must not outlive its object
   j.update(identity);
   if (extra.is_object()) j.update(extra);
   if (!peers.empty()) {
@@ -175,13 +160,6 @@ SeriesStats SeriesStats::of(std::vector<double> v) {
   const std::size_t n = v.size();
   s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   return s;
-}
-
-nlohmann::json SeriesStats::to_json() const { return {{"min", min}, {"median", median}, {"max", max}}; }
-
-SeriesStats SeriesStats::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  return {f.number(field(at, "min")), f.number(field(at, "median")), f.number(field(at, "max"))};
 }
 
 std::map<int, std::string> find_step_logs(const std::string& run_dir) {

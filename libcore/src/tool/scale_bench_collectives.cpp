@@ -35,7 +35,7 @@ Subcommand add_collectives_command(CLI::App& parent) {
     const CollectiveSweep sweep = run_collective_sweep(*options);
     if (log_rank() == 0) {
       std::cout << sweep_table(sweep.rows);
-      if (!json_path->empty()) write_json_file(*json_path, sweep.to_json());
+      if (!json_path->empty()) write_json_file(*json_path, json_fields::write(sweep));
     }
     for (const auto& r : sweep.rows)
       if (r.wrong > 0) return 1;  // a wrong result is a failure verdict

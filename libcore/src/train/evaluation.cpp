@@ -36,21 +36,6 @@ double score_holdout_positions(GptModel& model, const data::TrainingData& data, 
   return forward_s;
 }
 
-nlohmann::json HoldoutLoss::to_json() const {
-  return {{"holdout_loss", loss}, {"holdout_tokens", tokens}, {"holdout_loss_by_owner", loss_by_owner}};
-}
-
-HoldoutLoss HoldoutLoss::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  HoldoutLoss h;
-  h.loss = f.number(field(at, "holdout_loss"));
-  h.tokens = f.number(field(at, "holdout_tokens"));
-  const std::string by_owner = field(at, "holdout_loss_by_owner");
-  json_fields::require_object(f, by_owner);
-  for (const auto& [owner, loss] : f.at(by_owner).items()) h.loss_by_owner[owner] = f.number(field(by_owner, owner));
-  return h;
-}
-
 std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples) {
   const std::vector<std::uint64_t> samples = spread_holdout_samples(data.holdout_slices(), max_samples);
   if (samples.empty()) return std::nullopt;

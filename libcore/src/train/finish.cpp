@@ -165,7 +165,7 @@ std::optional<RunSummary> finish_job(Job& job, const ResumePoint& start, const L
   if (job.rank != 0) return std::nullopt;
   RunSummary summary = summary_of(job, start, loop, step_log, mfu, measured, job_clock.seconds());
   summary.startup = startup;
-  write_json_file(summary_path(job.options), summary.to_json());
+  write_json_file(summary_path(job.options), json_fields::write(summary));
   log_line_rank0(summary_paragraph(summary));
   const std::string stragglers = format_straggler_names(measured.stragglers);
   if (!stragglers.empty()) log_line_rank0("run " + stragglers);

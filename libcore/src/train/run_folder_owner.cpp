@@ -103,7 +103,7 @@ std::optional<std::string> read_raw(const std::string& path) {
 
 std::optional<RunFolderOwnerRecord> parse_record(const std::string& raw, const std::string& path) {
   try {
-    return RunFolderOwnerRecord::from_json(nlohmann::json::parse(raw), path);
+    return json_fields::read<RunFolderOwnerRecord>(JsonFile::parse(raw, path, "the run folder owner record"), "");
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -161,26 +161,6 @@ std::string refusal(const std::string& run_dir, const std::string& lock, const R
 
 }  // namespace
 
-nlohmann::json RunFolderOwnerRecord::to_json() const {
-  return {{"job_id", job_id}, {"step_id", step_id}, {"host", host},
-          {"pid", pid},       {"pid_start", pid_start}, {"since", since}};
-}
-
-RunFolderOwnerRecord RunFolderOwnerRecord::from_json(const nlohmann::json& j, const std::string& what) {
-  try {
-    RunFolderOwnerRecord r;
-    r.job_id = j.at("job_id").get<std::string>();
-    r.step_id = j.at("step_id").get<std::string>();
-    r.host = j.at("host").get<std::string>();
-    r.pid = j.at("pid").get<std::int64_t>();
-    r.pid_start = j.at("pid_start").get<std::uint64_t>();
-    r.since = j.at("since").get<std::string>();
-    return r;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(what + ": not a run folder owner record (" + e.what() + ")");
-  }
-}
-
 std::string RunFolderOwnerRecord::describe() const {
   std::string s = job_id.empty() ? "a job outside Slurm" : "job " + job_id;
   if (!job_id.empty() && !step_id.empty()) s += " (step " + step_id + ")";
@@ -206,7 +186,7 @@ RunFolderOwner RunFolderOwner::take(const std::string& run_dir, const RunFolderO
                                     const OwnerLivenessCheck& alive, std::chrono::milliseconds same_host_grace) {
   const std::string path = run_dir + "/" + kLockName;
   const std::string guard = path + ".takeover";
-  const std::string mine = me.to_json().dump() + "\n";
+  const std::string mine = json_fields::write(me).dump() + "\n";
   std::string took_over;
   // Each round: create the lock, or judge the one there. A stale one is replaced under the guard,
   // and only if it is still the very lock judged (another taker may have replaced it meanwhile).
@@ -276,7 +256,7 @@ RunFolderOwner::~RunFolderOwner() { release(); }
 void RunFolderOwner::release() {
   if (path_.empty()) return;
   const std::optional<std::string> raw = read_raw(path_);
-  if (raw && *raw == me_.to_json().dump() + "\n") ::unlink(path_.c_str());
+  if (raw && *raw == json_fields::write(me_).dump() + "\n") ::unlink(path_.c_str());
   path_.clear();
 }
 

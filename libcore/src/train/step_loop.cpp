@@ -104,7 +104,7 @@ bool StepLoop::run_one_step(std::int64_t step) {
     const HoldoutEvaluation evaluation = evaluate_current_model(job_);
     out_.last_eval = evaluation.result;
     if (evaluation.result) {
-      rec.extra = evaluation.result->to_json();
+      rec.extra = json_fields::write(*evaluation.result);
       rec.extra["eval_s"] = evaluation.seconds;
     }
   }

@@ -30,7 +30,7 @@ std::optional<std::int64_t> nullable_integer(const JsonFile& f, const std::strin
 // A field that must be present and may be null (a summary's "eval": null where there is no
 // hold-out): nothing for null, else read(f, pointer). A missing one is refused by name. `read` is
 // any reader of this file's shape: a JsonFile member (&JsonFile::number), a function above
-// (json_fields::small_integer) or a from_json (HoldoutLoss::from_json).
+// (json_fields::small_integer) or a from_json (AttemptVerdict::from_json).
 template <typename Read>
 auto null_or(const JsonFile& f, const std::string& pointer, Read read)
     -> std::optional<std::decay_t<std::invoke_result_t<Read, const JsonFile&, const std::string&>>> {

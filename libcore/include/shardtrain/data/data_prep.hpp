@@ -40,11 +40,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain::data {
 
@@ -96,6 +98,10 @@ struct DataPrepResult {
   struct Source {
     std::string path, sha256;                  // sha256: of the file's bytes, hex
     std::uint64_t bytes = 0;
+    static auto fields() {
+      using namespace json_fields;
+      return std::tuple{key("path", &Source::path), key("sha256", &Source::sha256), key("bytes", &Source::bytes)};
+    }
     bool operator==(const Source&) const = default;
   };
   std::vector<Source> sources;
@@ -104,11 +110,26 @@ struct DataPrepResult {
   std::string code_version;
 
   bool operator==(const DataPrepResult&) const = default;
-  // {"output", "documents", "tokens", "owners", "vocab", "tokenizer", "separator_token",
-  //  "token_bits", "event_time": {"min","max"}, "available_time": {"min","max"}, "snapshot_id",
-  //  "rejects": {"count", "file", "by_class": {...}}, "available_by", "not_yet_available",
-  //  "sources": [{"path","sha256","bytes"}], "input_bytes", "seconds", "mb_per_s", "code_version"}
-  //  ("available_by" and "not_yet_available" are absent in summaries before snapshots: null and 0)
+  // The keys, once ("available_by" and "not_yet_available" are absent in summaries before
+  // snapshots: null and 0).
+  static auto fields() {
+    using namespace json_fields;
+    using R = DataPrepResult;
+    return std::tuple{
+        key("output", &R::output), key("documents", &R::documents), key("tokens", &R::tokens), key("owners", &R::owners),
+        key("vocab", &R::vocab), key("tokenizer", &R::tokenizer), key("separator_token", &R::separator_token),
+        key("token_bits", &R::token_bits),
+        group("event_time", key("min", &R::event_time_min, kMayBeAbsent), key("max", &R::event_time_max, kMayBeAbsent)),
+        group("available_time", key("min", &R::available_time_min, kMayBeAbsent),
+              key("max", &R::available_time_max, kMayBeAbsent)),
+        key("snapshot_id", &R::snapshot_id),
+        group("rejects", key("count", &R::rejects), key("file", &R::rejects_file, kMayBeAbsent),
+              key("by_class", &R::rejects_by_class)),
+        key("available_by", &R::available_by, kMayBeAbsent), key("not_yet_available", &R::not_yet_available, kMayBeAbsent),
+        key("sources", &R::sources), key("input_bytes", &R::input_bytes), key("seconds", &R::seconds),
+        key("mb_per_s", &R::mb_per_s), key("code_version", &R::code_version)};
+  }
+  // json_fields::write and read over fields(), for callers that name the type's own pair.
   nlohmann::json to_json() const;
   // Throws UsageError naming the file and the field (JsonFile's rule).
   static DataPrepResult from_json(const JsonFile& file);

@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/data/dataset.hpp"
 
@@ -84,11 +86,20 @@ std::vector<uint64_t> spread_holdout_samples(const std::vector<HoldoutSlice>& sl
 struct DataSelectionInfo {
   struct Counts {
     std::uint64_t documents = 0, tokens = 0, samples = 0;
+    static auto fields() {
+      using namespace json_fields;
+      return std::tuple{key("documents", &Counts::documents), key("tokens", &Counts::tokens), key("samples", &Counts::samples)};
+    }
     bool operator==(const Counts&) const = default;
   };
   struct Slice {
     std::string owner;
     std::uint64_t documents = 0, tokens = 0, samples = 0;
+    static auto fields() {
+      using namespace json_fields;
+      return std::tuple{key("owner", &Slice::owner), key("documents", &Slice::documents), key("tokens", &Slice::tokens),
+                        key("samples", &Slice::samples)};
+    }
     bool operator==(const Slice&) const = default;
   };
   std::string path, dataset_snapshot_id, selection_snapshot_id;
@@ -97,13 +108,21 @@ struct DataSelectionInfo {
   std::string tokenizer;
   std::int64_t separator_token = 0;
   int seq_len = 0;
-  Counts train;                      // JSON "train": {"documents", "tokens", "samples"}
+  Counts train;
   std::uint64_t holdout_documents = 0, holdout_samples = 0;
-  std::vector<Slice> holdout_slices; // JSON "holdout": {"documents", "samples", "slices": [...]}
+  std::vector<Slice> holdout_slices;
 
-  nlohmann::json to_json() const;
-  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
-  static DataSelectionInfo from_json(const JsonFile& file, const std::string& at = "");
+  // Every field required (cutoff and eval_from may be null); errors name the field by pointer.
+  static auto fields() {
+    using namespace json_fields;
+    using D = DataSelectionInfo;
+    return std::tuple{key("path", &D::path), key("dataset_snapshot_id", &D::dataset_snapshot_id),
+                      key("selection_snapshot_id", &D::selection_snapshot_id), key("cutoff", &D::cutoff),
+                      key("eval_from", &D::eval_from), key("vocab", &D::vocab), key("tokenizer", &D::tokenizer),
+                      key("separator_token", &D::separator_token), key("seq_len", &D::seq_len), key("train", &D::train),
+                      group("holdout", key("documents", &D::holdout_documents), key("samples", &D::holdout_samples),
+                            key("slices", &D::holdout_slices))};
+  }
   bool operator==(const DataSelectionInfo&) const = default;
 };
 

@@ -41,12 +41,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/diagnose/flight_dump.hpp"
 
 namespace shardtrain::hang {
@@ -143,9 +145,15 @@ struct DiagnosisSummary {
   std::optional<std::string> group, op, phase;
   std::optional<std::uint64_t> seq;
   std::optional<std::int64_t> step;
-  nlohmann::json to_json() const;
-  // The inverse of to_json (base/json_fields.hpp's rules: a missing or mistyped field is named).
-  static DiagnosisSummary from_json(const JsonFile& file, const std::string& at = "");
+  // The JSON report's "summary" (base/json_record.hpp: a missing or mistyped field is named).
+  static auto fields() {
+    using namespace json_fields;
+    using S = DiagnosisSummary;
+    return std::tuple{key("class", &S::failure_class, names(kFailureClassNames)), key("culprit_rank", &S::culprit_rank),
+                      key("culprit_host", &S::culprit_host, empty_as_null, kMayBeAbsent), key("job_wide", &S::job_wide),
+                      key("group", &S::group), key("seq", &S::seq), key("op", &S::op), key("step", &S::step),
+                      key("phase", &S::phase)};
+  }
   bool operator==(const DiagnosisSummary&) const = default;
 };
 

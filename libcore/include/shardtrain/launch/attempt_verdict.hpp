@@ -24,11 +24,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/telemetry/rank_hosts.hpp"
 
 namespace shardtrain::launch {
@@ -50,6 +52,11 @@ inline constexpr std::pair<const char*, VerdictClass> kVerdictClassNames[] = {
 const char* verdict_class_name(VerdictClass c);
 
 enum class VerdictSource { kHangDiagnosis, kStragglerScores, kCommandOutput, kNothing };
+inline constexpr std::pair<const char*, VerdictSource> kVerdictSourceNames[] = {
+    {"hang-diagnosis", VerdictSource::kHangDiagnosis},
+    {"straggler-scores", VerdictSource::kStragglerScores},
+    {"command-output", VerdictSource::kCommandOutput},
+    {"nothing", VerdictSource::kNothing}};
 const char* verdict_source_name(VerdictSource s);
 
 struct AttemptVerdict {
@@ -81,11 +88,27 @@ struct AttemptVerdict {
   // "verdict attempt N: CLASS rank R (host H) group G seq S op OP step K phase P; diagnosed in X.XX s"
   // (unknown fields "-"), then " (analysis N ms)" when analysis_s is known.
   std::string line(int attempt) const;
-  // JSON (the restart log's "verdict"): {class, culprit_rank, culprit_host, job_wide, lost_ranks,
-  // unreachable_hosts, records_class, group, seq, op, step, phase, diagnosis_s}; with_source adds {source, source_detail, command_ended_at, analysis_s}
-  // (attemptN.verdict.json).
+  // JSON (the restart log's "verdict"): verdict_fields(); with_source adds source_fields()
+  // (attemptN.verdict.json), which from_json reads when they are there.
   nlohmann::json to_json(bool with_source = false) const;
   static AttemptVerdict from_json(const JsonFile& file, const std::string& at = "");
+  static auto verdict_fields() {
+    using namespace json_fields;
+    using V = AttemptVerdict;
+    return std::tuple{key("class", &V::verdict_class, names(kVerdictClassNames)), key("culprit_rank", &V::culprit_rank),
+                      key("culprit_host", &V::culprit_host, empty_as_null, kMayBeAbsent), key("job_wide", &V::job_wide),
+                      key("lost_ranks", &V::lost_ranks, ranks, kMayBeAbsent),
+                      key("unreachable_hosts", &V::unreachable_hosts, kMayBeAbsent),
+                      key("records_class", &V::records_class, names(kVerdictClassNames), kMayBeAbsent),
+                      key("group", &V::group), key("seq", &V::seq), key("op", &V::op), key("step", &V::step),
+                      key("phase", &V::phase), key("diagnosis_s", &V::diagnosis_s)};
+  }
+  static auto source_fields() {
+    using namespace json_fields;
+    using V = AttemptVerdict;
+    return std::tuple{key("source", &V::source, names(kVerdictSourceNames)), key("source_detail", &V::source_detail),
+                      key("command_ended_at", &V::command_ended_at), key("analysis_s", &V::analysis_s)};
+  }
   bool operator==(const AttemptVerdict&) const = default;
 };
 

@@ -1,7 +1,7 @@
 // The collectives sweep file (`scale-bench collectives --json`, format "shardtrain-collectives",
 // man/man1/scale-bench.1): the rows bench/collective_sweep.hpp measures and the scaling layer's fit reads
 // to price the links of the step model. Declared here, below both, so the writer and the reader
-// share one type and one to_json/from_json pair.
+// share one type and its one field list (base/json_record.hpp).
 //
 // Definitions (nccl-tests, comm/types.hpp): `bytes` is the operation's size: the whole buffer of
 // an all-reduce or broadcast, the whole W-block input of a reduce-scatter, the whole W-block output
@@ -12,14 +12,22 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/comm/types.hpp"
 
 namespace shardtrain {
+
+// "op" by op_name; an unknown name is refused naming the field ("'AllToAll' is not a collective").
+struct OpByName {
+  CollectiveOp read(const JsonFile& f, const std::string& pointer) const;
+  nlohmann::json write(CollectiveOp op) const { return op_name(op); }
+};
 
 struct SweepRow {
   CollectiveOp op = CollectiveOp::kAllReduce;  // "op": op_name in JSON
@@ -31,20 +39,26 @@ struct SweepRow {
   double time_s = 0, algbw_GBps = 0, busbw_GBps = 0;
   std::uint64_t wrong = 0;
 
-  // {"op", "impl", "ranks", "bytes", "iterations", "time_s", "algbw_GBps", "busbw_GBps", "wrong"}
-  nlohmann::json to_json() const;
-  // Every field required; an unknown op name is refused naming the field.
-  static SweepRow from_json(const JsonFile& f, const std::string& at);
+  // Every field required.
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("op", &SweepRow::op, OpByName{}), key("impl", &SweepRow::impl), key("ranks", &SweepRow::ranks),
+                      key("bytes", &SweepRow::bytes), key("iterations", &SweepRow::iterations),
+                      key("time_s", &SweepRow::time_s), key("algbw_GBps", &SweepRow::algbw_GBps),
+                      key("busbw_GBps", &SweepRow::busbw_GBps), key("wrong", &SweepRow::wrong)};
+  }
 };
 
 struct CollectiveSweep {
   int ranks = 0;  // the ranks the sweep ran on (the world)
   std::vector<SweepRow> rows;
 
-  // {"format": "shardtrain-collectives", "format_version": 1, "ranks": W, "rows": [...]}
-  nlohmann::json to_json() const;
   // The format and version checked ("... is not a collectives sweep"), every row read.
-  static CollectiveSweep from_json(const JsonFile& f, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{format_tag("format", "shardtrain-collectives", "collectives sweep"), version("format_version", 1),
+                      key("ranks", &CollectiveSweep::ranks), key("rows", &CollectiveSweep::rows)};
+  }
 };
 // The file through JsonFile (`what`: what it was given as, "the --collectives sweep").
 CollectiveSweep read_collective_sweep(const std::string& path, const std::string& what);

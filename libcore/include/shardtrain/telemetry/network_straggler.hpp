@@ -25,11 +25,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
 
 namespace shardtrain {
@@ -40,6 +42,11 @@ struct NetworkStragglerOptions {
   std::uint64_t min_bytes = 65536;  // bytes a host's links must move in a step to be judged there
   // UsageError naming the bad field.
   void validate() const;
+  static auto fields() {
+    using namespace json_fields;
+    using O = NetworkStragglerOptions;
+    return std::tuple{key("ratio", &O::ratio), key("consecutive", &O::consecutive), key("min_bytes", &O::min_bytes)};
+  }
   bool operator==(const NetworkStragglerOptions&) const = default;
 };
 
@@ -58,6 +65,14 @@ struct NetworkStraggler {
   double others_rate_Bps = 0;       // the other hosts' median rate over the same steps (bytes/s)
   std::int64_t first_step = 0;      // the latest slow run's first step
   int slow_steps = 0;               // its length
+  static auto fields() {
+    using namespace json_fields;
+    using S = NetworkStraggler;
+    return std::tuple{key("host", &S::host), key("ranks", &S::ranks, json_fields::ranks),
+                      key("rate_MBps", &S::rate_Bps, scaled(1e-6, 1e6)),
+                      key("others_rate_MBps", &S::others_rate_Bps, scaled(1e-6, 1e6)), key("first_step", &S::first_step),
+                      key("slow_steps", &S::slow_steps)};
+  }
   bool operator==(const NetworkStraggler&) const = default;
 };
 
@@ -66,21 +81,27 @@ struct HostLinkRate {
   std::string host;
   double median_rate_Bps = 0;  // median over the steps where it was judged
   int steps = 0;               // steps where it was judged
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("host", &HostLinkRate::host), key("median_rate_MBps", &HostLinkRate::median_rate_Bps, scaled(1e-6, 1e6)),
+                      key("steps", &HostLinkRate::steps)};
+  }
   bool operator==(const HostLinkRate&) const = default;
 };
 
-// JSON (the run summary's "network_stragglers"; docs/FORMATS.md):
-//   {"ratio", "consecutive", "min_bytes", "steps_judged",
-//    "hosts": [{"host", "median_rate_MBps", "steps"}],
-//    "stragglers": [{"host", "ranks", "rate_MBps", "others_rate_MBps", "first_step", "slow_steps"}]}
-// rates in MB/s (10^6 bytes per second).
+// JSON (the run summary's "network_stragglers"; docs/FORMATS.md): the options' keys, then
+// "steps_judged", "hosts" and "stragglers" (the fields() lists); rates in MB/s (10^6 bytes per second).
 struct NetworkStragglerReport {
   NetworkStragglerOptions options;
   int steps_judged = 0;                   // steps with 3 or more hosts with links
   std::vector<HostLinkRate> hosts;        // sorted by host name
   std::vector<NetworkStraggler> stragglers;  // sorted by host name
-  nlohmann::json to_json() const;
-  static NetworkStragglerReport from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    using R = NetworkStragglerReport;
+    return std::tuple{inlined(&R::options), key("steps_judged", &R::steps_judged), key("hosts", &R::hosts),
+                      key("stragglers", &R::stragglers)};
+  }
   bool operator==(const NetworkStragglerReport&) const = default;
 };
 

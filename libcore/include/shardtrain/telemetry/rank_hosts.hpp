@@ -7,11 +7,13 @@
 #pragma once
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain {
 
@@ -22,8 +24,11 @@ struct RankHosts {
   std::vector<std::string> hosts;   // index = world rank
   // host -> its ranks, in rank order.
   std::map<std::string, std::vector<int>> ranks_by_host() const;
-  nlohmann::json to_json() const;
-  static RankHosts from_json(const JsonFile& file);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{format_tag("format", kRankHostsFormat, "rank hosts file"), constant("version", 1),
+                      key("job_id", &RankHosts::job_id, empty_as_null, kMayBeAbsent), key("hosts", &RankHosts::hosts)};
+  }
   bool operator==(const RankHosts&) const = default;
 };
 

@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/comm/communicator.hpp"
 #include "shardtrain/telemetry/step_log.hpp"
@@ -29,6 +31,10 @@ std::vector<ColumnMedians> gather_rank_medians(Communicator& comm, const std::ve
 struct RankSpread {
   SeriesStats stats;
   std::vector<double> by_rank;  // [rank]
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{inlined(&RankSpread::stats), key("by_rank", &RankSpread::by_rank)};
+  }
   bool operator==(const RankSpread&) const = default;
 };
 // The summary's "per_rank_medians": {"<column>": {"min", "median", "max", "by_rank": [...]}}, one
@@ -36,9 +42,7 @@ struct RankSpread {
 struct PerRankTable {
   std::map<std::string, RankSpread> columns;
   const RankSpread& at(const std::string& column) const;  // UsageError naming a missing column
-  nlohmann::json to_json() const;
-  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
-  static PerRankTable from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() { return std::tuple{json_fields::inlined(&PerRankTable::columns)}; }  // the columns are the object
   bool operator==(const PerRankTable&) const = default;
 };
 PerRankTable per_rank_table(const std::vector<ColumnMedians>& medians);
@@ -53,8 +57,11 @@ struct Baseline {
   std::string path;
   double throughput_tokens_per_s = 0;
   int world_size = 1;
-  nlohmann::json to_json() const;
-  static Baseline from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("path", &Baseline::path), key("throughput_tokens_per_s", &Baseline::throughput_tokens_per_s),
+                      key("world_size", &Baseline::world_size)};
+  }
   bool operator==(const Baseline&) const = default;
 };
 // A run of `world` ranks at `throughput` (tokens/s) against its baseline: the summary's
@@ -62,6 +69,11 @@ struct Baseline {
 struct ScalingVsBaseline {
   Baseline baseline;
   double speedup = 0, scaling_efficiency = 0;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("baseline", &ScalingVsBaseline::baseline), key("speedup", &ScalingVsBaseline::speedup),
+                      key("scaling_efficiency", &ScalingVsBaseline::scaling_efficiency)};
+  }
   bool operator==(const ScalingVsBaseline&) const = default;
 };
 ScalingVsBaseline scaling_against(const Baseline& baseline, double throughput, int world);

@@ -8,11 +8,13 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/base/durable_file.hpp"  // write_json_file, for the summary writers
 
@@ -23,10 +25,14 @@ struct RunIdentity {
   std::string config_hash;         // hash of model + optimizer + batch configuration
   std::string data_snapshot_id;    // selection snapshot id of the training data
   std::string code_version;        // git describe at build time
-  std::string checkpoint_id;       // checkpoint resumed from ("" when none)
-  nlohmann::json to_json() const;  // checkpoint_id "" is null
-  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
-  static RunIdentity from_json(const JsonFile& file, const std::string& at = "");
+  std::string checkpoint_id;       // checkpoint resumed from ("" when none: null in JSON)
+  // The JSON keys, once (base/json_record.hpp: json_fields::write and read walk this list).
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("config_hash", &RunIdentity::config_hash), key("data_snapshot_id", &RunIdentity::data_snapshot_id),
+                      key("code_version", &RunIdentity::code_version),
+                      key("checkpoint_id", &RunIdentity::checkpoint_id, empty_as_null)};
+  }
   bool operator==(const RunIdentity&) const = default;
 };
 
@@ -154,8 +160,10 @@ class StepLog {
 struct SeriesStats {
   double min = 0, median = 0, max = 0;
   static SeriesStats of(std::vector<double> values);
-  nlohmann::json to_json() const;
-  static SeriesStats from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("min", &SeriesStats::min), key("median", &SeriesStats::median), key("max", &SeriesStats::max)};
+  }
   bool operator==(const SeriesStats&) const = default;
 };
 

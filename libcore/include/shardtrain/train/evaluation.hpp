@@ -12,11 +12,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/data/selection.hpp"
 #include "shardtrain/model/gpt.hpp"
@@ -42,9 +44,11 @@ struct HoldoutLoss {
   double loss = 0;                               // nats per token
   double tokens = 0;                             // scored positions
   std::map<std::string, double> loss_by_owner;   // owner -> nats per token
-  nlohmann::json to_json() const;                // {"holdout_loss","holdout_tokens","holdout_loss_by_owner"}
-  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
-  static HoldoutLoss from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("holdout_loss", &HoldoutLoss::loss), key("holdout_tokens", &HoldoutLoss::tokens),
+                      key("holdout_loss_by_owner", &HoldoutLoss::loss_by_owner)};
+  }
   bool operator==(const HoldoutLoss&) const = default;
 };
 std::optional<HoldoutLoss> evaluate_holdout(GptModel& model, const data::TrainingData& data, int max_samples);

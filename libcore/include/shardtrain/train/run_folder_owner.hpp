@@ -12,8 +12,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/comm/communicator.hpp"
 
@@ -28,9 +31,12 @@ struct RunFolderOwnerRecord {
   std::uint64_t pid_start = 0;  // the process's start time (clock ticks since boot, /proc/PID/stat): a reused pid differs
   std::string since;            // RFC 3339, when the folder was taken
 
-  nlohmann::json to_json() const;
-  // Throws UsageError naming `what` when a field is missing or of the wrong type.
-  static RunFolderOwnerRecord from_json(const nlohmann::json& j, const std::string& what);
+  static auto fields() {
+    using namespace json_fields;
+    using R = RunFolderOwnerRecord;
+    return std::tuple{key("job_id", &R::job_id), key("step_id", &R::step_id), key("host", &R::host), key("pid", &R::pid),
+                      key("pid_start", &R::pid_start), key("since", &R::since)};
+  }
   // "job 12 (step 0) on host node1, pid 345, since 2026-01-02T03:04:05Z"
   std::string describe() const;
 };

@@ -1,7 +1,8 @@
 // The run summary: what a training run reports when it ends, written by rank 0 to
 // RUN_DIR/summary.json and returned by run_training. docs/FORMATS.md ("Run summary") has every
-// field; the JSON keys below are those, and to_json/from_json are their one pair (scripts, Slurm
-// jobs and docs read the file with jq and python, so a key is never renamed here). Units: seconds,
+// field; the JSON keys below are those, each type's fields() lists them once and
+// json_fields::write/read (base/json_record.hpp) walk that list both ways (scripts, Slurm jobs and
+// docs read the file with jq and python, so a key is never renamed here). Units: seconds,
 // tokens, FLOP and FLOP/s, bytes; fractions (mfu, efficiency) are plain ratios.
 //
 // Typed except one part held as the JSON it already is elsewhere: "config" (the run's
@@ -11,11 +12,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/backend/cpu_gemm.hpp"
@@ -41,8 +44,14 @@ struct MfuPeak {
   std::optional<int> max_ranks_per_host, host_cpus;
   double achieved_flops_per_rank = 0;  // FLOP/s
   bool peak_exceeded = false;
-  nlohmann::json to_json() const;
-  static MfuPeak from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("basis", &MfuPeak::basis), key("source", &MfuPeak::source),
+                      key("ranks_measured_at_once", &MfuPeak::ranks_measured_at_once),
+                      key("shared_cores", &MfuPeak::shared_cores), key("max_ranks_per_host", &MfuPeak::max_ranks_per_host),
+                      key("host_cpus", &MfuPeak::host_cpus), key("achieved_flops_per_rank", &MfuPeak::achieved_flops_per_rank),
+                      key("peak_exceeded", &MfuPeak::peak_exceeded)};
+  }
   bool operator==(const MfuPeak&) const = default;
 };
 
@@ -51,8 +60,10 @@ struct MfuPeak {
 struct HostInfo {
   std::string hostname;
   int cpus = 0;
-  nlohmann::json to_json() const;
-  static HostInfo from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("hostname", &HostInfo::hostname), key("cpus", &HostInfo::cpus)};
+  }
   bool operator==(const HostInfo&) const = default;
 };
 
@@ -61,6 +72,10 @@ struct HostInfo {
 struct ReplicaChecks {
   int every = 0;
   std::int64_t checks = 0;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("every", &ReplicaChecks::every), key("checks", &ReplicaChecks::checks)};
+  }
   bool operator==(const ReplicaChecks&) const = default;
 };
 
@@ -73,10 +88,14 @@ struct StartupTimes {
   double resume_s = 0;         // the checkpoint read back (about 0 for a fresh start)
   double loop_setup_s = 0;     // the GEMM library chosen, the matmul peak measured, the step log opened
   // The process's start (the kernel's start time) -> the first step begins: the phases' sum
-  // ("to_first_step_s" in JSON, written for readers; from_json derives it again).
+  // ("to_first_step_s" in JSON, written for readers; reading derives it again).
   double to_first_step_s() const { return before_job_s + setup_s + resume_s + loop_setup_s; }
-  nlohmann::json to_json() const;
-  static StartupTimes from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("before_job_s", &StartupTimes::before_job_s), key("setup_s", &StartupTimes::setup_s),
+                      key("resume_s", &StartupTimes::resume_s), key("loop_setup_s", &StartupTimes::loop_setup_s),
+                      written("to_first_step_s", &StartupTimes::to_first_step_s)};
+  }
   bool operator==(const StartupTimes&) const = default;
 };
 
@@ -89,8 +108,12 @@ struct RunCommunication {
   CommStats dp;
   std::optional<double> bare_allreduce_busbw_GBps;
   std::optional<CommStats> tp;
-  nlohmann::json to_json() const;
-  static RunCommunication from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{inlined(&RunCommunication::dp),
+                      key("bare_allreduce_busbw_GBps", &RunCommunication::bare_allreduce_busbw_GBps, kOmittedWhenEmpty),
+                      key("tp", &RunCommunication::tp, kOmittedWhenEmpty)};
+  }
   bool operator==(const RunCommunication&) const = default;
 };
 
@@ -142,10 +165,32 @@ struct RunSummary {
   // --baseline: the top-level "baseline", "speedup" and "scaling_efficiency" (absent without).
   std::optional<ScalingVsBaseline> scaling;
 
-  nlohmann::json to_json() const;
-  // Every field above is required (null where it says so); a missing or mistyped one is a
-  // UsageError naming the file and the field by its JSON pointer ("/mfu_peak/basis").
-  static RunSummary from_json(const JsonFile& file, const std::string& at = "");
+  // Every field is required (null where it says so) but those marked kMayBeAbsent (newer than the
+  // format); a missing or mistyped one is a UsageError naming the file and the field by its JSON
+  // pointer ("/mfu_peak/basis"). Written by json_fields::write, read by read_run_summary.
+  static auto fields() {
+    using namespace json_fields;
+    using S = RunSummary;
+    return std::tuple{
+        key("tool", &S::tool), key("identity", &S::identity), key("config", &S::config, object), key("data", &S::data),
+        key("backend", &S::backend), key("layout", &S::layout), key("parameters", &S::parameters),
+        key("world_size", &S::world_size), key("host", &S::host), key("rank_hosts", &S::rank_hosts, kMayBeAbsent),
+        key("steps", &S::steps), key("first_step", &S::first_step), key("stopped_by_signal", &S::stopped_by_signal),
+        key("checkpoint_dir", &S::checkpoint_dir), key("tokens", &S::tokens), key("train_seconds", &S::train_seconds),
+        key("wall_seconds", &S::wall_seconds), key("startup", &S::startup, kMayBeAbsent),
+        key("throughput_tokens_per_s", &S::throughput_tokens_per_s), key("median_step_s", &S::median_step_s),
+        key("flops_per_token", &S::flops_per_token), key("peak_flops_per_rank", &S::peak_flops_per_rank),
+        key("mfu", &S::mfu), key("mfu_peak", &S::mfu_peak), key("precision", &S::precision, names(kPrecisionNames)),
+        key("device_name", &S::device_name), key("peak_flops_datasheet_per_rank", &S::peak_flops_datasheet_per_rank),
+        key("mfu_datasheet", &S::mfu_datasheet), key("gemm", &S::gemm, kMayBeAbsent), key("first_loss", &S::first_loss),
+        key("final_loss", &S::final_loss), key("per_rank_medians", &S::per_rank_medians),
+        key("slowest_rank", &S::slowest_rank), key("stragglers", &S::stragglers),
+        key("network_stragglers", &S::network_stragglers, kMayBeAbsent),
+        key("exposed_comm_fraction", &S::exposed_comm_fraction), key("communication", &S::communication),
+        key("memory_bytes_rank0", &S::memory_bytes_rank0), key("memory_bytes_by_rank", &S::memory_bytes_by_rank),
+        key("eval", &S::eval), key("replica_checks", &S::replica_checks), key("step_log", &S::step_log),
+        key("params", &S::params), key("summary", &S::summary), inlined(&S::scaling)};  // --baseline's three keys
+  }
   bool operator==(const RunSummary&) const = default;
 };
 
