@@ -14,6 +14,8 @@
 #include <tuple>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -241,6 +243,16 @@ LimitedRun run_child_limited(const std::vector<std::string>& argv, const std::st
   out.status = exit_status_of(status);
   out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+std::vector<std::string> last_lines_of(const std::string& log_path, std::size_t n) {
+  std::ifstream in(log_path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  return {lines.begin(), lines.end()};
 }
 
 }  // namespace shardtrain

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -48,16 +47,10 @@ class StopOnSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-// The last `n` lines of a log, for the message of a command that failed.
-std::string tail_of(const std::string& path, std::size_t n = 15) {
-  std::ifstream in(path);
-  std::deque<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-    if (lines.size() > n) lines.pop_front();
-  }
+// The last lines of a log, indented, for the message of a command that failed.
+std::string tail_of(const std::string& path) {
   std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
+  for (const auto& l : last_lines_of(path, 15)) out += "\n  " + l;
   return out;
 }
 

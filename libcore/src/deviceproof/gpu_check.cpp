@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -48,14 +47,8 @@ struct StageFailed {
 };
 
 std::string last_lines(const std::string& path, std::size_t n) {
-  std::ifstream in(path);
-  std::deque<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-    if (lines.size() > n) lines.pop_front();
-  }
   std::string out;
-  for (const auto& l : lines) out += l + "\n";
+  for (const auto& l : last_lines_of(path, n)) out += l + "\n";
   return out;
 }
 

@@ -11,6 +11,10 @@ namespace shardtrain {
 // '/' and is executable); "" when there is none.
 std::string find_on_path(const std::string& name);
 
+// The last `n` lines of a child's log (fewer when it has fewer; none when it cannot be read), for
+// the message of a command that failed.
+std::vector<std::string> last_lines_of(const std::string& log_path, std::size_t n);
+
 // Runs argv[0] (looked up with find_on_path) with `argv` and waits for it. Its stdout and stderr
 // go to `log_path` (created or truncated) when that is non-empty, else to ours. Returns its exit
 // status (0-255), or 128 + N when signal N ended it. Throws IoError when argv[0] is not found or

@@ -40,7 +40,7 @@ struct SweepOptions {
 
 // Runs the sweep over MPI_COMM_WORLD (collective: every rank calls it with the same options; MPI
 // initialised with MPI_THREAD_MULTIPLE). Every rank returns the same sweep (ranks: the world), its
-// rows in sweep order; CollectiveSweep::to_json is its file (`--json`).
+// rows in sweep order; json_fields::write of the CollectiveSweep is its file (`--json`).
 CollectiveSweep run_collective_sweep(const SweepOptions& options);
 
 // One table per op, nccl-tests style: size, then time / algbw / busbw / #wrong per implementation,
