@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <sstream>
 
@@ -67,19 +68,23 @@ bool option_set(const BenchSpec& spec, const std::string& when) {
   return it != spec.options.end() && !it->second.empty();
 }
 
-// Polled by run_child_limited while the command runs: SIGKILLs the process that wrote the last
-// record of the rule's step log once that record's step reaches after_step (once). Never asks to
-// end the command: the launcher under test is what must notice the lost rank.
+// Polled by run_child_limited while the command runs (every 1-20 ms): SIGKILLs the process that
+// wrote the last record of the rule's step log once that record's step reaches after_step (once).
+// Each poll reads only what the log gained since the last one. Never asks to end the command:
+// the launcher under test is what must notice the lost rank.
 class KillWatcher {
  public:
   KillWatcher(std::string file, long long after_step) : file_(std::move(file)), after_(after_step) {}
   bool operator()() {
     if (done_) return false;
-    std::ifstream in(file_);
-    std::string line, last;
-    while (std::getline(in, line))
-      if (!line.empty()) last = line;
-    if (last.empty()) return false;
+    std::ifstream in(file_, std::ios::binary);
+    if (!in || !in.seekg(read_to_)) return false;
+    std::string fresh((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t end = fresh.rfind('\n');
+    if (end == std::string::npos) return false;  // no whole record yet: read it again at the next poll
+    read_to_ += std::streamoff(end + 1);
+    fresh.resize(end);  // the whole records; the last is after the newline before it (or all of it)
+    const std::string last = fresh.substr(fresh.rfind('\n') + 1);
     try {
       const auto record = nlohmann::json::parse(last);
       if (record.at("step").get<long long>() >= after_) {
@@ -87,7 +92,7 @@ class KillWatcher {
         done_ = true;
       }
     } catch (const nlohmann::json::exception&) {
-      // a record being written: read it again at the next poll
+      // not a step record (a blank line): the next one decides
     }
     return false;
   }
@@ -95,6 +100,7 @@ class KillWatcher {
  private:
   std::string file_;
   long long after_;
+  std::streamoff read_to_ = 0;  // the log's bytes up to its last whole record already read
   bool done_ = false;
 };
 
