@@ -22,14 +22,12 @@ std::optional<std::string> text_of(const std::string& path) {
   return s.str();
 }
 
-// A .jsonl file is the array of its records; anything else one JSON document.
-std::optional<json> json_of(const std::string& path) {
-  const auto text = text_of(path);
-  if (!text) return std::nullopt;
+// A .jsonl text is the array of its records; anything else one JSON document.
+std::optional<json> json_of(const std::string& path, const std::string& text) {
   try {
-    if (path.size() < 6 || path.substr(path.size() - 6) != ".jsonl") return json::parse(*text);
+    if (path.size() < 6 || path.substr(path.size() - 6) != ".jsonl") return json::parse(text);
     json records = json::array();
-    std::istringstream lines(*text);
+    std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) records.push_back(json::parse(line));
     return records;
@@ -106,30 +104,52 @@ std::optional<double> bytes_under(const std::string& path) {
 
 // Nothing when the file cannot be read (so that a count of matches in a missing log is missing, not 0).
 std::optional<std::vector<double>> file_numbers(const Reading& r, const std::string& path,
-                                                const std::map<std::string, double>& row) {
+                                                const std::map<std::string, double>& row, RunFiles& files) {
   if (r.kind == ReadingKind::kRegex) {
-    const auto text = text_of(path);
+    const auto& text = files.text(path);
     if (!text) return std::nullopt;
     return regex_numbers(r, *text);
   }
-  const auto doc = json_of(path);
+  const auto& doc = files.document(path);
   if (!doc) return std::nullopt;
   return json_numbers(r, *doc, row);
 }
 
 }  // namespace
 
+const std::optional<std::string>& RunFiles::text(const std::string& path) {
+  auto it = texts_.find(path);
+  if (it == texts_.end()) it = texts_.emplace(path, text_of(path)).first;
+  return it->second;
+}
+
+const std::optional<json>& RunFiles::document(const std::string& path) {
+  auto it = documents_.find(path);
+  if (it == documents_.end()) {
+    const auto& t = text(path);
+    it = documents_.emplace(path, t ? json_of(path, *t) : std::nullopt).first;
+  }
+  return it->second;
+}
+
 std::optional<double> read_reading(const Reading& r, const Places& places, const std::string& run_dir,
-                                   std::optional<double> wall_s, const std::map<std::string, double>& row) {
+                                   std::optional<double> wall_s, const std::map<std::string, double>& row,
+                                   RunFiles& files) {
   if (r.kind == ReadingKind::kDerived) return derive(r, row);
   if (r.kind == ReadingKind::kWall) return wall_s ? std::optional<double>(*wall_s * r.scale) : std::nullopt;
   std::string path = expand(r.file, places, "reading " + r.name + " file");
   if (!path.empty() && path[0] != '/') path = run_dir + "/" + path;
   std::optional<double> v;
   if (r.kind == ReadingKind::kBytes) v = bytes_under(path);
-  else if (const auto numbers = file_numbers(r, path, row)) v = reduce_numbers(*numbers, r.reduce);
+  else if (const auto numbers = file_numbers(r, path, row, files)) v = reduce_numbers(*numbers, r.reduce);
   if (v) *v *= r.scale;
   return v;
+}
+
+std::optional<double> read_reading(const Reading& r, const Places& places, const std::string& run_dir,
+                                   std::optional<double> wall_s, const std::map<std::string, double>& row) {
+  RunFiles files;
+  return read_reading(r, places, run_dir, wall_s, row, files);
 }
 
 }  // namespace shardtrain::bench

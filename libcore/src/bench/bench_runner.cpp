@@ -160,9 +160,10 @@ void run_setup(const BenchSpec& spec, const Folders& f) {
 // The readings of one run, in the spec's order (a derived reading uses those before it).
 RunRow read_row(const BenchSpec& spec, const Variant& v, int round, const Places& places, std::optional<double> wall_s) {
   RunRow row{round, v.name, {}};
+  RunFiles files;
   for (const auto& r : spec.readings) {
     if (!r.variants.empty() && std::find(r.variants.begin(), r.variants.end(), v.name) == r.variants.end()) continue;
-    if (const auto value = read_reading(r, places, places.at("run"), wall_s, row.values)) row.values[r.name] = *value;
+    if (const auto value = read_reading(r, places, places.at("run"), wall_s, row.values, files)) row.values[r.name] = *value;
   }
   return row;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "shardtrain/bench/bench_figures.hpp"
 #include "shardtrain/bench/bench_spec.hpp"
 
@@ -49,5 +51,22 @@ std::string planned_commands(const BenchSpec& spec, const CompareOptions& option
 // table shows "missing" and counts it wrong); scale applied.
 std::optional<double> read_reading(const Reading& reading, const Places& places, const std::string& run_dir,
                                    std::optional<double> wall_s, const std::map<std::string, double>& row);
+
+// The files one run's readings read, each read (and a JSON one parsed) once however many readings
+// take a number from it (a summary gives four, a log several regexes). Nothing for a file that
+// cannot be read or parsed, as read_reading says.
+class RunFiles {
+ public:
+  const std::optional<std::string>& text(const std::string& path);
+  const std::optional<nlohmann::json>& document(const std::string& path);  // .jsonl: its records' array
+
+ private:
+  std::map<std::string, std::optional<std::string>> texts_;
+  std::map<std::string, std::optional<nlohmann::json>> documents_;
+};
+// read_reading with the run's files read through `files`.
+std::optional<double> read_reading(const Reading& reading, const Places& places, const std::string& run_dir,
+                                   std::optional<double> wall_s, const std::map<std::string, double>& row,
+                                   RunFiles& files);
 
 }  // namespace shardtrain::bench
