@@ -20,6 +20,7 @@
 #include "shardtrain/base/subprocess.hpp"
 #include "shardtrain/base/time.hpp"
 #include "shardtrain/slurm/submit.hpp"
+#include "shardtrain/pipeline/evidence.hpp"
 #include "shardtrain/telemetry/run_evidence.hpp"
 
 namespace shardtrain::pipeline {
@@ -67,20 +68,18 @@ int run_step(const Settings& s, const Stage& st, const StageGraph& graph) {
   }
   if (st.name == "proof") {
     make_dirs(fs::path(evidence(run_evidence::kKillResume)).parent_path().string());
-    return run_child(join(join({s.bin + "/kill-resume-proof", "--bin", s.bin}, split_words(s.proof_args)),
-                          {"--report", evidence(run_evidence::kKillResume)}));
+    return run_child(kill_resume_command(s.bin, s.run, split_words(s.proof_args)));
   }
   if (st.name == "equiv")
-    return run_child({s.bin + "/equiv-check", "--json", evidence(run_evidence::kEquivalence), s.run + "/twin/params.h5",
-                      s.run + "/baseline/params.h5"});
+    return run_child(equivalence_command(s.bin, s.run, s.run + "/twin/params.h5", s.run + "/baseline/params.h5", {}));
   if (st.name == "report") {
     // The baseline, the scale points that left a summary (under Slurm one the cluster cannot hold
     // was never submitted), then the main run.
-    std::vector<std::string> argv = {s.bin + "/scale-bench", "report", s.run + "/baseline"};
+    std::vector<std::string> earlier = {s.run + "/baseline"};
     for (const Stage& point : graph.stages)
       if (point.kind == StageKind::kTrain && point.name.rfind("scale", 0) == 0 && fs::exists(point.run_dir + "/summary.json"))
-        argv.push_back(point.run_dir);
-    return run_child(join(argv, {s.run, "--out", evidence(run_evidence::kScalingFolder)}));
+        earlier.push_back(point.run_dir);
+    return run_child(scaling_report_command(s.bin, s.run, earlier));
   }
   if (st.name == "decide") {
     if (!fs::exists(s.registry + "/baselines/bigram.json")) {

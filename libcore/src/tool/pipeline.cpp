@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/pipeline/evidence.hpp"
 #include "shardtrain/pipeline/pipeline.hpp"
 #include "shardtrain/tool/tool.hpp"
 
@@ -97,18 +98,47 @@ CLI::App& add_cycles_command(CLI::App& app, pipeline::CyclesArgs& c) {
   return *cycles;
 }
 
-int run_pipeline_tool(CLI::App& app, const CLI::App& cycles, const pipeline::PipelineArgs& chain_args,
-                      const pipeline::CyclesArgs& cycles_args, int argc, char** argv) {
+CLI::App& add_evidence_command(CLI::App& app, pipeline::EvidenceArgs& e) {
+  // A run made outside the chain (the demo's, a user's own mpirun) gets the same evidence files,
+  // made by the same commands as the chain's stages, where `release-gate decide` looks for them.
+  CLI::App* evidence = app.add_subcommand(
+      "evidence", "Make the release evidence of a run folder (RUN/evidence/) with the tools the chain's stages run");
+  evidence->footer(
+      "Each item asked for, in the rubric's order, with one line each: no_skipped_data (--data-prep: data-prep's\n"
+      "summary copied), efficiency_report (--scaling: scale-bench report of --scaling-from's runs and RUN),\n"
+      "deterministic_twin (--twin: equiv-check of the two files), kill_resume (--proof: kill-resume-proof). A\n"
+      "failed item is said and the others still made. Exit 0 every tool exited 0; 1 one did not (an item that\n"
+      "differs, such as a twin that is not equal, or a tool that failed); 2 a usage error. See pipeline(1).");
+  evidence->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  evidence->add_option("run", e.run, "The run folder")->required();
+  evidence->add_option("--data-prep", e.data_prep, "data-prep's JSON summary of the run's data");
+  evidence->add_flag("--scaling", e.scaling, "The scaling report of RUN (scale-bench report)");
+  evidence->add_option("--scaling-from", e.scaling_runs, "The runs before RUN in the scaling report, the W=1 run first (implies --scaling)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  evidence->add_option("--twin", e.twin, "Two files for equiv-check: the deterministic twin's, then RUN's own")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->expected(2);
+  evidence->add_option("--twin-args", e.twin_args, "equiv-check's options, e.g. \"--group tensors\"");
+  evidence->add_flag("--proof", e.proof, "Run the kill-and-resume proof");
+  evidence->add_option("--proof-args", e.proof_args, "kill-resume-proof's options, e.g. \"--steps 12 --kills 1\"");
+  evidence->add_option("--bin", e.bin, "Where the tools are (default: this program's folder)");
+  return *evidence;
+}
+
+int run_pipeline_tool(CLI::App& app, const Subcommands& sub, const pipeline::PipelineArgs& chain_args, int argc,
+                      char** argv) {
   const std::vector<std::string> self_args(argv + 1, argv + argc);  // what each stage job runs again
   return run_tool(app, argc, argv, {}, [&] {
     const std::string self = std::filesystem::canonical("/proc/self/exe").string();
-    if (cycles.parsed()) {
+    for (const CLI::App* command : {&sub.cycles, &sub.evidence}) {
+      if (!command->parsed()) continue;
       for (const CLI::Option* o : app.get_options())
         if (o->count() > 0 && o->get_name() != "--help")
-          throw UsageError(o->get_name() +
-                           " is an option of the release chain, not of 'cycles' (see pipeline cycles --help)");
-      return pipeline::run_cycles_command(cycles_args, self, self_args);
+          throw UsageError(o->get_name() + " is an option of the release chain, not of '" + command->get_name() +
+                           "' (see pipeline " + command->get_name() + " --help)");
     }
+    if (sub.cycles.parsed()) return pipeline::run_cycles_command(sub.cycles_args, self, self_args);
+    if (sub.evidence.parsed()) return pipeline::make_evidence(sub.evidence_args, self);
     return pipeline::run_chain_command(chain_args, self, self_args);
   });
 }
