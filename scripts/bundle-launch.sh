@@ -76,13 +76,17 @@ while read -r soname; do
   fi
 done <"$bundle/lib/device-libs.txt"
 
+# Each variable this sets, in order: what --env prints.
+set_vars=()
+put() { export "$1=$2"; set_vars+=("$1"); }
+
 # The driver: the bundled CUDA runtime loads libcuda.so.1 through the usual search; a driver folder
 # the linker's cache does not know is added to LD_LIBRARY_PATH (for libcuda only: nothing the bundle
 # holds is there).
 driver=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" && !h {h = $NF} END {print h}' || true)
 if [ -z "$driver" ]; then
   for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib; do
-    if [ -e "$d/libcuda.so.1" ]; then driver="$d/libcuda.so.1"; export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+    if [ -e "$d/libcuda.so.1" ]; then driver="$d/libcuda.so.1"; put LD_LIBRARY_PATH "$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
   done
 fi
 
@@ -112,32 +116,23 @@ print_report() {
 }
 
 # Open MPI and PMIx relocated into the bundle; root allowed (the GPU machine runs commands as root).
-export OPAL_PREFIX="$bundle" OPAL_SYSCONFDIR="$bundle/etc/openmpi"
+put OPAL_PREFIX "$bundle"; put OPAL_SYSCONFDIR "$bundle/etc/openmpi"
 pmix="$bundle/lib/x86_64-linux-gnu/pmix2"
-export PMIX_PREFIX="$pmix" PMIX_PKGLIBDIR="$pmix/lib/pmix" PMIX_PKGDATADIR="$pmix/share/pmix" PMIX_SYSCONFDIR="$pmix/share"
-export PMIX_MCA_mca_base_component_path="$pmix/lib/pmix"
-export HWLOC_PLUGINS_PATH="$bundle/lib/hwloc"  # none bundled: keep the machine's own hwloc plugins out
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-export OMPI_MCA_btl_base_warn_component_unused=0
+put PMIX_PREFIX "$pmix"; put PMIX_PKGLIBDIR "$pmix/lib/pmix"; put PMIX_PKGDATADIR "$pmix/share/pmix"
+put PMIX_SYSCONFDIR "$pmix/share"; put PMIX_MCA_mca_base_component_path "$pmix/lib/pmix"
+put HWLOC_PLUGINS_PATH "$bundle/lib/hwloc"  # none bundled: keep the machine's own hwloc plugins out
+put OMPI_ALLOW_RUN_AS_ROOT "${OMPI_ALLOW_RUN_AS_ROOT:-1}"; put OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+put OMPI_MCA_btl_base_warn_component_unused 0
 # mpirun refuses to start without an ssh or rsh client even for ranks on this machine only; a GPU
 # image has none. With `false` as the agent one-node jobs run and a remote launch fails at once.
 if ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
-  export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-false}"
+  put OMPI_MCA_plm_rsh_agent "${OMPI_MCA_plm_rsh_agent:-false}"
 fi
-export PATH="$bundle/bin:$PATH" SHARDTRAIN_BUNDLE="$bundle"
+put PATH "$bundle/bin:$PATH"; put SHARDTRAIN_BUNDLE "$bundle"
 
 case "$mode" in
   report) print_report ;;
-  env)
-    for v in OPAL_PREFIX OPAL_SYSCONFDIR PMIX_PREFIX PMIX_PKGLIBDIR PMIX_PKGDATADIR PMIX_SYSCONFDIR PMIX_MCA_mca_base_component_path HWLOC_PLUGINS_PATH OMPI_ALLOW_RUN_AS_ROOT \
-             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_btl_base_warn_component_unused PATH SHARDTRAIN_BUNDLE; do
-      [ -n "${!v+x}" ] || continue
-      printf 'export %s=%q\n' "$v" "${!v}"
-    done
-    for v in OMPI_MCA_plm_rsh_agent LD_LIBRARY_PATH; do
-      if [ -n "${!v:-}" ]; then printf 'export %s=%q\n' "$v" "${!v}"; fi
-    done
-    ;;
+  env) for v in "${set_vars[@]}"; do printf 'export %s=%q\n' "$v" "${!v}"; done ;;
   exec)
     [ "$verbose" = 1 ] && print_report >&2
     [ $# -gt 0 ] || { echo "launch: no command given" >&2; exit 2; }

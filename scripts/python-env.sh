@@ -47,73 +47,59 @@ fresh_venv() {
   /usr/bin/python3 -m venv "$@" "$env_dir" || skip "python3 -m venv failed"
 }
 
-if [ "$kind" = peer ]; then
-  env_dir="${SHARDTRAIN_PEER_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2}"
-  py="$env_dir/bin/python"
-  check() {
-    [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "
-import torch, torch.nn.functional as F
-assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_product_attention')" 2>/dev/null
-  }
-  if check; then echo "$py"; exit 0; fi
-  [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no PyTorch 2.x environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-  fresh_venv "PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes"
-  index=()
-  [ -n "${SHARDTRAIN_TORCH_INDEX:-}" ] && index=(--index-url "$SHARDTRAIN_TORCH_INDEX")
-  "$py" -m pip install -q --disable-pip-version-check "${index[@]}" "torch>=2,<3" >&2 ||
-    skip "pip could not install torch>=2,<3 (is the index reachable?)"
-  "$py" -m pip install -q --disable-pip-version-check numpy >&2 || skip "pip could not install numpy"
-  touch "$env_dir/.complete"
-  check || skip "the environment at $env_dir does not import torch 2.x with scaled_dot_product_attention"
-  echo "$py"
-  exit 0
-fi
-if [ "$kind" = tensorboard ]; then
-  env_dir="${SHARDTRAIN_TB_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1}"
-  py="$env_dir/bin/python"
-  check() {
-    [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "
-import tensorboard
+pip_install() { "$py" -m pip install -q --disable-pip-version-check "$@" >&2; }
+# hf's torch is Debian's (see above): its packages installed first where missing, as root.
+debian_torch() {
+  local debs=() p
+  for p in python3-torch python3-venv python3-numpy; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || debs+=("$p")
+  done
+  if ((${#debs[@]})); then
+    [ "$(id -u)" -eq 0 ] || skip "needs the Debian packages ${debs[*]}: sudo apt-get install -y ${debs[*]}"
+    say "installing ${debs[*]} (Debian)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1; } ||
+      skip "could not install ${debs[*]} with apt-get"
+  fi
+  /usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch is installed but does not import"
+}
+
+# Each environment: its folder, what it must import (check), how it is made (venv options, install).
+venv_options=() before=:
+case "$kind" in
+  peer)
+    env_dir="${SHARDTRAIN_PEER_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-torch2}"
+    what="PyTorch 2.x from ${SHARDTRAIN_TORCH_INDEX:-PyPI}; once, several minutes"
+    check="import torch, torch.nn.functional as F
+assert int(torch.__version__.split('.')[0]) >= 2 and hasattr(F, 'scaled_dot_product_attention')"
+    install() {
+      local index=()
+      [ -n "${SHARDTRAIN_TORCH_INDEX:-}" ] && index=(--index-url "$SHARDTRAIN_TORCH_INDEX")
+      pip_install "${index[@]}" "torch>=2,<3" && pip_install numpy
+    } ;;
+  tensorboard)
+    env_dir="${SHARDTRAIN_TB_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-tb1}"
+    what="tensorboard 2.20.0 from PyPI; once"
+    check="import tensorboard
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-assert tensorboard.__version__ == '2.20.0'" 2>/dev/null
-  }
-  if check; then echo "$py"; exit 0; fi
-  [ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no tensorboard environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-  fresh_venv "tensorboard from PyPI; once"
-  "$py" -m pip install -q --disable-pip-version-check tensorboard==2.20.0 >&2 ||
-    skip "pip could not install tensorboard==2.20.0 (is PyPI reachable?)"
-  touch "$env_dir/.complete"
-  check || skip "the environment at $env_dir does not import tensorboard 2.20.0's event file loader"
-  echo "$py"
-  exit 0
-fi
-[ "$kind" = hf ] || { say "unknown environment '$kind' (hf, peer or tensorboard)"; exit 2; }
-
-env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
+assert tensorboard.__version__ == '2.20.0'"
+    install() { pip_install tensorboard==2.20.0; } ;;
+  hf)
+    env_dir="${SHARDTRAIN_PY_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/shardtrain/venv-hf1}"
+    what="transformers from PyPI beside Debian's torch; once"
+    check="import torch, transformers, tokenizers, safetensors"
+    venv_options=(--system-site-packages) before=debian_torch
+    install() { pip_install transformers==4.46.3 "tokenizers>=0.20,<0.21" "safetensors>=0.4.1" "huggingface-hub>=0.23.2,<1.0"; } ;;
+  *) say "unknown environment '$kind' (hf, peer or tensorboard)"; exit 2 ;;
+esac
 py="$env_dir/bin/python"
-requirements=(transformers==4.46.3 "tokenizers>=0.20,<0.21" "safetensors>=0.4.1" "huggingface-hub>=0.23.2,<1.0")
-
-check() { [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; }
-if check; then echo "$py"; exit 0; fi
-[ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no Python environment with torch and transformers at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
-
-debs=()
-for p in python3-torch python3-venv python3-numpy; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || debs+=("$p")
-done
-if ((${#debs[@]})); then
-  [ "$(id -u)" -eq 0 ] || skip "needs the Debian packages ${debs[*]}: sudo apt-get install -y ${debs[*]}"
-  say "installing ${debs[*]} (Debian)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 && apt-get -o DPkg::Lock::Timeout=600 install -y -q "${debs[@]}" >/dev/null 2>&1; } ||
-    skip "could not install ${debs[*]} with apt-get"
-fi
-/usr/bin/python3 -c "import torch" 2>/dev/null || skip "Debian's python3-torch is installed but does not import"
-
-fresh_venv "transformers from PyPI; once" --system-site-packages
-"$py" -m pip install -q --disable-pip-version-check "${requirements[@]}" >&2 ||
-  skip "pip could not install ${requirements[*]} (is PyPI reachable?)"
+ready() { [ -x "$py" ] && [ -e "$env_dir/.complete" ] && "$py" -c "$check" 2>/dev/null; }
+if ready; then echo "$py"; exit 0; fi
+[ "${SHARDTRAIN_NO_INSTALL:-0}" = 1 ] && skip "no $kind environment at $env_dir (SHARDTRAIN_NO_INSTALL=1)"
+"$before"
+fresh_venv "$what" "${venv_options[@]}"
+install || skip "pip could not install the $kind environment's packages (is the index reachable?)"
 touch "$env_dir/.complete"
-check || skip "the environment at $env_dir does not import torch and transformers"
+ready || skip "the environment at $env_dir does not pass its check: $check"
 echo "$py"

@@ -46,7 +46,6 @@ set -euo pipefail
 me=box.sh
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/slurm-conf.sh"
-self="$here/box.sh"
 die() { echo "$me: $*" >&2; exit 2; }
 say() { echo "$me: $*" >&2; }
 
