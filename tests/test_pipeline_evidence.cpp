@@ -140,6 +140,17 @@ TEST_CASE("pipeline evidence: a twin that differs is made with its verdict, a fa
   CHECK_FALSE(fs::exists(tools.run_file(run_evidence::kScalingReport)));
 }
 
+TEST_CASE("pipeline evidence: a tool that is not there fails its item only", "[pipeline]") {
+  StandInTools tools;
+  const EvidenceArgs a = tools.all_items();
+  fs::remove(tools.dir / "bin" / "kill-resume-proof");
+  const auto [rc, said] = made(a);
+  CHECK(rc == 1);
+  CHECK_THAT(said, Catch::Contains("deterministic_twin: BITWISE") &&
+                       Catch::Contains("kill_resume: FAILED (" + a.bin + "/kill-resume-proof") &&
+                       Catch::EndsWith("): the release will be judged without it\n"));
+}
+
 TEST_CASE("pipeline evidence: --scaling alone reports the run by itself", "[pipeline]") {
   StandInTools tools;
   EvidenceArgs a;

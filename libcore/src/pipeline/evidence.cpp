@@ -49,7 +49,13 @@ bool run_item(const char* item, const std::vector<std::string>& argv, const std:
   make_parent(file);
   std::error_code ec;
   fs::remove(file, ec);
-  const ChildOutput out = run_child_captured(argv);
+  ChildOutput out;
+  try {
+    out = run_child_captured(argv);
+  } catch (const IoError& e) {  // the tool is not there, or cannot start: this item fails, not the others
+    std::cout << item << ": FAILED (" << e.what() << "): the release will be judged without it" << std::endl;
+    return false;
+  }
   const std::string tool = fs::path(argv[0]).filename().string() + " exit " + std::to_string(out.status);
   if (!fs::exists(file))
     std::cout << item << ": FAILED (" << tool << "): the release will be judged without it" << std::endl;
