@@ -251,8 +251,9 @@ TEST_CASE("gpu-check build and bundle: the configure log, every manifest file by
   const std::string digest = to_hex(sha256("corpus", 6));
   BundleManifest m;  // written by the manifest's own writer
   m.code_version = "v1", m.compiled_testdata = "/x/testdata", m.compiled_bin = "/x/bin", m.compiled_source = "/x";
-  m.files = {{.path = "bin/mpirun", .link = "orterun"},
-             {.path = "data/fortunes.h5", .sha256 = digest, .bytes = 6, .mode = "644"}};
+  m.files.resize(2);
+  m.files[0].path = "bin/mpirun", m.files[0].link = "orterun";
+  m.files[1].path = "data/fortunes.h5", m.files[1].sha256 = digest, m.files[1].bytes = 6, m.files[1].mode = "644";
   write_json_file(b + "/manifest.json", m.to_json());
   const auto manifest = read_bundle_manifest(b + "/manifest.json");
   CHECK(manifest.compiled_bin == "/x/bin");
