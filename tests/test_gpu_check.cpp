@@ -249,11 +249,12 @@ TEST_CASE("gpu-check build and bundle: the configure log, every manifest file by
   fs::create_directories(b + "/bin");
   fs::create_symlink("orterun", b + "/bin/mpirun");
   const std::string digest = to_hex(sha256("corpus", 6));
-  const nlohmann::json m = {{"code_version", "v1"},
-                            {"compiled_paths", {{"testdata", "/x/testdata"}, {"bin", "/x/bin"}, {"source", "/x"}}},
-                            {"files", {{{"path", "bin/mpirun"}, {"link", "orterun"}},
-                                       {{"path", "data/fortunes.h5"}, {"bytes", 6}, {"sha256", digest}, {"mode", "644"}}}}};
-  write_json_file(b + "/manifest.json", m);
+  BundleManifest m;  // written by the manifest's own writer
+  m.code_version = "v1", m.compiled_testdata = "/x/testdata", m.compiled_bin = "/x/bin", m.compiled_source = "/x";
+  m.files.resize(2);
+  m.files[0].path = "bin/mpirun", m.files[0].link = "orterun";
+  m.files[1].path = "data/fortunes.h5", m.files[1].sha256 = digest, m.files[1].bytes = 6, m.files[1].mode = "644";
+  write_json_file(b + "/manifest.json", m.to_json());
   const auto manifest = read_bundle_manifest(b + "/manifest.json");
   CHECK(manifest.compiled_bin == "/x/bin");
   CHECK(bundle_mismatches(b, manifest).empty());
@@ -271,7 +272,9 @@ TEST_CASE("gpu-check build and bundle: the configure log, every manifest file by
   const auto bad = bundle_mismatches(b, manifest);
   CHECK(bad == std::vector<std::string>{"bin/mpirun", "data/fortunes.h5"});
   CHECK(bundle_result(b, manifest, bad, {}, report, false).failure.find("2 of 2 files differ") != std::string::npos);
-  write_json_file(b + "/manifest.json", {{"code_version", "v1"}, {"files", nlohmann::json::array()}});
+  nlohmann::json partial = m.to_json();
+  partial["compiled_paths"].erase("testdata");
+  write_json_file(b + "/manifest.json", partial);
   CHECK_THROWS_WITH(read_bundle_manifest(b + "/manifest.json"), Catch::Contains("/compiled_paths/testdata"));
 }
 

@@ -65,7 +65,7 @@ TEST_CASE("bundle manifest: written for a staged folder, read back by gpu-check'
   CHECK(m.compiled_bin == s.build + "/bin");
   REQUIRE(m.files.size() == 4);
   CHECK(m.files[0].path == "bin/mpirun");
-  CHECK(m.files[0].is_link);
+  CHECK(m.files[0].is_link());
   CHECK(m.files[0].link == "orterun");
   CHECK(m.files[1].path == "bin/orterun");
   CHECK(m.files[1].mode == "755");

@@ -149,5 +149,7 @@ TEST_CASE("step log: per-peer figures are written when present and read back", "
   CHECK(c.steps[0].record.peers == std::map<int, PeerTransfer>{{1, {4096, 0.25}}, {3, {2048, 0.5}}});
   CHECK(c.steps[1].record.peers.empty());
   std::ofstream(dir + "/bad.jsonl") << R"({"step": 0, "peers": {"x": {"bytes": 1, "s": 1}}})" << "\n";
-  CHECK_THROWS_WITH(read_step_log(dir + "/bad.jsonl"), Catch::Contains("\"peers\" entry \"x\""));
+  CHECK_THROWS_WITH(read_step_log(dir + "/bad.jsonl"), Catch::Contains(":1: step record field /peers has key \"x\": not a rank"));
+  std::ofstream(dir + "/bad.jsonl") << R"({"step": 0, "peers": {"1": {"bytes": 1}}})" << "\n";
+  CHECK_THROWS_WITH(read_step_log(dir + "/bad.jsonl"), Catch::EndsWith(":1: step record has no field /peers/1/s"));
 }

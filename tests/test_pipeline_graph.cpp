@@ -235,6 +235,7 @@ TEST_CASE("stage records: the one reader skips a torn line and names the file, l
   a.end = 12.5;
   a.exit_status = 0;
   append_stage_record(file, a);
+  CHECK(to_json_line(a) == R"({"end":12.5,"exit_status":0,"job_id":null,"ranks":1,"stage":"prep","start":10.0,"wall_s":2.5})");
   { std::ofstream(file, std::ios::app) << R"({"stage": "train", "ran)" << "\n"; }  // a stage killed mid-line
   { std::ofstream(file, std::ios::app) << R"({"stage": "old", "wall_s": 3, "exit_status": 0})" << "\n"; }  // no start/end
   const std::vector<StageRecord> read = read_stage_records(file);
@@ -250,13 +251,15 @@ TEST_CASE("stage records: the one reader skips a torn line and names the file, l
     std::ofstream(dir + "/bad.jsonl") << line << "\n";
     return test::usage_error_of([&] { read_stage_records(dir + "/bad.jsonl"); });
   };
-  const std::string at = dir + "/bad.jsonl:1: stage record: ";
-  CHECK(refused(R"({"ranks": 2})") == at + "'stage' is missing");
-  CHECK(refused(R"({"stage": "t", "ranks": 1e30})") == at + "'ranks' is not an integer in [1, 16777216] (got 1e+30)");
-  CHECK(refused(R"({"stage": "t", "exit_status": "0"})") == at + "'exit_status' is not an integer in [-255, 255] (got \"0\")");
-  CHECK(refused(R"({"stage": "t", "wall_s": "fast"})") == at + "'wall_s' is not a number (got \"fast\")");
-  CHECK(refused(R"({"stage": "t", "wall_s": -1})") == at + "'wall_s' is -1.0, not >= 0.0");
-  CHECK(refused(R"({"stage": "t", "job_id": 5})") == at + "'job_id' is not a string (got 5)");
+  const std::string at = dir + "/bad.jsonl:1: stage record ";
+  CHECK(refused(R"({"ranks": 2})") == at + "has no field /stage");
+  CHECK(refused(R"({"stage": "t", "ranks": 1e30})") == at + "field /ranks is not an integer (got 1e+30)");
+  CHECK(refused(R"({"stage": "t", "ranks": 0})") == at + "field /ranks is 0, not in [1, 16777216]");
+  CHECK(refused(R"({"stage": "t", "exit_status": "0"})") == at + "field /exit_status is not an integer (got \"0\")");
+  CHECK(refused(R"({"stage": "t", "exit_status": 256})") == at + "field /exit_status is 256, not in [-255, 255]");
+  CHECK(refused(R"({"stage": "t", "wall_s": "fast"})") == at + "field /wall_s is not a number (got \"fast\")");
+  CHECK(refused(R"({"stage": "t", "wall_s": -1})") == at + "field /wall_s is -1.0, not >= 0.0");
+  CHECK(refused(R"({"stage": "t", "job_id": 5})") == at + "field /job_id is not a string (got 5)");
 }
 
 TEST_CASE("pipeline: stage records and shell quoting", "[pipeline]") {

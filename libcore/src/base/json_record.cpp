@@ -8,6 +8,13 @@ double In::read(const JsonFile& f, const std::string& pointer) const {
   return v.get<double>();
 }
 
+std::int64_t WholeIn::read(const JsonFile& f, const std::string& pointer) const {
+  const std::int64_t v = integer(f, pointer);
+  if (v < lo || v > hi)
+    f.fail("field " + pointer + " is " + std::to_string(v) + ", not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
 std::string EmptyAsNull::read(const JsonFile& f, const std::string& pointer) const {
   return null_or(f, pointer, &JsonFile::string).value_or("");
 }
@@ -24,6 +31,12 @@ nlohmann::json object(const JsonFile& f, const std::string& pointer) {
 }
 
 namespace detail {
+
+int int_key(const JsonFile& f, const std::string& pointer, const std::string& key) {
+  const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) f.fail("field " + pointer + " has key \"" + key + "\": not a rank (a whole number >= 0)");
+  return std::stoi(key);
+}
 
 void check_entry(const JsonFile& f, const std::string& at, const FormatTag& e) {
   const std::string pointer = field(at, e.name);

@@ -1,7 +1,7 @@
 // The transport-independent parts of communicator.hpp: accounting and the --allreduce names.
 #include "shardtrain/comm/communicator.hpp"
 
-#include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/comm/hierarchical.hpp"
 
 namespace shardtrain {
@@ -44,43 +44,71 @@ double CommStats::level_busy_s(bool inter_node) const {
   return t;
 }
 
+namespace {
+
+// The JSON of CommStats (the run summary's "communication"; its keys once, base/json_record.hpp).
+// The operations are keyed by op_name and left out when never called; each holds its counts and,
+// written only, its bandwidths.
+auto op_fields() {
+  using namespace json_fields;
+  return std::tuple{key("calls", &OpStats::calls), key("bytes", &OpStats::bytes), key("busy_s", &OpStats::busy_s),
+                    key("cpu_s", &OpStats::cpu_s)};
+}
+
+// hierarchical_from_bytes: {OP: bytes, or null for kNeverHierarchical}, read in operation order.
+struct FromBytes {
+  using List = std::vector<std::pair<CollectiveOp, std::uint64_t>>;
+  List read(const JsonFile& f, const std::string& pointer) const {
+    json_fields::require_object(f, pointer);
+    List out;
+    for (int i = 0; i < kNumCollectiveOps; ++i) {
+      const auto op = static_cast<CollectiveOp>(i);
+      const std::string at = json_fields::field(pointer, op_name(op));
+      if (f.has(at)) out.emplace_back(op, json_fields::null_or(f, at, json_fields::count).value_or(kNeverHierarchical));
+    }
+    return out;
+  }
+  nlohmann::json write(const List& list) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [op, bytes] : list) out[op_name(op)] = bytes == kNeverHierarchical ? nlohmann::json(nullptr) : nlohmann::json(bytes);
+    return out;
+  }
+};
+
+// A level: its name is its key in "levels"; the object holds "inter_node" and the level's CommStats.
+auto level_fields() {
+  using namespace json_fields;
+  return std::tuple{key("inter_node", &CommLevel::inter_node), inlined(&CommLevel::stats)};
+}
+
+// The group's own fields, then, with levels only, the hierarchy's (read when "levels" is there;
+// "scratch_bytes" and "hierarchical_from_bytes" are absent in summaries written before them).
+auto comm_fields() {
+  using namespace json_fields;
+  return std::tuple{
+      key("group_size", &CommStats::group_size), written("total_bytes", &CommStats::total_bytes),
+      written("total_busy_s", &CommStats::total_busy_s), written("total_cpu_s", &CommStats::total_cpu_s),
+      key("wait_s", &CommStats::wait_s), key("scratch_bytes", &CommStats::scratch_bytes, kMayBeAbsent),
+      key("allreduce_algorithm", &CommStats::all_reduce_algorithm),
+      when([](const CommStats& c) { return !c.levels.empty(); }, key("levels", &CommStats::levels, keyed_by(&CommLevel::name, level_fields())),
+           written_by("intra_node_busy_s", [](const CommStats& c) { return c.level_busy_s(false); }),
+           written_by("inter_node_busy_s", [](const CommStats& c) { return c.level_busy_s(true); }),
+           key("nodes", &CommStats::nodes), key("ranks_per_node", &CommStats::ranks_per_node),
+           key("hierarchical_from_bytes", &CommStats::hierarchical_from_bytes, FromBytes{}, kOmittedWhenEmpty))};
+}
+
+}  // namespace
+
 nlohmann::json CommStats::to_json() const {
-  nlohmann::json j = nlohmann::json::object();
+  nlohmann::json j = json_fields::write_fields(*this, comm_fields());
   for (int i = 0; i < kNumCollectiveOps; ++i) {
     const auto& s = per_op[i];
     if (s.calls == 0) continue;
     const auto op = static_cast<CollectiveOp>(i);
-    const double algbw = s.busy_s > 0 ? double(s.bytes) / s.busy_s : 0.0;
-    j[op_name(op)] = {{"calls", s.calls},
-                      {"bytes", s.bytes},
-                      {"busy_s", s.busy_s},
-                      {"cpu_s", s.cpu_s},
-                      {"algbw_GBps", algbw * 1e-9},
-                      {"busbw_GBps", bus_bandwidth(op, s.bytes, s.busy_s, group_size) * 1e-9}};
-  }
-  j["group_size"] = group_size;
-  j["total_bytes"] = total_bytes();
-  j["total_busy_s"] = total_busy_s();
-  j["total_cpu_s"] = total_cpu_s();
-  j["wait_s"] = wait_s;
-  j["scratch_bytes"] = scratch_bytes;
-  j["allreduce_algorithm"] = all_reduce_algorithm;
-  if (levels.empty()) return j;
-  nlohmann::json by_name = nlohmann::json::object();
-  for (const auto& l : levels) {
-    by_name[l.name] = l.stats.to_json();
-    by_name[l.name]["inter_node"] = l.inter_node;
-  }
-  j["levels"] = std::move(by_name);
-  j["intra_node_busy_s"] = level_busy_s(false);
-  j["inter_node_busy_s"] = level_busy_s(true);
-  j["nodes"] = nodes;
-  j["ranks_per_node"] = ranks_per_node;
-  if (!hierarchical_from_bytes.empty()) {
-    nlohmann::json from = nlohmann::json::object();
-    for (const auto& [op, bytes] : hierarchical_from_bytes)
-      from[op_name(op)] = bytes == ~std::uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(bytes);
-    j["hierarchical_from_bytes"] = std::move(from);
+    nlohmann::json o = json_fields::write_fields(s, op_fields());
+    o["algbw_GBps"] = (s.busy_s > 0 ? double(s.bytes) / s.busy_s : 0.0) * 1e-9;
+    o["busbw_GBps"] = bus_bandwidth(op, s.bytes, s.busy_s, group_size) * 1e-9;
+    j[op_name(op)] = std::move(o);
   }
   return j;
 }
@@ -92,34 +120,12 @@ bool CommStats::operator==(const CommStats&) const = default;
 bool CommLevel::operator==(const CommLevel&) const = default;
 
 CommStats CommStats::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
   CommStats c;
   for (int i = 0; i < kNumCollectiveOps; ++i) {
-    const std::string op = field(at, op_name(static_cast<CollectiveOp>(i)));
-    if (!f.has(op)) continue;  // never called
-    c.per_op[i] = {json_fields::count(f, field(op, "calls")), json_fields::count(f, field(op, "bytes")),
-                   f.number(field(op, "busy_s")), f.number(field(op, "cpu_s"))};
+    const std::string op = json_fields::field(at, op_name(static_cast<CollectiveOp>(i)));
+    if (f.has(op)) json_fields::read_fields(f, op, c.per_op[i], op_fields());  // absent: never called
   }
-  c.group_size = json_fields::small_integer(f, field(at, "group_size"));
-  c.wait_s = f.number(field(at, "wait_s"));
-  // Absent in summaries written before the field existed: nothing known, 0.
-  if (f.has(field(at, "scratch_bytes"))) c.scratch_bytes = json_fields::count(f, field(at, "scratch_bytes"));
-  c.all_reduce_algorithm = f.string(field(at, "allreduce_algorithm"));
-  if (!f.has(field(at, "levels"))) return c;
-  json_fields::require_object(f, field(at, "levels"));
-  for (const auto& level : f.at(field(at, "levels")).items()) {
-    const std::string l = field(field(at, "levels"), level.key());
-    c.levels.push_back({level.key(), json_fields::boolean(f, field(l, "inter_node")), CommStats::from_json(f, l)});
-  }
-  c.nodes = json_fields::small_integer(f, field(at, "nodes"));
-  c.ranks_per_node = json_fields::small_integer(f, field(at, "ranks_per_node"));
-  if (!f.has(field(at, "hierarchical_from_bytes"))) return c;
-  for (int i = 0; i < kNumCollectiveOps; ++i) {
-    const auto op = static_cast<CollectiveOp>(i);
-    const std::string from = field(field(at, "hierarchical_from_bytes"), op_name(op));
-    if (!f.has(from)) continue;
-    c.hierarchical_from_bytes.emplace_back(op, f.at(from).is_null() ? kNeverHierarchical : json_fields::count(f, from));
-  }
+  json_fields::read_fields(f, at, c, comm_fields());
   return c;
 }
 

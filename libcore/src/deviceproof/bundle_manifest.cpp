@@ -19,7 +19,6 @@ namespace fs = std::filesystem;
 namespace shardtrain::deviceproof {
 namespace {
 
-nlohmann::json or_null(const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
 
 std::string file_sha256(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -127,7 +126,6 @@ std::vector<BundleFile> file_list(const std::string& bundle) {
     BundleFile f;
     f.path = rel;
     if (fs::is_symlink(st)) {  // not followed: a link to a folder is listed as the link it is
-      f.is_link = true;
       f.link = fs::read_symlink(p).string();
     } else if (fs::is_regular_file(st) && rel != "manifest.json") {
       f.bytes = fs::file_size(p);
@@ -146,55 +144,12 @@ std::vector<BundleFile> file_list(const std::string& bundle) {
 
 }  // namespace
 
-BundleManifest BundleManifest::from_json(const JsonFile& file) {
-  BundleManifest m;
-  m.code_version = file.string("/code_version");
-  m.compiled_testdata = file.string("/compiled_paths/testdata");
-  m.compiled_bin = file.string("/compiled_paths/bin");
-  const auto& files = file.at("/files");
-  if (!files.is_array()) file.fail("field /files is not an array");
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const std::string at = "/files/" + std::to_string(i);
-    BundleFile f;
-    f.path = file.string(at + "/path");
-    f.is_link = file.has(at + "/link");
-    if (f.is_link) {
-      f.link = file.string(at + "/link");
-    } else {
-      f.sha256 = file.string(at + "/sha256");
-      if (const auto b = file.find_number(at + "/bytes")) f.bytes = std::uintmax_t(*b);
-      if (file.has(at + "/mode")) f.mode = file.string(at + "/mode");
-    }
-    m.files.push_back(std::move(f));
-  }
-  return m;
+void BundleFile::validate(const JsonFile& f, const std::string& at) const {
+  if (!is_link() && sha256.empty()) f.fail("field " + at + " has neither \"link\" nor \"sha256\"");
 }
 
 BundleManifest read_bundle_manifest(const std::string& path) {
   return BundleManifest::from_json(JsonFile::read(path, "the bundle manifest"));
-}
-
-nlohmann::json BundleManifest::to_json() const {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& f : files) {
-    if (f.is_link) list.push_back({{"path", f.path}, {"link", f.link}});
-    else list.push_back({{"path", f.path}, {"bytes", f.bytes}, {"sha256", f.sha256}, {"mode", f.mode}});
-  }
-  return {{"format", "shardtrain-gpu-bundle"},
-          {"format_version", 1},
-          {"created", created},
-          {"code_version", code_version},
-          {"build",
-           {{"type", or_null(build.type)}, {"cuda_architectures", "90"}, {"native", or_null(build.native)},
-            {"nvcc", build.nvcc}, {"cxx", or_null(build.cxx)}, {"build_os", or_null(build.build_os)},
-            {"glibc", build.glibc}, {"cpu_flags_used_by_native", build.cpu_flags_used_by_native}}},
-          {"compiled_paths", {{"testdata", compiled_testdata}, {"bin", compiled_bin}, {"source", compiled_source}}},
-          {"versions",
-           {{"openmpi", or_null(openmpi)}, {"pmix", or_null(pmix)}, {"hdf5", or_null(hdf5)},
-            {"onednn", or_null(onednn)}, {"cuda_runtime_bundled", cuda_runtime_bundled}}},
-          {"provided_by_device", provided_by_device},
-          {"openmpi_components_left_out", openmpi_components_left_out},
-          {"files", list}};
 }
 
 BundleManifest bundle_manifest_of(const BundleSources& s) {
@@ -239,7 +194,7 @@ std::vector<std::string> bundle_mismatches(const std::string& bundle_dir, const 
     const fs::path p = fs::path(bundle_dir) / f.path;
     std::error_code ec;
     bool ok = false;
-    if (f.is_link) {
+    if (f.is_link()) {
       ok = fs::is_symlink(fs::symlink_status(p, ec)) && fs::read_symlink(p, ec).string() == f.link;
     } else if (fs::is_regular_file(fs::symlink_status(p, ec))) {
       try {

@@ -16,25 +16,15 @@ namespace fs = std::filesystem;
 namespace shardtrain::deviceproof {
 
 const char* status_name(StageStatus s) {
-  switch (s) {
-    case StageStatus::kPass: return "pass";
-    case StageStatus::kFail: return "fail";
-    case StageStatus::kTimeout: return "timeout";
-    case StageStatus::kSkipped: return "skipped";
-    case StageStatus::kInterrupted: return "interrupted";
-  }
+  for (const auto& [name, status] : kStageStatusNames)
+    if (status == s) return name;
   return "fail";
-}
-
-nlohmann::json StageRecord::to_json() const {
-  return {{"stage", stage}, {"status", status_name(status)}, {"seconds", seconds}, {"limit_s", limit_s},
-          {"exit_code", exit_code}, {"reason", reason}, {"log", log}, {"result", result}};
 }
 
 nlohmann::json summary_json(const std::vector<StageRecord>& stages, bool dry, const std::string& bundle) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& s : stages)
-    list.push_back({{"stage", s.stage}, {"status", status_name(s.status)}, {"seconds", s.seconds}, {"reason", s.reason}});
+    list.push_back(json_fields::write_fields(s, StageRecord::summary_fields()));
   return {{"stages", list}, {"dry_run", dry}, {"bundle", bundle.empty() ? nlohmann::json(nullptr) : nlohmann::json(bundle)}};
 }
 

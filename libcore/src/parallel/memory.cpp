@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/model/gpt.hpp"
 #include "shardtrain/parallel/ddp.hpp"
@@ -29,37 +29,34 @@ void MemoryTracker::sub(MemoryCategory c, std::size_t bytes) {
   total_ -= bytes;
 }
 
+namespace {
+
+// MemoryReport's keys beside the categories' (each named by memory_category_name), once: the ZeRO
+// part written for a ZeRO stage, the process part where it was measured (absent: 0).
+auto memory_fields() {
+  using namespace json_fields;
+  return std::tuple{key("model_state", &MemoryReport::model_state), key("total", &MemoryReport::total),
+                    when([](const MemoryReport& r) { return r.zero_stage > 0; },
+                         key("formula_model_state", &MemoryReport::formula_model_state), key("zero_stage", &MemoryReport::zero_stage)),
+                    when([](const MemoryReport& r) { return r.resident_peak > 0; }, key("resident_peak", &MemoryReport::resident_peak),
+                         key("process_baseline", &MemoryReport::process_baseline),
+                         written("unaccounted", &MemoryReport::unaccounted))};
+}
+
+}  // namespace
+
 nlohmann::json MemoryReport::to_json() const {
-  nlohmann::json j;
+  nlohmann::json j = json_fields::write_fields(*this, memory_fields());
   for (int c = 0; c < kNumMemoryCategories; ++c) j[memory_category_name(MemoryCategory(c))] = peak[std::size_t(c)];
-  j["model_state"] = model_state;
-  j["total"] = total;
-  if (zero_stage > 0) {
-    j["formula_model_state"] = formula_model_state;
-    j["zero_stage"] = zero_stage;
-  }
-  if (resident_peak > 0) {
-    j["resident_peak"] = resident_peak;
-    j["process_baseline"] = process_baseline;
-    j["unaccounted"] = unaccounted();
-  }
   return j;
 }
 
 MemoryReport MemoryReport::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
   MemoryReport r;
+  json_fields::require_object(f, at);
   for (int c = 0; c < kNumMemoryCategories; ++c)
-    r.peak[std::size_t(c)] = f.number(field(at, memory_category_name(MemoryCategory(c))));
-  r.model_state = f.number(field(at, "model_state"));
-  r.total = f.number(field(at, "total"));
-  // ZeRO only (absent for DDP: 0).
-  r.formula_model_state = f.find_number(field(at, "formula_model_state")).value_or(0.0);
-  r.zero_stage = int(json_fields::nullable_integer(f, field(at, "zero_stage")).value_or(0));
-  // Run summaries only (absent: not measured).
-  r.resident_peak = f.find_number(field(at, "resident_peak")).value_or(0.0);
-  r.process_baseline = f.find_number(field(at, "process_baseline")).value_or(0.0);
+    r.peak[std::size_t(c)] = f.number(json_fields::field(at, memory_category_name(MemoryCategory(c))));
+  json_fields::read_fields(f, at, r, memory_fields());
   return r;
 }
 

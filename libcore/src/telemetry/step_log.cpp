@@ -32,11 +32,8 @@ nlohmann::json StepRecord::to_json(int rank, const RunIdentity& id) const {
   const nlohmann::json identity = json_fields::write(id);  // named: items() must not outlive its object
   j.update(identity);
   if (extra.is_object()) j.update(extra);
-  if (!peers.empty()) {
-    nlohmann::json p = nlohmann::json::object();
-    for (const auto& [peer, t] : peers) p[std::to_string(peer)] = {{"bytes", t.bytes}, {"s", t.seconds}};
-    j["peers"] = std::move(p);
-  }
+  const nlohmann::json listed = json_fields::write_fields(*this, listed_fields());
+  j.update(listed);
   return j;
 }
 
@@ -118,17 +115,8 @@ StepLogContents read_step_log(const std::string& path, Repeats repeats) {
     read_field(j, "pid", e.pid, where);
     if (const auto h = j.find("host"); h != j.end() && h->is_string()) e.host = h->get<std::string>();
     if (const auto id = j.find("checkpoint_id"); id != j.end() && id->is_string()) e.checkpoint_id = id->get<std::string>();
-    if (const auto p = j.find("peers"); p != j.end()) {
-      if (!p->is_object()) throw UsageError(where + ": \"peers\" should be an object of peer rank -> {bytes, s}");
-      for (const auto& [peer, t] : p->items()) {
-        char* end = nullptr;
-        const long r = std::strtol(peer.c_str(), &end, 10);
-        if (peer.empty() || *end || r < 0 || !t.is_object() || !t.contains("bytes") || !t["bytes"].is_number_unsigned() ||
-            !t.contains("s") || !t["s"].is_number())
-          throw UsageError(where + ": \"peers\" entry \"" + peer + "\" should be a rank with {\"bytes\": count, \"s\": seconds}");
-        e.record.peers[int(r)] = PeerTransfer{t["bytes"].get<std::uint64_t>(), t["s"].get<double>()};
-      }
-    }
+    if (j.contains(std::get<0>(StepRecord::listed_fields()).name))  // parsed again: only lines with peers
+      json_fields::read_fields(JsonFile::parse(line, where, "step record"), "", e.record, StepRecord::listed_fields());
     e.has_timings = true;
     for (const TimingColumn& column : kTimingColumns)
       e.has_timings &= read_field(j, column.name, e.record.*column.field, where);

@@ -53,36 +53,6 @@ struct Candidate {
   StragglerFinding finding() const { return {rank, Section(section), individual, value, lost_s, why}; }
 };
 
-nlohmann::json finding_json(const StragglerFinding& f) {
-  nlohmann::json j = {{"rank", f.rank},
-                      {"section", kSections[int(f.section)].name},
-                      {"score", f.individual ? "individual" : "relative"},
-                      {"value", f.value},
-                      {"lost_s", f.lost_s}};
-  if (!f.why.empty()) j["why"] = f.why;
-  return j;
-}
-
-Section section_named(const std::string& name) {
-  for (int s = 0; s < kNumSections; ++s)
-    if (name == kSections[s].name) return Section(s);
-  throw UsageError("straggler report: unknown section '" + name + "'");
-}
-
-StragglerFinding finding_of(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  const std::string name = f.string(field(at, "section"));
-  Section section = Section::kData;
-  try {
-    section = section_named(name);
-  } catch (const UsageError&) {
-    f.fail("field " + field(at, "section") + " is not a section (got '" + name + "')");
-  }
-  return {json_fields::small_integer(f, field(at, "rank")), section,
-          f.string(field(at, "score")) == "individual", f.number(field(at, "value")), f.number(field(at, "lost_s")),
-          json_fields::nullable_string(f, field(at, "why")).value_or("")};
-}
-
 // The scores of one rank's section against the fastest rank's median.
 struct Scores {
   double relative = 1, lost_s = 0;
@@ -174,6 +144,16 @@ std::string fixed(double value, const char* format) {
 }  // namespace
 
 const char* section_name(Section section) { return kSections[int(section)].name; }
+
+Section SectionByName::read(const JsonFile& f, const std::string& pointer) const {
+  const std::string name = f.string(pointer);
+  const char* all[kNumSections];
+  for (int s = 0; s < kNumSections; ++s) {
+    if (name == kSections[s].name) return Section(s);
+    all[s] = kSections[s].name;
+  }
+  f.fail("field " + pointer + " must be " + json_fields::choices(all, kNumSections) + " (got '" + name + "')");
+}
 const char* section_column(Section section) { return kSections[int(section)].column; }
 
 void StragglerOptions::validate() const {
@@ -282,76 +262,6 @@ StragglerReport straggler_report(const std::vector<RankProfile>& ranks, const St
   for (const Candidate& c : candidates) (c.why.empty() ? report.stragglers : report.not_named).push_back(c.finding());
   report.waited_for = waited_for(ranks, floor_s);
   return report;
-}
-
-nlohmann::json StragglerReport::to_json() const {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const RankScores& r : ranks) {
-    nlohmann::json sections = nlohmann::json::object();
-    for (int s = 0; s < kNumSections; ++s) {
-      const SectionScore& sc = r.sections[s];
-      sections[kSections[s].name] = {{"median_s", sc.median_s},
-                                     {"ran_fraction", sc.ran_fraction},
-                                     {"relative", sc.relative},
-                                     {"individual", sc.individual ? nlohmann::json(*sc.individual) : nullptr},
-                                     {"lost_s", sc.lost_s},
-                                     {"individual_lost_s", sc.individual_lost_s}};
-    }
-    rows.push_back({{"rank", r.rank}, {"steps", r.steps}, {"median_step_s", r.median_step_s}, {"sections", sections}});
-  }
-  nlohmann::json named = nlohmann::json::array(), held_back = nlohmann::json::array();
-  for (const StragglerFinding& f : stragglers) named.push_back(finding_json(f));
-  for (const StragglerFinding& f : not_named) held_back.push_back(finding_json(f));
-  nlohmann::json j = {{"threshold", threshold}, {"window", window},   {"min_share", min_share},
-                      {"median_step_s", median_step_s}, {"ranks", rows}, {"stragglers", named},
-                      {"not_named", held_back}, {"waited_for", waited_for ? nlohmann::json(*waited_for) : nullptr}};
-  if (!run_dir.empty()) {
-    j["run_dir"] = run_dir;
-    j["skipped_lines"] = skipped_lines;
-    j["skipped_records"] = skipped_records;
-  }
-  return j;
-}
-
-StragglerReport StragglerReport::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  StragglerReport r;
-  r.threshold = f.number(field(at, "threshold"));
-  r.window = json_fields::small_integer(f, field(at, "window"));
-  r.min_share = f.number(field(at, "min_share"));
-  r.median_step_s = f.number(field(at, "median_step_s"));
-  const std::string ranks = field(at, "ranks");
-  for (std::size_t i = 0, n = json_fields::array_size(f, ranks); i < n; ++i) {
-    const std::string row = field(ranks, std::to_string(i));
-    RankScores rs{json_fields::small_integer(f, field(row, "rank")), json_fields::small_integer(f, field(row, "steps")),
-                  f.number(field(row, "median_step_s")), {}};
-    for (int s = 0; s < kNumSections; ++s) {
-      const std::string sec = field(field(row, "sections"), kSections[s].name);
-      SectionScore& sc = rs.sections[s];
-      sc.median_s = f.number(field(sec, "median_s"));
-      sc.ran_fraction = f.number(field(sec, "ran_fraction"));
-      sc.relative = f.number(field(sec, "relative"));
-      sc.individual = json_fields::null_or(f, field(sec, "individual"), &JsonFile::number);
-      sc.lost_s = f.number(field(sec, "lost_s"));
-      sc.individual_lost_s = f.number(field(sec, "individual_lost_s"));
-    }
-    r.ranks.push_back(rs);
-  }
-  const auto findings = [&](const char* list) {
-    std::vector<StragglerFinding> out;
-    for (std::size_t i = 0, n = json_fields::array_size(f, field(at, list)); i < n; ++i)
-      out.push_back(finding_of(f, field(field(at, list), std::to_string(i))));
-    return out;
-  };
-  r.stragglers = findings("stragglers");
-  r.not_named = findings("not_named");
-  r.waited_for = json_fields::null_or(f, field(at, "waited_for"), json_fields::small_integer);
-  // A run folder's report only.
-  r.run_dir = json_fields::nullable_string(f, field(at, "run_dir")).value_or("");
-  r.skipped_lines = int(json_fields::nullable_integer(f, field(at, "skipped_lines")).value_or(0));
-  r.skipped_records = int(json_fields::nullable_integer(f, field(at, "skipped_records")).value_or(0));
-  return r;
 }
 
 RunSamples read_run_samples(const std::string& run_dir) {

@@ -31,6 +31,15 @@
 //   constant(NAME, VALUE)   written as VALUE, never read.
 //   group(NAME, ENTRIES...) members of this type in an object of their own ("holdout": {"documents",
 //                           "samples", "slices"}).
+//   when(PRED, ENTRIES...)  entries at this level written only when PRED(value) holds (a member
+//                           function or a callable), read when the first entry's key is present
+//                           (a ZeRO run's "zero_stage" and "formula_model_state").
+//   written_by(NAME, F)     as written, from a callable F(const T&) (a figure with an argument).
+// kOmittedWhenEmpty on a container (a vector, a map, a string) leaves it out when empty.
+// A std::map<int, X> is an object keyed by the decimal int, >= 0 (a rank: "peers": {"1": ...}); codec
+// keyed_by(&X::name, LIST) writes a std::vector<X> as an object keyed by each element's name
+// member, each by the entries of LIST (a tuple, as fields() returns; the name is not among them):
+// "levels": {"dp.node": {...}}; read back in key order.
 // write_fields/read_fields take a list of the caller's (a part written only on request).
 // Checks beyond the types (a range across fields, a "format" tag) go in an optional member
 // `void validate(const JsonFile& f, const std::string& at) const`, called after the read.
@@ -105,6 +114,20 @@ struct Group {
 };
 template <typename... Entries>
 Group<Entries...> group(const char* name, Entries... entries) { return {name, {entries...}}; }
+template <typename Pred, typename... Entries>
+struct When {
+  Pred pred;
+  std::tuple<Entries...> entries;
+};
+template <typename Pred, typename... Entries>
+When<Pred, Entries...> when(Pred pred, Entries... entries) { return {pred, {entries...}}; }
+template <typename F>
+struct WrittenBy {
+  const char* name;
+  F get;
+};
+template <typename F>
+WrittenBy<F> written_by(const char* name, F get) { return {name, get}; }
 
 template <typename T, typename M>
 constexpr Key<T, M, ByType> key(const char* name, M T::*member, Presence presence = kRequired) {
@@ -137,6 +160,12 @@ struct In {
   double read(const JsonFile& f, const std::string& pointer) const;
 };
 inline In in(NumberRange range) { return {range}; }
+// An integer inside [lo, hi] (integer()'s rule, then the range): "field /ranks is 0, not in [1, 16]".
+struct WholeIn {
+  std::int64_t lo, hi;
+  std::int64_t read(const JsonFile& f, const std::string& pointer) const;
+};
+inline WholeIn whole_in(std::int64_t lo, std::int64_t hi) { return {lo, hi}; }
 
 // A string written as null when empty and read back as "" from null (a run's checkpoint_id before
 // its first checkpoint). The key must be present.
@@ -179,6 +208,10 @@ template <typename X> struct is_vector : std::false_type {};
 template <typename X> struct is_vector<std::vector<X>> : std::true_type {};
 template <typename X> struct is_map : std::false_type {};
 template <typename X> struct is_map<std::map<std::string, X>> : std::true_type {};
+template <typename X> struct is_int_map : std::false_type {};
+template <typename X> struct is_int_map<std::map<int, X>> : std::true_type {};
+template <typename X> concept HasEmpty = requires(const X& x) { { x.empty() } -> std::same_as<bool>; };
+int int_key(const JsonFile& f, const std::string& pointer, const std::string& key);  // a map<int, X>'s key
 
 template <typename X> concept HasFields = requires { X::fields(); };
 template <typename X> concept HasFromJson = requires(const JsonFile& f, const std::string& p) {
@@ -218,6 +251,12 @@ V read_value(const JsonFile& f, const std::string& pointer) {
     for (const auto& item : f.at(pointer).items())
       out.emplace(item.key(), read_value<typename V::mapped_type>(f, field(pointer, item.key())));
     return out;
+  } else if constexpr (detail::is_int_map<V>::value) {
+    require_object(f, pointer);
+    V out;
+    for (const auto& item : f.at(pointer).items())
+      out.emplace(detail::int_key(f, pointer, item.key()), read_value<typename V::mapped_type>(f, field(pointer, item.key())));
+    return out;
   } else if constexpr (detail::HasFields<V>) return read<V>(f, pointer);
   else if constexpr (detail::HasFromJson<V>) return V::from_json(f, pointer);
   else static_assert(sizeof(V) == 0, "json_fields: no reader for this member type");
@@ -233,6 +272,10 @@ nlohmann::json write_value(const V& v) {
   } else if constexpr (detail::is_map<V>::value) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [k, e] : v) out[k] = write_value(e);
+    return out;
+  } else if constexpr (detail::is_int_map<V>::value) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, e] : v) out[std::to_string(k)] = write_value(e);
     return out;
   } else if constexpr (detail::HasFields<V>) return write(v);
   else if constexpr (detail::HasToJson<V>) return v.to_json();
@@ -288,6 +331,10 @@ template <typename T, typename... Entries>
 void read_entry(const JsonFile& f, const std::string& at, T& out, const Group<Entries...>& g);
 template <typename T>
 void read_entry(const JsonFile& f, const std::string& at, T&, const Version& e) { check_entry(f, at, e); }
+template <typename T, typename Pred, typename... Entries>
+void read_entry(const JsonFile& f, const std::string& at, T& out, const When<Pred, Entries...>& w);
+template <typename T, typename F>
+void read_entry(const JsonFile&, const std::string&, T&, const WrittenBy<F>&) {}
 
 template <typename T, typename M, typename C>
 void write_entry(nlohmann::json& j, const T& v, const Key<T, M, C>& e) {
@@ -299,6 +346,8 @@ void write_entry(nlohmann::json& j, const T& v, const Key<T, M, C>& e) {
     }
     j[e.name] = write_with(*m, e.codec);
   } else {
+    if constexpr (HasEmpty<M>)
+      if (e.presence == kOmittedWhenEmpty && m.empty()) return;
     j[e.name] = write_with(m, e.codec);
   }
 }
@@ -325,6 +374,10 @@ template <typename T>
 void write_entry(nlohmann::json& j, const T&, const Constant& e) { j[e.name] = e.value; }
 template <typename T, typename... Entries>
 void write_entry(nlohmann::json& j, const T& v, const Group<Entries...>& g);
+template <typename T, typename Pred, typename... Entries>
+void write_entry(nlohmann::json& j, const T& v, const When<Pred, Entries...>& w);
+template <typename T, typename F>
+void write_entry(nlohmann::json& j, const T& v, const WrittenBy<F>& e) { j[e.name] = write_value(std::invoke(e.get, v)); }
 
 }  // namespace detail
 
@@ -364,7 +417,39 @@ template <typename T, typename... Entries>
 void write_entry(nlohmann::json& j, const T& v, const Group<Entries...>& g) {
   j[g.name] = write_fields(v, g.entries);
 }
+template <typename T, typename Pred, typename... Entries>
+void read_entry(const JsonFile& f, const std::string& at, T& out, const When<Pred, Entries...>& w) {
+  if (f.has(field(at, std::get<0>(w.entries).name))) read_fields(f, at, out, w.entries);
+}
+template <typename T, typename Pred, typename... Entries>
+void write_entry(nlohmann::json& j, const T& v, const When<Pred, Entries...>& w) {
+  if (std::invoke(w.pred, v)) j.update(write_fields(v, w.entries));
+}
 }  // namespace detail
+
+// keyed_by's codec (see above).
+template <typename X, typename List>
+struct KeyedBy {
+  std::string X::*name;
+  List list;
+  std::vector<X> read(const JsonFile& f, const std::string& pointer) const {
+    require_object(f, pointer);
+    std::vector<X> out;
+    for (const auto& item : f.at(pointer).items()) {
+      X& x = out.emplace_back();
+      x.*name = item.key();
+      read_fields(f, field(pointer, item.key()), x, list);
+    }
+    return out;
+  }
+  nlohmann::json write(const std::vector<X>& v) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const X& x : v) out[x.*name] = write_fields(x, list);
+    return out;
+  }
+};
+template <typename X, typename List>
+KeyedBy<X, List> keyed_by(std::string X::*name, List list) { return {name, list}; }
 
 template <typename Enum, std::size_t N>
 Enum Names<Enum, N>::read(const JsonFile& f, const std::string& pointer) const {

@@ -10,20 +10,28 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain::deviceproof {
 
 // One entry of `files`: a file has bytes, sha256 and mode ("755" when executable, else "644"); a
-// symbolic link has its target (is_link) and nothing else.
+// symbolic link has its target (link, never empty) and nothing else.
 struct BundleFile {
   std::string path, sha256, link;
-  bool is_link = false;
-  std::uintmax_t bytes = 0;
+  std::uint64_t bytes = 0;
   std::string mode;
+  bool is_link() const { return !link.empty(); }
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("path", &BundleFile::path), when(&BundleFile::is_link, key("link", &BundleFile::link)),
+                      when([](const BundleFile& f) { return !f.is_link(); }, key("sha256", &BundleFile::sha256),
+                           key("bytes", &BundleFile::bytes), key("mode", &BundleFile::mode))};
+  }
+  // A file entry needs its sha256, a link its target.
+  void validate(const JsonFile& f, const std::string& at) const;
 };
 
-// What the packing machine recorded beside the files. Written in full; not read back (gpu-check
-// needs none of it), so the reader leaves it empty.
+// What the packing machine recorded beside the files (gpu-check reads it back and needs none of it).
 struct BundleBuildInfo {
   std::optional<std::string> type, native;  // CMakeCache.txt's CMAKE_BUILD_TYPE, SHARDTRAIN_NATIVE
   std::vector<std::string> nvcc;            // the last line of `nvcc --version` ([] when it fails)
@@ -31,6 +39,14 @@ struct BundleBuildInfo {
   std::optional<std::string> build_os;      // /etc/os-release PRETTY_NAME
   std::string glibc;                        // this process's glibc: the oldest the programs may need
   std::vector<std::string> cpu_flags_used_by_native;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("type", &BundleBuildInfo::type), constant("cuda_architectures", "90"),
+                      key("native", &BundleBuildInfo::native), key("nvcc", &BundleBuildInfo::nvcc),
+                      key("cxx", &BundleBuildInfo::cxx), key("build_os", &BundleBuildInfo::build_os),
+                      key("glibc", &BundleBuildInfo::glibc),
+                      key("cpu_flags_used_by_native", &BundleBuildInfo::cpu_flags_used_by_native)};
+  }
 };
 
 struct BundleManifest {
@@ -44,11 +60,23 @@ struct BundleManifest {
   std::vector<std::string> provided_by_device, openmpi_components_left_out;
   std::vector<BundleFile> files;
 
-  // The reader: code_version, compiled_paths/testdata and /bin, and files (path; sha256 or link).
-  // A missing field is a UsageError naming the file and the field.
-  static BundleManifest from_json(const JsonFile& file);
-  // Every key of the format (docs/FORMATS.md), files in this order.
-  nlohmann::json to_json() const;
+  // Every key of the format (docs/FORMATS.md), once; files in this order.
+  static auto fields() {
+    using namespace json_fields;
+    using M = BundleManifest;
+    return std::tuple{format_tag("format", "shardtrain-gpu-bundle", "device bundle manifest"), version("format_version", 1),
+                      key("created", &M::created), key("code_version", &M::code_version), key("build", &M::build),
+                      group("compiled_paths", key("testdata", &M::compiled_testdata), key("bin", &M::compiled_bin),
+                            key("source", &M::compiled_source)),
+                      group("versions", key("openmpi", &M::openmpi), key("pmix", &M::pmix), key("hdf5", &M::hdf5),
+                            key("onednn", &M::onednn), key("cuda_runtime_bundled", &M::cuda_runtime_bundled)),
+                      key("provided_by_device", &M::provided_by_device),
+                      key("openmpi_components_left_out", &M::openmpi_components_left_out), key("files", &M::files)};
+  }
+  // json_fields::read and write over fields(): a missing or mistyped field is a UsageError naming
+  // the file and the field.
+  static BundleManifest from_json(const JsonFile& file) { return json_fields::read<BundleManifest>(file, ""); }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
 };
 BundleManifest read_bundle_manifest(const std::string& path);
 

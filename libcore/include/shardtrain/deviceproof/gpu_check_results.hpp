@@ -12,13 +12,18 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/deviceproof/bundle_manifest.hpp"
 #include "shardtrain/equiv/equivalence.hpp"
 
 namespace shardtrain::deviceproof {
 
 enum class StageStatus { kPass, kFail, kTimeout, kSkipped, kInterrupted };
-const char* status_name(StageStatus s);  // "pass" "fail" "timeout" "skipped" "interrupted"
+inline constexpr std::pair<const char*, StageStatus> kStageStatusNames[] = {
+    {"pass", StageStatus::kPass},       {"fail", StageStatus::kFail},
+    {"timeout", StageStatus::kTimeout}, {"skipped", StageStatus::kSkipped},
+    {"interrupted", StageStatus::kInterrupted}};
+const char* status_name(StageStatus s);  // by kStageStatusNames
 
 // <stage>.json: {stage, status, seconds, limit_s, exit_code, reason, log, result}.
 struct StageRecord {
@@ -29,7 +34,18 @@ struct StageRecord {
   int exit_code = 0;
   std::string reason, log;
   nlohmann::json result = nullptr;  // null: the stage computed none
-  nlohmann::json to_json() const;
+  // The keys once: the summary's part of a stage, then the rest of <stage>.json.
+  static auto summary_fields() {
+    using namespace json_fields;
+    return std::tuple{key("stage", &StageRecord::stage), key("status", &StageRecord::status, names(kStageStatusNames)),
+                      key("seconds", &StageRecord::seconds), key("reason", &StageRecord::reason)};
+  }
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple_cat(summary_fields(), std::tuple{key("limit_s", &StageRecord::limit_s), key("exit_code", &StageRecord::exit_code),
+                                                       key("log", &StageRecord::log), key("result", &StageRecord::result)});
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
 };
 // summary.json: {stages: [{stage, status, seconds, reason}...], dry_run, bundle (null: none)}.
 nlohmann::json summary_json(const std::vector<StageRecord>& stages, bool dry, const std::string& bundle);

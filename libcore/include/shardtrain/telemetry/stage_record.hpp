@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "shardtrain/base/json_record.hpp"
+
 namespace shardtrain {
 
 struct StageRecord {
@@ -19,6 +21,15 @@ struct StageRecord {
   int exit_status = 1;                 // [-255, 255]; a line without it counts as failed
   std::string job_id;                  // "" -> null (a stage run here, not as a Slurm job)
   double wall_s() const { return recorded_wall_s.value_or(end - start); }
+  // The line's keys, once (base/json_record.hpp); "wall_s" is written as wall_s() (to_json_line).
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("stage", &StageRecord::stage), key("ranks", &StageRecord::ranks, whole_in(1, 1 << 24), kMayBeAbsent),
+                      key("start", &StageRecord::start, kMayBeAbsent), key("end", &StageRecord::end, kMayBeAbsent),
+                      key("wall_s", &StageRecord::recorded_wall_s, in(NumberRange::at_least(0)), kMayBeAbsent),
+                      key("exit_status", &StageRecord::exit_status, whole_in(-255, 255), kMayBeAbsent),
+                      key("job_id", &StageRecord::job_id, empty_as_null, kMayBeAbsent)};
+  }
 };
 
 // The record as one line of stages.jsonl (no newline); "wall_s" is wall_s().
@@ -28,10 +39,10 @@ std::string to_json_line(const StageRecord& record);
 void append_stage_record(const std::string& file, const StageRecord& record);
 
 // Every record of `file` in order (none when it does not exist). A line that is not a JSON object
-// is skipped (a stage killed while it wrote its line); an object is read strictly: "stage" a
-// string, "ranks" and "exit_status" integers in their ranges (absent: 1), "start", "end" and
-// "wall_s" finite numbers (wall_s >= 0), "job_id" a string or null; anything else is a UsageError
-// naming "FILE:LINE: stage record" and the field (base/json_number's rule for the numbers).
+// is skipped (a stage killed while it wrote its line); an object is read strictly by fields():
+// "stage" a string, "ranks" and "exit_status" integers in their ranges (absent: 1), "start", "end"
+// and "wall_s" finite numbers (wall_s >= 0; absent: 0, none), "job_id" a string or null; anything
+// else is a UsageError naming "FILE:LINE: stage record" and the field by its JSON pointer.
 std::vector<StageRecord> read_stage_records(const std::string& file);
 
 }  // namespace shardtrain

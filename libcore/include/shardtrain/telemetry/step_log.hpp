@@ -42,6 +42,10 @@ struct RunIdentity {
 struct PeerTransfer {
   std::uint64_t bytes = 0;
   double seconds = 0;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("bytes", &PeerTransfer::bytes), key("s", &PeerTransfer::seconds)};
+  }
   bool operator==(const PeerTransfer&) const = default;
 };
 
@@ -67,6 +71,12 @@ struct StepRecord {
   // By peer world rank, the step's exchanges (JSON "peers": {"R": {"bytes", "s"}}, written only
   // when not empty: a one-rank run, or collectives that all ran in the library, have none).
   std::map<int, PeerTransfer> peers;
+  // The part of the line read by the field-list rule (base/json_record.hpp); the rest is read by
+  // read_step_log's own rule for step logs (absent fields are 0, null floats NaN).
+  static auto listed_fields() {
+    using namespace json_fields;
+    return std::tuple{key("peers", &StepRecord::peers, kOmittedWhenEmpty)};
+  }
   nlohmann::json to_json(int rank, const RunIdentity& id) const;
 };
 

@@ -63,6 +63,26 @@ inline constexpr int kNumSections = 7;
 const char* section_name(Section section);
 // The step-log column of a section ("data_s", ...); "other" has none: "".
 const char* section_column(Section section);
+// JSON codecs (base/json_record.hpp): a section by its name ("field /x/section must be data, ...
+// or other (got 'y')"), and one value per section as an object keyed by the names.
+struct SectionByName {
+  Section read(const JsonFile& f, const std::string& pointer) const;
+  nlohmann::json write(Section s) const { return section_name(s); }
+};
+template <typename V>
+struct BySection {
+  std::array<V, kNumSections> read(const JsonFile& f, const std::string& pointer) const {
+    json_fields::require_object(f, pointer);
+    std::array<V, kNumSections> out{};
+    for (int s = 0; s < kNumSections; ++s) out[s] = json_fields::read<V>(f, json_fields::field(pointer, section_name(Section(s))));
+    return out;
+  }
+  nlohmann::json write(const std::array<V, kNumSections>& v) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (int s = 0; s < kNumSections; ++s) out[section_name(Section(s))] = json_fields::write(v[s]);
+    return out;
+  }
+};
 
 struct StragglerOptions {
   double threshold = 0.75;  // a score below it names a straggler (subject to the rules); in (0, 1]
@@ -110,12 +130,24 @@ struct SectionScore {
   std::optional<double> individual;   // best window / latest window; empty with fewer than 2 windows
   double lost_s = 0;                  // relative: seconds lost per step
   double individual_lost_s = 0;       // individual: seconds lost per step
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("median_s", &SectionScore::median_s), key("ran_fraction", &SectionScore::ran_fraction),
+                      key("relative", &SectionScore::relative), key("individual", &SectionScore::individual),
+                      key("lost_s", &SectionScore::lost_s), key("individual_lost_s", &SectionScore::individual_lost_s)};
+  }
   bool operator==(const SectionScore&) const = default;
 };
 struct RankScores {
   int rank = 0, steps = 0;
   double median_step_s = 0;
   std::array<SectionScore, kNumSections> sections{};  // index = Section
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("rank", &RankScores::rank), key("steps", &RankScores::steps),
+                      key("median_step_s", &RankScores::median_step_s),
+                      key("sections", &RankScores::sections, BySection<SectionScore>{})};
+  }
   bool operator==(const RankScores&) const = default;
 };
 // A score below the threshold: named (why empty) or held back by a rule (why says which).
@@ -125,6 +157,14 @@ struct StragglerFinding {
   bool individual = false;  // which score: individual, else relative
   double value = 0, lost_s = 0;
   std::string why;
+  static constexpr std::pair<const char*, bool> kScoreNames[] = {{"relative", false}, {"individual", true}};
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("rank", &StragglerFinding::rank), key("section", &StragglerFinding::section, SectionByName{}),
+                      key("score", &StragglerFinding::individual, names(kScoreNames)),
+                      key("value", &StragglerFinding::value), key("lost_s", &StragglerFinding::lost_s),
+                      key("why", &StragglerFinding::why, kOmittedWhenEmpty)};
+  }
   bool operator==(const StragglerFinding&) const = default;
 };
 // The scores and the named stragglers of a run. JSON (the summary's "stragglers", hang-diagnose
@@ -147,9 +187,21 @@ struct StragglerReport {
   std::optional<int> waited_for;
   std::string run_dir;                       // read_run_samples's counts, when read from a folder
   int skipped_lines = 0, skipped_records = 0;
-  nlohmann::json to_json() const;
-  // JsonFile's rule: UsageError naming the file and the missing or mistyped field by pointer.
-  static StragglerReport from_json(const JsonFile& file, const std::string& at = "");
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("threshold", &StragglerReport::threshold), key("window", &StragglerReport::window),
+                      key("min_share", &StragglerReport::min_share), key("median_step_s", &StragglerReport::median_step_s),
+                      key("ranks", &StragglerReport::ranks), key("stragglers", &StragglerReport::stragglers),
+                      key("not_named", &StragglerReport::not_named), key("waited_for", &StragglerReport::waited_for),
+                      when([](const StragglerReport& r) { return !r.run_dir.empty(); }, key("run_dir", &StragglerReport::run_dir),
+                           key("skipped_lines", &StragglerReport::skipped_lines),
+                           key("skipped_records", &StragglerReport::skipped_records))};
+  }
+  // json_fields::write and read over fields().
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static StragglerReport from_json(const JsonFile& file, const std::string& at = "") {
+    return json_fields::read<StragglerReport>(file, at);
+  }
   bool operator==(const StragglerReport&) const = default;
 };
 
