@@ -240,3 +240,54 @@ TEST_CASE("json record: format tags, versions, constants and wrapped or scaled v
   other["holdout"].erase("samples");
   CHECK_THROWS_WITH(json_fields::read<Tagged>(file_of(other), ""), "f.json: the record has no field /holdout/samples");
 }
+
+namespace {
+
+// The codecs the decision layer's records use: a non-empty string and list, a number above a
+// bound, a version range; an empty string not written.
+struct Policy {
+  std::string version, note;
+  std::vector<std::string> items;
+  double horizon = 1, bound = 0.5;
+  int format_version = 2;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("version", &Policy::version, non_empty<>), key("note", &Policy::note, kOmittedWhenEmpty),
+                      key("items", &Policy::items, non_empty<std::vector<std::string>>),
+                      key("horizon", &Policy::horizon, above(0)), key("bound", &Policy::bound, above(0, 1)),
+                      key("format_version", &Policy::format_version, versions(1, 2), kMayBeAbsent)};
+  }
+  bool operator==(const Policy&) const = default;
+};
+
+Policy read_policy(const json& j) { return json_fields::read_json<Policy>(j, "p.json", "the policy"); }
+
+}  // namespace
+
+TEST_CASE("json record: non-empty values, a number above a bound, a version range, JSON in memory", "[json]") {
+  const Policy p{"1", "", {"a"}, 30, 0.05, 2};
+  const json j = json_fields::write(p);
+  CHECK_FALSE(j.contains("note"));  // an empty string with kOmittedWhenEmpty
+  CHECK(read_policy(j) == p);
+  Policy noted = p;
+  noted.note = "n";
+  CHECK(json_fields::write(noted)["note"] == "n");
+  CHECK(read_policy(json_fields::write(noted)) == noted);
+  auto with = [&](const char* key, const json& v) {
+    json w = j;
+    w[key] = v;
+    return w;
+  };
+  CHECK_THROWS_WITH(read_policy(with("version", "")), "p.json: the policy field /version is empty");
+  CHECK_THROWS_WITH(read_policy(with("items", json::array())), "p.json: the policy field /items is empty");
+  CHECK_THROWS_WITH(read_policy(with("horizon", 0)), "p.json: the policy field /horizon is 0.0, not > 0.0");
+  CHECK_THROWS_WITH(read_policy(with("bound", 1.5)), "p.json: the policy field /bound is 1.5, not > 0.0 and <= 1.0");
+  CHECK(read_policy(with("bound", 1)).bound == 1);
+  CHECK_THROWS_WITH(read_policy(with("format_version", 3)),
+                    "p.json: the policy field /format_version is 3, not 1 to 2 (written by a newer version?)");
+  CHECK(read_policy(with("format_version", 1)).format_version == 1);
+  json old = j;
+  old.erase("format_version");
+  CHECK(read_policy(old).format_version == 2);  // absent: the member's default
+  CHECK_THROWS_WITH(read_policy(json::array()), Catch::Contains("p.json: the policy field  is not an object"));
+}

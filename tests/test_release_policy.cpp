@@ -90,7 +90,7 @@ TEST_CASE("release policy: read, versioned and hashed, bad files named", "[relea
   CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("max_ece"));
   bad = policy_json();
   bad.erase("utility");
-  CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("utility missing"));
+  CHECK_THROWS_WITH(read_release_policy(write_policy(dir, bad)), Catch::Contains("has no field /utility"));
   CHECK(p.utility.horizon_days == 30);
   CHECK(p.to_json()["utility"]["regret_bound"] == 0.05);
   bad = policy_json();

@@ -43,10 +43,12 @@ UtilityEstimate read_back(const UtilityEstimate& u) {
   return UtilityEstimate::from_json(JsonFile::parse(record.dump(), "record.json", "the release record"), "/utility");
 }
 
+// A policy's "utility" block, read as read_release_policy reads it (its field list).
+UtilityModel read_model(const nlohmann::json& j) { return json_fields::read_json<UtilityModel>(j, "p.json", "the policy"); }
+
 UtilityModel model(double v, double n, double c, double b, double h, double bound) {
-  return UtilityModel::from_json({{"value_per_nat_token", v}, {"served_tokens_per_day", n}, {"cost_per_ms_p99_day", c},
-                                  {"bad_release_cost", b}, {"horizon_days", h}, {"regret_bound", bound}},
-                                 "test");
+  return read_model({{"value_per_nat_token", v}, {"served_tokens_per_day", n}, {"cost_per_ms_p99_day", c},
+                     {"bad_release_cost", b}, {"horizon_days", h}, {"regret_bound", bound}});
 }
 
 }  // namespace
@@ -130,17 +132,17 @@ TEST_CASE("utility: record round trip, unusable inputs named", "[release]") {
 
   nlohmann::json m = u.model.to_json();
   m.erase("served_tokens_per_day");
-  CHECK_THROWS_WITH(UtilityModel::from_json(m, "p.json"), Catch::Contains("served_tokens_per_day"));
+  CHECK_THROWS_WITH(read_model(m), "p.json: the policy has no field /served_tokens_per_day");
   m = u.model.to_json();
   m["regret_bound"] = 0;
-  CHECK_THROWS_WITH(UtilityModel::from_json(m, "p.json"), Catch::Contains("regret_bound"));
+  CHECK_THROWS_WITH(read_model(m), "p.json: the policy field /regret_bound is 0.0, not > 0.0 and <= 1.0");
   m = u.model.to_json();
   m["horizon_days"] = 0;
-  CHECK_THROWS_WITH(UtilityModel::from_json(m, "p.json"), Catch::Contains("horizon_days"));
+  CHECK_THROWS_WITH(read_model(m), "p.json: the policy field /horizon_days is 0.0, not > 0.0");
   m = u.model.to_json();
   m["bad_release_cost"] = -1;
-  CHECK_THROWS_WITH(UtilityModel::from_json(m, "p.json"), Catch::Contains("bad_release_cost"));
-  CHECK_THROWS_WITH(UtilityModel::from_json(nullptr, "p.json"), Catch::Contains("utility missing"));
+  CHECK_THROWS_WITH(read_model(m), "p.json: the policy field /bad_release_cost is -1.0, not >= 0.0");
+  CHECK_THROWS_WITH(read_model(nullptr), Catch::Contains("p.json: the policy") && Catch::Contains("is not an object (got null)"));
 }
 
 TEST_CASE("cost table: the pipeline's costs.json read, totals and lines", "[release]") {

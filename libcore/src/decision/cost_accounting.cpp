@@ -170,7 +170,6 @@ json measure_costs(const std::string& run_dir_given, const CostOptions& options)
           {"review", options.registry.empty() ? json() : review_costs(options.registry, run).to_json()}};
 }
 
-json ReviewCosts::to_json() const { return {{"decisions", decisions}, {"minutes", minutes}, {"pending", pending}}; }
 
 ReviewCosts review_costs(const std::string& registry_dir, const std::string& run_dir) {
   const ReleaseRegistry registry(registry_dir, true);
@@ -218,10 +217,11 @@ json total_costs(const std::vector<json>& tables) {
     core += t.value("compute_core_s_total", 0.0);
     queue += t.value("queue_wait_s_total", 0.0);
     if (t.contains("review") && t["review"].is_object()) {
+      const auto r = json_fields::read_json<ReviewCosts>(t, run + "/costs.json", "the run's cost table", "/review");
       if (!review) review = ReviewCosts{};
-      review->decisions += t["review"].value("decisions", 0ull);
-      review->pending += t["review"].value("pending", 0ull);
-      review->minutes += t["review"].value("minutes", 0.0);
+      review->decisions += r.decisions;
+      review->pending += r.pending;
+      review->minutes += r.minutes;
     }
   }
   std::string joined;
@@ -266,10 +266,9 @@ std::string costs_text(const json& c) {
                 c.value("queue_wait_s_total", 0.0));
   o << buf;
   if (c.contains("review") && c["review"].is_object()) {
-    const json& r = c["review"];
+    const auto r = json_fields::read_json<ReviewCosts>(c, c.value("run", ""), "the cost table", "/review");
     std::snprintf(buf, sizeof buf, "  human review: %llu decisions, %.0f minutes, %llu pending\n",
-                  static_cast<unsigned long long>(r.value("decisions", 0ull)), r.value("minutes", 0.0),
-                  static_cast<unsigned long long>(r.value("pending", 0ull)));
+                  static_cast<unsigned long long>(r.decisions), r.minutes, static_cast<unsigned long long>(r.pending));
     o << buf;
   }
   return o.str();

@@ -6,10 +6,14 @@
 #include <sstream>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 
 namespace shardtrain {
 namespace {
+
+// The key a release record adds to its copy of the table: the costs.json it came from.
+constexpr const char* kRecordedPath = "path";
 
 // A number or nothing: absent and null are "unknown"; anything else must be a number.
 std::string cell(const std::optional<double>& v, int decimals) {
@@ -40,7 +44,7 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
   CostTable t;
   t.path = path;
   t.json = j;
-  t.json.erase("path");  // to_json adds it back
+  t.json.erase(kRecordedPath);  // to_json adds it back
   if (j.contains("source") && !j.at("source").is_string()) throw UsageError(what + ": 'source' is not a string");
   t.source = j.value("source", "");
   if (!j.contains("storage_bytes") || !j["storage_bytes"].is_object()) throw UsageError(what + " has no object 'storage_bytes'");
@@ -73,13 +77,23 @@ CostTable CostTable::from_json(const nlohmann::json& j, const std::string& path)
   return t;
 }
 
+CostTable CostTable::from_json(const JsonFile& f, const std::string& at) {
+  const std::string recorded = json_fields::field(at, kRecordedPath);
+  const std::string path = f.has(recorded) ? f.string(recorded) : f.path();
+  try {
+    return from_json(f.at(at), path);
+  } catch (const UsageError& e) {
+    throw UsageError(f.path() + ": field " + at + ": " + e.what());
+  }
+}
+
 CostTable CostTable::read(const std::string& path) {
   return from_json(JsonFile::read(path, "the run's cost table (costs.json, --costs)").json(), path);
 }
 
 nlohmann::json CostTable::to_json() const {
   nlohmann::json j = json;
-  j["path"] = path;
+  j[kRecordedPath] = path;
   return j;
 }
 

@@ -10,8 +10,7 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/sha256.hpp"
 #include "shardtrain/base/time.hpp"
-#include "shardtrain/base/json_fields.hpp"
-#include "shardtrain/base/json_number.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain {
 namespace {
@@ -28,204 +27,31 @@ CheckResult check(const std::string& name, bool passed, double value, double lim
   return c;
 }
 
-nlohmann::json value_json(const CheckValue& v) {
-  if (const auto* d = std::get_if<double>(&v)) return *d;
-  if (const auto* t = std::get_if<std::string>(&v)) return *t;
-  return nullptr;
+}  // namespace
+
+ReleasePolicy read_release_policy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path + ": cannot read the release policy (--policy)");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const JsonFile file = JsonFile::parse(bytes, path, "the release policy (--policy)");
+  ReleasePolicy p;
+  json_fields::read_fields(file, "", p, ReleasePolicy::file_fields());
+  p.path = path;
+  p.sha256 = to_hex(sha256(bytes.data(), bytes.size()));
+  return p;
 }
 
-CheckValue value_from(const JsonFile& f, const std::string& pointer) {
+CheckValue CheckResult::ValueCodec::read(const JsonFile& f, const std::string& pointer) const {
   const nlohmann::json& v = f.at(pointer);
   if (v.is_null()) return std::monostate{};
   if (v.is_string()) return v.get<std::string>();
   return f.number(pointer);  // names the field when it is neither
 }
 
-}  // namespace
-
-nlohmann::json ReleasePolicy::to_json() const {
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto& i : rubric) items.push_back({{"name", i.name}, {"weight", i.weight}, {"required", i.required}});
-  return {{"path", path},
-          {"version", version},
-          {"sha256", sha256},
-          {"thresholds",
-           {{"max_loss_rise", max_loss_rise},
-            {"max_slice_regression", max_slice_regression},
-            {"max_ece", max_ece},
-            {"max_latency_ratio", max_latency_ratio}}},
-          {"rubric", {{"min_score", min_score}, {"items", items}}},
-          {"utility", utility.to_json()},
-          {"rollback", rollback ? rollback->to_json() : nlohmann::json(nullptr)},
-          {"review", review.to_json()}};
-}
-
-nlohmann::json RollbackRules::to_json() const {
-  return {{"max_matured_loss_excess", max_matured_loss_excess},
-          {"max_slice_regression", max_slice_regression},
-          {"max_drift_jsd", max_drift_jsd},
-          {"fallback_baseline", json_fields::or_null(fallback_baseline)}};
-}
-
-RollbackRules RollbackRules::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  RollbackRules r;
-  r.max_matured_loss_excess = f.number(field(at, "max_matured_loss_excess"));
-  r.max_slice_regression = f.number(field(at, "max_slice_regression"));
-  r.max_drift_jsd = f.number(field(at, "max_drift_jsd"));
-  for (const double v : {r.max_matured_loss_excess, r.max_slice_regression, r.max_drift_jsd})
-    if (!(v >= 0)) f.fail(at + ": every rollback bound must be >= 0");
-  r.fallback_baseline = json_fields::nullable_string(f, field(at, "fallback_baseline"));
-  if (r.fallback_baseline && r.fallback_baseline->empty())
-    f.fail("field " + field(at, "fallback_baseline") + " is empty: name a registered baseline, or leave it out");
-  return r;
-}
-
-nlohmann::json ReviewRules::to_json() const {
-  return {{"promote_minutes", promote_minutes}, {"rollback_minutes", rollback_minutes}};
-}
-
-ReviewRules ReviewRules::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  ReviewRules r{f.number(field(at, "promote_minutes")), f.number(field(at, "rollback_minutes"))};
-  if (!(r.promote_minutes >= 0) || !(r.rollback_minutes >= 0)) f.fail(at + ": review minutes must be >= 0");
-  return r;
-}
-
-nlohmann::json ReviewNeed::to_json() const { return {{"required", required}, {"minutes", minutes}, {"pending", pending}}; }
-
-ReviewNeed ReviewNeed::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  return {json_fields::boolean(f, field(at, "required")), f.number(field(at, "minutes")),
-          json_fields::boolean(f, field(at, "pending"))};
-}
-
-ReleasePolicy ReleasePolicy::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  ReleasePolicy p;
-  p.path = f.string(field(at, "path"));
-  p.version = f.string(field(at, "version"));
-  p.sha256 = f.string(field(at, "sha256"));
-  const std::string t = field(at, "thresholds");
-  p.max_loss_rise = f.number(field(t, "max_loss_rise"));
-  p.max_slice_regression = f.number(field(t, "max_slice_regression"));
-  p.max_ece = f.number(field(t, "max_ece"));
-  p.max_latency_ratio = f.number(field(t, "max_latency_ratio"));
-  const std::string r = field(at, "rubric");
-  p.min_score = f.number(field(r, "min_score"));
-  const std::string items = field(r, "items");
-  for (std::size_t i = 0, n = json_fields::array_size(f, items); i < n; ++i) {
-    const std::string item = field(items, std::to_string(i));
-    p.rubric.push_back({f.string(field(item, "name")), f.number(field(item, "weight")),
-                        json_fields::boolean(f, field(item, "required"))});
-  }
-  if (f.has(field(at, "utility")))
-    p.utility = UtilityModel::from_json(f.at(field(at, "utility")), f.path() + ": " + f.what() + " " + field(at, "utility"));
-  if (f.has(field(at, "rollback")) && !f.at(field(at, "rollback")).is_null())
-    p.rollback = RollbackRules::from_json(f, field(at, "rollback"));
-  if (f.has(field(at, "review"))) p.review = ReviewRules::from_json(f, field(at, "review"));
-  return p;
-}
-
-ReleasePolicy read_release_policy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot read the release policy (--policy)");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const JsonFile whole = JsonFile::parse(bytes, path, "the release policy (--policy)");
-  const nlohmann::json& j = whole.json();
-  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != kPolicyFormat)
-    throw UsageError(path + ": not a release policy (\"format\" must be \"" + kPolicyFormat + "\")");
-  if (!j.contains("version") || !j["version"].is_string() || j["version"].get<std::string>().empty())
-    throw UsageError(path + ": needs a non-empty string 'version'");
-  ReleasePolicy p;
-  p.path = path;
-  p.version = j["version"];
-  p.sha256 = to_hex(sha256(bytes.data(), bytes.size()));
-  const std::string t = path + ": thresholds";
-  if (!j.contains("thresholds") || !j["thresholds"].is_object()) throw UsageError(t + " missing (an object)");
-  p.max_loss_rise = json_number(j["thresholds"], "max_loss_rise", t, NumberRange::at_least(0));
-  p.max_slice_regression = json_number(j["thresholds"], "max_slice_regression", t, NumberRange::at_least(0));
-  p.max_ece = json_number(j["thresholds"], "max_ece", t, NumberRange::at_least(0));
-  p.max_latency_ratio = json_number(j["thresholds"], "max_latency_ratio", t, NumberRange::at_least(0));
-  const std::string r = path + ": rubric";
-  if (!j.contains("rubric") || !j["rubric"].is_object()) throw UsageError(r + " missing (an object)");
-  p.min_score = json_number(j["rubric"], "min_score", r, NumberRange::at_least(0));
-  if (p.min_score > 1) throw UsageError(r + ": min_score is a fraction in [0, 1]");
-  if (!j["rubric"].contains("items") || !j["rubric"]["items"].is_array() || j["rubric"]["items"].empty())
-    throw UsageError(r + ": needs a non-empty array 'items'");
-  for (const auto& item : j["rubric"]["items"]) {
-    if (!item.is_object() || !item.contains("name") || !item["name"].is_string())
-      throw UsageError(r + ": every item needs a string 'name'");
-    if (item.contains("required") && !item["required"].is_boolean())
-      throw UsageError(r + " item " + item["name"].get<std::string>() + ": 'required' is not true or false");
-    const std::string name = item["name"].get<std::string>();
-    RubricItem ri{name, json_number(item, "weight", r + " item " + name, NumberRange::at_least(0)),
-                  item.value("required", false)};
-    p.rubric.push_back(ri);
-  }
-  p.utility = UtilityModel::from_json(j.contains("utility") ? j["utility"] : nlohmann::json(nullptr), path);
-  // The optional parts, read through JsonFile (its errors name the file and the field).
-  if (whole.has("/rollback")) p.rollback = RollbackRules::from_json(whole, "/rollback");
-  if (whole.has("/review")) p.review = ReviewRules::from_json(whole, "/review");
-  return p;
-}
-
-nlohmann::json CheckResult::to_json() const {
-  return {{"name", name},           {"passed", passed},         {"applicable", applicable},
-          {"value", value_json(value)}, {"limit", value_json(limit)}, {"reason", reason}};
-}
-
-CheckResult CheckResult::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  return {f.string(field(at, "name")),        json_fields::boolean(f, field(at, "passed")),
-          json_fields::boolean(f, field(at, "applicable")), value_from(f, field(at, "value")),
-          value_from(f, field(at, "limit")),   f.string(field(at, "reason"))};
-}
-
-nlohmann::json EvidenceResult::to_json() const {
-  return {{"item", item}, {"path", path}, {"found", found}, {"passed", passed}, {"detail", detail}};
-}
-
-EvidenceResult EvidenceResult::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  return {f.string(field(at, "item")), f.string(field(at, "path")), json_fields::boolean(f, field(at, "found")),
-          json_fields::boolean(f, field(at, "passed")), f.string(field(at, "detail"))};
-}
-
-nlohmann::json RubricItemScore::to_json() const {
-  nlohmann::json j = evidence.to_json();
-  j["weight"] = weight;
-  j["required"] = required;
-  return j;
-}
-
-RubricItemScore RubricItemScore::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  return {EvidenceResult::from_json(f, at), f.number(field(at, "weight")), json_fields::boolean(f, field(at, "required"))};
-}
-
-nlohmann::json RubricScore::to_json() const {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& i : items) list.push_back(i.to_json());
-  return {{"score", score}, {"min_score", min_score}, {"items", list}};
-}
-
-RubricScore RubricScore::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  RubricScore r;
-  r.score = f.number(field(at, "score"));
-  r.min_score = f.number(field(at, "min_score"));
-  const std::string items = field(at, "items");
-  for (std::size_t i = 0, n = json_fields::array_size(f, items); i < n; ++i)
-    r.items.push_back(RubricItemScore::from_json(f, field(items, std::to_string(i))));
-  return r;
+nlohmann::json CheckResult::ValueCodec::write(const CheckValue& v) const {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  return nullptr;
 }
 
 std::vector<CheckResult> compare_with_baseline(const ReleasePolicy& policy, const CheckpointEvaluation& cand,

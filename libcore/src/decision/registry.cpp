@@ -99,39 +99,15 @@ std::vector<Record> read_all(const std::string& dir, const char* sub, const std:
 
 }  // namespace
 
-nlohmann::json LastKnownGood::to_json() const {
-  return {{"format_version", kLastKnownGoodVersion},
-          {"record", json_fields::or_null(record)},
-          {"checkpoint", json_fields::or_null(checkpoint)},
-          {"manifest_sha256", json_fields::or_null(manifest_sha256)},
-          {"promoted", promoted},
-          {"rollback", json_fields::or_null(rollback)},
-          {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)}};
-}
-
-LastKnownGood LastKnownGood::from_json(const JsonFile& f, const std::string& at) {
+void LastKnownGood::validate(const JsonFile& f, const std::string& at) const {
   using json_fields::field;
-  json_fields::require_object(f, at);
-  const int version = f.has(field(at, "format_version")) ? json_fields::small_integer(f, field(at, "format_version")) : 1;
-  if (version < 1 || version > kLastKnownGoodVersion)
-    f.fail("field " + field(at, "format_version") + " is " + std::to_string(version) + ", not 1 to " +
-           std::to_string(kLastKnownGoodVersion) + " (written by a newer release-gate?)");
-  LastKnownGood p;
-  p.promoted = f.string(field(at, "promoted"));
-  p.rollback = json_fields::nullable_string(f, field(at, "rollback"));
-  if (version == 1 || !f.has(field(at, "baseline")) || f.at(field(at, "baseline")).is_null()) {
-    // A release in service: version 1 pointers only ever named one.
-    p.record = f.string(field(at, "record"));
-    p.checkpoint = f.string(field(at, "checkpoint"));
-    p.manifest_sha256 = f.string(field(at, "manifest_sha256"));
-    return p;
+  const std::pair<const char*, const std::optional<std::string>*> release[] = {
+      {"record", &record}, {"checkpoint", &checkpoint}, {"manifest_sha256", &manifest_sha256}};
+  for (const auto& [key, value] : release) {
+    if (!baseline && !*value) f.fail("field " + field(at, key) + " is null, and no baseline is in service");
+    if (baseline && *value) f.fail("field " + field(at, key) + " must be null when " + field(at, "baseline") + " names a baseline in service");
   }
-  p.baseline = ServedBaseline::from_json(f, field(at, "baseline"));
-  for (const char* key : {"record", "checkpoint", "manifest_sha256"})
-    if (json_fields::nullable_string(f, field(at, key)))
-      f.fail("field " + field(at, key) + " must be null when " + field(at, "baseline") + " names a baseline in service");
-  if (!p.rollback) f.fail("field " + field(at, "rollback") + ": a baseline is only put in service by a rollback");
-  return p;
+  if (baseline && !rollback) f.fail("field " + field(at, "rollback") + ": a baseline is only put in service by a rollback");
 }
 
 ReleaseRegistry::ReleaseRegistry(std::string dir, bool read_only) : dir_(std::move(dir)) {

@@ -11,15 +11,6 @@ namespace shardtrain {
 
 using score_text::interval_text;
 
-nlohmann::json ServiceEvent::to_json() const {
-  return {{"effective", effective},
-          {"record", json_fields::or_null(record)},
-          {"checkpoint", json_fields::or_null(checkpoint)},
-          {"baseline", baseline ? baseline->to_json() : nlohmann::json(nullptr)},
-          {"cause", cause},
-          {"why", why}};
-}
-
 std::string ServiceEvent::in_service_name() const {
   return baseline ? "baseline " + baseline->name : record.value_or("nothing");
 }

@@ -9,8 +9,6 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/stats/bootstrap.hpp"
-#include "shardtrain/base/json_fields.hpp"
-#include "shardtrain/base/json_number.hpp"
 
 namespace shardtrain {
 namespace {
@@ -27,94 +25,6 @@ const PerSequenceLosses& units_of(const CheckpointEvaluation& evaluation, const 
 }
 
 }  // namespace
-
-UtilityModel UtilityModel::from_json(const nlohmann::json& j, const std::string& where) {
-  const std::string w = where + ": utility";
-  if (!j.is_object()) throw UsageError(w + " missing (an object: value_per_nat_token, served_tokens_per_day, "
-                                           "cost_per_ms_p99_day, bad_release_cost, horizon_days, regret_bound)");
-  UtilityModel m;
-  m.value_per_nat_token = json_number(j, "value_per_nat_token", w, NumberRange::at_least(0));
-  m.served_tokens_per_day = json_number(j, "served_tokens_per_day", w, NumberRange::at_least(0));
-  m.cost_per_ms_p99_day = json_number(j, "cost_per_ms_p99_day", w, NumberRange::at_least(0));
-  m.bad_release_cost = json_number(j, "bad_release_cost", w, NumberRange::at_least(0));
-  m.horizon_days = json_number(j, "horizon_days", w, NumberRange::at_least(0));
-  if (!(m.horizon_days > 0)) throw UsageError(w + ": 'horizon_days' must be > 0");
-  m.regret_bound = json_number(j, "regret_bound", w, NumberRange::at_least(0));
-  if (!(m.regret_bound > 0 && m.regret_bound <= 1)) throw UsageError(w + ": 'regret_bound' is a probability in (0, 1]");
-  return m;
-}
-
-nlohmann::json UtilityModel::to_json() const {
-  return {{"value_per_nat_token", value_per_nat_token}, {"served_tokens_per_day", served_tokens_per_day},
-          {"cost_per_ms_p99_day", cost_per_ms_p99_day},   {"bad_release_cost", bad_release_cost},
-          {"horizon_days", horizon_days},                 {"regret_bound", regret_bound}};
-}
-
-nlohmann::json UtilityEstimate::to_json() const {
-  return {{"formula", kFormula},
-          {"model", model.to_json()},
-          {"fallback", fallback},
-          {"candidate_loss", candidate_loss},
-          {"fallback_loss", fallback_loss},
-          {"loss_saved", loss_saved},
-          {"loss_saved_lower", loss_saved_lower},
-          {"loss_saved_upper", loss_saved_upper},
-          {"sequences", sequences},
-          {"tokens", tokens},
-          {"bootstrap", {{"resamples", resamples}, {"seed", seed}, {"level", level}}},
-          {"latency",
-           {{"applicable", latency_applicable},
-            {"candidate_p99_ms", candidate_p99_ms},
-            {"fallback_p99_ms", fallback_p99_ms},
-            {"delta_ms", latency_delta_ms}}},
-          {"value_over_horizon", value_over_horizon},
-          {"latency_cost_over_horizon", latency_cost_over_horizon},
-          {"break_even_loss_saved",
-           std::isfinite(break_even_loss_saved) ? nlohmann::json(break_even_loss_saved) : nlohmann::json(nullptr)},
-          {"regret_resamples", regret_resamples},
-          {"regret_probability", regret_probability},
-          {"expected_utility", expected_utility},
-          {"lower", lower},
-          {"upper", upper},
-          {"positive", positive()},
-          {"regret_within_bound", regret_within_bound()}};
-}
-
-UtilityEstimate UtilityEstimate::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  UtilityEstimate u;
-  u.model = UtilityModel::from_json(f.at(field(at, "model")), f.path() + ": " + f.what() + " " + field(at, "model"));
-  u.fallback = f.string(field(at, "fallback"));
-  u.candidate_loss = f.number(field(at, "candidate_loss"));
-  u.fallback_loss = f.number(field(at, "fallback_loss"));
-  u.loss_saved = f.number(field(at, "loss_saved"));
-  u.loss_saved_lower = f.number(field(at, "loss_saved_lower"));
-  u.loss_saved_upper = f.number(field(at, "loss_saved_upper"));
-  u.sequences = json_fields::count(f, field(at, "sequences"));
-  u.tokens = f.number(field(at, "tokens"));
-  const std::string b = field(at, "bootstrap");
-  u.resamples = json_fields::small_integer(f, field(b, "resamples"));
-  u.seed = json_fields::count(f, field(b, "seed"));
-  u.level = f.number(field(b, "level"));
-  const std::string l = field(at, "latency");
-  u.latency_applicable = json_fields::boolean(f, field(l, "applicable"));
-  u.candidate_p99_ms = f.number(field(l, "candidate_p99_ms"));
-  u.fallback_p99_ms = f.number(field(l, "fallback_p99_ms"));
-  u.latency_delta_ms = f.number(field(l, "delta_ms"));
-  u.value_over_horizon = f.number(field(at, "value_over_horizon"));
-  u.latency_cost_over_horizon = f.number(field(at, "latency_cost_over_horizon"));
-  // null: infinite (v N = 0, nothing saved is worth anything); the field itself must be there.
-  (void)f.at(field(at, "break_even_loss_saved"));
-  u.break_even_loss_saved =
-      f.find_number(field(at, "break_even_loss_saved")).value_or(std::numeric_limits<double>::infinity());
-  u.regret_resamples = json_fields::count(f, field(at, "regret_resamples"));
-  u.regret_probability = f.number(field(at, "regret_probability"));
-  u.expected_utility = f.number(field(at, "expected_utility"));
-  u.lower = f.number(field(at, "lower"));
-  u.upper = f.number(field(at, "upper"));
-  return u;
-}
 
 UtilityEstimate estimate_utility(const UtilityModel& model, const CheckpointEvaluation& candidate,
                                  const CheckpointEvaluation& fallback, const std::string& fallback_name) {

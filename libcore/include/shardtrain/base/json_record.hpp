@@ -65,7 +65,8 @@ namespace shardtrain::json_fields {
 
 // Whether a key may be missing. kRequired: it must be there (an optional member's may be null).
 // kMayBeAbsent: a missing key reads as the member's default (an optional's null too): a field newer
-// than the format. kOmittedWhenEmpty: as kMayBeAbsent, and an empty optional is not written.
+// than the format. kOmittedWhenEmpty: as kMayBeAbsent, and an empty optional (or an empty container
+// or string: a record's "record_path") is not written.
 enum class Presence { kRequired, kMayBeAbsent, kOmittedWhenEmpty };
 inline constexpr Presence kRequired = Presence::kRequired;
 inline constexpr Presence kMayBeAbsent = Presence::kMayBeAbsent;
@@ -468,5 +469,53 @@ nlohmann::json Names<Enum, N>::write(Enum v) const {
     if (value == v) return name;
   return "?";
 }
+
+// ---- for values in memory, and three codecs (the decision layer's records and policy) ----------
+
+// T read from JSON already in memory (a test's literal, a block another reader holds), its errors
+// naming `path` and `what` as a file's would.
+template <typename T>
+T read_json(const nlohmann::json& j, const std::string& path, const std::string& what, const std::string& at = "") {
+  return read<T>(JsonFile::parse(j.dump(), path, what), at);
+}
+
+// A value that must not be empty (a policy's version, its rubric items): "field /version is empty".
+template <typename V = std::string>
+struct NonEmpty {
+  V read(const JsonFile& f, const std::string& pointer) const {
+    V v = read_value<V>(f, pointer);
+    if (v.empty()) f.fail("field " + pointer + " is empty");
+    return v;
+  }
+};
+template <typename V = std::string>
+inline constexpr NonEmpty<V> non_empty{};
+
+// A number > min and <= max: "field /utility/horizon_days is 0.0, not > 0.0".
+struct Above {
+  double min, max;
+  double read(const JsonFile& f, const std::string& pointer) const {
+    const double v = f.number(pointer);
+    if (!(v > min && v <= max))
+      f.fail("field " + pointer + " is " + nlohmann::json(v).dump() + ", not > " + nlohmann::json(min).dump() +
+             (max < NumberRange{}.max ? " and <= " + nlohmann::json(max).dump() : ""));
+    return v;
+  }
+};
+inline Above above(double min, double max = NumberRange{}.max) { return {min, max}; }
+
+// A format version this reader knows, lowest to highest: "field /format_version is 3, not 1 to 2
+// (written by a newer version?)".
+struct Versions {
+  int lowest, highest;
+  int read(const JsonFile& f, const std::string& pointer) const {
+    const int v = small_integer(f, pointer);
+    if (v < lowest || v > highest)
+      f.fail("field " + pointer + " is " + std::to_string(v) + ", not " + std::to_string(lowest) + " to " +
+             std::to_string(highest) + " (written by a newer version?)");
+    return v;
+  }
+};
+inline constexpr Versions versions(int lowest, int highest) { return {lowest, highest}; }
 
 }  // namespace shardtrain::json_fields

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 
 namespace shardtrain {
@@ -24,10 +25,16 @@ struct BaselineRecord {
   std::string code_version;
   CheckpointEvaluation evaluation;
   bool operator==(const BaselineRecord&) const = default;
-  // {"format", "name", "kind", "order", "model_file", "created", "code_version", "evaluation"}
-  nlohmann::json to_json() const;
+  static auto fields() {
+    using namespace json_fields;
+    using B = BaselineRecord;
+    return std::tuple{format_tag("format", kBaselineFormat, "baseline"), key("name", &B::name), key("kind", &B::kind),
+                      key("order", &B::order), key("model_file", &B::model_file), key("created", &B::created),
+                      key("code_version", &B::code_version), key("evaluation", &B::evaluation)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
   // Throws UsageError naming the file and the field (or a "format" that is not a baseline's).
-  static BaselineRecord from_json(const JsonFile& file, const std::string& at = "");
+  static BaselineRecord from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<BaselineRecord>(f, at); }
 };
 
 }  // namespace shardtrain

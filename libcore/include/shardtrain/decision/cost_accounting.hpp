@@ -25,6 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_record.hpp"
+
 namespace shardtrain {
 
 struct CostOptions {
@@ -40,7 +42,12 @@ struct CostOptions {
 struct ReviewCosts {
   std::uint64_t decisions = 0, pending = 0;
   double minutes = 0;
-  nlohmann::json to_json() const;  // {"decisions", "minutes", "pending"}
+  static auto fields() {  // written only (the cost table's "review")
+    using namespace json_fields;
+    return std::tuple{key("decisions", &ReviewCosts::decisions), key("minutes", &ReviewCosts::minutes),
+                      key("pending", &ReviewCosts::pending)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
 };
 // The review of the decisions in `registry` that belong to `run_dir` (above).
 ReviewCosts review_costs(const std::string& registry, const std::string& run_dir);

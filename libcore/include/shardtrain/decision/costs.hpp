@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_file.hpp"
+
 namespace shardtrain {
 
 inline constexpr const char* kCostsFormat = "shardtrain-costs";
@@ -37,6 +39,9 @@ struct CostTable {
   // The file's JSON, or a record's "costs" (its "path" then the one recorded). Throws UsageError
   // naming the file and the field ("PATH: the cost table ...").
   static CostTable from_json(const nlohmann::json& j, const std::string& path);
+  // A release record's "costs" at `at`: its "path" the one recorded (absent: the record's own); an
+  // error in it names the record and the field first (the file being read is the one to mend).
+  static CostTable from_json(const JsonFile& record, const std::string& at);
   static CostTable read(const std::string& path);  // through base/json_file.hpp's JsonFile
   // The file's JSON with "path" added (the release record's "costs").
   nlohmann::json to_json() const;

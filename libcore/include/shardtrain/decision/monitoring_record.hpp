@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/decision/policy.hpp"
 
@@ -31,14 +32,21 @@ inline constexpr const char* kVerdictKeep = "keep";                    // every 
 inline constexpr const char* kVerdictRolledBack = "rolled_back";       // a check failed; the pointer moved back
 inline constexpr const char* kVerdictRollbackBlocked = "rollback_blocked";  // a check failed, nowhere to go back to
                                                                                // (no previous known-good, no baseline named)
+inline constexpr std::pair<const char*, const char*> kVerdictNames[] = {
+    {kVerdictKeep, kVerdictKeep}, {kVerdictRolledBack, kVerdictRolledBack}, {kVerdictRollbackBlocked, kVerdictRollbackBlocked}};
 
 // A release by exact version: its release record and the artifact it names.
 struct ReleaseRef {
   std::string record;  // "records/<...>.json", relative to the registry
   std::string checkpoint, manifest_sha256;
   bool operator==(const ReleaseRef&) const = default;
-  nlohmann::json to_json() const;  // {"record", "checkpoint", "manifest_sha256"}
-  static ReleaseRef from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("record", &ReleaseRef::record), key("checkpoint", &ReleaseRef::checkpoint),
+                      key("manifest_sha256", &ReleaseRef::manifest_sha256)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReleaseRef from_json(const JsonFile& f, const std::string& at) { return json_fields::read<ReleaseRef>(f, at); }
 };
 
 // A registered baseline (decision/baseline.hpp) put in service by a rollback when there was no
@@ -50,8 +58,13 @@ struct ServedBaseline {
   std::string model_file;  // "baselines/<name>.h5"
   std::string sha256;      // of model_file's bytes
   bool operator==(const ServedBaseline&) const = default;
-  nlohmann::json to_json() const;  // {"name", "file", "model_file", "sha256"}
-  static ServedBaseline from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using B = ServedBaseline;
+    return std::tuple{key("name", &B::name), key("file", &B::file), key("model_file", &B::model_file), key("sha256", &B::sha256)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ServedBaseline from_json(const JsonFile& f, const std::string& at) { return json_fields::read<ServedBaseline>(f, at); }
 };
 
 // The monitored release's exact version, as its release record has it.
@@ -63,10 +76,15 @@ struct MonitoredRelease {
   std::string holdout_cutoff;    // the release-time hold-out's cutoff
   std::string policy_version, policy_sha256;  // the policy it was released under
   bool operator==(const MonitoredRelease&) const = default;
-  // ReleaseRef's fields and {"step", "data_snapshot_id", "training_cutoff", "holdout_cutoff",
-  //  "policy_version", "policy_sha256"}
-  nlohmann::json to_json() const;
-  static MonitoredRelease from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {  // ReleaseRef's fields and these
+    using namespace json_fields;
+    using M = MonitoredRelease;
+    return std::tuple{inlined(&M::release), key("step", &M::step), key("data_snapshot_id", &M::data_snapshot_id),
+                      key("training_cutoff", &M::training_cutoff), key("holdout_cutoff", &M::holdout_cutoff),
+                      key("policy_version", &M::policy_version), key("policy_sha256", &M::policy_sha256)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static MonitoredRelease from_json(const JsonFile& f, const std::string& at) { return json_fields::read<MonitoredRelease>(f, at); }
 };
 
 // The matured data against what the release was trained on.
@@ -79,10 +97,29 @@ struct InputQuality {
   // and documents left out for arriving after the snapshot's --available-by.
   std::optional<std::uint64_t> rejected_records, not_yet_available;
   bool operator==(const InputQuality&) const = default;
-  // {"drift_jsd_bits", "training_data", "training_cutoff", "training_documents", "training_tokens",
-  //  "matured_documents", "matured_tokens", "rejected_records", "not_yet_available"}
-  nlohmann::json to_json() const;
-  static InputQuality from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using Q = InputQuality;
+    return std::tuple{key("drift_jsd_bits", &Q::drift_jsd_bits), key("training_data", &Q::training_data),
+                      key("training_cutoff", &Q::training_cutoff), key("training_documents", &Q::training_documents),
+                      key("training_tokens", &Q::training_tokens), key("matured_documents", &Q::matured_documents),
+                      key("matured_tokens", &Q::matured_tokens), key("rejected_records", &Q::rejected_records),
+                      key("not_yet_available", &Q::not_yet_available)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static InputQuality from_json(const JsonFile& f, const std::string& at) { return json_fields::read<InputQuality>(f, at); }
+};
+
+// A stored evaluation or summary without its per-sequence losses (a monitoring record is about
+// slices and intervals); read as it is.
+template <typename V>
+struct WithoutPerSequence {
+  V read(const JsonFile& f, const std::string& pointer) const { return json_fields::read_value<V>(f, pointer); }
+  nlohmann::json write(V v) const {
+    if constexpr (std::is_same_v<V, HoldoutSummary>) v.per_sequence.reset();
+    else v.scores.per_sequence.reset();
+    return v.to_json();
+  }
 };
 
 struct MonitoringRecord {
@@ -103,12 +140,23 @@ struct MonitoringRecord {
   std::string record_path;          // "monitoring/<...>.json": set by the registry, not in the file
 
   bool operator==(const MonitoringRecord&) const = default;
-  // {"format", "format_version", "release", "since", "matured", "release_time", "input_quality",
-  //  "checks", "verdict", "policy": {"path", "version", "sha256"}, "run_dir", "monitored",
-  //  "release_gate_version"} (and "record_path" when set)
-  nlohmann::json to_json() const;
+  // "record_path" is written when set.
+  static auto fields() {
+    using namespace json_fields;
+    using M = MonitoringRecord;
+    return std::tuple{
+        format_tag("format", kMonitoringRecordFormat, "monitoring record"), key("format_version", &M::format_version),
+        key("release", &M::release), key("since", &M::since),
+        key("matured", &M::matured, WithoutPerSequence<CheckpointEvaluation>{}),
+        key("release_time", &M::release_time, WithoutPerSequence<HoldoutSummary>{}),
+        key("input_quality", &M::input_quality), key("checks", &M::checks), key("verdict", &M::verdict, names(kVerdictNames)),
+        group("policy", key("path", &M::policy_path), key("version", &M::policy_version), key("sha256", &M::policy_sha256)),
+        key("run_dir", &M::run_dir), key("monitored", &M::monitored), key("release_gate_version", &M::release_gate_version),
+        key("record_path", &M::record_path, kOmittedWhenEmpty)};
+  }
   // Throws UsageError naming the file and the field.
-  static MonitoringRecord from_json(const JsonFile& file, const std::string& at = "");
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static MonitoringRecord from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<MonitoringRecord>(f, at); }
 };
 
 struct RollbackRecord {
@@ -135,13 +183,24 @@ struct RollbackRecord {
   // What was put back, for people: its record path, or "baseline <name>".
   std::string to_name() const;
 
-  // {"format", "format_version", "from", "to", "to_baseline", "to_reason", "monitoring_record",
-  //  "reasons", "evidence", "slices", "policy": {"version", "sha256"}, "review", "run_dir",
-  //  "rolled_back", "release_gate_version"} (and "record_path" when set)
-  nlohmann::json to_json() const;
   // Reads format_version 1 (no "to_baseline": "to" a release) and 2 (exactly one of "to" and
-  // "to_baseline" not null); refuses any other version, naming the file.
-  static RollbackRecord from_json(const JsonFile& file, const std::string& at = "");
+  // "to_baseline" not null); refuses any other version, naming the file. "record_path" is written
+  // when set.
+  static auto fields() {
+    using namespace json_fields;
+    using R = RollbackRecord;
+    return std::tuple{
+        format_tag("format", kRollbackRecordFormat, "rollback record"),
+        key("format_version", &R::format_version, versions(1, kRollbackRecordVersion)), key("from", &R::from),
+        key("to", &R::to), key("to_baseline", &R::to_baseline, kMayBeAbsent), key("to_reason", &R::to_reason),
+        key("monitoring_record", &R::monitoring_record), key("reasons", &R::reasons), key("evidence", &R::evidence),
+        key("slices", &R::slices), group("policy", key("version", &R::policy_version), key("sha256", &R::policy_sha256)),
+        key("review", &R::review), key("run_dir", &R::run_dir), key("rolled_back", &R::rolled_back),
+        key("release_gate_version", &R::release_gate_version), key("record_path", &R::record_path, kOmittedWhenEmpty)};
+  }
+  void validate(const JsonFile& f, const std::string& at) const;  // exactly one of to and to_baseline
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static RollbackRecord from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<RollbackRecord>(f, at); }
 };
 
 // A person's sign-off of a decision that needed review (`release-gate review`): a promotion's
@@ -152,8 +211,16 @@ struct ReviewSignOff {
   std::string by, note, signed_off;  // who, what they said, RFC 3339
   std::string record_path;           // "reviews/<...>.json": set by the registry, not in the file
   bool operator==(const ReviewSignOff&) const = default;
-  nlohmann::json to_json() const;  // {"format", "format_version": 1, "record", "by", "note", "signed_off"}
-  static ReviewSignOff from_json(const JsonFile& file, const std::string& at = "");
+  // "format_version" is written (1), not read; "record_path" written when set.
+  static auto fields() {
+    using namespace json_fields;
+    using S = ReviewSignOff;
+    return std::tuple{format_tag("format", kReviewFormat, "review sign-off"), constant("format_version", 1),
+                      key("record", &S::record), key("by", &S::by), key("note", &S::note), key("signed_off", &S::signed_off),
+                      key("record_path", &S::record_path, kOmittedWhenEmpty)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReviewSignOff from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<ReviewSignOff>(f, at); }
 };
 
 }  // namespace shardtrain

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/decision/utility.hpp"
 
@@ -45,6 +46,12 @@ struct RubricItem {
   double weight = 1;
   bool required = false;
   bool operator==(const RubricItem&) const = default;
+  // {"name", "weight" (>= 0), "required" (absent: false)}
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("name", &RubricItem::name), key("weight", &RubricItem::weight, in(NumberRange::at_least(0))),
+                      key("required", &RubricItem::required, kMayBeAbsent)};
+  }
 };
 
 // When a release in service must go (monitor/monitor.hpp applies them to the matured data, through rollback_rules.hpp): the
@@ -63,10 +70,19 @@ struct RollbackRules {
   double max_matured_loss_excess = 0, max_slice_regression = 0.05, max_drift_jsd = 0.1;
   std::optional<std::string> fallback_baseline;
   bool operator==(const RollbackRules&) const = default;
-  // {"max_matured_loss_excess", "max_slice_regression", "max_drift_jsd", "fallback_baseline"
-  //  (null when none; absent in policies and records before it: none)}
-  nlohmann::json to_json() const;
-  static RollbackRules from_json(const JsonFile& file, const std::string& at);
+  // Every bound >= 0; fallback_baseline null when none (absent in policies and records before it:
+  // none), never "".
+  static auto fields() {
+    using namespace json_fields;
+    using R = RollbackRules;
+    const In bound = in(NumberRange::at_least(0));
+    return std::tuple{key("max_matured_loss_excess", &R::max_matured_loss_excess, bound),
+                      key("max_slice_regression", &R::max_slice_regression, bound),
+                      key("max_drift_jsd", &R::max_drift_jsd, bound),
+                      key("fallback_baseline", &R::fallback_baseline, non_empty<>, kMayBeAbsent)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static RollbackRules from_json(const JsonFile& f, const std::string& at) { return json_fields::read<RollbackRules>(f, at); }
 };
 
 // Which decisions need a person, and the minutes each takes (the policy file's optional "review";
@@ -76,18 +92,29 @@ struct RollbackRules {
 struct ReviewRules {
   double promote_minutes = 0, rollback_minutes = 0;
   bool operator==(const ReviewRules&) const = default;
-  nlohmann::json to_json() const;  // {"promote_minutes", "rollback_minutes"}
-  static ReviewRules from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {  // minutes >= 0
+    using namespace json_fields;
+    const In minutes = in(NumberRange::at_least(0));
+    return std::tuple{key("promote_minutes", &ReviewRules::promote_minutes, minutes),
+                      key("rollback_minutes", &ReviewRules::rollback_minutes, minutes)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReviewRules from_json(const JsonFile& f, const std::string& at) { return json_fields::read<ReviewRules>(f, at); }
 };
 
-// A decision's review as its record keeps it: {"required", "minutes", "pending"}.
+// A decision's review as its record keeps it.
 struct ReviewNeed {
   bool required = false;
   double minutes = 0;
   bool pending = false;  // as of the decision: = required (a later sign-off is in the registry's reviews/)
   bool operator==(const ReviewNeed&) const = default;
-  nlohmann::json to_json() const;
-  static ReviewNeed from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("required", &ReviewNeed::required), key("minutes", &ReviewNeed::minutes),
+                      key("pending", &ReviewNeed::pending)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReviewNeed from_json(const JsonFile& f, const std::string& at) { return json_fields::read<ReviewNeed>(f, at); }
   static ReviewNeed of(double minutes) { return {minutes > 0, minutes, minutes > 0}; }
 };
 
@@ -100,15 +127,39 @@ struct ReleasePolicy {
   std::optional<RollbackRules> rollback;  // absent: a monitor refuses the policy
   ReviewRules review;
   bool operator==(const ReleasePolicy&) const = default;
-  // The policy as a release record keeps it (not the policy file's layout: that one is read by
-  // read_release_policy): {"path", "version", "sha256", "thresholds": {"max_loss_rise",
-  // "max_slice_regression", "max_ece", "max_latency_ratio"}, "rubric": {"min_score", "items":
-  // [{"name", "weight", "required"}]}, "utility", "rollback" (null when none), "review"}.
-  nlohmann::json to_json() const;
-  // The record's copy at JSON pointer `at`. "utility" may be absent (records of format_version 1,
-  // before the utility): the default model then; "rollback" and "review" may be absent (records
-  // before the monitor): none and no review.
-  static ReleasePolicy from_json(const JsonFile& file, const std::string& at);
+  // What the policy file and a release record's copy of it share: "version", "thresholds" (each
+  // >= 0), "rubric" (min_score in [0, 1], its items), "utility" (its presence the caller's),
+  // "rollback" (absent or null: none) and "review" (absent: none). The file's version and items
+  // must not be empty (`version`, `items`: json_fields::non_empty; a record's copy: ByType).
+  static auto rule_fields(json_fields::Presence utility, auto version, auto items) {
+    using namespace json_fields;
+    using P = ReleasePolicy;
+    const In at_least_0 = in(NumberRange::at_least(0));
+    return std::tuple{key("version", &P::version, version),
+                      group("thresholds", key("max_loss_rise", &P::max_loss_rise, at_least_0),
+                            key("max_slice_regression", &P::max_slice_regression, at_least_0),
+                            key("max_ece", &P::max_ece, at_least_0), key("max_latency_ratio", &P::max_latency_ratio, at_least_0)),
+                      group("rubric", key("min_score", &P::min_score, in({0, 1})),
+                            key("items", &P::rubric, items)),
+                      key("utility", &P::utility, utility), key("rollback", &P::rollback, kMayBeAbsent),
+                      key("review", &P::review, kMayBeAbsent)};
+  }
+  // The policy as a release record keeps it: the file's rules with its "path" and "sha256" (no
+  // "format"). "utility" may be absent (records of format_version 1, before the utility): the
+  // default model then.
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple_cat(std::tuple{key("path", &ReleasePolicy::path), key("sha256", &ReleasePolicy::sha256)},
+                          rule_fields(kMayBeAbsent, ByType{}, ByType{}));
+  }
+  // The policy file: "format": kPolicyFormat and the rules, "utility" required (read_release_policy).
+  static auto file_fields() {
+    using namespace json_fields;
+    return std::tuple_cat(std::tuple{format_tag("format", kPolicyFormat, "release policy")},
+                          rule_fields(kRequired, non_empty<>, non_empty<std::vector<RubricItem>>));
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReleasePolicy from_json(const JsonFile& f, const std::string& at) { return json_fields::read<ReleasePolicy>(f, at); }
 };
 
 // Reads and validates a policy file. Throws IoError (unreadable) or UsageError naming the field.
@@ -126,8 +177,20 @@ struct CheckResult {
   CheckValue value, limit;
   std::string reason;     // a sentence; set for failures and not-applicable checks
   bool operator==(const CheckResult&) const = default;
-  nlohmann::json to_json() const;  // {"name", "passed", "applicable", "value", "limit", "reason"}
-  static CheckResult from_json(const JsonFile& file, const std::string& at);
+  // A CheckValue in JSON: null, a number or a string.
+  struct ValueCodec {
+    CheckValue read(const JsonFile& f, const std::string& pointer) const;
+    nlohmann::json write(const CheckValue& v) const;
+  };
+  static auto fields() {
+    using namespace json_fields;
+    using C = CheckResult;
+    return std::tuple{key("name", &C::name),           key("passed", &C::passed),
+                      key("applicable", &C::applicable), key("value", &C::value, ValueCodec{}),
+                      key("limit", &C::limit, ValueCodec{}), key("reason", &C::reason)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static CheckResult from_json(const JsonFile& f, const std::string& at) { return json_fields::read<CheckResult>(f, at); }
 };
 
 // The evaluation checks (trained_past_cutoff, loss_rise, slice_regression, ece, latency) of a
@@ -142,8 +205,14 @@ struct EvidenceResult {
   bool found = false, passed = false;
   std::string detail;
   bool operator==(const EvidenceResult&) const = default;
-  nlohmann::json to_json() const;  // {"item", "path", "found", "passed", "detail"}
-  static EvidenceResult from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using E = EvidenceResult;
+    return std::tuple{key("item", &E::item), key("path", &E::path), key("found", &E::found), key("passed", &E::passed),
+                      key("detail", &E::detail)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static EvidenceResult from_json(const JsonFile& f, const std::string& at) { return json_fields::read<EvidenceResult>(f, at); }
 };
 
 // One rubric item as scored: its evidence (an item without any: not found, path and detail "")
@@ -153,16 +222,26 @@ struct RubricItemScore {
   double weight = 1;
   bool required = false;
   bool operator==(const RubricItemScore&) const = default;
-  nlohmann::json to_json() const;  // EvidenceResult's fields and "weight", "required"
-  static RubricItemScore from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {  // EvidenceResult's fields and "weight", "required"
+    using namespace json_fields;
+    using R = RubricItemScore;
+    return std::tuple{inlined(&R::evidence), key("weight", &R::weight), key("required", &R::required)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static RubricItemScore from_json(const JsonFile& f, const std::string& at) { return json_fields::read<RubricItemScore>(f, at); }
 };
 
 struct RubricScore {
   double score = 0, min_score = 0;
   std::vector<RubricItemScore> items;  // the policy's order
   bool operator==(const RubricScore&) const = default;
-  nlohmann::json to_json() const;  // {"score", "min_score", "items"}
-  static RubricScore from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("score", &RubricScore::score), key("min_score", &RubricScore::min_score),
+                      key("items", &RubricScore::items)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static RubricScore from_json(const JsonFile& f, const std::string& at) { return json_fields::read<RubricScore>(f, at); }
 };
 
 // The rubric: score = sum of the weights of passing items / sum of all weights. Returns the

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/model/hf_model_card.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 #include "shardtrain/decision/costs.hpp"
@@ -29,18 +30,29 @@ struct RecordData {
   std::string dataset, dataset_snapshot_id, holdout_selection_snapshot_id, cutoff;
   std::string training_selection_snapshot_id, training_cutoff;
   bool operator==(const RecordData&) const = default;
-  // {"dataset", "dataset_snapshot_id", "holdout_selection_snapshot_id", "cutoff",
-  //  "training_selection_snapshot_id", "training_cutoff"}
-  nlohmann::json to_json() const;
-  static RecordData from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using D = RecordData;
+    return std::tuple{key("dataset", &D::dataset), key("dataset_snapshot_id", &D::dataset_snapshot_id),
+                      key("holdout_selection_snapshot_id", &D::holdout_selection_snapshot_id), key("cutoff", &D::cutoff),
+                      key("training_selection_snapshot_id", &D::training_selection_snapshot_id),
+                      key("training_cutoff", &D::training_cutoff)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static RecordData from_json(const JsonFile& f, const std::string& at) { return json_fields::read<RecordData>(f, at); }
 };
 
 struct DatasetSource {
   std::string path, sha256;
   std::uint64_t bytes = 0;
   bool operator==(const DatasetSource&) const = default;
-  nlohmann::json to_json() const;  // {"path", "sha256", "bytes"}
-  static DatasetSource from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("path", &DatasetSource::path), key("sha256", &DatasetSource::sha256),
+                      key("bytes", &DatasetSource::bytes)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static DatasetSource from_json(const JsonFile& f, const std::string& at) { return json_fields::read<DatasetSource>(f, at); }
 };
 
 // The transformation state of the evaluated dataset: what data-prep recorded in it.
@@ -52,9 +64,15 @@ struct TransformationState {
   nlohmann::json data_prep, synthetic_spec;
   std::vector<DatasetSource> sources;
   bool operator==(const TransformationState&) const = default;
-  // {"created_by", "tokenizer", "vocab", "separator_token", "token_bits", "data_prep", "synthetic_spec", "sources"}
-  nlohmann::json to_json() const;
-  static TransformationState from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using T = TransformationState;
+    return std::tuple{key("created_by", &T::created_by), key("tokenizer", &T::tokenizer), key("vocab", &T::vocab),
+                      key("separator_token", &T::separator_token), key("token_bits", &T::token_bits),
+                      key("data_prep", &T::data_prep), key("synthetic_spec", &T::synthetic_spec), key("sources", &T::sources)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static TransformationState from_json(const JsonFile& f, const std::string& at) { return json_fields::read<TransformationState>(f, at); }
 };
 
 // The candidate's files (from its evaluation's checkpoint identity).
@@ -64,8 +82,13 @@ struct Artifact {
   std::string manifest_sha256;
   std::vector<CheckpointFile> files;
   bool operator==(const Artifact&) const = default;
-  nlohmann::json to_json() const;  // {"folder", "step", "manifest_sha256", "files"}
-  static Artifact from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("folder", &Artifact::folder), key("step", &Artifact::step),
+                      key("manifest_sha256", &Artifact::manifest_sha256), key("files", &Artifact::files)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static Artifact from_json(const JsonFile& f, const std::string& at) { return json_fields::read<Artifact>(f, at); }
 };
 
 // What the candidate was compared with: last-known-good {"name", "kind": "checkpoint", "record",
@@ -74,8 +97,14 @@ struct BaselineRef {
   std::string name, kind;
   std::optional<std::string> record, checkpoint, file;  // absent keys when nothing
   bool operator==(const BaselineRef&) const = default;
-  nlohmann::json to_json() const;
-  static BaselineRef from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using B = BaselineRef;
+    return std::tuple{key("name", &B::name), key("kind", &B::kind), key("record", &B::record, kOmittedWhenEmpty),
+                      key("checkpoint", &B::checkpoint, kOmittedWhenEmpty), key("file", &B::file, kOmittedWhenEmpty)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static BaselineRef from_json(const JsonFile& f, const std::string& at) { return json_fields::read<BaselineRef>(f, at); }
 };
 
 // What serves after the decision: the candidate {"name": "candidate", "checkpoint", "record"},
@@ -86,9 +115,18 @@ struct InService {
   std::optional<std::string> checkpoint;          // always written; null when there is none
   std::optional<std::string> kind, record, file;  // absent keys when nothing
   bool operator==(const InService&) const = default;
-  nlohmann::json to_json() const;
-  static InService from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using S = InService;
+    return std::tuple{key("name", &S::name), key("checkpoint", &S::checkpoint), key("kind", &S::kind, kOmittedWhenEmpty),
+                      key("record", &S::record, kOmittedWhenEmpty), key("file", &S::file, kOmittedWhenEmpty)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static InService from_json(const JsonFile& f, const std::string& at) { return json_fields::read<InService>(f, at); }
 };
+
+// "decision": a promotion or a reject.
+inline constexpr std::pair<const char*, bool> kDecisionNames[] = {{"promote", true}, {"reject", false}};
 
 struct ReleaseRecord {
   int format_version = kReleaseRecordVersion;
@@ -119,9 +157,26 @@ struct ReleaseRecord {
   std::string record_path;
 
   bool operator==(const ReleaseRecord&) const = default;
-  nlohmann::json to_json() const;
+  // "utility" is absent in format_version 1; "costs" null when none (absent: none); "review" absent
+  // in records before the monitor; "record_path" written when set.
+  static auto fields() {
+    using namespace json_fields;
+    using R = ReleaseRecord;
+    return std::tuple{
+        format_tag("format", kReleaseRecordFormat, "release record"), key("format_version", &R::format_version),
+        key("decision", &R::promote, names(kDecisionNames)), key("reasons", &R::reasons), key("checks", &R::checks),
+        key("data", &R::data), key("transformation", &R::transformation), key("artifact", &R::artifact),
+        key("model", &R::model), key("run_config", &R::run_config), key("code_version", &R::code_version),
+        group("scores", key("candidate", &R::candidate), key("baseline", &R::baseline_evaluation)),
+        key("rubric", &R::rubric), key("utility", &R::utility, kOmittedWhenEmpty), key("costs", &R::costs, kMayBeAbsent),
+        key("policy", &R::policy), key("baseline", &R::baseline), key("previous_last_known_good", &R::previous_last_known_good),
+        key("in_service", &R::in_service), key("dry_run", &R::dry_run), key("release_gate_version", &R::release_gate_version),
+        key("started", &R::started), key("decided", &R::decided), key("review", &R::review, kMayBeAbsent),
+        key("record_path", &R::record_path, kOmittedWhenEmpty)};
+  }
   // Throws UsageError naming the file and the field (the format, a field missing or mistyped).
-  static ReleaseRecord from_json(const JsonFile& file, const std::string& at = "");
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static ReleaseRecord from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<ReleaseRecord>(f, at); }
 };
 
 // What an exported model's card says of this decision (model/hf_model_card.hpp): the decision, its

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/decision/baseline.hpp"
 #include "shardtrain/decision/monitoring_record.hpp"
 #include "shardtrain/decision/record.hpp"
@@ -48,12 +49,25 @@ struct LastKnownGood {
   std::string promoted;  // RFC 3339: when the pointer moved here
   std::optional<std::string> rollback;  // "rollbacks/<...>.json" when a rollback moved it here
   std::optional<ServedBaseline> baseline;  // a baseline in service (only ever put there by a rollback)
+  int format_version = kLastKnownGoodVersion;  // absent (1, a release in service) reads as this
   bool operator==(const LastKnownGood&) const = default;
-  // {"format_version", "record", "checkpoint", "manifest_sha256", "promoted", "rollback", "baseline"}
-  nlohmann::json to_json() const;
+  // "record", "checkpoint" and "manifest_sha256" null when a baseline is in service; "rollback" and
+  // "baseline" absent in pointers before them (none).
+  static auto fields() {
+    using namespace json_fields;
+    using P = LastKnownGood;
+    return std::tuple{key("format_version", &P::format_version, versions(1, kLastKnownGoodVersion), kMayBeAbsent),
+                      key("promoted", &P::promoted), key("rollback", &P::rollback, kMayBeAbsent),
+                      key("baseline", &P::baseline, kMayBeAbsent), key("record", &P::record),
+                      key("checkpoint", &P::checkpoint), key("manifest_sha256", &P::manifest_sha256)};
+  }
+  // Exactly one of a release (record, checkpoint, manifest_sha256) and a baseline; a baseline only
+  // with the rollback that put it there.
+  void validate(const JsonFile& f, const std::string& at) const;
+  nlohmann::json to_json() const { return json_fields::write(*this); }
   // UsageError naming the file and the field: a version above kLastKnownGoodVersion, or not
   // exactly one of "record" and "baseline".
-  static LastKnownGood from_json(const JsonFile& file, const std::string& at = "");
+  static LastKnownGood from_json(const JsonFile& f, const std::string& at = "") { return json_fields::read<LastKnownGood>(f, at); }
 };
 
 // What is in service now: the pointer, and the release record or the registered baseline it names.

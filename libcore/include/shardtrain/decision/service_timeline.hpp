@@ -23,8 +23,13 @@ struct ServiceEvent {
   std::string cause;       // the release record (a promotion) or the rollback record that moved it
   std::string why;         // one sentence: the promotion, or the rollback with its first reason and the other failed checks by name
   bool operator==(const ServiceEvent&) const = default;
-  // {"effective", "record", "checkpoint", "baseline", "cause", "why"} (null where none)
-  nlohmann::json to_json() const;
+  static auto fields() {  // written only (history --at): null where none
+    using namespace json_fields;
+    using E = ServiceEvent;
+    return std::tuple{key("effective", &E::effective), key("record", &E::record), key("checkpoint", &E::checkpoint),
+                      key("baseline", &E::baseline), key("cause", &E::cause), key("why", &E::why)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
   // "records/<...>.json" or "baseline <name>"
   std::string in_service_name() const;
 };

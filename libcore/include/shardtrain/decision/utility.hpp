@@ -23,17 +23,20 @@
 // Units: "value" is whatever currency the policy's numbers are in; per day, except B (per release).
 #pragma once
 #include <cstdint>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/releaseeval/checkpoint_evaluation.hpp"
 
 namespace shardtrain {
 
-// The policy's "utility" block. Every field is required; from_json throws UsageError naming the
-// field (`where` prefixes the message: the policy's path).
+// The policy's "utility" block, and the record's copy of it. Every field is required; a read
+// throws UsageError naming the file and the field.
 struct UtilityModel {
   double value_per_nat_token = 0;    // v: value per nat of loss saved per served token (>= 0)
   double served_tokens_per_day = 0;  // N (>= 0)
@@ -42,10 +45,18 @@ struct UtilityModel {
   double horizon_days = 1;           // H (> 0): how long a release is expected to serve
   double regret_bound = 0.05;        // promotion needs P(regret) < this; in (0, 1]
   bool operator==(const UtilityModel&) const = default;
-  // {"value_per_nat_token", "served_tokens_per_day", "cost_per_ms_p99_day", "bad_release_cost",
-  //  "horizon_days", "regret_bound"}: the policy file's block, and the record's copy of it.
-  nlohmann::json to_json() const;
-  static UtilityModel from_json(const nlohmann::json& j, const std::string& where);
+  static auto fields() {
+    using namespace json_fields;
+    using M = UtilityModel;
+    const In at_least_0 = in(NumberRange::at_least(0));
+    return std::tuple{key("value_per_nat_token", &M::value_per_nat_token, at_least_0),
+                      key("served_tokens_per_day", &M::served_tokens_per_day, at_least_0),
+                      key("cost_per_ms_p99_day", &M::cost_per_ms_p99_day, at_least_0),
+                      key("bad_release_cost", &M::bad_release_cost, at_least_0),
+                      key("horizon_days", &M::horizon_days, above(0)), key("regret_bound", &M::regret_bound, above(0, 1))};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static UtilityModel from_json(const JsonFile& f, const std::string& at) { return json_fields::read<UtilityModel>(f, at); }
 };
 
 // Every input and output of the formula above, so a record can be checked by hand.
@@ -73,15 +84,34 @@ struct UtilityEstimate {
   bool positive() const { return expected_utility > 0; }
   bool regret_within_bound() const { return regret_probability < model.regret_bound; }
   static constexpr const char* kFormula = "E = H * (v * N * S - c * L) - B * P";
-  // {"formula", "model", "fallback", "candidate_loss", "fallback_loss", "loss_saved", "loss_saved_lower",
-  //  "loss_saved_upper", "sequences", "tokens", "bootstrap": {"resamples","seed","level"},
-  //  "latency": {"applicable","candidate_p99_ms","fallback_p99_ms","delta_ms"}, "value_over_horizon",
-  //  "latency_cost_over_horizon", "break_even_loss_saved", "regret_resamples", "regret_probability",
-  //  "expected_utility", "lower", "upper", "positive", "regret_within_bound"}
   bool operator==(const UtilityEstimate&) const = default;
-  nlohmann::json to_json() const;
-  // The record's "utility" at JSON pointer `at`; UsageError naming the file and the field.
-  static UtilityEstimate from_json(const JsonFile& file, const std::string& at);
+  // An infinite number as null (break_even_loss_saved when v N = 0); the key must be there.
+  struct InfiniteAsNull {
+    double read(const JsonFile& f, const std::string& pointer) const {
+      return json_fields::null_or(f, pointer, &JsonFile::number).value_or(std::numeric_limits<double>::infinity());
+    }
+    nlohmann::json write(double v) const { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+  };
+  // The record's "utility"; "formula", "positive" and "regret_within_bound" are written, not read.
+  static auto fields() {
+    using namespace json_fields;
+    using U = UtilityEstimate;
+    return std::tuple{
+        constant("formula", kFormula), key("model", &U::model), key("fallback", &U::fallback),
+        key("candidate_loss", &U::candidate_loss), key("fallback_loss", &U::fallback_loss), key("loss_saved", &U::loss_saved),
+        key("loss_saved_lower", &U::loss_saved_lower), key("loss_saved_upper", &U::loss_saved_upper),
+        key("sequences", &U::sequences), key("tokens", &U::tokens),
+        group("bootstrap", key("resamples", &U::resamples), key("seed", &U::seed), key("level", &U::level)),
+        group("latency", key("applicable", &U::latency_applicable), key("candidate_p99_ms", &U::candidate_p99_ms),
+              key("fallback_p99_ms", &U::fallback_p99_ms), key("delta_ms", &U::latency_delta_ms)),
+        key("value_over_horizon", &U::value_over_horizon), key("latency_cost_over_horizon", &U::latency_cost_over_horizon),
+        key("break_even_loss_saved", &U::break_even_loss_saved, InfiniteAsNull{}),
+        key("regret_resamples", &U::regret_resamples), key("regret_probability", &U::regret_probability),
+        key("expected_utility", &U::expected_utility), key("lower", &U::lower), key("upper", &U::upper),
+        written("positive", &U::positive), written("regret_within_bound", &U::regret_within_bound)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static UtilityEstimate from_json(const JsonFile& f, const std::string& at) { return json_fields::read<UtilityEstimate>(f, at); }
 };
 
 // The estimate of promoting `candidate` over `fallback` (both evaluations of one hold-out; the
