@@ -31,6 +31,9 @@
 //   constant(NAME, VALUE)   written as VALUE, never read.
 //   group(NAME, ENTRIES...) members of this type in an object of their own ("holdout": {"documents",
 //                           "samples", "slices"}).
+//   unless_default(key(...)) a key written only while its member differs from its default (M{}, so
+//                           M needs ==) and read as kMayBeAbsent: a step model's unknown link, an
+//                           empty map of per-operation links.
 // write_fields/read_fields take a list of the caller's (a part written only on request).
 // Checks beyond the types (a range across fields, a "format" tag) go in an optional member
 // `void validate(const JsonFile& f, const std::string& at) const`, called after the read.
@@ -117,6 +120,15 @@ constexpr Key<T, M, Codec> key(const char* name, M T::*member, Codec codec, Pres
 }
 template <typename T, typename M>
 constexpr Inlined<T, M> inlined(M T::*member) { return {member}; }
+template <typename K>
+struct UnlessDefault {
+  K key;
+};
+template <typename T, typename M, typename C>
+constexpr UnlessDefault<Key<T, M, C>> unless_default(Key<T, M, C> k) {
+  k.presence = kMayBeAbsent;
+  return {k};
+}
 template <typename T, typename R>
 constexpr Written<T, R> written(const char* name, R (T::*get)() const) { return {name, get}; }
 
@@ -276,6 +288,8 @@ void read_entry(const JsonFile& f, const std::string& at, T& out, const Inlined<
   }
 }
 
+template <typename T, typename K>
+void read_entry(const JsonFile& f, const std::string& at, T& out, const UnlessDefault<K>& e) { read_entry(f, at, out, e.key); }
 template <typename T, typename R>
 void read_entry(const JsonFile&, const std::string&, T&, const Written<T, R>&) {}
 template <typename T>
@@ -313,6 +327,11 @@ void write_entry(nlohmann::json& j, const T& v, const Inlined<T, M>& e) {
   }
 }
 
+template <typename T, typename K>
+void write_entry(nlohmann::json& j, const T& v, const UnlessDefault<K>& e) {
+  const auto& m = v.*e.key.member;
+  if (!(m == std::remove_cvref_t<decltype(m)>{})) write_entry(j, v, e.key);
+}
 template <typename T, typename R>
 void write_entry(nlohmann::json& j, const T& v, const Written<T, R>& e) {
   j[e.name] = write_value((v.*e.get)());
