@@ -81,13 +81,13 @@ TEST_CASE("ckpt: manifest JSON round trip and missing fields name themselves", "
       ck::CheckpointManifest::from_json(broken, "x/index.h5");
       FAIL("accepted a manifest without " << path);
     } catch (const shardtrain::UsageError& e) {
-      CHECK(contains(e.what(), std::string("'") + path + "'"));
+      CHECK(contains(e.what(), std::string("has no field /") + path));
       CHECK(contains(e.what(), "x/index.h5"));
     }
   }
   auto broken = j;
   broken["sampler"].erase("consumed");
-  CHECK_THROWS_WITH(ck::CheckpointManifest::from_json(broken), Catch::Contains("sampler.consumed"));
+  CHECK_THROWS_WITH(ck::CheckpointManifest::from_json(broken), Catch::Contains("has no field /sampler/consumed"));
   broken = j;
   broken["format_version"] = 99;
   CHECK_THROWS_WITH(ck::CheckpointManifest::from_json(broken), Catch::Contains("format_version 99"));

@@ -290,4 +290,32 @@ TEST_CASE("json record: non-empty values, a number above a bound, a version rang
   old.erase("format_version");
   CHECK(read_policy(old).format_version == 2);  // absent: the member's default
   CHECK_THROWS_WITH(read_policy(json::array()), Catch::Contains("p.json: the policy field  is not an object"));
+
+// unless_default: a member that is not an optional, written only while it differs from its default.
+struct Pair {
+  double x = 0, y = 0;
+  bool operator==(const Pair&) const = default;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("x", &Pair::x), key("y", &Pair::y)};
+  }
+};
+struct Sparse {
+  Pair link;
+  std::map<std::string, int> counts;
+  bool operator==(const Sparse&) const = default;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{unless_default(key("link", &Sparse::link)), unless_default(key("counts", &Sparse::counts))};
+  }
+};
+}  // namespace
+
+TEST_CASE("json record: a member other than an optional omitted while it is its default", "[json]") {
+  CHECK(json_fields::write(Sparse{}) == json::object());
+  CHECK(json_fields::read<Sparse>(file_of(json::object()), "") == Sparse{});
+  const Sparse s{{2.5, 0}, {{"a", 1}}};
+  const json j = json_fields::write(s);
+  CHECK(j == json::parse(R"({"link": {"x": 2.5, "y": 0.0}, "counts": {"a": 1}})"));
+  CHECK(json_fields::read<Sparse>(file_of(j), "") == s);
 }

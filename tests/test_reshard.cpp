@@ -249,12 +249,12 @@ TEST_CASE("Hugging Face import: a GPT-2 config maps onto the decoder or is refus
   refused("n_ctx", 128, "beyond the model");
   refused("n_head", 3, "n_head");
   // Past int: refused by value, never its low 32 bits (4294967552 would read as a vocabulary of 256).
-  refused("vocab_size", 4294967552LL, "'vocab_size' 4294967552 is outside");
-  refused("n_embd", -64, "'n_embd' -64 is outside");
+  refused("vocab_size", 4294967552LL, "field /vocab_size is out of range (got 4294967552)");
+  refused("n_embd", -64, "field /n_embd is negative (got -64)");
   // A field of another type: refused by name, never nlohmann's type_error (the tool's internal error).
   refused("model_type", 2, "'model_type' is not a string");
   refused("scale_attn_weights", "yes", "'scale_attn_weights' is not true or false");
-  refused("layer_norm_epsilon", "1e-5", "'layer_norm_epsilon' is not a number");
+  refused("layer_norm_epsilon", "1e-5", "field /layer_norm_epsilon is not a number");
 }
 
 TEST_CASE("Hugging Face import: --model NAME checks config.json's shape, naming the field, both values and the file",

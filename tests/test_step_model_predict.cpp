@@ -316,10 +316,10 @@ TEST_CASE("step model file: phases and pass shares written and read back, older 
   CHECK(older.head_share == 0);
   nlohmann::json bad = j;
   bad["collectives"][0]["phase"] = "sideways";
-  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("model 'bad.json'") && Catch::Contains("'phase'"));
+  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("bad.json: the step model field /collectives/0/phase must be backward or forward (got 'sideways')"));
   bad = j;
   bad["collectives"][1]["pinned"] = "yes";
-  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("'pinned'"));
+  CHECK_THROWS_WITH(StepModel::from_json(bad, "bad.json"), Catch::Contains("bad.json: the step model field /collectives/1/pinned is not true or false"));
   StepModel over = m;
   over.backward_share = 0.8;  // 0.25 + 0.8 > 1
   CHECK_THROWS_WITH(over.validate(), Catch::Contains("backward_share"));

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/sha256.hpp"
 
 namespace shardtrain::ckpt {
@@ -129,35 +130,6 @@ std::string rank_file_name(int rank) {
 
 // ---- manifest -------------------------------------------------------------------------------
 
-nlohmann::json CheckpointManifest::to_json() const {
-  nlohmann::json files_json = nlohmann::json::array();
-  for (const auto& f : files)
-    files_json.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"sha256", f.sha256}});
-  return {
-      {"format", kFormatName},
-      {"format_version", format_version},
-      {"step", step},
-      {"tokens_seen", tokens_seen},
-      {"model", model},
-      {"config", config},
-      {"layout", {{"world_size", layout.world_size}, {"dp", layout.dp}, {"tp", layout.tp}, {"zero_stage", layout.zero_stage}}},
-      {"global_batch", global_batch},
-      {"micro_batch", micro_batch},
-      {"grad_accum", grad_accum},
-      {"sampler", {{"epoch", sampler_epoch}, {"consumed", sampler_consumed}}},
-      {"rng", rng},
-      {"lr_schedule", {{"step", lr_step}, {"lr", lr}}},
-      {"data", {{"snapshot_id", data_snapshot_id}, {"cutoff", data_cutoff}}},
-      {"code_version", code_version},
-      {"created", created},
-      {"writers", writers},
-      {"files", files_json},
-      {"extra", extra},
-      {"history", history},
-      {"tensor_table_sha256", tensor_table_sha256},
-  };
-}
-
 std::string tensor_table_sha256(std::vector<TensorTableRow> rows) {
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.spec.name < b.spec.name; });
   std::string text;
@@ -173,42 +145,11 @@ void CheckpointManifest::record_rewrite(const std::string& operation, const std:
   history.push_back({{"operation", operation},
                      {"source", source},
                      {"step", step},
-                     {"layout", {{"world_size", layout.world_size}, {"dp", layout.dp}, {"tp", layout.tp},
-                                 {"zero_stage", layout.zero_stage}}},
+                     {"layout", json_fields::write(layout)},
                      {"writers", writers},
                      {"created", created},
                      {"code_version", code_version}});
 }
-
-namespace {
-const nlohmann::json& field(const nlohmann::json& j, const std::string& key, const std::string& where,
-                            const std::string& path) {
-  if (!j.is_object() || !j.contains(key)) throw UsageError(where + ": manifest lacks '" + path + "'");
-  return j.at(key);
-}
-template <typename T>
-T get(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& prefix = "") {
-  const std::string path = prefix.empty() ? key : prefix + "." + key;
-  const auto& v = field(j, key, where, path);
-  try {
-    if constexpr (std::is_integral_v<T>) {
-      if (!v.is_number_integer()) throw std::exception();
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!v.is_number()) throw std::exception();
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) throw std::exception();
-    }
-    return v.get<T>();
-  } catch (const std::exception&) {
-    throw UsageError(where + ": manifest field '" + path + "' has the wrong type (" + v.dump() + ")");
-  }
-}
-const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  const auto& v = field(j, key, where, key);
-  if (!v.is_object()) throw UsageError(where + ": manifest field '" + key + "' is not an object");
-  return v;
-}
-}  // namespace
 
 CheckpointManifest CheckpointManifest::from_stored_text(const std::string& text, const std::string& sha256_hex,
                                                         const std::string& where) {
@@ -223,65 +164,27 @@ CheckpointManifest CheckpointManifest::from_stored_text(const std::string& text,
   return from_json(j, where);
 }
 
+int CheckpointManifest::read_format_version(const JsonFile& f, const std::string& pointer) {
+  const int version = json_fields::small_integer(f, pointer);
+  if (version != kFormatVersion)
+    f.fail("field " + pointer + ": checkpoint format_version " + std::to_string(version) +
+           " is not supported by this build (reads version " + std::to_string(kFormatVersion) +
+           "); use a matching shardtrain version");
+  return version;
+}
+
+nlohmann::json CheckpointManifest::read_history(const JsonFile& f, const std::string& pointer) {
+  json_fields::array_size(f, pointer);
+  return f.at(pointer);
+}
+
+void CheckpointManifest::validate(const JsonFile& f, const std::string&) const {
+  if (int(files.size()) != writers)
+    f.fail("lists " + std::to_string(files.size()) + " files for " + std::to_string(writers) + " writers");
+}
+
 CheckpointManifest CheckpointManifest::from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) throw UsageError(where + ": manifest is not a JSON object");
-  if (get<std::string>(j, "format", where) != kFormatName)
-    throw UsageError(where + ": not a shardtrain checkpoint (format '" + j.at("format").get<std::string>() + "')");
-  CheckpointManifest m;
-  m.format_version = get<int>(j, "format_version", where);
-  if (m.format_version != kFormatVersion)
-    throw UsageError(where + ": checkpoint format_version " + std::to_string(m.format_version) +
-                     " is not supported by this build (reads version " + std::to_string(kFormatVersion) +
-                     "); use a matching shardtrain version");
-  m.step = get<std::int64_t>(j, "step", where);
-  m.tokens_seen = get<std::int64_t>(j, "tokens_seen", where);
-  m.model = object(j, "model", where);
-  m.config = object(j, "config", where);
-  const auto& layout = object(j, "layout", where);
-  m.layout.world_size = get<int>(layout, "world_size", where, "layout");
-  m.layout.dp = get<int>(layout, "dp", where, "layout");
-  m.layout.tp = get<int>(layout, "tp", where, "layout");
-  m.layout.zero_stage = get<int>(layout, "zero_stage", where, "layout");
-  m.global_batch = get<std::int64_t>(j, "global_batch", where);
-  m.micro_batch = get<std::int64_t>(j, "micro_batch", where);
-  m.grad_accum = get<std::int64_t>(j, "grad_accum", where);
-  const auto& sampler = object(j, "sampler", where);
-  m.sampler_epoch = get<std::int64_t>(sampler, "epoch", where, "sampler");
-  m.sampler_consumed = get<std::int64_t>(sampler, "consumed", where, "sampler");
-  m.rng = field(j, "rng", where, "rng");
-  const auto& lr = object(j, "lr_schedule", where);
-  m.lr_step = get<std::int64_t>(lr, "step", where, "lr_schedule");
-  m.lr = get<double>(lr, "lr", where, "lr_schedule");
-  const auto& data = object(j, "data", where);
-  m.data_snapshot_id = get<std::string>(data, "snapshot_id", where, "data");
-  m.data_cutoff = get<std::string>(data, "cutoff", where, "data");
-  m.code_version = get<std::string>(j, "code_version", where);
-  m.created = get<std::string>(j, "created", where);
-  m.writers = get<int>(j, "writers", where);
-  const auto& files = field(j, "files", where, "files");
-  if (!files.is_array()) throw UsageError(where + ": manifest field 'files' is not an array");
-  for (const auto& f : files) {
-    FileRecord r;
-    r.name = get<std::string>(f, "name", where, "files[]");
-    r.rank = get<int>(f, "rank", where, "files[]");
-    r.bytes = get<std::int64_t>(f, "bytes", where, "files[]");
-    r.sha256 = get<std::string>(f, "sha256", where, "files[]");
-    m.files.push_back(r);
-  }
-  if (int(m.files.size()) != m.writers)
-    throw UsageError(where + ": manifest lists " + std::to_string(m.files.size()) + " files for " +
-                     std::to_string(m.writers) + " writers");
-  m.extra = field(j, "extra", where, "extra");
-  if (j.contains("history")) {
-    if (!j.at("history").is_array()) throw UsageError(where + ": manifest field 'history' is not an array");
-    m.history = j.at("history");
-  }
-  if (j.contains("tensor_table_sha256")) {
-    if (!j.at("tensor_table_sha256").is_string())
-      throw UsageError(where + ": manifest field 'tensor_table_sha256' is not a string");
-    m.tensor_table_sha256 = j.at("tensor_table_sha256").get<std::string>();
-  }
-  return m;
+  return json_fields::read<CheckpointManifest>(JsonFile::parse(j.dump(), where, "the checkpoint manifest"), "");
 }
 
 }  // namespace shardtrain::ckpt

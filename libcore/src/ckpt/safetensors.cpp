@@ -12,6 +12,8 @@
 
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_fields.hpp"
+#include "shardtrain/base/json_file.hpp"
 
 namespace shardtrain::ckpt {
 
@@ -87,6 +89,15 @@ float half_to_float(std::uint16_t h) {
 
 }  // namespace
 
+namespace {
+// A key as one JSON pointer token (RFC 6901: "~" as "~0", "/" as "~1").
+std::string json_pointer_key(const std::string& key) {
+  std::string out;
+  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+}  // namespace
+
 SafetensorsFile read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(path + ": cannot open the safetensors file");
@@ -95,12 +106,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
   if (content.size() < 8) throw UsageError(path + ": not a safetensors file (shorter than 8 bytes)");
   std::memcpy(&n, content.data(), 8);
   if (n > content.size() - 8) throw UsageError(path + ": not a safetensors file (header length beyond the file)");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(content.begin() + 8, content.begin() + 8 + std::ptrdiff_t(n));
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError(path + ": not a safetensors file (its header is not JSON)");
-  }
+  // The header by base/json_file.hpp's rules, its numbers by json_fields' (the one number rule).
+  const JsonFile header_file = JsonFile::parse(content.substr(8, n), path, "the safetensors header");
+  const nlohmann::json& header = header_file.json();
   if (!header.is_object()) throw UsageError(path + ": not a safetensors file (its header is not a JSON object)");
   const std::uint64_t data_size = content.size() - 8 - n;
   SafetensorsFile file;
@@ -113,46 +121,30 @@ SafetensorsFile read_safetensors(const std::string& path) {
     }
     SafetensorsTensor t;
     t.name = name;
-    // Every number an integer >= 0 as JSON has it: nlohmann's get<> would cast a float (1e300) or a
-    // negative number to the integer type without a word (undefined for a float out of range).
-    // (The tensor's name and entry are parameters: clang 14 cannot capture a structured binding.)
-    auto naturals = [&path](const nlohmann::json& tensor, const std::string& tensor_name, const char* key) {
-      const nlohmann::json& v = tensor.at(key);
-      if (!v.is_array()) throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " is not an array");
-      std::vector<std::uint64_t> out;
-      for (const nlohmann::json& x : v) {
-        if (!x.is_number_unsigned() && !(x.is_number_integer() && x.get<std::int64_t>() >= 0))
-          throw UsageError(path + ": tensor '" + tensor_name + "' field " + key + " holds " + x.dump() +
-                           ", not an integer >= 0");
-        out.push_back(x.get<std::uint64_t>());
-      }
-      return out;
-    };
-    try {
-      if (!entry.is_object()) throw UsageError(path + ": tensor '" + name + "' is not a JSON object");
-      t.dtype = entry.at("dtype").get<std::string>();
-      const std::vector<std::uint64_t> dims = naturals(entry, name, "shape");
-      const std::vector<std::uint64_t> offsets = naturals(entry, name, "data_offsets");
-      const std::size_t element = element_size(t.dtype);
-      if (element == 0) throw UsageError(path + ": tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
-      // The byte count, refused as soon as it passes the data section: a shape whose product wraps
-      // around 2^64 would otherwise match a short range and read as a tensor of another shape.
-      std::uint64_t bytes = element;
-      for (std::uint64_t d : dims) {
-        if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()) || (d != 0 && bytes > data_size / d))
-          bytes = data_size + 1;  // larger than any range of the file
-        else
-          bytes *= d;
-        t.shape.push_back(std::int64_t(d));
-      }
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != bytes)
-        throw UsageError(path + ": tensor '" + name + "' has data_offsets outside the file or not matching its shape");
-      ranges.push_back({offsets[0], offsets[1]});
-      const char* begin = content.data() + 8 + n + offsets[0];
-      t.data.assign(begin, begin + (offsets[1] - offsets[0]));
-    } catch (const nlohmann::json::exception&) {
-      throw UsageError(path + ": tensor '" + name + "' lacks dtype, shape or data_offsets");
+    // Every number an integer >= 0 as JSON has it (json_fields::counts): nlohmann's get<> would
+    // cast a float (1e300) or a negative number to the integer type without a word.
+    const std::string at = json_fields::field("", json_pointer_key(name));
+    if (!entry.is_object()) throw UsageError(path + ": tensor '" + name + "' is not a JSON object");
+    t.dtype = header_file.string(json_fields::field(at, "dtype"));
+    const std::vector<std::uint64_t> dims = json_fields::counts(header_file, json_fields::field(at, "shape"));
+    const std::vector<std::uint64_t> offsets = json_fields::counts(header_file, json_fields::field(at, "data_offsets"));
+    const std::size_t element = element_size(t.dtype);
+    if (element == 0) throw UsageError(path + ": tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
+    // The byte count, refused as soon as it passes the data section: a shape whose product wraps
+    // around 2^64 would otherwise match a short range and read as a tensor of another shape.
+    std::uint64_t bytes = element;
+    for (std::uint64_t d : dims) {
+      if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()) || (d != 0 && bytes > data_size / d))
+        bytes = data_size + 1;  // larger than any range of the file
+      else
+        bytes *= d;
+      t.shape.push_back(std::int64_t(d));
     }
+    if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != bytes)
+      throw UsageError(path + ": tensor '" + name + "' has data_offsets outside the file or not matching its shape");
+    ranges.push_back({offsets[0], offsets[1]});
+    const char* begin = content.data() + 8 + n + offsets[0];
+    t.data.assign(begin, begin + (offsets[1] - offsets[0]));
     file.tensors.push_back(std::move(t));
   }
   std::sort(ranges.begin(), ranges.end());

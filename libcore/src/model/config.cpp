@@ -55,23 +55,8 @@ std::string model_preset_names() {
   return names;
 }
 
-nlohmann::json ModelConfig::to_json() const {
-  return {{"vocab", vocab}, {"seq_len", seq_len}, {"d_model", d_model}, {"n_layer", n_layer}, {"n_head", n_head}};
-}
-
-ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
-  ModelConfig c;
-  auto read = [&](const char* field, int& out) {
-    if (!j.contains(field)) throw UsageError(std::string("model config: missing field '") + field + "'");
-    if (!j.at(field).is_number_integer())
-      throw UsageError(std::string("model config: field '") + field + "' must be an integer, got " + j.at(field).dump());
-    out = j.at(field).get<int>();
-  };
-  read("vocab", c.vocab);
-  read("seq_len", c.seq_len);
-  read("d_model", c.d_model);
-  read("n_layer", c.n_layer);
-  read("n_head", c.n_head);
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& where) {
+  ModelConfig c = json_fields::read<ModelConfig>(JsonFile::parse(j.dump(), where, "the model config"), "");
   c.validate();
   return c;
 }

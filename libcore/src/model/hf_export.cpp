@@ -9,6 +9,7 @@
 #include "shardtrain/backend/bf16.hpp"
 #include "shardtrain/base/durable_file.hpp"
 #include "shardtrain/base/error.hpp"
+#include "shardtrain/base/json_file.hpp"
 #include "shardtrain/ckpt/safetensors.hpp"
 #include "shardtrain/model/hf_model_card.hpp"
 #include "shardtrain/model/hf_tokenizer.hpp"
@@ -52,12 +53,7 @@ std::vector<HfTensorName> hf_gpt2_names(const ModelConfig& config) {
 nlohmann::json hf_gpt2_config(const ModelConfig& c, ExportDType dtype, std::int64_t separator) {
   nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
                       {"model_type", "gpt2"},
-                      {"vocab_size", c.vocab},
-                      {"n_positions", c.seq_len},
                       {"n_ctx", c.seq_len},
-                      {"n_embd", c.d_model},
-                      {"n_layer", c.n_layer},
-                      {"n_head", c.n_head},
                       {"n_inner", nullptr},  // 4 * n_embd, as ours
                       {"activation_function", "gelu_new"},
                       {"layer_norm_epsilon", 1e-5},  // backend.hpp: layer norm eps = 1e-5
@@ -69,22 +65,13 @@ nlohmann::json hf_gpt2_config(const ModelConfig& c, ExportDType dtype, std::int6
                       {"tie_word_embeddings", true},
                       {"use_cache", true},
                       {"torch_dtype", dtype == ExportDType::kFloat32 ? "float32" : "bfloat16"}};
+  for (const auto& [key, field] : kHfShapeFields) j[key] = c.*field;
   if (separator >= 0) j["bos_token_id"] = j["eos_token_id"] = j["pad_token_id"] = separator;
   return j;
 }
 
-nlohmann::json HfTokenizerInfo::to_json() const { return {{"name", name}, {"vocab", vocab}, {"separator", separator}}; }
-
 HfTokenizerInfo HfTokenizerInfo::from_json(const nlohmann::json& j, const std::string& where) {
-  const std::string what = where + " tokenizer";
-  if (!j.is_object()) throw UsageError(what + " is not an object (got " + j.dump().substr(0, 80) + ")");
-  const auto integer = [&](const char* key) {
-    if (!j.contains(key) || !j[key].is_number_integer())
-      throw UsageError(what + " has no integer field '" + key + "'");
-    return j[key].get<std::int64_t>();
-  };
-  if (!j.contains("name") || !j["name"].is_string()) throw UsageError(what + " has no string field 'name'");
-  return {j["name"].get<std::string>(), integer("vocab"), integer("separator")};
+  return json_fields::read<HfTokenizerInfo>(JsonFile::parse(j.dump(), where, "tokenizer"), "");
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "shardtrain/base/json_fields.hpp"
 #include "shardtrain/base/json_file.hpp"
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/sha256.hpp"
@@ -21,13 +22,6 @@ namespace fs = std::filesystem;
 namespace shardtrain {
 
 namespace {
-
-// config.json's names of the shape's fields (read by model_config_from_hf, compared by require_hf_shape).
-constexpr std::pair<const char*, int ModelConfig::*> kHfShapeFields[] = {{"vocab_size", &ModelConfig::vocab},
-                                                                    {"n_positions", &ModelConfig::seq_len},
-                                                                    {"n_embd", &ModelConfig::d_model},
-                                                                    {"n_layer", &ModelConfig::n_layer},
-                                                                    {"n_head", &ModelConfig::n_head}};
 
 [[noreturn]] void refuse(const std::string& where, const std::string& why) {
   throw UsageError(where + ": " + why + "; ckpt-reshard --import hf reads GPT-2 models as shardtrain's decoder "
@@ -81,31 +75,28 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
     if (j.contains(key) && !j[key].is_string()) refuse(where, std::string("'") + key + "' is not a string");
   for (const char* key : {"tie_word_embeddings", "add_cross_attention", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"})
     if (j.contains(key) && !j[key].is_boolean()) refuse(where, std::string("'") + key + "' is not true or false");
-  if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_number())
-    refuse(where, "'layer_norm_epsilon' is not a number");
   if (j.value("model_type", std::string()) != "gpt2")
     refuse(where, "model_type '" + j.value("model_type", std::string("(none)")) + "' is not gpt2");
   if (j.contains("architectures") && j["architectures"].is_array())
     for (const auto& a : j["architectures"])
       if (a != "GPT2LMHeadModel" && a != "GPT2Model")
         refuse(where, "architecture " + a.dump() + " is not GPT2LMHeadModel (a head this decoder does not have)");
-  const auto num = [&](const char* key) -> int {
-    if (!j.contains(key) || !j[key].is_number_integer()) refuse(where, std::string("'") + key + "' missing or not an integer");
-    // get<int> would keep the low 32 bits of a larger number: 4294967552 read as 256.
-    if (j[key].is_number_unsigned() ? j[key].get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
-                                    : j[key].get<std::int64_t>() < 0 || j[key].get<std::int64_t>() > std::numeric_limits<int>::max())
-      refuse(where, std::string("'") + key + "' " + j[key].dump() + " is outside [0, " +
-                        std::to_string(std::numeric_limits<int>::max()) + "]");
-    return j[key].get<int>();
-  };
+  // The shape's numbers by json_fields' rules (an integer, the one rule of every file), then >= 0 and
+  // within an int (4294967552 is refused by value, never read as its low 32 bits, 256).
+  const JsonFile file = JsonFile::parse(j.dump(), where, "the Hugging Face config");
   ModelConfig c;
-  for (const auto& [key, field] : kHfShapeFields) c.*field = num(key);
-  if (j.contains("n_ctx") && j["n_ctx"].is_number_integer() && j["n_ctx"].get<std::int64_t>() > c.seq_len)
-    refuse(where, "n_ctx " + j["n_ctx"].dump() + " is a context beyond the model's n_positions " + std::to_string(c.seq_len));
+  for (const auto& [key, field] : kHfShapeFields) {
+    const std::string pointer = json_fields::field("", key);
+    json_fields::count(file, pointer);
+    c.*field = json_fields::small_integer(file, pointer);
+  }
+  const std::optional<std::int64_t> n_ctx = json_fields::nullable_integer(file, "/n_ctx");
+  if (n_ctx && *n_ctx > c.seq_len)
+    refuse(where, "n_ctx " + std::to_string(*n_ctx) + " is a context beyond the model's n_positions " + std::to_string(c.seq_len));
   const std::string act = j.value("activation_function", std::string("gelu_new"));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
     refuse(where, "activation_function '" + act + "' is not the tanh GELU (gelu_new) of this decoder");
-  const double eps = j.value("layer_norm_epsilon", 1e-5);
+  const double eps = file.find_number("/layer_norm_epsilon").value_or(1e-5);
   if (std::abs(eps - 1e-5) > 1e-12)
     refuse(where, "layer_norm_epsilon " + j["layer_norm_epsilon"].dump() + " is not the decoder's 1e-5");
   if (j.contains("n_inner") && !j["n_inner"].is_null() && j["n_inner"] != 4 * c.d_model)

@@ -23,12 +23,6 @@ void OptimizerConfig::validate() const {
   if (grad_clip < 0) bad("--grad-clip must be >= 0 (0 disables clipping)");
 }
 
-nlohmann::json OptimizerConfig::to_json() const {
-  return {{"max_lr", max_lr}, {"min_lr", min_lr}, {"warmup_steps", warmup_steps}, {"decay_steps", decay_steps},
-          {"beta1", beta1},   {"beta2", beta2},   {"eps", eps},                   {"weight_decay", weight_decay},
-          {"grad_clip", grad_clip}};
-}
-
 double learning_rate(const OptimizerConfig& c, std::int64_t step) {
   if (step < c.warmup_steps) return c.max_lr * double(step + 1) / double(c.warmup_steps);
   if (step >= c.decay_steps) return c.min_lr;

@@ -5,7 +5,6 @@
 
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/stats/token_loss.hpp"
-#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -96,51 +95,6 @@ CalibrationSummary CalibrationAccumulator::summary() const {
   c.brier = brier();
   c.top1_accuracy = top1_accuracy();
   c.top5_accuracy = top5_accuracy();
-  return c;
-}
-
-namespace {
-using json_fields::or_null;
-}  // namespace
-
-nlohmann::json ReliabilityBin::to_json() const {
-  return {{"lower", lower}, {"upper", upper}, {"count", count}, {"mean_confidence", or_null(mean_confidence)},
-          {"accuracy", or_null(accuracy)}};
-}
-
-ReliabilityBin ReliabilityBin::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  ReliabilityBin b;
-  b.lower = f.number(field(at, "lower"));
-  b.upper = f.number(field(at, "upper"));
-  b.count = json_fields::count(f, field(at, "count"));
-  b.mean_confidence = f.find_number(field(at, "mean_confidence"));
-  b.accuracy = f.find_number(field(at, "accuracy"));
-  return b;
-}
-
-nlohmann::json CalibrationSummary::to_json() const {
-  nlohmann::json table = nlohmann::json::array();
-  for (const auto& b : reliability) table.push_back(b.to_json());
-  return {{"bins", bins},   {"positions", positions},         {"ece", ece},
-          {"brier", brier}, {"top1_accuracy", top1_accuracy}, {"top5_accuracy", top5_accuracy},
-          {"reliability", table}};
-}
-
-CalibrationSummary CalibrationSummary::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  CalibrationSummary c;
-  c.bins = json_fields::small_integer(f, field(at, "bins"));
-  c.positions = json_fields::count(f, field(at, "positions"));
-  c.ece = f.number(field(at, "ece"));
-  c.brier = f.number(field(at, "brier"));
-  c.top1_accuracy = f.number(field(at, "top1_accuracy"));
-  c.top5_accuracy = f.number(field(at, "top5_accuracy"));
-  const std::string table = field(at, "reliability");
-  for (std::size_t i = 0, n = json_fields::array_size(f, table); i < n; ++i)
-    c.reliability.push_back(ReliabilityBin::from_json(f, field(table, std::to_string(i))));
   return c;
 }
 

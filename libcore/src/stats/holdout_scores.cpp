@@ -6,7 +6,6 @@
 #include "shardtrain/base/error.hpp"
 #include "shardtrain/base/hash.hpp"
 #include "shardtrain/stats/bootstrap.hpp"
-#include "shardtrain/base/json_fields.hpp"
 
 namespace shardtrain {
 namespace {
@@ -69,89 +68,6 @@ HoldoutSummary HoldoutScores::summary(const BootstrapSettings& b) const {
   h.interval = {overall.lower, overall.upper, b.level, b.resamples, b.seed};
   h.calibration = calibration_.summary();
   h.per_sequence = PerSequenceLosses{all_.sequences, all_.loss_sums, all_.tokens};
-  return h;
-}
-
-nlohmann::json SliceScore::to_json() const {
-  return {{"key", key},     {"kind", kind},   {"name", name},   {"loss", loss},  {"perplexity", perplexity},
-          {"tokens", tokens}, {"units", units}, {"lower", lower}, {"upper", upper}};
-}
-
-SliceScore SliceScore::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  SliceScore s;
-  s.key = f.string(field(at, "key"));
-  s.kind = f.string(field(at, "kind"));
-  s.name = f.string(field(at, "name"));
-  s.loss = f.number(field(at, "loss"));
-  s.perplexity = f.number(field(at, "perplexity"));
-  s.tokens = f.number(field(at, "tokens"));
-  s.units = json_fields::count(f, field(at, "units"));
-  s.lower = f.number(field(at, "lower"));
-  s.upper = f.number(field(at, "upper"));
-  return s;
-}
-
-nlohmann::json LossInterval::to_json() const {
-  return {{"lower", lower}, {"upper", upper}, {"level", level}, {"resamples", resamples}, {"seed", seed}};
-}
-
-LossInterval LossInterval::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  LossInterval i;
-  i.lower = f.number(field(at, "lower"));
-  i.upper = f.number(field(at, "upper"));
-  i.level = f.number(field(at, "level"));
-  i.resamples = json_fields::small_integer(f, field(at, "resamples"));
-  i.seed = json_fields::count(f, field(at, "seed"));
-  return i;
-}
-
-nlohmann::json PerSequenceLosses::to_json() const {
-  return {{"sequence", sequence}, {"loss_sums", loss_sums}, {"tokens", tokens}};
-}
-
-PerSequenceLosses PerSequenceLosses::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  return {json_fields::counts(f, field(at, "sequence")), json_fields::numbers(f, field(at, "loss_sums")),
-          json_fields::numbers(f, field(at, "tokens"))};
-}
-
-nlohmann::json HoldoutSummary::to_json() const {
-  nlohmann::json s = nlohmann::json::array();
-  for (const auto& slice : slices) s.push_back(slice.to_json());
-  nlohmann::json j = {{"loss", loss},
-                      {"perplexity", perplexity},
-                      {"tokens", tokens},
-                      {"sequences", sequences},
-                      {"interval", interval.to_json()},
-                      {"calibration", calibration.to_json()},
-                      {"slices", s},
-                      {"worst_slice", worst_slice},
-                      {"slices_worse_than_mean", slices_worse_than_mean}};
-  if (per_sequence) j["per_sequence"] = per_sequence->to_json();
-  return j;
-}
-
-HoldoutSummary HoldoutSummary::from_json(const JsonFile& f, const std::string& at) {
-  using json_fields::field;
-  json_fields::require_object(f, at);
-  HoldoutSummary h;
-  h.loss = f.number(field(at, "loss"));
-  h.perplexity = f.number(field(at, "perplexity"));
-  h.tokens = f.number(field(at, "tokens"));
-  h.sequences = json_fields::count(f, field(at, "sequences"));
-  h.interval = LossInterval::from_json(f, field(at, "interval"));
-  h.calibration = CalibrationSummary::from_json(f, field(at, "calibration"));
-  const std::string slices = field(at, "slices");
-  for (std::size_t i = 0, n = json_fields::array_size(f, slices); i < n; ++i)
-    h.slices.push_back(SliceScore::from_json(f, field(slices, std::to_string(i))));
-  h.worst_slice = f.string(field(at, "worst_slice"));
-  h.slices_worse_than_mean = json_fields::strings(f, field(at, "slices_worse_than_mean"));
-  if (f.has(field(at, "per_sequence"))) h.per_sequence = PerSequenceLosses::from_json(f, field(at, "per_sequence"));
   return h;
 }
 

@@ -1,7 +1,5 @@
 #include "shardtrain/stepmodel/step_model.hpp"
 
-#include "shardtrain/base/json_number.hpp"
-
 #include <algorithm>
 #include <cmath>
 
@@ -59,12 +57,31 @@ bool is_modelled_op(CollectiveOp op) {
          op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather || op == CollectiveOp::kBroadcast;
 }
 
-nlohmann::json collectives_json(const std::vector<StepCollective>& cs) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& c : cs)
-    a.push_back({{"op", op_name(c.op)}, {"bytes", c.bytes}, {"calls", c.calls}, {"phase", comm_phase_name(c.phase)},
-                 {"pinned", c.pinned}});
-  return a;
+nlohmann::json collectives_json(const std::vector<StepCollective>& cs) { return json_fields::write_value(cs); }
+
+CollectiveOp OpNameCodec::read(const JsonFile& f, const std::string& pointer) const {
+  const std::string name = f.string(pointer);
+  const std::optional<CollectiveOp> op = op_named(name);
+  if (!op) f.fail("field " + pointer + " is not a collective operation (got '" + name + "')");
+  return *op;
+}
+
+std::map<CollectiveOp, Link> PerOpLinksCodec::read(const JsonFile& f, const std::string& pointer) const {
+  json_fields::require_object(f, pointer);
+  std::map<CollectiveOp, Link> links;
+  for (const auto& item : f.at(pointer).items()) {
+    const std::string at = json_fields::field(pointer, item.key());
+    const auto op = op_named(item.key());
+    if (!op || !is_modelled_op(*op)) f.fail("field " + at + ": '" + item.key() + "' is not a modelled operation");
+    links[*op] = json_fields::read<Link>(f, at);
+  }
+  return links;
+}
+
+nlohmann::json PerOpLinksCodec::write(const std::map<CollectiveOp, Link>& links) const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [op, link] : links) j[op_name(op)] = json_fields::write(link);
+  return j;
 }
 
 void StepModel::validate() const {
@@ -93,88 +110,12 @@ void StepModel::validate() const {
   }
 }
 
-nlohmann::json StepModel::to_json() const {
-  nlohmann::json j = {{"format", "shardtrain-scaling-model"},
-          {"version", 1},
-          {"units", "seconds, bytes, bytes per second"},
-          {"compute_s", compute_s},
-          {"scaling", scaling_name(scaling)},
-          {"tokens_per_step", tokens_per_step},
-          {"collectives", collectives_json(collectives)},
-          {"busbw_Bps", busbw_Bps},
-          {"alpha_s", alpha_s},
-          {"overlap", overlap},
-          {"forward_share", forward_share},
-          {"backward_share", backward_share},
-          {"head_share", head_share},
-          {"straggler", straggler},
-          {"inputs", inputs}};
-  if (intra.known()) j["intra_node"] = {{"busbw_Bps", intra.busbw_Bps}, {"alpha_s", intra.alpha_s}};
-  if (inter.known()) j["inter_node"] = {{"busbw_Bps", inter.busbw_Bps}, {"alpha_s", inter.alpha_s}};
-  for (const auto& [op, link] : op_links) j["per_op"][op_name(op)] = {{"busbw_Bps", link.busbw_Bps}, {"alpha_s", link.alpha_s}};
-  return j;
-}
-
 StepModel StepModel::from_json(const nlohmann::json& j, const std::string& source) {
-  const std::string where = "model '" + source + "'";
-  if (!j.is_object() || j.find("format") == j.end() || *j.find("format") != "shardtrain-scaling-model")
-    throw UsageError(where + ": not a scaling model (\"format\": \"shardtrain-scaling-model\" expected)");
-  StepModel m;
-  m.compute_s = json_number(j, "compute_s", where);
-  const std::string s = j.contains("scaling") && j.at("scaling").is_string() ? j.at("scaling").get<std::string>() : "";
-  if (s != "weak" && s != "strong") throw UsageError(where + ": field 'scaling' must be \"weak\" or \"strong\"");
-  m.scaling = s == "weak" ? Scaling::kWeak : Scaling::kStrong;
-  m.tokens_per_step = json_number(j, "tokens_per_step", where);
-  m.busbw_Bps = json_number(j, "busbw_Bps", where);
-  m.alpha_s = json_number(j, "alpha_s", where);
-  m.overlap = json_number(j, "overlap", where);
-  m.straggler = json_number(j, "straggler", where);
-  // Absent in model files written before the phases were modelled: the FLOP split stays.
-  if (j.contains("forward_share")) m.forward_share = json_number(j, "forward_share", where);
-  if (j.contains("backward_share")) m.backward_share = json_number(j, "backward_share", where);
-  if (j.contains("head_share")) m.head_share = json_number(j, "head_share", where);
-  if (!j.contains("collectives") || !j["collectives"].is_array())
-    throw UsageError(where + ": missing array 'collectives'");
-  for (const auto& c : j["collectives"]) {
-    StepCollective sc;
-    const auto op = c.is_object() && c.contains("op") && c["op"].is_string() ? op_named(c["op"].get<std::string>())
-                                                                            : std::nullopt;
-    if (!op) throw UsageError(where + ": a collective has no known 'op'");
-    sc.op = *op;
-    sc.bytes = json_number(c, "bytes", where + " collective");
-    sc.calls = json_number(c, "calls", where + " collective");
-    if (c.contains("phase")) {
-      const auto& p = c["phase"];
-      if (!p.is_string() || (p != "forward" && p != "backward"))
-        throw UsageError(where + ": a collective's 'phase' must be \"forward\" or \"backward\"");
-      sc.phase = p == "forward" ? CommPhase::kForward : CommPhase::kBackward;
-    }
-    if (c.contains("pinned")) {
-      if (!c["pinned"].is_boolean()) throw UsageError(where + ": a collective's 'pinned' must be true or false");
-      sc.pinned = c["pinned"].get<bool>();
-    }
-    m.collectives.push_back(sc);
-  }
-  if (j.contains("inputs")) m.inputs = j["inputs"];
-  if (j.contains("per_op")) {
-    if (!j["per_op"].is_object()) throw UsageError(where + ": field 'per_op' must be an object of operations");
-    for (const auto& [name, link] : j["per_op"].items()) {
-      const auto op = op_named(name);
-      if (!op || !is_modelled_op(*op)) throw UsageError(where + ": per_op '" + name + "' is not a modelled operation");
-      m.op_links[*op] = {json_number(link, "busbw_Bps", where + " per_op " + name),
-                         json_number(link, "alpha_s", where + " per_op " + name)};
-    }
-  }
-  for (auto [field, link] : {std::pair{"intra_node", &m.intra}, std::pair{"inter_node", &m.inter}}) {
-    if (!j.contains(field)) continue;
-    link->busbw_Bps = json_number(j[field], "busbw_Bps", where + " " + field);
-    link->alpha_s = json_number(j[field], "alpha_s", where + " " + field);
-  }
-  return m;
+  return json_fields::read<StepModel>(JsonFile::parse(j.dump(), source, "the step model"), "");
 }
 
 StepModel read_step_model(const std::string& path, const std::string& what) {
-  return StepModel::from_json(JsonFile::read(path, what).json(), path);
+  return json_fields::read<StepModel>(JsonFile::read(path, what), "");
 }
 
 double ring_steps(CollectiveOp op, int world) {

@@ -17,12 +17,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/backend/backend.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain {
 
@@ -80,6 +82,14 @@ struct GemmShapeRate {
   std::int64_t per_step = 1;
   double scale = 1;
   double gflops() const { return seconds > 0 ? flops / seconds / 1e9 : 0.0; }
+  double flops_per_s() const { return gflops() * 1e9; }
+  static auto fields() {  // "scale" absent in files written before it: measured whole
+    using namespace json_fields;
+    using S = GemmShapeRate;
+    return std::tuple{key("name", &S::name), key("flops", &S::flops), key("seconds", &S::seconds),
+                      key("per_step", &S::per_step), key("scale", &S::scale, kMayBeAbsent),
+                      written("flops_per_s", &S::flops_per_s)};
+  }
 };
 
 // The measured calls are capped, so that choosing costs about a second at GPT-2 small instead of
@@ -105,6 +115,14 @@ struct GemmLibraryRates {
   double step_flops() const;
   double step_seconds() const;
   double gflops() const { return step_seconds() > 0 ? step_flops() / step_seconds() / 1e9 : 0.0; }
+  double flops_per_s() const { return gflops() * 1e9; }
+  std::string version() const;  // the library's version, "not linked" when it is not
+  static auto fields() {
+    using namespace json_fields;
+    using R = GemmLibraryRates;
+    return std::tuple{key("library", &R::library, names(kGemmLibraryNames)), written("version", &R::version),
+                      written("flops_per_s", &R::flops_per_s), key("shapes", &R::shapes)};
+  }
 };
 
 // Times every library of `libraries` on `backend` (a CPU backend; its library is restored after)
@@ -133,13 +151,22 @@ struct GemmChoice {
   std::vector<GemmLibraryRates> rates;  // as measured (empty when nothing was)
   // The chosen library's rate at the model's shapes (FLOP/s; 0 when not measured).
   double chosen_flop_per_s() const;
+  std::string version() const;  // the chosen library's
+  static auto fields() {
+    using namespace json_fields;
+    using C = GemmChoice;
+    return std::tuple{key("library", &C::library, names(kGemmLibraryNames)), written("version", &C::version),
+                      key("requested", &C::requested, names(kGemmLibraryNames)), key("reason", &C::reason),
+                      written("model_shapes_flops_per_s", &C::chosen_flop_per_s), key("measured", &C::rates)};
+  }
 };
 GemmChoice choose_gemm_library(GemmLibrary requested, bool deterministic, std::vector<GemmLibraryRates> rates);
 
 // {"library", "version", "requested", "reason", "model_shapes_flops_per_s" (chosen_flop_per_s),
 //  "measured": [{"library", "version", "flops_per_s", "shapes": [{"name", "flops", "seconds",
-//  "per_step", "flops_per_s"}]}]}: the run summary's "gemm" and the cache's file. from_json reads
-// back what to_json wrote (UsageError on anything else, naming the field).
+//  "per_step", "scale", "flops_per_s"}]}]} (GemmChoice::fields): the run summary's "gemm" and the
+// cache's file. from_json reads back what to_json wrote (UsageError on anything else, naming the
+// field by its pointer).
 nlohmann::json gemm_choice_to_json(const GemmChoice& choice);
 GemmChoice gemm_choice_from_json(const nlohmann::json& json);
 

@@ -35,6 +35,9 @@
 //                           function or a callable), read when the first entry's key is present
 //                           (a ZeRO run's "zero_stage" and "formula_model_state").
 //   written_by(NAME, F)     as written, from a callable F(const T&) (a figure with an argument).
+//   unless_default(key(...)) a key written only while its member differs from its default (M{}, so
+//                           M needs ==) and read as kMayBeAbsent: a step model's unknown link, an
+//                           empty map of per-operation links.
 // kOmittedWhenEmpty on a container (a vector, a map, a string) leaves it out when empty.
 // A std::map<int, X> is an object keyed by the decimal int, >= 0 (a rank: "peers": {"1": ...}); codec
 // keyed_by(&X::name, LIST) writes a std::vector<X> as an object keyed by each element's name
@@ -141,6 +144,15 @@ constexpr Key<T, M, Codec> key(const char* name, M T::*member, Codec codec, Pres
 }
 template <typename T, typename M>
 constexpr Inlined<T, M> inlined(M T::*member) { return {member}; }
+template <typename K>
+struct UnlessDefault {
+  K key;
+};
+template <typename T, typename M, typename C>
+constexpr UnlessDefault<Key<T, M, C>> unless_default(Key<T, M, C> k) {
+  k.presence = kMayBeAbsent;
+  return {k};
+}
 template <typename T, typename R>
 constexpr Written<T, R> written(const char* name, R (T::*get)() const) { return {name, get}; }
 
@@ -320,6 +332,8 @@ void read_entry(const JsonFile& f, const std::string& at, T& out, const Inlined<
   }
 }
 
+template <typename T, typename K>
+void read_entry(const JsonFile& f, const std::string& at, T& out, const UnlessDefault<K>& e) { read_entry(f, at, out, e.key); }
 template <typename T, typename R>
 void read_entry(const JsonFile&, const std::string&, T&, const Written<T, R>&) {}
 template <typename T>
@@ -363,6 +377,11 @@ void write_entry(nlohmann::json& j, const T& v, const Inlined<T, M>& e) {
   }
 }
 
+template <typename T, typename K>
+void write_entry(nlohmann::json& j, const T& v, const UnlessDefault<K>& e) {
+  const auto& m = v.*e.key.member;
+  if (!(m == std::remove_cvref_t<decltype(m)>{})) write_entry(j, v, e.key);
+}
 template <typename T, typename R>
 void write_entry(nlohmann::json& j, const T& v, const Written<T, R>& e) {
   j[e.name] = write_value((v.*e.get)());

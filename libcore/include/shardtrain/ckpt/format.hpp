@@ -29,11 +29,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/dtype.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain::ckpt {
 
@@ -110,6 +112,11 @@ struct FileRecord {
   int rank = 0;           // writing rank in the saving communicator
   std::int64_t bytes = 0;
   std::string sha256;     // lower-case hex of the file's bytes
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("name", &FileRecord::name), key("rank", &FileRecord::rank), key("bytes", &FileRecord::bytes),
+                      key("sha256", &FileRecord::sha256)};
+  }
 };
 
 // Parallel layout of the job that wrote the checkpoint (informational: checkpoints store logical
@@ -119,6 +126,12 @@ struct CheckpointLayout {
   int dp = 1;
   int tp = 1;
   int zero_stage = 0;  // 0 = DDP (full replicas), 1, 2, 3
+  static auto fields() {  // the manifest's "layout", and each history entry's
+    using namespace json_fields;
+    using L = CheckpointLayout;
+    return std::tuple{key("world_size", &L::world_size), key("dp", &L::dp), key("tp", &L::tp),
+                      key("zero_stage", &L::zero_stage)};
+  }
 };
 
 // Everything about the training state except the tensors (contract 5). The trainer fills the
@@ -169,8 +182,37 @@ struct CheckpointManifest {
   // Appends the history entry describing this manifest as the source of `operation` at `source`.
   void record_rewrite(const std::string& operation, const std::string& source);
 
-  nlohmann::json to_json() const;
-  // Throws UsageError "<where>: manifest lacks '<field>'" / "... field '<f>' has the wrong type".
+  // The manifest's keys, once: to_json writes them, from_json reads them (all required but history
+  // and tensor_table_sha256, newer than the format).
+  static auto fields() {
+    using namespace json_fields;
+    using M = CheckpointManifest;
+    return std::tuple{
+        format_tag("format", kFormatName, "shardtrain checkpoint"),
+        key("format_version", &M::format_version, read_format_version),
+        key("step", &M::step), key("tokens_seen", &M::tokens_seen),
+        key("model", &M::model, json_fields::object), key("config", &M::config, json_fields::object),
+        key("layout", &M::layout),
+        key("global_batch", &M::global_batch), key("micro_batch", &M::micro_batch), key("grad_accum", &M::grad_accum),
+        group("sampler", key("epoch", &M::sampler_epoch), key("consumed", &M::sampler_consumed)),
+        key("rng", &M::rng),
+        group("lr_schedule", key("step", &M::lr_step), key("lr", &M::lr)),
+        group("data", key("snapshot_id", &M::data_snapshot_id), key("cutoff", &M::data_cutoff)),
+        key("code_version", &M::code_version), key("created", &M::created), key("writers", &M::writers),
+        key("files", &M::files), key("extra", &M::extra),
+        key("history", &M::history, read_history, kMayBeAbsent),
+        key("tensor_table_sha256", &M::tensor_table_sha256, kMayBeAbsent)};
+  }
+  // format_version: kFormatVersion, or refused naming the version and what to do.
+  static int read_format_version(const JsonFile& file, const std::string& pointer);
+  // history: an array, kept as it is.
+  static nlohmann::json read_history(const JsonFile& file, const std::string& pointer);
+  // files: one per writer.
+  void validate(const JsonFile& file, const std::string& at) const;
+
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  // Throws UsageError "<where>: the checkpoint manifest has no field /sampler/consumed" (or "field
+  // /step is not an integer (got ...)").
   static CheckpointManifest from_json(const nlohmann::json& j, const std::string& where = "manifest");
   // The manifest as stored (the `manifest` attribute of index.h5 or of a consolidated file) with
   // the SHA-256 stored beside it: the one reader of that text. IoError naming `where` when the

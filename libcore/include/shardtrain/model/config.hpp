@@ -3,9 +3,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 
-#include <nlohmann/json_fwd.hpp>
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain {
 
@@ -25,9 +26,17 @@ struct ModelConfig {
   // Training FLOPs per token, 6N + 12 L T C (ARCHITECTURE.md), N = parameter_count().
   double flops_per_token() const;
 
-  nlohmann::json to_json() const;
-  // Reads the five fields (all required); throws UsageError naming a missing or mistyped field.
-  static ModelConfig from_json(const nlohmann::json& j);
+  static auto fields() {
+    using namespace json_fields;
+    using M = ModelConfig;
+    return std::tuple{key("vocab", &M::vocab), key("seq_len", &M::seq_len), key("d_model", &M::d_model),
+                      key("n_layer", &M::n_layer), key("n_head", &M::n_head)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  // Reads the five fields (all required) and validates them; throws UsageError naming `where` (the
+  // file it came from) and a missing or mistyped field by its pointer ("...: the model config has no
+  // field /n_head").
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& where = "model config");
   // A short stable hash of the config (hex), for logs and checkpoint identity.
   std::string hash() const;
   bool operator==(const ModelConfig&) const = default;

@@ -33,6 +33,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +57,14 @@ struct HfTensorName {
 // Every parameter of `config`'s model, in registry order, with its GPT-2 name.
 std::vector<HfTensorName> hf_gpt2_names(const ModelConfig& config);
 
+// config.json's names of the shape's fields: written by hf_gpt2_config, read by model_config_from_hf
+// (hf_import.hpp), compared by require_hf_shape.
+inline constexpr std::pair<const char*, int ModelConfig::*> kHfShapeFields[] = {{"vocab_size", &ModelConfig::vocab},
+                                                                           {"n_positions", &ModelConfig::seq_len},
+                                                                           {"n_embd", &ModelConfig::d_model},
+                                                                           {"n_layer", &ModelConfig::n_layer},
+                                                                           {"n_head", &ModelConfig::n_head}};
+
 // The GPT-2 config.json of `config` (fields above); bos/eos/pad_token_id = `separator` when >= 0.
 nlohmann::json hf_gpt2_config(const ModelConfig& config, ExportDType dtype, std::int64_t separator = -1);
 
@@ -65,9 +75,14 @@ struct HfTokenizerInfo {
   std::int64_t vocab = 256;
   std::int64_t separator = 0;
   bool operator==(const HfTokenizerInfo&) const = default;
-  nlohmann::json to_json() const;  // {"name", "vocab", "separator"}: the manifest's extra "tokenizer"
+  static auto fields() {  // the manifest's extra "tokenizer"
+    using namespace json_fields;
+    using H = HfTokenizerInfo;
+    return std::tuple{key("name", &H::name), key("vocab", &H::vocab), key("separator", &H::separator)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
   // From a manifest's extra "tokenizer" (an opaque object inside the manifest, hence JSON here);
-  // UsageError naming `where` and the field when one is missing or mistyped.
+  // UsageError naming `where` and the field by its pointer when one is missing or mistyped.
   static HfTokenizerInfo from_json(const nlohmann::json& j, const std::string& where);
 };
 

@@ -3,8 +3,9 @@
 // State (two moments) lives in flat device buffers aligned with the parameters (same offsets).
 #pragma once
 #include <cstdint>
+#include <tuple>
 
-#include <nlohmann/json_fwd.hpp>
+#include "shardtrain/base/json_record.hpp"
 
 #include "shardtrain/backend/backend.hpp"
 #include "shardtrain/comm/communicator.hpp"
@@ -24,7 +25,16 @@ struct OptimizerConfig {
   double grad_clip = 1.0;  // global-norm clip; 0 disables
 
   void validate() const;  // throws UsageError naming the bad field
-  nlohmann::json to_json() const;
+  // Written into the run config and the manifest's extra (never read back: a resume takes the
+  // command line's).
+  static auto fields() {
+    using namespace json_fields;
+    using O = OptimizerConfig;
+    return std::tuple{key("max_lr", &O::max_lr), key("min_lr", &O::min_lr), key("warmup_steps", &O::warmup_steps),
+                      key("decay_steps", &O::decay_steps), key("beta1", &O::beta1), key("beta2", &O::beta2),
+                      key("eps", &O::eps), key("weight_decay", &O::weight_decay), key("grad_clip", &O::grad_clip)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
 };
 
 // Learning rate of 0-based step s:

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/stats/holdout_scores.hpp"
 
 namespace shardtrain {
@@ -32,17 +34,29 @@ struct HoldoutIdentity {
   std::uint64_t samples = 0, documents = 0;
   bool same_positions(const HoldoutIdentity& other) const;
   bool operator==(const HoldoutIdentity&) const = default;
-  // {"data", "dataset_snapshot_id", "selection_snapshot_id", "cutoff", "seq_len", "max_samples", "samples", "documents"}
-  nlohmann::json to_json() const;
-  static HoldoutIdentity from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using H = HoldoutIdentity;
+    return std::tuple{key("data", &H::data), key("dataset_snapshot_id", &H::dataset_snapshot_id),
+                      key("selection_snapshot_id", &H::selection_snapshot_id), key("cutoff", &H::cutoff),
+                      key("seq_len", &H::seq_len), key("max_samples", &H::max_samples), key("samples", &H::samples),
+                      key("documents", &H::documents)};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }  // for messages (the policy's)
 };
 
 struct CheckpointFile {
   std::string name, sha256;
   std::int64_t bytes = 0;
   bool operator==(const CheckpointFile&) const = default;
-  nlohmann::json to_json() const;  // {"name", "sha256", "bytes"}
-  static CheckpointFile from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("name", &CheckpointFile::name), key("sha256", &CheckpointFile::sha256),
+                      key("bytes", &CheckpointFile::bytes)};
+  }
+  // The list's write and read, for the callers that name the pair (the release record's artifact).
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static CheckpointFile from_json(const JsonFile& file, const std::string& at) { return json_fields::read<CheckpointFile>(file, at); }
 };
 
 // The evaluated checkpoint, from its validated manifest.
@@ -55,9 +69,14 @@ struct CheckpointIdentity {
   nlohmann::json model = nlohmann::json::object(), config = nlohmann::json::object();
   std::string data_snapshot_id, data_cutoff, code_version;  // data_cutoff "" when trained on everything
   bool operator==(const CheckpointIdentity&) const = default;
-  // {"folder", "step", "manifest_sha256", "files", "model", "config", "data_snapshot_id", "data_cutoff", "code_version"}
-  nlohmann::json to_json() const;
-  static CheckpointIdentity from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using C = CheckpointIdentity;
+    return std::tuple{key("folder", &C::folder), key("step", &C::step), key("manifest_sha256", &C::manifest_sha256),
+                      key("files", &C::files), key("model", &C::model), key("config", &C::config),
+                      key("data_snapshot_id", &C::data_snapshot_id), key("data_cutoff", &C::data_cutoff),
+                      key("code_version", &C::code_version)};
+  }
 };
 
 // The latency probe: `runs` timed forwards of `batch` sequences after one warm-up.
@@ -66,9 +85,13 @@ struct LatencyProbe {
   double ms_per_sequence_p50 = 0, ms_per_sequence_p99 = 0;
   double forward_tokens_per_s = 0;  // scored positions / seconds in the scoring forwards
   bool operator==(const LatencyProbe&) const = default;
-  // {"batch", "runs", "threads", "ms_per_sequence_p50", "ms_per_sequence_p99", "forward_tokens_per_s"}
-  nlohmann::json to_json() const;
-  static LatencyProbe from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using L = LatencyProbe;
+    return std::tuple{key("batch", &L::batch), key("runs", &L::runs), key("threads", &L::threads),
+                      key("ms_per_sequence_p50", &L::ms_per_sequence_p50), key("ms_per_sequence_p99", &L::ms_per_sequence_p99),
+                      key("forward_tokens_per_s", &L::forward_tokens_per_s)};
+  }
 };
 
 // The training run's figures from its summary.json (absent there: nothing, null in JSON).
@@ -77,9 +100,13 @@ struct TrainingFigures {
   std::optional<double> throughput_tokens_per_s, scaling_efficiency, mfu;
   std::optional<std::int64_t> world_size;
   bool operator==(const TrainingFigures&) const = default;
-  // {"summary", "throughput_tokens_per_s", "scaling_efficiency", "world_size", "mfu"}
-  nlohmann::json to_json() const;
-  static TrainingFigures from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using T = TrainingFigures;
+    return std::tuple{key("summary", &T::summary), key("throughput_tokens_per_s", &T::throughput_tokens_per_s, kMayBeAbsent),
+                      key("scaling_efficiency", &T::scaling_efficiency, kMayBeAbsent),
+                      key("world_size", &T::world_size, kMayBeAbsent), key("mfu", &T::mfu, kMayBeAbsent)};
+  }
 };
 
 struct CheckpointEvaluation {
@@ -98,8 +125,25 @@ struct CheckpointEvaluation {
 
   bool is_checkpoint() const { return kind == kCheckpointEvaluation; }
   bool operator==(const CheckpointEvaluation&) const = default;  // the other kind's fields stay default
-  // checkpoint: {"kind", "checkpoint", "holdout", "scores", "latency", "training", "seconds",
-  // "evaluated_tokens_per_s"}; ngram: {"kind", "order", "counted_tokens", "holdout", "scores"}.
+  // Both kinds' keys, then each kind's own: a list per part, as the JSON has them by kind.
+  static auto common_fields() {
+    using namespace json_fields;
+    using E = CheckpointEvaluation;
+    return std::tuple{key("kind", &E::kind, read_kind), key("holdout", &E::holdout), key("scores", &E::scores)};
+  }
+  static auto checkpoint_fields() {
+    using namespace json_fields;
+    using E = CheckpointEvaluation;
+    return std::tuple{key("checkpoint", &E::checkpoint), key("latency", &E::latency), key("training", &E::training),
+                      key("seconds", &E::seconds), key("evaluated_tokens_per_s", &E::evaluated_tokens_per_s)};
+  }
+  static auto ngram_fields() {
+    using namespace json_fields;
+    return std::tuple{key("order", &CheckpointEvaluation::order), key("counted_tokens", &CheckpointEvaluation::counted_tokens)};
+  }
+  // "checkpoint" or "ngram"; anything else refused naming the field.
+  static std::string read_kind(const JsonFile& file, const std::string& pointer);
+  // The common fields and the kind's (written only for its kind).
   nlohmann::json to_json() const;
   // Reads the evaluation at JSON pointer `at` ("" for a whole evaluation.json). Throws UsageError
   // naming the file and the field, or an unknown kind.

@@ -18,11 +18,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "shardtrain/base/json_file.hpp"
+#include "shardtrain/base/json_record.hpp"
 
 namespace shardtrain {
 
@@ -48,9 +47,12 @@ struct ReliabilityBin {
   std::uint64_t count = 0;
   std::optional<double> mean_confidence, accuracy;
   bool operator==(const ReliabilityBin&) const = default;
-  // {"lower", "upper", "count", "mean_confidence", "accuracy"}
-  nlohmann::json to_json() const;
-  static ReliabilityBin from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using B = ReliabilityBin;
+    return std::tuple{key("lower", &B::lower), key("upper", &B::upper), key("count", &B::count),
+                      key("mean_confidence", &B::mean_confidence, kMayBeAbsent), key("accuracy", &B::accuracy, kMayBeAbsent)};
+  }
 };
 
 // The calibration figures of the positions scored (fractions in [0, 1], Brier in [0, 2]).
@@ -60,10 +62,13 @@ struct CalibrationSummary {
   double ece = 0, brier = 0, top1_accuracy = 0, top5_accuracy = 0;
   std::vector<ReliabilityBin> reliability;  // `bins` bins, lowest confidence first
   bool operator==(const CalibrationSummary&) const = default;
-  // {"bins", "positions", "ece", "brier", "top1_accuracy", "top5_accuracy", "reliability": [bin...]}
-  nlohmann::json to_json() const;
-  // Reads the object at JSON pointer `at` of `file`; UsageError naming the file and the field.
-  static CalibrationSummary from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using C = CalibrationSummary;
+    return std::tuple{key("bins", &C::bins), key("positions", &C::positions), key("ece", &C::ece), key("brier", &C::brier),
+                      key("top1_accuracy", &C::top1_accuracy), key("top5_accuracy", &C::top5_accuracy),
+                      key("reliability", &C::reliability)};
+  }
 };
 
 // Accumulates positions; summary() turns them into the calibration figures.

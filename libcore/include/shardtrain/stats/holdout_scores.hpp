@@ -15,10 +15,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/stats/calibration.hpp"
 
 namespace shardtrain {
@@ -37,9 +37,13 @@ struct SliceScore {
   std::uint64_t units = 0;          // bootstrap units (sequence parts)
   double lower = 0, upper = 0;      // the interval of `loss`
   bool operator==(const SliceScore&) const = default;
-  // {"key", "kind", "name", "loss", "perplexity", "tokens", "units", "lower", "upper"}
-  nlohmann::json to_json() const;
-  static SliceScore from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {  // jf::key: the member `key` hides json_fields::key
+    namespace jf = json_fields;
+    using S = SliceScore;
+    return std::tuple{jf::key("key", &S::key),     jf::key("kind", &S::kind),   jf::key("name", &S::name),
+                      jf::key("loss", &S::loss),   jf::key("perplexity", &S::perplexity), jf::key("tokens", &S::tokens),
+                      jf::key("units", &S::units), jf::key("lower", &S::lower), jf::key("upper", &S::upper)};
+  }
 };
 
 // The overall loss's percentile interval and the bootstrap that made it.
@@ -48,8 +52,12 @@ struct LossInterval {
   int resamples = 0;
   std::uint64_t seed = 0;  // the settings' seed (each interval XORs its own key into it)
   bool operator==(const LossInterval&) const = default;
-  nlohmann::json to_json() const;  // {"lower", "upper", "level", "resamples", "seed"}
-  static LossInterval from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using I = LossInterval;
+    return std::tuple{key("lower", &I::lower), key("upper", &I::upper), key("level", &I::level),
+                      key("resamples", &I::resamples), key("seed", &I::seed)};
+  }
 };
 
 // The overall bootstrap's units in arrival order (one per hold-out sequence): two evaluations of the
@@ -60,8 +68,11 @@ struct PerSequenceLosses {
   std::vector<double> loss_sums;        // nats
   std::vector<double> tokens;           // scored positions
   bool operator==(const PerSequenceLosses&) const = default;
-  nlohmann::json to_json() const;  // {"sequence": [...], "loss_sums": [...], "tokens": [...]}
-  static PerSequenceLosses from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using P = PerSequenceLosses;
+    return std::tuple{key("sequence", &P::sequence), key("loss_sums", &P::loss_sums), key("tokens", &P::tokens)};
+  }
 };
 
 // HoldoutScores::summary: what an evaluation's "scores" holds.
@@ -77,10 +88,18 @@ struct HoldoutSummary {
   // Absent in evaluations recorded before the utility (release records of format_version 1).
   std::optional<PerSequenceLosses> per_sequence;
   bool operator==(const HoldoutSummary&) const = default;
-  // {"loss", "perplexity", "tokens", "sequences", "interval", "calibration", "slices", "worst_slice",
-  //  "slices_worse_than_mean", "per_sequence" (when there)}
-  nlohmann::json to_json() const;
-  static HoldoutSummary from_json(const JsonFile& file, const std::string& at);
+  static auto fields() {
+    using namespace json_fields;
+    using H = HoldoutSummary;
+    return std::tuple{key("loss", &H::loss), key("perplexity", &H::perplexity), key("tokens", &H::tokens),
+                      key("sequences", &H::sequences), key("interval", &H::interval),
+                      key("calibration", &H::calibration), key("slices", &H::slices), key("worst_slice", &H::worst_slice),
+                      key("slices_worse_than_mean", &H::slices_worse_than_mean),
+                      key("per_sequence", &H::per_sequence, kOmittedWhenEmpty)};
+  }
+  // The list's write and read, for callers that name the type's pair (the release records).
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  static HoldoutSummary from_json(const JsonFile& file, const std::string& at) { return json_fields::read<HoldoutSummary>(file, at); }
 };
 
 class HoldoutScores {

@@ -40,22 +40,35 @@
 #pragma once
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "shardtrain/base/json_record.hpp"
 #include "shardtrain/comm/types.hpp"
 
 namespace shardtrain::scaling {
 
 enum class Scaling { kWeak, kStrong };
 const char* scaling_name(Scaling s);  // "weak", "strong"
+inline constexpr std::pair<const char*, Scaling> kScalingNames[] = {{"weak", Scaling::kWeak}, {"strong", Scaling::kStrong}};
 
 // The pass a step's collective can hide behind: the backward pass (gradient all-reduces and
 // reduce-scatters, ZeRO-3's re-gathers for backward) or the forward pass (ZeRO's parameter gathers
 // that the forward pass waits for).
 enum class CommPhase { kBackward, kForward };
 const char* comm_phase_name(CommPhase p);  // "backward", "forward"
+inline constexpr std::pair<const char*, CommPhase> kCommPhaseNames[] = {{"backward", CommPhase::kBackward},
+                                                                        {"forward", CommPhase::kForward}};
+
+// A collective operation by its op_name: any operation the communicator knows ("field /op is not
+// a collective operation (got 'x')"); is_modelled_op further limits per_op's keys.
+struct OpNameCodec {
+  CollectiveOp read(const JsonFile& f, const std::string& pointer) const;
+  nlohmann::json write(CollectiveOp op) const { return op_name(op); }
+};
 
 // One kind of collective issued every step: `calls` calls (an average may be fractional) of
 // `bytes` each (nccl-tests size), hidden behind `phase`, or not at all when `pinned` (above).
@@ -65,9 +78,15 @@ struct StepCollective {
   double calls = 1;
   CommPhase phase = CommPhase::kBackward;
   bool pinned = false;
+  static auto fields() {  // "phase" and "pinned" optional when read: backward, false
+    using namespace json_fields;
+    using C = StepCollective;
+    return std::tuple{key("op", &C::op, OpNameCodec{}), key("bytes", &C::bytes), key("calls", &C::calls),
+                      key("phase", &C::phase, names(kCommPhaseNames), kMayBeAbsent), key("pinned", &C::pinned, kMayBeAbsent)};
+  }
 };
 // [{"op", "bytes", "calls", "phase", "pinned"}, ...]: the model file's "collectives", and the fit's
-// and plan's copies ("phase" and "pinned" optional when read: backward, false).
+// and plan's copies.
 nlohmann::json collectives_json(const std::vector<StepCollective>& collectives);
 
 // The operations the model prices: all-reduce (both kinds), reduce-scatter, all-gather, broadcast
@@ -79,6 +98,17 @@ bool is_modelled_op(CollectiveOp op);
 struct Link {
   double busbw_Bps = 0, alpha_s = 0;
   bool known() const { return busbw_Bps > 0; }
+  bool operator==(const Link&) const = default;
+  static auto fields() {
+    using namespace json_fields;
+    return std::tuple{key("busbw_Bps", &Link::busbw_Bps), key("alpha_s", &Link::alpha_s)};
+  }
+};
+
+// StepModel's "per_op": {"<op_name>": {"busbw_Bps", "alpha_s"}, ...}, modelled operations only.
+struct PerOpLinksCodec {
+  std::map<CollectiveOp, Link> read(const JsonFile& f, const std::string& pointer) const;
+  nlohmann::json write(const std::map<CollectiveOp, Link>& links) const;
 };
 
 struct StepModel {
@@ -110,8 +140,25 @@ struct StepModel {
 
   // Throws UsageError naming the first unusable field ("model: busbw_Bps must be > 0, got 0").
   void validate() const;
-  nlohmann::json to_json() const;  // {"format": "shardtrain-scaling-model", "version": 1, ...}
-  // Throws UsageError naming `source` and the missing or mistyped field.
+  // {"format": "shardtrain-scaling-model", "version": 1, ...}. The shares and "inputs" are optional
+  // when read (older model files); "intra_node", "inter_node" and "per_op" are written only when
+  // known (a link unknown is Link{}, no per-operation links an empty map).
+  static auto fields() {
+    using namespace json_fields;
+    using M = StepModel;
+    return std::tuple{format_tag("format", "shardtrain-scaling-model", "scaling model"), version("version", 1),
+                      constant("units", "seconds, bytes, bytes per second"), key("compute_s", &M::compute_s),
+                      key("scaling", &M::scaling, names(kScalingNames)), key("tokens_per_step", &M::tokens_per_step),
+                      key("collectives", &M::collectives), key("busbw_Bps", &M::busbw_Bps), key("alpha_s", &M::alpha_s),
+                      key("overlap", &M::overlap), key("forward_share", &M::forward_share, kMayBeAbsent),
+                      key("backward_share", &M::backward_share, kMayBeAbsent),
+                      key("head_share", &M::head_share, kMayBeAbsent), key("straggler", &M::straggler),
+                      key("inputs", &M::inputs, kMayBeAbsent), unless_default(key("intra_node", &M::intra)),
+                      unless_default(key("inter_node", &M::inter)),
+                      unless_default(key("per_op", &M::op_links, PerOpLinksCodec{}))};
+  }
+  nlohmann::json to_json() const { return json_fields::write(*this); }
+  // Throws UsageError naming `source` and the missing or mistyped field by its pointer.
   static StepModel from_json(const nlohmann::json& j, const std::string& source);
 };
 // A model file (scale-bench fit's output, --step-model) through JsonFile and from_json: the one

@@ -433,44 +433,16 @@ GemmChoice choose_gemm_library(GemmLibrary requested, bool deterministic, std::v
   return choice;
 }
 
-nlohmann::json gemm_choice_to_json(const GemmChoice& c) {
-  nlohmann::json measured = nlohmann::json::array();
-  for (const GemmLibraryRates& r : c.rates) {
-    nlohmann::json shapes = nlohmann::json::array();
-    for (const GemmShapeRate& s : r.shapes)
-      shapes.push_back({{"name", s.name}, {"flops", s.flops}, {"seconds", s.seconds}, {"per_step", s.per_step},
-                        {"scale", s.scale}, {"flops_per_s", s.gflops() * 1e9}});
-    measured.push_back({{"library", gemm_library_name(r.library)},
-                        {"version", gemm_library_linked(r.library) ? gemm_library_version(r.library) : "not linked"},
-                        {"flops_per_s", r.gflops() * 1e9},
-                        {"shapes", shapes}});
-  }
-  return {{"library", gemm_library_name(c.library)},
-          {"version", gemm_library_version(c.library)},
-          {"requested", gemm_library_name(c.requested)},
-          {"reason", c.reason},
-          {"model_shapes_flops_per_s", c.chosen_flop_per_s()},
-          {"measured", measured}};
+std::string GemmLibraryRates::version() const {
+  return gemm_library_linked(library) ? gemm_library_version(library) : "not linked";
 }
 
+std::string GemmChoice::version() const { return gemm_library_version(library); }
+
+nlohmann::json gemm_choice_to_json(const GemmChoice& c) { return json_fields::write(c); }
+
 GemmChoice gemm_choice_from_json(const nlohmann::json& j) {
-  try {
-    GemmChoice c;
-    c.library = parse_gemm_library(j.at("library").get<std::string>(), "gemm field library");
-    c.requested = parse_gemm_library(j.at("requested").get<std::string>(), "gemm field requested");
-    c.reason = j.at("reason").get<std::string>();
-    for (const nlohmann::json& m : j.at("measured")) {
-      GemmLibraryRates r;
-      r.library = parse_gemm_library(m.at("library").get<std::string>(), "gemm field measured/library");
-      for (const nlohmann::json& s : m.at("shapes"))
-        r.shapes.push_back({s.at("name").get<std::string>(), s.at("flops").get<double>(), s.at("seconds").get<double>(),
-                            s.at("per_step").get<std::int64_t>(), s.value("scale", 1.0)});  // no scale: measured whole
-      c.rates.push_back(std::move(r));
-    }
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(std::string("gemm decision: ") + e.what());
-  }
+  return json_fields::read<GemmChoice>(JsonFile::parse(j.dump(), "gemm decision", "the GEMM choice"), "");
 }
 
 namespace {
@@ -512,7 +484,7 @@ std::optional<GemmChoice> read_gemm_cache(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   try {
-    GemmChoice c = gemm_choice_from_json(nlohmann::json::parse(in));
+    GemmChoice c = json_fields::read<GemmChoice>(JsonFile::read(path, "the GEMM choice cache"), "");
     if (!gemm_library_linked(c.library)) return std::nullopt;
     return c;
   } catch (const std::exception&) {  // a damaged or foreign file: measure again (and overwrite it)
