@@ -290,7 +290,9 @@ TEST_CASE("json record: non-empty values, a number above a bound, a version rang
   old.erase("format_version");
   CHECK(read_policy(old).format_version == 2);  // absent: the member's default
   CHECK_THROWS_WITH(read_policy(json::array()), Catch::Contains("p.json: the policy field  is not an object"));
+}
 
+namespace {
 // unless_default: a member that is not an optional, written only while it differs from its default.
 struct Pair {
   double x = 0, y = 0;
